@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Perseus needs to build and test. Idempotent: installs only what is
+# missing, and does nothing (no network) when everything is present.
+set -euo pipefail
+packages=(g++ cmake make ninja-build nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
+  libbenchmark-dev libboost-dev libboost-graph-dev libsqlite3-dev time)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}" >&2
+  sudo_cmd=()
+  [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,26 @@
+// The `perseus` command: one subcommand per job (DESIGN section 2).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.hpp"
+#include "perseus/util/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Perseus: remove energy bloat from pipeline-parallel training"};
+  app.require_subcommand(1);
+  perseus::cli::add_profile_command(app);
+  perseus::cli::add_plan_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const perseus::Error& e) {
+    std::fprintf(stderr, "perseus: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "perseus: internal error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

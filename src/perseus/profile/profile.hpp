@@ -1,0 +1,54 @@
+// Stage profiles: measured time and energy of each (stage, instruction type, SM clock). This is
+// the input of planning and evaluation (DESIGN section 3).
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace perseus::profile {
+
+// One measured option: running an instruction at `frequency_mhz` takes `time_s` and `energy_j`.
+struct Measurement {
+  int frequency_mhz = 0;
+  double time_s = 0.0;
+  double energy_j = 0.0;
+  long line = 0;  // line in the source file (0 when synthesized)
+};
+
+// Instruction type names a profile may contain.
+const std::vector<std::string>& known_instructions();
+
+class Profile {
+ public:
+  Profile() = default;
+  explicit Profile(std::string source) : source_(std::move(source)) {}
+
+  // Where the profile came from (file path or a description); used in error messages.
+  const std::string& source() const { return source_; }
+
+  void add(int stage, const std::string& instruction, const Measurement& m);
+
+  // Number of stages: one past the highest stage index.
+  int num_stages() const;
+  bool has(int stage, const std::string& instruction) const;
+  // Rows of one (stage, instruction); throws perseus::Error naming the profile if there are none.
+  const std::vector<Measurement>& rows(int stage, const std::string& instruction) const;
+  // Instruction types present for `stage`, in known_instructions() order.
+  std::vector<std::string> instructions(int stage) const;
+  // The row of one (stage, instruction, frequency); throws perseus::Error when absent.
+  const Measurement& at(int stage, const std::string& instruction, int frequency_mhz) const;
+  // Highest profiled clock of one (stage, instruction).
+  int max_frequency(int stage, const std::string& instruction) const;
+
+  const std::map<std::pair<int, std::string>, std::vector<Measurement>>& all() const {
+    return rows_;
+  }
+
+ private:
+  std::string source_;
+  std::map<std::pair<int, std::string>, std::vector<Measurement>> rows_;
+};
+
+}  // namespace perseus::profile
