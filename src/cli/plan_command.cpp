@@ -1,1 +1,204 @@
-// placeholder: being written
+// `perseus plan`: compute the frontier; `plan evaluate`: score a plan; `plan export`: write plans
+// from a frontier directory as plan JSON or the reference list-literal format.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "perseus/plan/frontier_store.hpp"
+#include "perseus/plan/plan_io.hpp"
+#include "perseus/plan/solver.hpp"
+#include "perseus/profile/csv.hpp"
+#include "perseus/util/error.hpp"
+#include "perseus/util/files.hpp"
+#include "perseus/util/progress.hpp"
+
+namespace perseus::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct PlanArgs {
+  std::string profile, out, schedule = "1f1b", cost_model = "convex-hull";
+  int stages = 0, microbatches = 0;
+  double blocking_power = -1.0, unit_time = 0.001, noise_factor = 1.0;
+  bool quiet = false;
+};
+
+struct EvaluateArgs {
+  std::string profile, plan, schedule;
+  int microbatches = 0;
+  double blocking_power = -1.0;
+};
+
+struct ExportArgs {
+  std::string frontier, out, format = "json";
+  long index = -1;
+  double time = -1.0, every = -1.0;
+};
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw Error(what);
+}
+
+double percent(double part, double whole) { return 100.0 * part / whole; }
+
+void print_summary(const plan::StoredFrontier& f, const plan::TimeEnergy& all_max) {
+  std::size_t fastest = 0;
+  for (std::size_t i = 0; i < f.rows.size(); ++i) {
+    const auto& r = f.rows[i];
+    const auto& b = f.rows[fastest];
+    if (r.evaluated_time_s < b.evaluated_time_s ||
+        (r.evaluated_time_s == b.evaluated_time_s && r.evaluated_energy_j < b.evaluated_energy_j)) {
+      fastest = i;
+    }
+  }
+  std::printf("%-22s %10s %12s %10s %10s\n", "plan", "time (s)", "energy (J)", "time +%",
+              "saving %");
+  std::printf("%-22s %10.4f %12.2f %10s %10s\n", "all-max", all_max.time_s, all_max.energy_j, "-",
+              "-");
+  auto row = [&](const std::string& name, std::size_t i) {
+    const auto& r = f.rows[i];
+    std::printf("%-22s %10.4f %12.2f %+10.2f %10.2f\n", name.c_str(), r.evaluated_time_s,
+                r.evaluated_energy_j, percent(r.evaluated_time_s - all_max.time_s, all_max.time_s),
+                percent(all_max.energy_j - r.evaluated_energy_j, all_max.energy_j));
+  };
+  row("fastest #" + std::to_string(fastest), fastest);
+  const std::size_t points = 5;
+  for (std::size_t k = 1; k < points && f.rows.size() > 1; ++k) {
+    std::size_t i = fastest - std::min(fastest, (fastest * k) / points);
+    row("frontier #" + std::to_string(i), i);
+  }
+}
+
+void run_plan(const PlanArgs& a) {
+  require(!a.profile.empty(), "--profile is required");
+  require(a.stages > 0, "--stages is required and must be positive");
+  require(a.microbatches > 0, "--microbatches is required and must be positive");
+  require(a.blocking_power >= 0.0, "--blocking-power is required and must be >= 0 watts");
+  require(!a.out.empty(), "--out is required");
+  require(a.noise_factor >= 1.0, "--noise-factor must be >= 1");
+  fs::path out(a.out);
+  {
+    // Fail on an unusable output location before the (possibly long) solve.
+    StagingDir probe(out, "meta.json");
+  }
+  auto start = std::chrono::steady_clock::now();
+  profile::Profile prof = profile::read_profile_csv(a.profile);
+  plan::PlanSettings settings{a.unit_time, a.blocking_power, plan::parse_cost_model(a.cost_model),
+                              a.noise_factor};
+  auto sched = schedule::make_schedule(a.schedule, a.stages, a.microbatches);
+  auto problem = plan::PlanProblem::build(prof, sched, settings);
+  ProgressBar bar("planning", 0);
+  plan::Frontier frontier = plan::solve_frontier(problem, [&](long done, long total) {
+    (void)total;
+    bar.update(done);
+  });
+  bar.finish();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto all_max_eval = plan::evaluate(prof, sched, plan::all_max_plan(prof, sched), a.blocking_power);
+  plan::TimeEnergy all_max{all_max_eval.time_s, all_max_eval.energy_j};
+  plan::write_frontier(out, problem, frontier, {a.profile, all_max, seconds});
+  if (a.quiet) return;
+  std::printf("%zu plans in %.3f s (%s); stopped: %s\nwrote %s/{frontier.csv,plans.txt,meta.json}\n\n",
+              frontier.points.size(), seconds, a.cost_model.c_str(), frontier.stop_reason.c_str(),
+              a.out.c_str());
+  print_summary(plan::read_frontier(out), all_max);
+}
+
+void run_evaluate(const EvaluateArgs& a) {
+  require(a.blocking_power >= 0.0, "--blocking-power is required and must be >= 0 watts");
+  profile::Profile prof = profile::read_profile_csv(a.profile);
+  plan::Plan p = plan::read_plan_file(a.plan);
+  std::string sched_name = !a.schedule.empty() ? a.schedule : p.schedule;
+  int mbs = a.microbatches > 0 ? a.microbatches : p.num_microbatches;
+  require(mbs > 0, a.plan + ": the plan does not say its microbatch count; pass --microbatches");
+  auto sched = schedule::make_schedule(sched_name, p.num_stages, mbs);
+  plan::check_plan_shape(p.frequencies, sched, a.plan);
+  auto ev = plan::evaluate(prof, sched, p.frequencies, a.blocking_power);
+  auto base = plan::evaluate(prof, sched, plan::all_max_plan(prof, sched), a.blocking_power);
+  std::printf("time_s %.6f\nenergy_j %.4f\nall_max_time_s %.6f\nall_max_energy_j %.4f\n",
+              ev.time_s, ev.energy_j, base.time_s, base.energy_j);
+  std::printf("energy_saving_percent %.3f\nslowdown_percent %.3f\n",
+              percent(base.energy_j - ev.energy_j, base.energy_j),
+              percent(ev.time_s - base.time_s, base.time_s));
+}
+
+void write_plan(const plan::StoredFrontier& f, std::size_t i, const ExportArgs& a) {
+  plan::Plan p = f.plan(i);
+  char name[64];
+  std::string text;
+  if (a.format == "py") {
+    std::snprintf(name, sizeof name, "freqs_pipeline_%05zu.py", i);
+    char comment[160];
+    std::snprintf(comment, sizeof comment, "plan %zu: evaluated time %.6f s, energy %.4f J", i,
+                  p.evaluated->time_s, p.evaluated->energy_j);
+    text = plan::plan_to_python_list(p.frequencies, comment);
+  } else {
+    std::snprintf(name, sizeof name, "plan_%05zu.json", i);
+    text = plan::plan_to_json(p, schedule::make_schedule(f.schedule, f.num_stages, f.num_microbatches));
+  }
+  write_file_atomic(fs::path(a.out) / name, text);
+}
+
+void run_export(const ExportArgs& a) {
+  int modes = (a.index >= 0) + (a.time >= 0.0) + (a.every >= 0.0);
+  require(modes == 1, "choose exactly one of --index, --time, --every");
+  require(a.format == "json" || a.format == "py", "--format must be json or py");
+  plan::StoredFrontier f = plan::read_frontier(a.frontier);
+  std::vector<std::size_t> picks;
+  if (a.index >= 0) picks.push_back(plan::select_by_index(f, a.index));
+  if (a.time >= 0.0) picks.push_back(plan::select_by_time(f, a.time));
+  if (a.every >= 0.0) picks = plan::select_every(f, a.every);
+  ensure_writable_dir(a.out);
+  for (std::size_t i : picks) write_plan(f, i, a);
+  std::printf("exported %zu plan%s to %s\n", picks.size(), picks.size() == 1 ? "" : "s",
+              a.out.c_str());
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto* plan = app.add_subcommand("plan", "Compute the iteration time-energy frontier of a pipeline");
+  auto pa = std::make_shared<PlanArgs>();
+  plan->add_option("--profile", pa->profile, "Stage profile CSV (stage,instruction,frequency,time,energy)");
+  plan->add_option("--stages", pa->stages, "Number of pipeline stages");
+  plan->add_option("--microbatches", pa->microbatches, "Microbatches per iteration");
+  plan->add_option("--blocking-power", pa->blocking_power, "Power (W) drawn while blocked on communication");
+  plan->add_option("--unit-time", pa->unit_time, "Time unit in seconds")->capture_default_str();
+  plan->add_option("--cost-model", pa->cost_model, "exponential or convex-hull")->capture_default_str();
+  plan->add_option("--schedule", pa->schedule, "1f1b or gpipe")->capture_default_str();
+  plan->add_option("--noise-factor", pa->noise_factor, "Keep options within this factor of Pareto-optimal")
+      ->capture_default_str();
+  plan->add_option("--out", pa->out, "Output directory (frontier.csv, plans.txt, meta.json)");
+  plan->add_flag("--quiet", pa->quiet, "Print nothing on success");
+  plan->require_subcommand(0, 1);
+
+  auto* ev = plan->add_subcommand("evaluate", "Score a plan (JSON or list literal) against a profile");
+  auto ea = std::make_shared<EvaluateArgs>();
+  ev->add_option("--profile", ea->profile, "Stage profile CSV")->required();
+  ev->add_option("--plan", ea->plan, "Plan file (perseus.plan/1 JSON or freqs_pipeline .py)")->required();
+  ev->add_option("--blocking-power", ea->blocking_power, "Blocking power in watts")->required();
+  ev->add_option("--schedule", ea->schedule, "Schedule (default: from the plan, else 1f1b)");
+  ev->add_option("--microbatches", ea->microbatches, "Microbatches (default: from the plan)");
+  ev->callback([ea] { run_evaluate(*ea); });
+
+  auto* ex = plan->add_subcommand("export", "Write plans from a frontier directory");
+  auto xa = std::make_shared<ExportArgs>();
+  ex->add_option("--frontier", xa->frontier, "Frontier directory written by `perseus plan`")->required();
+  ex->add_option("--index", xa->index, "Export the plan with this index");
+  ex->add_option("--time", xa->time, "Export the cheapest plan finishing within this many seconds");
+  ex->add_option("--every", xa->every, "Export one plan every this many seconds of iteration time");
+  ex->add_option("--format", xa->format, "json or py (freqs_pipeline_%05d.py)")->capture_default_str();
+  ex->add_option("--out", xa->out, "Output directory")->required();
+  ex->callback([xa] { run_export(*xa); });
+
+  plan->callback([plan, pa] {
+    if (plan->get_subcommands().empty()) run_plan(*pa);
+  });
+}
+
+}  // namespace perseus::cli

@@ -1,1 +1,93 @@
-// placeholder: being written
+#include "perseus/plan/evaluate.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "perseus/util/error.hpp"
+
+namespace perseus::plan {
+
+double critical_path(const schedule::Dag& dag, const std::vector<double>& node_time) {
+  std::vector<double> finish(static_cast<std::size_t>(dag.num_nodes()), 0.0);
+  for (int v : dag.topological_order()) {
+    double start = 0.0;
+    for (int u : dag.predecessors(v)) start = std::max(start, finish[u]);
+    finish[v] = start + node_time[v];
+  }
+  return finish[dag.sink()];
+}
+
+Evaluation evaluate_nodes(const schedule::Dag& dag, int num_stages,
+                          const std::vector<double>& node_time,
+                          const std::vector<double>& node_energy, double blocking_power_w) {
+  Evaluation ev;
+  ev.time_s = critical_path(dag, node_time);
+  ev.stage_busy_s.assign(static_cast<std::size_t>(num_stages), 0.0);
+  double busy = 0.0, energy = 0.0;
+  for (int v = 0; v < dag.num_nodes(); ++v) {
+    if (!dag.is_instruction(v)) continue;
+    ev.stage_busy_s[dag.node(v).stage] += node_time[v];
+    busy += node_time[v];
+    energy += node_energy[v];
+  }
+  ev.energy_j = energy + blocking_power_w * (num_stages * ev.time_s - busy);
+  return ev;
+}
+
+void check_plan_shape(const FrequencyPlan& plan, const schedule::Schedule& schedule,
+                      const std::string& source) {
+  const std::string where = source.empty() ? "" : source + ": ";
+  if (plan.size() != schedule.stages.size()) {
+    throw Error(where + "plan has " + std::to_string(plan.size()) + " stages but the schedule has " +
+                std::to_string(schedule.stages.size()));
+  }
+  for (std::size_t s = 0; s < plan.size(); ++s) {
+    if (plan[s].size() != schedule.stages[s].size()) {
+      throw Error(where + "plan stage " + std::to_string(s) + " has " + std::to_string(plan[s].size()) +
+                  " instructions but the " + schedule.name + " schedule has " +
+                  std::to_string(schedule.stages[s].size()));
+    }
+  }
+}
+
+Evaluation evaluate(const profile::Profile& profile, const schedule::Schedule& schedule,
+                    const FrequencyPlan& plan, double blocking_power_w) {
+  check_plan_shape(plan, schedule, "");
+  schedule::Dag dag(schedule);
+  std::vector<double> time(static_cast<std::size_t>(dag.num_nodes()), 0.0);
+  std::vector<double> energy(time.size(), 0.0);
+  for (int v = 1; v < dag.sink(); ++v) {
+    const auto& node = dag.node(v);
+    const std::string& type = schedule::type_name(node.instruction.type);
+    int mhz = plan[node.stage][node.position];
+    if (!profile.has(node.stage, type)) {
+      throw Error(profile.source() + ": no '" + type + "' rows for stage " +
+                  std::to_string(node.stage));
+    }
+    const profile::Measurement* m = nullptr;
+    for (const auto& row : profile.rows(node.stage, type)) {
+      if (row.frequency_mhz == mhz) m = &row;
+    }
+    if (m == nullptr) {
+      throw Error("plan stage " + std::to_string(node.stage) + " position " +
+                  std::to_string(node.position) + " (" + type + " of microbatch " +
+                  std::to_string(node.instruction.microbatch) + "): clock " +
+                  std::to_string(mhz) + " MHz is not in profile " + profile.source());
+    }
+    time[v] = m->time_s;
+    energy[v] = m->energy_j;
+  }
+  return evaluate_nodes(dag, schedule.num_stages, time, energy, blocking_power_w);
+}
+
+FrequencyPlan all_max_plan(const profile::Profile& profile, const schedule::Schedule& schedule) {
+  FrequencyPlan plan(schedule.stages.size());
+  for (std::size_t s = 0; s < schedule.stages.size(); ++s) {
+    for (const auto& inst : schedule.stages[s]) {
+      plan[s].push_back(profile.max_frequency(static_cast<int>(s), schedule::type_name(inst.type)));
+    }
+  }
+  return plan;
+}
+
+}  // namespace perseus::plan

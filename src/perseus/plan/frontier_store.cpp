@@ -1,1 +1,265 @@
-// placeholder: being written
+#include "perseus/plan/frontier_store.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "perseus/util/error.hpp"
+#include "perseus/util/files.hpp"
+
+// plans.txt ("perseus.plans/1"):
+//   line 1: `perseus.plans/1 <plans> <instructions>`
+//   line 2: `0 <clock> <clock> ...`, plan 0's clock of every instruction, stages in order and
+//           each stage in schedule order
+//   line k: `<k-2> <pos>:<clock> ...`, the instructions whose clock differs from the previous
+//           plan (pos counts instructions as on line 2, from 0)
+
+namespace perseus::plan {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kPlansFormat = "perseus.plans/1";
+constexpr const char* kMetaFormat = "perseus.frontier/1";
+
+std::string format_double(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+// Flattened clocks of every instruction (stage-major) for each plan on the frontier.
+std::vector<int> flat_clocks(const PlanProblem& problem, const std::vector<long>& durations) {
+  std::vector<int> clocks;
+  for (int v = 1; v < problem.dag.sink(); ++v) {
+    clocks.push_back(problem.options(v).realize(durations[v]).frequency_mhz);
+  }
+  return clocks;
+}
+
+std::string plans_text(const PlanProblem& problem, const Frontier& frontier) {
+  std::vector<long> d = frontier.initial_durations;
+  std::vector<int> clocks = flat_clocks(problem, d);
+  std::string out = std::string(kPlansFormat) + " " + std::to_string(frontier.points.size()) +
+                    " " + std::to_string(clocks.size()) + "\n0";
+  for (int c : clocks) out += " " + std::to_string(c);
+  out += "\n";
+  for (std::size_t i = 0; i < frontier.steps.size(); ++i) {
+    out += std::to_string(i + 1);
+    for (auto [v, delta] : frontier.steps[i]) {
+      d[v] += delta;
+      int c = problem.options(v).realize(d[v]).frequency_mhz;
+      if (c == clocks[v - 1]) continue;
+      clocks[v - 1] = c;
+      out += " " + std::to_string(v - 1) + ":" + std::to_string(c);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string frontier_csv(const PlanProblem& problem, const Frontier& frontier) {
+  std::string out = "index,planned_time_s,predicted_energy_j,evaluated_time_s,evaluated_energy_j\n";
+  for (std::size_t i = 0; i < frontier.points.size(); ++i) {
+    const auto& p = frontier.points[i];
+    out += std::to_string(i) + "," +
+           format_double(static_cast<double>(p.quant_time) * problem.settings.unit_time_s) + "," +
+           format_double(p.predicted_energy_j) + "," + format_double(p.evaluated_time_s) + "," +
+           format_double(p.evaluated_energy_j) + "\n";
+  }
+  return out;
+}
+
+json meta_json(const PlanProblem& problem, const Frontier& frontier, const FrontierInfo& info) {
+  json models = json::array();
+  for (int s = 0; s < problem.schedule.num_stages; ++s) {
+    for (auto type : {schedule::InstructionType::kForward, schedule::InstructionType::kBackward}) {
+      for (int v = 1; v < problem.dag.sink(); ++v) {
+        const auto& node = problem.dag.node(v);
+        if (node.stage != s || node.instruction.type != type) continue;
+        models.push_back({{"stage", s},
+                          {"instruction", schedule::type_name(type)},
+                          {"options", problem.options(v).options.size()},
+                          {"model", problem.model(v).description()}});
+        break;
+      }
+    }
+  }
+  const auto& st = problem.settings;
+  return {{"format", kMetaFormat},
+          {"profile", info.profile_source},
+          {"schedule", problem.schedule.name},
+          {"num_stages", problem.schedule.num_stages},
+          {"num_microbatches", problem.schedule.num_microbatches},
+          {"unit_time_s", st.unit_time_s},
+          {"blocking_power_w", st.blocking_power_w},
+          {"cost_model", cost_model_name(st.cost_model)},
+          {"noise_factor", st.noise_factor},
+          {"num_plans", frontier.points.size()},
+          {"slowest_time_units", frontier.slowest_time},
+          {"fastest_time_units", frontier.fastest_time},
+          {"stop_reason", frontier.stop_reason},
+          {"solve_seconds", info.seconds},
+          {"all_max", {{"time_s", info.all_max.time_s}, {"energy_j", info.all_max.energy_j}}},
+          {"cost_models", std::move(models)}};
+}
+
+[[noreturn]] void bad(const fs::path& file, long line, const std::string& what) {
+  throw Error(located(file.string(), line, "", what));
+}
+
+std::vector<FrontierRow> read_rows(const fs::path& file) {
+  std::istringstream in(read_file(file));
+  std::string line;
+  std::getline(in, line);
+  std::vector<FrontierRow> rows;
+  long n = 1;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty()) continue;
+    FrontierRow r;
+    char tail = 0;
+    if (std::sscanf(line.c_str(), "%zu,%lf,%lf,%lf,%lf%c", &r.index, &r.planned_time_s,
+                    &r.predicted_energy_j, &r.evaluated_time_s, &r.evaluated_energy_j,
+                    &tail) != 5 ||
+        r.index != rows.size()) {
+      bad(file, n, "malformed frontier row");
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+std::vector<FrequencyPlan> read_plans(const fs::path& file, const StoredFrontier& f,
+                                      const std::vector<std::pair<int, int>>& positions) {
+  std::istringstream in(read_file(file));
+  std::string format;
+  std::size_t count = 0, width = 0;
+  if (!(in >> format >> count >> width) || format != kPlansFormat || width != positions.size()) {
+    bad(file, 1, "bad header (expected " + std::string(kPlansFormat) + " with " +
+                     std::to_string(positions.size()) + " instructions)");
+  }
+  std::vector<int> clocks(width, 0);
+  std::vector<FrequencyPlan> plans;
+  std::string line;
+  std::getline(in, line);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (!std::getline(in, line)) bad(file, static_cast<long>(i) + 2, "missing plan");
+    std::istringstream ls(line);
+    std::size_t index = 0;
+    if (!(ls >> index) || index != i) bad(file, static_cast<long>(i) + 2, "bad plan index");
+    std::string tok;
+    for (std::size_t k = 0; ls >> tok; ++k) {
+      std::size_t colon = tok.find(':');
+      std::size_t pos = i == 0 ? k : std::stoul(tok.substr(0, colon));
+      int c = std::stoi(i == 0 ? tok : tok.substr(colon + 1));
+      if (pos >= width || c <= 0) bad(file, static_cast<long>(i) + 2, "bad entry '" + tok + "'");
+      clocks[pos] = c;
+    }
+    FrequencyPlan plan(static_cast<std::size_t>(f.num_stages));
+    for (std::size_t k = 0; k < width; ++k) plan[positions[k].first].push_back(clocks[k]);
+    plans.push_back(std::move(plan));
+  }
+  return plans;
+}
+
+}  // namespace
+
+Plan StoredFrontier::plan(std::size_t index) const {
+  const FrontierRow& r = rows.at(index);
+  Plan p;
+  p.schedule = schedule;
+  p.num_stages = num_stages;
+  p.num_microbatches = num_microbatches;
+  p.unit_time_s = unit_time_s;
+  p.blocking_power_w = blocking_power_w;
+  p.predicted = TimeEnergy{r.planned_time_s, r.predicted_energy_j};
+  p.evaluated = TimeEnergy{r.evaluated_time_s, r.evaluated_energy_j};
+  p.frequencies = plans.at(index);
+  return p;
+}
+
+void write_frontier(const fs::path& dir, const PlanProblem& problem, const Frontier& frontier,
+                    const FrontierInfo& info) {
+  StagingDir staging(dir, "meta.json");
+  write_file_atomic(staging.path() / "frontier.csv", frontier_csv(problem, frontier));
+  write_file_atomic(staging.path() / "plans.txt", plans_text(problem, frontier));
+  write_file_atomic(staging.path() / "meta.json", meta_json(problem, frontier, info).dump(1) + "\n");
+  staging.commit();
+}
+
+StoredFrontier read_frontier(const fs::path& dir) {
+  StoredFrontier f;
+  const fs::path meta_path = dir / "meta.json";
+  json meta;
+  try {
+    meta = json::parse(read_file(meta_path));
+    if (meta.at("format") != kMetaFormat) bad(meta_path, 0, "not a perseus.frontier/1 file");
+    f.schedule = meta.at("schedule").get<std::string>();
+    f.num_stages = meta.at("num_stages").get<int>();
+    f.num_microbatches = meta.at("num_microbatches").get<int>();
+    f.unit_time_s = meta.at("unit_time_s").get<double>();
+    f.blocking_power_w = meta.at("blocking_power_w").get<double>();
+  } catch (const json::exception& e) {
+    bad(meta_path, 0, std::string("malformed frontier metadata: ") + e.what());
+  }
+  f.rows = read_rows(dir / "frontier.csv");
+  schedule::Schedule sched = schedule::make_schedule(f.schedule, f.num_stages, f.num_microbatches);
+  std::vector<std::pair<int, int>> positions;
+  for (int s = 0; s < f.num_stages; ++s) {
+    for (std::size_t i = 0; i < sched.stages[s].size(); ++i) positions.emplace_back(s, static_cast<int>(i));
+  }
+  f.plans = read_plans(dir / "plans.txt", f, positions);
+  if (f.plans.size() != f.rows.size()) {
+    bad(dir / "plans.txt", 0, std::to_string(f.plans.size()) + " plans but frontier.csv has " +
+                                  std::to_string(f.rows.size()) + " rows");
+  }
+  return f;
+}
+
+std::size_t select_by_index(const StoredFrontier& f, long index) {
+  if (index < 0 || static_cast<std::size_t>(index) >= f.rows.size()) {
+    throw Error("plan index " + std::to_string(index) + " out of range (the frontier has " +
+                std::to_string(f.rows.size()) + " plans, 0.." + std::to_string(f.rows.size() - 1) +
+                ")");
+  }
+  return static_cast<std::size_t>(index);
+}
+
+std::size_t select_by_time(const StoredFrontier& f, double target_s) {
+  std::size_t best = f.rows.size();
+  for (std::size_t i = 0; i < f.rows.size(); ++i) {
+    const auto& r = f.rows[i];
+    if (r.evaluated_time_s > target_s * (1.0 + 1e-12)) continue;
+    if (best == f.rows.size() || r.evaluated_energy_j < f.rows[best].evaluated_energy_j) best = i;
+  }
+  if (best == f.rows.size()) {
+    double fastest = f.rows.empty() ? 0.0 : f.rows.back().evaluated_time_s;
+    for (const auto& r : f.rows) fastest = std::min(fastest, r.evaluated_time_s);
+    throw Error("no plan finishes within " + format_double(target_s) + " s (the fastest takes " +
+                format_double(fastest) + " s)");
+  }
+  return best;
+}
+
+std::vector<std::size_t> select_every(const StoredFrontier& f, double every_s) {
+  if (!(every_s > 0.0)) throw Error("sampling interval must be positive");
+  std::vector<std::size_t> out;
+  if (f.rows.empty()) return out;
+  double fastest = f.rows.front().evaluated_time_s, slowest = fastest;
+  for (const auto& r : f.rows) {
+    fastest = std::min(fastest, r.evaluated_time_s);
+    slowest = std::max(slowest, r.evaluated_time_s);
+  }
+  for (double t = slowest; t >= fastest - 1e-12; t -= every_s) {
+    std::size_t i = select_by_time(f, t);
+    if (out.empty() || out.back() != i) out.push_back(i);
+  }
+  return out;
+}
+
+}  // namespace perseus::plan

@@ -1,1 +1,151 @@
-// placeholder: being written
+#include "perseus/plan/maxflow.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace perseus::plan {
+
+void BoundedMinCut::reset(int num_nodes) {
+  n_ = num_nodes;
+  head_.assign(static_cast<std::size_t>(num_nodes) + 2, -1);
+  next_.clear();
+  to_.clear();
+  cap_.clear();
+  lb_.clear();
+  ub_.clear();
+  from_.clear();
+}
+
+int BoundedMinCut::add_arc(int u, int v, double lb, double ub) {
+  lb_.push_back(lb);
+  ub_.push_back(ub);
+  from_.push_back(u);
+  add_residual_pair(u, v, 0.0);  // capacity is set in solve() once infinity is known
+  return static_cast<int>(lb_.size()) - 1;
+}
+
+int BoundedMinCut::add_residual_pair(int u, int v, double cap) {
+  int e = static_cast<int>(to_.size());
+  to_.push_back(v), cap_.push_back(cap), next_.push_back(head_[u]), head_[u] = e;
+  to_.push_back(u), cap_.push_back(0.0), next_.push_back(head_[v]), head_[v] = e + 1;
+  return e;
+}
+
+double BoundedMinCut::flow(int arc) const {
+  // Residual of the reverse arc is the flow above the lower bound.
+  return lb_[arc] + cap_[2 * static_cast<std::size_t>(arc) + 1];
+}
+
+BoundedMinCut::Status BoundedMinCut::solve(int s, int t) {
+  const int arcs = num_arcs();
+  // A finite stand-in for infinity: larger than any finite cut.
+  double finite_total = 1.0;
+  for (int a = 0; a < arcs; ++a) {
+    finite_total += lb_[a];
+    if (std::isfinite(ub_[a])) finite_total += ub_[a];
+  }
+  const double big = 2.0 * finite_total;
+  eps_ = 1e-12 * finite_total;
+  for (int a = 0; a < arcs; ++a) {
+    double ub = std::isfinite(ub_[a]) ? ub_[a] : big;
+    cap_[2 * static_cast<std::size_t>(a)] = ub - lb_[a];
+  }
+  // Lower bounds become demands served by a super source and sink.
+  excess_.assign(static_cast<std::size_t>(n_), 0.0);
+  for (int a = 0; a < arcs; ++a) {
+    excess_[to_[2 * static_cast<std::size_t>(a)]] += lb_[a];
+    excess_[from_[a]] -= lb_[a];
+  }
+  const int ss = n_, tt = n_ + 1;
+  const std::size_t aux_begin = to_.size();
+  double demand = 0.0;
+  for (int v = 0; v < n_; ++v) {
+    if (excess_[v] > 0) add_residual_pair(ss, v, excess_[v]), demand += excess_[v];
+    else if (excess_[v] < 0) add_residual_pair(v, tt, -excess_[v]);
+  }
+  int ret = add_residual_pair(t, s, big);
+  double feasible = max_flow(ss, tt);
+  if (feasible < demand - 1e-9 * (1.0 + demand)) {
+    mark_reachable(s);
+    return Status::kInfeasible;
+  }
+  double circulated = cap_[static_cast<std::size_t>(ret) + 1];
+  for (std::size_t e = aux_begin; e < to_.size(); ++e) cap_[e] = 0.0;  // drop ss, tt, t->s
+  double value = circulated + max_flow(s, t);
+  mark_reachable(s);
+  if (value >= big * 0.5) return Status::kInfinite;
+  cut_value_ = 0.0;
+  for (int a = 0; a < arcs; ++a) {
+    bool from_s = source_side(from_[a]);
+    bool to_s = source_side(to_[2 * static_cast<std::size_t>(a)]);
+    if (from_s && !to_s) cut_value_ += ub_[a];
+    if (!from_s && to_s) cut_value_ -= lb_[a];
+  }
+  return std::isfinite(cut_value_) ? Status::kFinite : Status::kInfinite;
+}
+
+double BoundedMinCut::max_flow(int s, int t) {
+  double total = 0.0;
+  iter_.resize(head_.size());
+  while (build_levels(s, t)) {
+    std::copy(head_.begin(), head_.end(), iter_.begin());
+    while (true) {
+      double pushed = augment(s, t, kInfinity);
+      if (pushed <= eps_) break;
+      total += pushed;
+    }
+  }
+  return total;
+}
+
+bool BoundedMinCut::build_levels(int s, int t) {
+  level_.assign(head_.size(), -1);
+  queue_.clear();
+  level_[s] = 0;
+  queue_.push_back(s);
+  for (std::size_t i = 0; i < queue_.size(); ++i) {
+    int u = queue_[i];
+    for (int e = head_[u]; e != -1; e = next_[e]) {
+      int v = to_[e];
+      if (cap_[e] > eps_ && level_[v] < 0) {
+        level_[v] = level_[u] + 1;
+        queue_.push_back(v);
+      }
+    }
+  }
+  return level_[t] >= 0;
+}
+
+double BoundedMinCut::augment(int u, int t, double limit) {
+  if (u == t) return limit;
+  for (int& e = iter_[u]; e != -1; e = next_[e]) {
+    int v = to_[e];
+    if (cap_[e] <= eps_ || level_[v] != level_[u] + 1) continue;
+    double pushed = augment(v, t, std::min(limit, cap_[e]));
+    if (pushed > eps_) {
+      cap_[e] -= pushed;
+      cap_[e ^ 1] += pushed;
+      return pushed;
+    }
+  }
+  return 0.0;
+}
+
+void BoundedMinCut::mark_reachable(int s) {
+  reached_.assign(head_.size(), 0);
+  queue_.clear();
+  reached_[s] = 1;
+  queue_.push_back(s);
+  for (std::size_t i = 0; i < queue_.size(); ++i) {
+    int u = queue_[i];
+    for (int e = head_[u]; e != -1; e = next_[e]) {
+      int v = to_[e];
+      if (v < n_ && cap_[e] > eps_ && !reached_[v]) {
+        reached_[v] = 1;
+        queue_.push_back(v);
+      }
+    }
+  }
+}
+
+}  // namespace perseus::plan

@@ -1,1 +1,211 @@
-// placeholder: being written
+#include "perseus/plan/plan_io.hpp"
+
+#include <cctype>
+#include <nlohmann/json.hpp>
+
+#include "perseus/util/error.hpp"
+#include "perseus/util/files.hpp"
+
+namespace perseus::plan {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kFormat = "perseus.plan/1";
+
+json time_energy(const TimeEnergy& te) { return {{"time_s", te.time_s}, {"energy_j", te.energy_j}}; }
+
+// Reads a required field with a clear error when it is missing or has the wrong type.
+template <typename T>
+T field(const json& obj, const char* name, const std::string& where) {
+  auto it = obj.find(name);
+  if (it == obj.end()) throw Error(where + ": missing field '" + std::string(name) + "'");
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    throw Error(where + ": field '" + std::string(name) + "' has the wrong type (" +
+                std::string(it->type_name()) + ")");
+  }
+}
+
+std::optional<TimeEnergy> optional_time_energy(const json& obj, const char* name,
+                                               const std::string& source) {
+  auto it = obj.find(name);
+  if (it == obj.end() || it->is_null()) return std::nullopt;
+  std::string where = source + ": " + name;
+  if (!it->is_object()) throw Error(where + ": expected an object");
+  return TimeEnergy{field<double>(*it, "time_s", where), field<double>(*it, "energy_j", where)};
+}
+
+Plan plan_from_json(const std::string& text, const std::string& source) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(source + ": invalid JSON at byte " + std::to_string(e.byte));
+  }
+  if (!doc.is_object()) throw Error(source + ": expected a JSON object");
+  std::string format = field<std::string>(doc, "format", source);
+  if (format != kFormat) {
+    throw Error(source + ": field 'format': unknown plan format '" + format + "' (expected " +
+                kFormat + ")");
+  }
+  Plan plan;
+  plan.schedule = field<std::string>(doc, "schedule", source);
+  plan.num_stages = field<int>(doc, "num_stages", source);
+  plan.num_microbatches = field<int>(doc, "num_microbatches", source);
+  plan.unit_time_s = doc.value("unit_time_s", 0.0);
+  plan.blocking_power_w = doc.value("blocking_power_w", 0.0);
+  plan.predicted = optional_time_energy(doc, "predicted", source);
+  plan.evaluated = optional_time_energy(doc, "evaluated", source);
+  auto stages = field<json>(doc, "stages", source);
+  if (!stages.is_array()) throw Error(source + ": field 'stages': expected an array");
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    std::string where = source + ": stages[" + std::to_string(s) + "]";
+    if (!stages[s].is_array()) throw Error(where + ": expected an array");
+    std::vector<int> clocks;
+    for (std::size_t i = 0; i < stages[s].size(); ++i) {
+      std::string at = where + "[" + std::to_string(i) + "]";
+      if (!stages[s][i].is_object()) throw Error(at + ": expected an object");
+      int mhz = field<int>(stages[s][i], "frequency_mhz", at);
+      if (mhz <= 0) throw Error(at + ": field 'frequency_mhz': must be positive");
+      clocks.push_back(mhz);
+    }
+    plan.frequencies.push_back(std::move(clocks));
+  }
+  if (static_cast<int>(plan.frequencies.size()) != plan.num_stages) {
+    throw Error(source + ": num_stages is " + std::to_string(plan.num_stages) + " but 'stages' has " +
+                std::to_string(plan.frequencies.size()) + " entries");
+  }
+  return plan;
+}
+
+// A tiny parser for `[[int, ...], ...]` with `#` comments; it never evaluates anything.
+class ListParser {
+ public:
+  ListParser(const std::string& text, const std::string& source) : text_(text), source_(source) {}
+
+  FrequencyPlan parse() {
+    FrequencyPlan plan;
+    expect('[');
+    while (peek() != ']') {
+      plan.push_back(parse_stage());
+      if (peek() == ',') ++pos_;
+    }
+    ++pos_;
+    if (peek() != '\0') fail("unexpected text after the closing ']'");
+    if (plan.empty()) fail("no stages");
+    return plan;
+  }
+
+ private:
+  std::vector<int> parse_stage() {
+    expect('[');
+    std::vector<int> clocks;
+    while (peek() != ']') {
+      clocks.push_back(parse_int());
+      if (peek() == ',') ++pos_;
+      else if (peek() != ']') fail("expected ',' or ']'");
+    }
+    ++pos_;
+    return clocks;
+  }
+
+  int parse_int() {
+    skip();
+    std::size_t start = pos_;
+    while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+    if (start == pos_ || pos_ - start > 6) fail("expected a clock in MHz");
+    int v = std::stoi(text_.substr(start, pos_ - start));
+    if (v <= 0) fail("clock must be positive");
+    return v;
+  }
+
+  void expect(char c) {
+    if (peek() != c) fail(std::string("expected '") + c + "'");
+    ++pos_;
+  }
+
+  // Next significant character ('\0' at the end), skipping spaces and comments.
+  char peek() {
+    skip();
+    return pos_ < text_.size() ? text_[pos_] : '\0';
+  }
+
+  void skip() {
+    while (pos_ < text_.size()) {
+      if (std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+      else if (text_[pos_] == '#') pos_ = std::min(text_.find('\n', pos_), text_.size());
+      else break;
+    }
+  }
+
+  [[noreturn]] void fail(const std::string& what) const {
+    long line = 1;
+    for (std::size_t i = 0; i < pos_ && i < text_.size(); ++i) line += text_[i] == '\n';
+    throw Error(source_ + ":" + std::to_string(line) + ": " + what);
+  }
+
+  const std::string& text_;
+  const std::string& source_;
+  std::size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::string plan_to_json(const Plan& plan, const schedule::Schedule& schedule) {
+  json stages = json::array();
+  for (std::size_t s = 0; s < plan.frequencies.size(); ++s) {
+    json list = json::array();
+    for (std::size_t i = 0; i < plan.frequencies[s].size(); ++i) {
+      const auto& inst = schedule.stages[s][i];
+      list.push_back({{"type", schedule::type_name(inst.type)},
+                      {"microbatch", inst.microbatch},
+                      {"frequency_mhz", plan.frequencies[s][i]}});
+    }
+    stages.push_back(std::move(list));
+  }
+  json doc = {{"format", kFormat},
+              {"schedule", plan.schedule},
+              {"num_stages", plan.num_stages},
+              {"num_microbatches", plan.num_microbatches},
+              {"unit_time_s", plan.unit_time_s},
+              {"blocking_power_w", plan.blocking_power_w}};
+  if (plan.predicted) doc["predicted"] = time_energy(*plan.predicted);
+  if (plan.evaluated) doc["evaluated"] = time_energy(*plan.evaluated);
+  doc["stages"] = std::move(stages);
+  return doc.dump(1) + "\n";
+}
+
+std::string plan_to_python_list(const FrequencyPlan& frequencies, const std::string& comment) {
+  std::string out = "[\n";
+  for (const auto& stage : frequencies) {
+    out += "[";
+    for (std::size_t i = 0; i < stage.size(); ++i) {
+      if (i) out += ", ";
+      out += std::to_string(stage[i]);
+    }
+    out += "],\n";
+  }
+  out += "]\n";
+  if (!comment.empty()) out += "# " + comment + "\n";
+  return out;
+}
+
+Plan parse_plan(const std::string& text, const std::string& source) {
+  std::size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{') return plan_from_json(text, source);
+  if (first != std::string::npos && (text[first] == '[' || text[first] == '#')) {
+    Plan plan;
+    plan.frequencies = ListParser(text, source).parse();
+    plan.num_stages = static_cast<int>(plan.frequencies.size());
+    return plan;
+  }
+  throw Error(source + ": unknown plan format (expected a perseus.plan/1 JSON object or a " +
+              "freqs_pipeline list literal)");
+}
+
+Plan read_plan_file(const std::string& path) { return parse_plan(read_file(path), path); }
+
+}  // namespace perseus::plan

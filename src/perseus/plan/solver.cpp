@@ -1,1 +1,229 @@
-// placeholder: being written
+#include "perseus/plan/solver.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "perseus/plan/maxflow.hpp"
+
+namespace perseus::plan {
+
+namespace {
+
+// Marginal costs are rounded down to this resolution, and an instruction that can move both
+// ways gets this much slack on its upper bound (as the published optimizer does).
+constexpr double kFpError = 1e-6;
+
+double round_down(double x) {
+  return std::isfinite(x) ? profile::python_floordiv(x, kFpError) * kFpError : x;
+}
+
+class Solver {
+ public:
+  explicit Solver(const PlanProblem& problem)
+      : p_(problem), dag_(problem.dag), n_(problem.dag.num_nodes()) {}
+
+  Frontier run(const ProgressFn& progress);
+
+ private:
+  bool is_dummy(int v) const {
+    return !dag_.is_instruction(v) || p_.model(v).min_duration() == p_.model(v).max_duration();
+  }
+  void set_all(bool fastest);
+  void compute_times();
+  void build_network();
+  std::pair<double, double> bounds(int v) const;
+  // Applies one minimum cut; returns false (and sets the stop reason) when no step is possible.
+  bool step(std::vector<std::pair<int, int>>& changes);
+  void change(int v, int delta, std::vector<std::pair<int, int>>& changes);
+  void record();
+
+  const PlanProblem& p_;
+  const schedule::Dag& dag_;
+  const int n_;
+  std::vector<long> d_, es_, lf_;
+  long total_ = 0;
+  double cost_sum_ = 0.0;
+  std::vector<double> time_, energy_;
+  std::vector<int> in_id_;     // network id of a critical node's entry; exit is in_id_ + 1
+  std::vector<int> node_arc_;  // arc index of each critical node's own arc
+  BoundedMinCut cut_;
+  Frontier out_;
+};
+
+void Solver::set_all(bool fastest) {
+  d_.assign(static_cast<std::size_t>(n_), 0);
+  for (int v = 1; v < dag_.sink(); ++v) {
+    d_[v] = fastest ? p_.model(v).min_duration() : p_.model(v).max_duration();
+  }
+}
+
+void Solver::compute_times() {
+  es_.assign(static_cast<std::size_t>(n_), 0);
+  for (int v : dag_.topological_order()) {
+    long start = 0;
+    for (int u : dag_.predecessors(v)) start = std::max(start, es_[u] + d_[u]);
+    es_[v] = start;
+  }
+  total_ = es_[dag_.sink()];
+  lf_.assign(static_cast<std::size_t>(n_), total_);
+  const auto& topo = dag_.topological_order();
+  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+    long finish = total_;
+    for (int w : dag_.successors(*it)) finish = std::min(finish, lf_[w] - d_[w]);
+    lf_[*it] = finish;
+  }
+}
+
+std::pair<double, double> Solver::bounds(int v) const {
+  if (is_dummy(v)) return {0.0, kInfinity};
+  const CostModel& c = p_.model(v);
+  const long d = d_[v];
+  double lb = 0.0, ub = kInfinity;
+  if (d > c.min_duration()) ub = std::abs(c(d - 1) - c(d));
+  if (d < c.max_duration()) lb = std::abs(c(d) - c(d + 1));
+  if (d > c.min_duration() && d < c.max_duration()) ub += kFpError;
+  return {round_down(lb), round_down(ub)};
+}
+
+void Solver::build_network() {
+  in_id_.assign(static_cast<std::size_t>(n_), -1);
+  node_arc_.assign(static_cast<std::size_t>(n_), -1);
+  int ids = 0;
+  for (int v = 0; v < n_; ++v) {
+    if (es_[v] + d_[v] == lf_[v]) in_id_[v] = ids, ids += 2;
+  }
+  cut_.reset(ids);
+  for (int v = 0; v < n_; ++v) {
+    if (in_id_[v] < 0) continue;
+    auto [lb, ub] = bounds(v);
+    node_arc_[v] = cut_.add_arc(in_id_[v], in_id_[v] + 1, lb, ub);
+    for (int w : dag_.successors(v)) {
+      if (in_id_[w] >= 0 && es_[v] + d_[v] == lf_[w] - d_[w]) {
+        cut_.add_arc(in_id_[v] + 1, in_id_[w], 0.0, kInfinity);
+      }
+    }
+  }
+}
+
+void Solver::change(int v, int delta, std::vector<std::pair<int, int>>& changes) {
+  const CostModel& c = p_.model(v);
+  cost_sum_ += c(d_[v] + delta) - c(d_[v]);
+  d_[v] += delta;
+  const profile::Option& o = p_.options(v).realize(d_[v]);
+  time_[v] = o.time_s;
+  energy_[v] = o.energy_j;
+  changes.emplace_back(v, delta);
+}
+
+bool Solver::step(std::vector<std::pair<int, int>>& changes) {
+  build_network();
+  auto status = cut_.solve(in_id_[dag_.source()], in_id_[dag_.sink()] + 1);
+  if (status == BoundedMinCut::Status::kInfinite) {
+    out_.stop_reason = "every critical path has an instruction that cannot run faster";
+    return false;
+  }
+  if (status == BoundedMinCut::Status::kInfeasible) {
+    out_.stop_reason = "no feasible flow: the cost model is not convex at the current durations";
+    return false;
+  }
+  std::vector<int> faster, slower;
+  for (int v = 0; v < n_; ++v) {
+    if (in_id_[v] < 0) continue;
+    bool in_s = cut_.source_side(in_id_[v]), out_s = cut_.source_side(in_id_[v] + 1);
+    if (in_s && !out_s) faster.push_back(v);
+    if (!in_s && out_s && !is_dummy(v) && d_[v] < p_.model(v).max_duration()) slower.push_back(v);
+  }
+  for (int v : faster) {
+    if (is_dummy(v) || d_[v] <= p_.model(v).min_duration()) {
+      out_.stop_reason = "every critical path has an instruction that cannot run faster";
+      return false;
+    }
+  }
+  if (faster.empty()) {
+    out_.stop_reason = "the minimum cut speeds up no instruction";
+    return false;
+  }
+  for (int v : faster) change(v, -1, changes);
+  for (int v : slower) change(v, +1, changes);
+  return true;
+}
+
+void Solver::record() {
+  const auto& s = p_.settings;
+  Evaluation ev = evaluate_nodes(dag_, p_.schedule.num_stages, time_, energy_, s.blocking_power_w);
+  double blocking = static_cast<double>(p_.schedule.num_stages) * static_cast<double>(total_) *
+                    s.unit_time_s * s.blocking_power_w;
+  out_.points.push_back({total_, cost_sum_ + blocking, ev.time_s, ev.energy_j});
+}
+
+Frontier Solver::run(const ProgressFn& progress) {
+  set_all(true);
+  compute_times();
+  out_.fastest_time = total_;
+  set_all(false);
+  compute_times();
+  out_.slowest_time = total_;
+  out_.initial_durations = d_;
+  time_.assign(static_cast<std::size_t>(n_), 0.0);
+  energy_.assign(time_.size(), 0.0);
+  for (int v = 1; v < dag_.sink(); ++v) {
+    const profile::Option& o = p_.options(v).realize(d_[v]);
+    time_[v] = o.time_s;
+    energy_[v] = o.energy_j;
+    cost_sum_ += p_.model(v)(d_[v]);
+  }
+  record();
+  const long expected = out_.slowest_time - out_.fastest_time;
+  while (true) {
+    std::vector<std::pair<int, int>> changes;
+    long before = total_;
+    if (!step(changes)) break;
+    compute_times();
+    out_.steps.push_back(std::move(changes));
+    record();
+    if (total_ >= before) {
+      out_.stop_reason = "a step did not shorten the iteration";
+      break;
+    }
+    if (progress) progress(out_.slowest_time - total_, expected);
+  }
+  return std::move(out_);
+}
+
+}  // namespace
+
+std::vector<long> Frontier::durations(std::size_t index) const {
+  std::vector<long> d = initial_durations;
+  for (std::size_t i = 0; i < index && i < steps.size(); ++i) {
+    for (auto [v, delta] : steps[i]) d[v] += delta;
+  }
+  return d;
+}
+
+Frontier solve_frontier(const PlanProblem& problem, const ProgressFn& progress) {
+  return Solver(problem).run(progress);
+}
+
+long critical_path_units(const schedule::Dag& dag, const std::vector<long>& durations) {
+  std::vector<long> finish(durations.size(), 0);
+  for (int v : dag.topological_order()) {
+    long start = 0;
+    for (int u : dag.predecessors(v)) start = std::max(start, finish[u]);
+    finish[v] = start + durations[v];
+  }
+  return finish[dag.sink()];
+}
+
+FrequencyPlan realize(const PlanProblem& problem, const std::vector<long>& durations) {
+  FrequencyPlan plan(problem.schedule.stages.size());
+  for (std::size_t s = 0; s < plan.size(); ++s) {
+    plan[s].resize(problem.schedule.stages[s].size());
+  }
+  for (int v = 1; v < problem.dag.sink(); ++v) {
+    const auto& node = problem.dag.node(v);
+    plan[node.stage][node.position] = problem.options(v).realize(durations[v]).frequency_mhz;
+  }
+  return plan;
+}
+
+}  // namespace perseus::plan

@@ -19,6 +19,7 @@ struct Measurement {
 
 // Instruction type names a profile may contain.
 const std::vector<std::string>& known_instructions();
+bool is_known_instruction(const std::string& name);
 
 class Profile {
  public:
@@ -28,7 +29,16 @@ class Profile {
   // Where the profile came from (file path or a description); used in error messages.
   const std::string& source() const { return source_; }
 
+  // Adds one row (kept in insertion order). Throws perseus::Error naming the source, the row's
+  // line and the field when a value is out of range: negative stage, unknown instruction,
+  // non-positive clock or time, negative or non-finite energy.
   void add(int stage, const std::string& instruction, const Measurement& m);
+
+  // Checks the profile as a whole: at least one row, stages 0..S-1 without gaps, every stage
+  // has the same instruction types, no (stage, instruction, clock) twice, and no instruction
+  // slower at its highest clock than at its lowest. Throws perseus::Error naming source, line
+  // and field.
+  void validate() const;
 
   // Number of stages: one past the highest stage index.
   int num_stages() const;

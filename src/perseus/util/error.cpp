@@ -4,11 +4,13 @@ namespace perseus {
 
 std::string located(const std::string& file, long line, const std::string& field,
                     const std::string& problem) {
-  std::string out = file;
-  if (line > 0) out += ":" + std::to_string(line);
-  if (!out.empty()) out += ": ";
-  if (!field.empty()) out += "field '" + field + "': ";
-  return out + problem;
+  std::string out;
+  out.append(file);
+  if (line > 0) out.append(":").append(std::to_string(line));
+  if (!out.empty()) out.append(": ");
+  if (!field.empty()) out.append("field '").append(field).append("': ");
+  out.append(problem);
+  return out;
 }
 
 }  // namespace perseus

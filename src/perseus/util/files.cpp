@@ -43,6 +43,50 @@ void write_file_atomic(const fs::path& path, const std::string& content) {
   }
 }
 
+namespace {
+
+void check_replaceable(const fs::path& target, const std::string& marker) {
+  std::error_code ec;
+  if (!fs::exists(target, ec)) return;
+  if (!fs::is_directory(target, ec)) {
+    throw Error(target.string() + ": output path exists and is not a directory");
+  }
+  if (!fs::is_empty(target, ec) && !fs::exists(target / marker, ec)) {
+    throw Error(target.string() + ": output directory is not empty and holds no " + marker +
+                " (refusing to replace it)");
+  }
+}
+
+}  // namespace
+
+StagingDir::StagingDir(fs::path target, std::string marker_file)
+    : target_(std::move(target)), marker_(std::move(marker_file)) {
+  if (target_.filename().empty()) target_ = target_.parent_path();
+  check_replaceable(target_, marker_);
+  fs::path parent = fs::absolute(target_).parent_path();
+  ensure_writable_dir(parent);
+  staging_ = parent / (target_.filename().string() + ".partial-" + std::to_string(getpid()));
+  std::error_code ec;
+  fs::remove_all(staging_, ec);
+  fs::create_directory(staging_, ec);
+  if (ec) throw Error(target_.string() + ": cannot create output directory: " + ec.message());
+}
+
+StagingDir::~StagingDir() {
+  if (committed_) return;
+  std::error_code ec;
+  fs::remove_all(staging_, ec);
+}
+
+void StagingDir::commit() {
+  check_replaceable(target_, marker_);
+  std::error_code ec;
+  fs::remove_all(target_, ec);
+  fs::rename(staging_, target_, ec);
+  if (ec) throw Error(target_.string() + ": cannot move output into place: " + ec.message());
+  committed_ = true;
+}
+
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path.string() + ": cannot open for reading");

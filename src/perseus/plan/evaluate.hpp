@@ -1,0 +1,45 @@
+// Scoring a plan against a profile, the same way for every planner (ours, baselines, others):
+// iteration time = critical path of the profiled durations of the chosen clocks; energy = sum of
+// profiled instruction energies + P_block * (S * T - sum of busy time) (DESIGN section 5).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "perseus/profile/profile.hpp"
+#include "perseus/schedule/dag.hpp"
+#include "perseus/schedule/schedule.hpp"
+
+namespace perseus::plan {
+
+// Clock (MHz) of every instruction: per stage, in schedule order.
+using FrequencyPlan = std::vector<std::vector<int>>;
+
+struct Evaluation {
+  double time_s = 0.0;
+  double energy_j = 0.0;
+  std::vector<double> stage_busy_s;  // per stage: sum of instruction durations
+};
+
+// Longest source-to-sink path where node v takes node_time[v] (source and sink take 0).
+double critical_path(const schedule::Dag& dag, const std::vector<double>& node_time);
+
+// Closed form of the iteration energy from per-node times and energies.
+Evaluation evaluate_nodes(const schedule::Dag& dag, int num_stages,
+                          const std::vector<double>& node_time,
+                          const std::vector<double>& node_energy, double blocking_power_w);
+
+// Checks that the plan's clocks match the schedule's shape (stages, instructions per stage);
+// throws perseus::Error prefixed with `source` otherwise.
+void check_plan_shape(const FrequencyPlan& plan, const schedule::Schedule& schedule,
+                      const std::string& source);
+
+// Scores `plan`; throws perseus::Error when its shape does not match the schedule or a clock is
+// not in the profile for that stage and instruction (naming stage, position and clock).
+Evaluation evaluate(const profile::Profile& profile, const schedule::Schedule& schedule,
+                    const FrequencyPlan& plan, double blocking_power_w);
+
+// The plan with every instruction at its highest profiled clock.
+FrequencyPlan all_max_plan(const profile::Profile& profile, const schedule::Schedule& schedule);
+
+}  // namespace perseus::plan

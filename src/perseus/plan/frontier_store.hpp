@@ -1,0 +1,59 @@
+// The frontier on disk: one directory with three files, however many plans there are.
+//   frontier.csv  index,planned_time_s,predicted_energy_j,evaluated_time_s,evaluated_energy_j
+//   plans.txt     every plan's clocks, compactly: plan 0 in full, then only the clocks that
+//                 changed from the previous plan ("perseus.plans/1", see frontier_store.cpp)
+//   meta.json     settings, schedule, all-max reference, stop reason, cost model parameters
+// Written into a staging directory and renamed into place, so a failed run leaves nothing that
+// looks complete. Also selects plans for export (by index, time target or sampling interval).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "perseus/plan/plan_io.hpp"
+#include "perseus/plan/solver.hpp"
+
+namespace perseus::plan {
+
+struct FrontierRow {
+  std::size_t index = 0;
+  double planned_time_s = 0.0;
+  double predicted_energy_j = 0.0;
+  double evaluated_time_s = 0.0;
+  double evaluated_energy_j = 0.0;
+};
+
+struct StoredFrontier {
+  std::string schedule;
+  int num_stages = 0;
+  int num_microbatches = 0;
+  double unit_time_s = 0.0;
+  double blocking_power_w = 0.0;
+  std::vector<FrontierRow> rows;
+  std::vector<FrequencyPlan> plans;  // parallel to rows
+
+  // The plan at `index` with its metadata, ready to write as JSON.
+  Plan plan(std::size_t index) const;
+};
+
+struct FrontierInfo {
+  std::string profile_source;
+  TimeEnergy all_max;  // evaluated all-max plan
+  double seconds = 0.0;
+};
+
+// Writes the frontier directory `dir` (created if needed; replaced atomically if it exists).
+void write_frontier(const std::filesystem::path& dir, const PlanProblem& problem,
+                    const Frontier& frontier, const FrontierInfo& info);
+// Reads it back; throws perseus::Error naming the file on any inconsistency.
+StoredFrontier read_frontier(const std::filesystem::path& dir);
+
+// Plan selection for export. Each returns indices into rows.
+std::size_t select_by_index(const StoredFrontier& f, long index);
+// The cheapest (lowest evaluated energy) plan whose evaluated time is <= target.
+std::size_t select_by_time(const StoredFrontier& f, double target_s);
+// One plan per target time, from the slowest plan's time down in steps of `every_s`.
+std::vector<std::size_t> select_every(const StoredFrontier& f, double every_s);
+
+}  // namespace perseus::plan

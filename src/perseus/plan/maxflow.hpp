@@ -1,0 +1,58 @@
+// Minimum s-t cut on a network whose arcs carry flow bounds [lb, ub] (ub may be infinite): the
+// step the frontier solver runs on the critical subgraph every iteration (DESIGN section 5).
+// Feasible flow first (super source/sink for the lower bounds, t->s return arc), then a maximum
+// flow from s to t on the residual network, then the source side of the cut is the set of nodes
+// reachable from s in the residual. Dinic's algorithm; buffers are reused between solves so the
+// solver never reallocates per iteration.
+#pragma once
+
+#include <limits>
+#include <vector>
+
+namespace perseus::plan {
+
+inline constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+class BoundedMinCut {
+ public:
+  enum class Status {
+    kFinite,      // a minimum cut of finite capacity exists
+    kInfinite,    // every s-t cut contains an arc with infinite upper bound
+    kInfeasible,  // no flow satisfies the lower bounds
+  };
+
+  // Starts a new network with nodes 0..num_nodes-1 (keeps allocated memory).
+  void reset(int num_nodes);
+  // Adds arc u->v with flow bounds [lb, ub]; returns its index. Requires 0 <= lb <= ub.
+  int add_arc(int u, int v, double lb, double ub);
+  // Solves for a minimum cut between s and t.
+  Status solve(int s, int t);
+
+  // After solve(): whether `node` is on the source side of the minimum cut.
+  bool source_side(int node) const { return reached_[node] != 0; }
+  // After solve() with kFinite: cut capacity = sum ub(S->T) - sum lb(T->S) = max flow value.
+  double cut_value() const { return cut_value_; }
+  // After solve(): flow on an arc (including its lower bound).
+  double flow(int arc) const;
+  int num_arcs() const { return static_cast<int>(lb_.size()); }
+
+ private:
+  int add_residual_pair(int u, int v, double cap);
+  double max_flow(int s, int t);
+  bool build_levels(int s, int t);
+  double augment(int u, int t, double limit);
+  void mark_reachable(int s);
+
+  int n_ = 0;             // nodes of the user's network; two more are used internally
+  std::vector<int> head_;  // first residual arc of each node, -1 when none
+  std::vector<int> next_, to_;
+  std::vector<double> cap_;  // residual capacities; arc 2k and 2k+1 are a pair
+  std::vector<double> lb_, ub_;
+  std::vector<int> from_, level_, iter_, queue_;
+  std::vector<char> reached_;
+  std::vector<double> excess_;
+  double cut_value_ = 0.0;
+  double eps_ = 1e-9;
+};
+
+}  // namespace perseus::plan

@@ -1,0 +1,58 @@
+#include "perseus/plan/problem.hpp"
+
+#include <cmath>
+#include <map>
+
+#include "perseus/util/error.hpp"
+
+namespace perseus::plan {
+
+namespace {
+
+void check_settings(const PlanSettings& settings) {
+  if (!(settings.unit_time_s > 0.0) || !std::isfinite(settings.unit_time_s)) {
+    throw Error("unit time must be a positive number of seconds");
+  }
+  if (!(settings.blocking_power_w >= 0.0) || !std::isfinite(settings.blocking_power_w)) {
+    throw Error("blocking power must be a non-negative number of watts");
+  }
+}
+
+}  // namespace
+
+PlanProblem PlanProblem::build(const profile::Profile& profile, schedule::Schedule sched,
+                               const PlanSettings& settings) {
+  check_settings(settings);
+  if (profile.num_stages() != sched.num_stages) {
+    throw Error(profile.source() + ": profile has " + std::to_string(profile.num_stages()) +
+                " stages but the pipeline has " + std::to_string(sched.num_stages) +
+                " (--stages)");
+  }
+  schedule::Dag dag(sched);
+  PlanProblem problem{std::move(sched), std::move(dag), settings, {}, {}, {}};
+  std::map<std::pair<int, schedule::InstructionType>, int> spec_of;
+  problem.node_spec.assign(static_cast<std::size_t>(problem.dag.num_nodes()), -1);
+  for (int v = 1; v < problem.dag.sink(); ++v) {
+    const auto& node = problem.dag.node(v);
+    auto key = std::make_pair(node.stage, node.instruction.type);
+    auto it = spec_of.find(key);
+    if (it == spec_of.end()) {
+      const std::string& type = schedule::type_name(node.instruction.type);
+      if (!profile.has(node.stage, type)) {
+        throw Error(profile.source() + ": no '" + type + "' rows for stage " +
+                    std::to_string(node.stage) + ", which the " + problem.schedule.name +
+                    " schedule needs");
+      }
+      problem.specs.push_back(profile::make_option_set(profile.rows(node.stage, type),
+                                                       settings.unit_time_s,
+                                                       settings.blocking_power_w,
+                                                       settings.noise_factor));
+      problem.models.push_back(CostModel::build(problem.specs.back(), settings.cost_model));
+      it = spec_of.emplace(key, static_cast<int>(problem.specs.size()) - 1).first;
+    }
+    problem.node_spec[v] = it->second;
+  }
+  return problem;
+}
+
+}  // namespace perseus::plan

@@ -1,0 +1,50 @@
+// The frontier solver: Phillips-Dessouky iterative minimum cuts on the critical subgraph
+// (DESIGN section 5). Starts from the slowest plan and shortens the iteration by one time unit
+// per step, choosing the cheapest set of instructions to speed up (and those that can slow down
+// in return) with a minimum cut whose arc bounds are marginal costs from the cost models.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "perseus/plan/evaluate.hpp"
+#include "perseus/plan/problem.hpp"
+
+namespace perseus::plan {
+
+struct FrontierPoint {
+  long quant_time = 0;              // planned iteration time in units
+  double predicted_energy_j = 0.0;  // cost model: sum of effective energies + S*T*P_block
+  double evaluated_time_s = 0.0;    // evaluation against the profile
+  double evaluated_energy_j = 0.0;
+};
+
+struct Frontier {
+  std::vector<FrontierPoint> points;  // slowest first
+  long slowest_time = 0;              // critical path with every instruction at its slowest option
+  long fastest_time = 0;              // ... at its fastest option
+  std::string stop_reason;
+  // Compact plan store: durations of plan 0 per DAG node, then the nodes whose duration changed
+  // (by +1 or -1) at each later step: plan i = plan i-1 + steps[i-1].
+  std::vector<long> initial_durations;
+  std::vector<std::vector<std::pair<int, int>>> steps;
+
+  // Durations of every DAG node in plan `index` (replays the steps).
+  std::vector<long> durations(std::size_t index) const;
+};
+
+// Called with (steps done, expected total steps).
+using ProgressFn = std::function<void(long, long)>;
+
+Frontier solve_frontier(const PlanProblem& problem, const ProgressFn& progress = {});
+
+// Longest path in units for the given per-node durations.
+long critical_path_units(const schedule::Dag& dag, const std::vector<long>& durations);
+
+// The realized clocks of a duration assignment: for each instruction, the slowest profiled
+// option whose quantized duration fits.
+FrequencyPlan realize(const PlanProblem& problem, const std::vector<long>& durations);
+
+}  // namespace perseus::plan

@@ -1,0 +1,104 @@
+// Schedules and the instruction DAG.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "perseus/schedule/dag.hpp"
+#include "perseus/schedule/schedule.hpp"
+#include "perseus/util/error.hpp"
+
+namespace perseus::schedule {
+namespace {
+
+std::string render(const std::vector<Instruction>& list) {
+  std::string out;
+  for (const auto& inst : list) {
+    if (!out.empty()) out += " ";
+    out += (inst.type == InstructionType::kForward ? "F" : "B") + std::to_string(inst.microbatch);
+  }
+  return out;
+}
+
+TEST(Schedule, OneFOneBMatchesDeepSpeedOrdering) {
+  Schedule s = make_1f1b(4, 8);
+  EXPECT_EQ(render(s.stages[0]), "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7");
+  EXPECT_EQ(render(s.stages[3]), "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7");
+  EXPECT_EQ(render(s.stages[1]), "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7");
+}
+
+TEST(Schedule, OneFOneBWithFewerMicrobatchesThanStages) {
+  Schedule s = make_1f1b(4, 2);
+  EXPECT_EQ(render(s.stages[0]), "F0 F1 B0 B1");
+  EXPECT_EQ(render(s.stages[3]), "F0 B0 F1 B1");
+}
+
+TEST(Schedule, GPipeRunsAllForwardsThenBackwards) {
+  Schedule s = make_gpipe(2, 3);
+  EXPECT_EQ(render(s.stages[0]), "F0 F1 F2 B2 B1 B0");
+  EXPECT_EQ(render(s.stages[1]), "F0 F1 F2 B2 B1 B0");
+}
+
+TEST(Schedule, RejectsBadSizesAndNames) {
+  EXPECT_THROW(make_schedule("1f1b", 0, 4), Error);
+  EXPECT_THROW(make_schedule("1f1b", 4, -1), Error);
+  try {
+    make_schedule("zigzag", 4, 4);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("zigzag"), std::string::npos);
+  }
+}
+
+TEST(Dag, ReferenceSizeForEightStagesTwelveMicrobatches) {
+  // The reference optimizer's DAG for this case has 194 nodes and 354 edges.
+  Dag dag(make_1f1b(8, 12));
+  EXPECT_EQ(dag.num_nodes(), 194);
+  EXPECT_EQ(dag.num_edges(), 354u);
+  EXPECT_EQ(dag.topological_order().front(), dag.source());
+  EXPECT_EQ(dag.topological_order().back(), dag.sink());
+}
+
+TEST(Dag, CrossStageEdgesFollowForwardAndBackwardDependencies) {
+  Schedule s = make_1f1b(3, 4);
+  Dag dag(s);
+  auto has_edge = [&](int u, int v) {
+    for (int w : dag.successors(u)) {
+      if (w == v) return true;
+    }
+    return false;
+  };
+  auto find = [&](int stage, InstructionType type, int mb) {
+    for (int p = 0; p < static_cast<int>(s.stages[stage].size()); ++p) {
+      const auto& inst = s.stages[stage][p];
+      if (inst.type == type && inst.microbatch == mb) return dag.node_id(stage, p);
+    }
+    return -1;
+  };
+  for (int st = 0; st + 1 < 3; ++st) {
+    for (int mb = 0; mb < 4; ++mb) {
+      EXPECT_TRUE(has_edge(find(st, InstructionType::kForward, mb),
+                           find(st + 1, InstructionType::kForward, mb)));
+      EXPECT_TRUE(has_edge(find(st + 1, InstructionType::kBackward, mb),
+                           find(st, InstructionType::kBackward, mb)));
+    }
+  }
+  // Topological order respects every edge.
+  std::vector<int> rank(dag.num_nodes());
+  for (int i = 0; i < dag.num_nodes(); ++i) rank[dag.topological_order()[i]] = i;
+  for (int u = 0; u < dag.num_nodes(); ++u) {
+    for (int v : dag.successors(u)) EXPECT_LT(rank[u], rank[v]);
+  }
+}
+
+TEST(Dag, RejectsDuplicateInstructionAndCycle) {
+  Schedule dup = make_1f1b(2, 2);
+  dup.stages[0][1] = dup.stages[0][0];
+  EXPECT_THROW(Dag{dup}, Error);
+  // Stage 1 running B0 before F0 creates a cycle through the last stage.
+  Schedule cyc = make_1f1b(2, 1);
+  std::swap(cyc.stages[1][0], cyc.stages[1][1]);
+  EXPECT_THROW(Dag{cyc}, Error);
+}
+
+}  // namespace
+}  // namespace perseus::schedule
