@@ -93,10 +93,8 @@ void run_plan(const PlanArgs& a) {
   auto sched = schedule::make_schedule(a.schedule, a.stages, a.microbatches);
   auto problem = plan::PlanProblem::build(prof, sched, settings);
   ProgressBar bar("planning", 0);
-  plan::Frontier frontier = plan::solve_frontier(problem, [&](long done, long total) {
-    (void)total;
-    bar.update(done);
-  });
+  plan::Frontier frontier =
+      plan::solve_frontier(problem, [&](long done, long total) { bar.update(done, total); });
   bar.finish();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   auto all_max_eval = plan::evaluate(prof, sched, plan::all_max_plan(prof, sched), a.blocking_power);

@@ -11,7 +11,6 @@
 #include "cli/commands.hpp"
 #include "perseus/profile/csv.hpp"
 #include "perseus/profile/gpu_model.hpp"
-#include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
 
 namespace perseus::cli {
@@ -90,7 +89,7 @@ void run_synth(const SynthArgs& a) {
   profile::write_profile_csv(prof, csv);
   write_file_atomic(a.out, csv.str());
   std::printf(
-      "wrote %s: synthetic %s profile, %d stages x %s x %s; plan with blocking power %g W\n",
+      "wrote %s: synthetic %s profile, %d stages x %s x %s; plan with --blocking-power %g\n",
       a.out.c_str(), gpu.name.c_str(), prof.num_stages(), join(prof.instructions(0), "/").c_str(),
       clocks(ranges(prof)).c_str(), gpu.blocking_power_w);
 }

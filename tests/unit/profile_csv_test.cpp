@@ -79,13 +79,15 @@ TEST(CsvReader, AcceptsCrlfBlankLinesSpacesAndQuotes) {
       "   \r\n"
       "0,forward,855,0.08,\"18\"\r\n");
   EXPECT_EQ(p.at(0, "forward", 855).energy_j, 18.0);
-  EXPECT_EQ(p.at(0, "forward", 855).line, 5);
+  EXPECT_EQ(p.at(0, "forward", 855).line, 6);
   EXPECT_EQ(p.at(0, "forward", 1410).time_s, 0.05);
 }
 
-TEST(CsvReader, AcceptsIntegralValuesWrittenAsFloats) {
-  Profile p = parse(std::string(kHeader) + "0.0,forward,1410.0,0.05,24\n");
+TEST(CsvReader, AcceptsIntegralValuesWrittenAsFloatsAndPlusSigns) {
+  Profile p = parse(std::string(kHeader) + "0.0,forward,1410.0,+5e-2,+24\n");
   EXPECT_EQ(p.max_frequency(0, "forward"), 1410);
+  EXPECT_EQ(p.at(0, "forward", 1410).time_s, 0.05);
+  EXPECT_EQ(p.at(0, "forward", 1410).energy_j, 24.0);
 }
 
 TEST(CsvReader, RejectsMissingColumn) {
@@ -116,7 +118,12 @@ TEST(CsvReader, RejectsNonNumericFields) {
             "prof.csv:5: field 'frequency': not a number 'fast'");
   EXPECT_EQ(error_of(with_line(9, "1,backward,855,0.14,33J")),
             "prof.csv:9: field 'energy': not a number '33J'");
-  EXPECT_EQ(error_of(with_line(6, "1,forward,1410,,24")), "prof.csv:6: field 'time': missing value");
+  EXPECT_EQ(error_of(with_line(6, "1,forward,1410,,24")),
+            "prof.csv:6: field 'time': missing value");
+  EXPECT_EQ(error_of(with_line(6, "1,forward,1410,+-0.05,24")),
+            "prof.csv:6: field 'time': not a number '+-0.05'");
+  EXPECT_EQ(error_of(with_line(6, "1,forward,1410,0.05 0.06,24")),
+            "prof.csv:6: field 'time': not a number '0.05 0.06'");
 }
 
 TEST(CsvReader, RejectsNonFiniteFields) {

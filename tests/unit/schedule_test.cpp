@@ -94,10 +94,26 @@ TEST(Dag, RejectsDuplicateInstructionAndCycle) {
   Schedule dup = make_1f1b(2, 2);
   dup.stages[0][1] = dup.stages[0][0];
   EXPECT_THROW(Dag{dup}, Error);
-  // Stage 1 running B0 before F0 creates a cycle through the last stage.
-  Schedule cyc = make_1f1b(2, 1);
-  std::swap(cyc.stages[1][0], cyc.stages[1][1]);
-  EXPECT_THROW(Dag{cyc}, Error);
+  // A backward before its own forward on the same stage.
+  Schedule early = make_1f1b(2, 1);
+  std::swap(early.stages[1][0], early.stages[1][1]);
+  EXPECT_THROW(Dag{early}, Error);
+  // Stage 0 waits for B0 before F1, stage 1 needs F1 before B0: a deadlock.
+  Schedule cyc = make_1f1b(2, 2);
+  cyc.stages[0] = {{InstructionType::kForward, 0},
+                   {InstructionType::kBackward, 0},
+                   {InstructionType::kForward, 1},
+                   {InstructionType::kBackward, 1}};
+  cyc.stages[1] = {{InstructionType::kForward, 0},
+                   {InstructionType::kForward, 1},
+                   {InstructionType::kBackward, 0},
+                   {InstructionType::kBackward, 1}};
+  try {
+    Dag dag(cyc);
+    FAIL() << "expected a cycle error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cycle"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -105,6 +105,8 @@ bool BoundedMinCut::build_levels(int s, int t) {
   queue_.push_back(s);
   for (std::size_t i = 0; i < queue_.size(); ++i) {
     int u = queue_[i];
+    // Nodes at t's level or beyond cannot be on a shortest augmenting path.
+    if (level_[t] >= 0 && level_[u] >= level_[t]) break;
     for (int e = head_[u]; e != -1; e = next_[e]) {
       int v = to_[e];
       if (cap_[e] > eps_ && level_[v] < 0) {

@@ -84,13 +84,17 @@ class FieldParser {
 
   double number(std::string_view text, const char* field) const {
     if (text.empty()) fail(field, "missing value");
+    // from_chars does not take a leading '+'.
+    bool plus = text.starts_with("+") && !text.starts_with("+-");
+    std::string_view digits = plus ? text.substr(1) : text;
     double value = 0.0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (end != text.data() + text.size() || ec == std::errc::invalid_argument) {
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (end != digits.data() + digits.size() || ec == std::errc::invalid_argument) {
       fail(field, "not a number '" + std::string(text) + "'");
     }
-    if (ec == std::errc::result_out_of_range)
+    if (ec == std::errc::result_out_of_range) {
       fail(field, "out of range '" + std::string(text) + "'");
+    }
     if (!std::isfinite(value)) fail(field, "not a finite number '" + std::string(text) + "'");
     return value;
   }

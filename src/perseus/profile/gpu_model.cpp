@@ -1,6 +1,5 @@
 #include "perseus/profile/gpu_model.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -28,13 +27,24 @@ void require(bool ok, const std::string& what, double value) {
   throw Error(out.str());
 }
 
+void check_gpu(const GpuModel& gpu) {
+  require(gpu.min_mhz > 0 && gpu.max_mhz > gpu.min_mhz,
+          "GPU " + gpu.name + ": min clock must be positive and below the max clock", gpu.min_mhz);
+  require(gpu.step_mhz > 0, "GPU " + gpu.name + ": clock step must be positive", gpu.step_mhz);
+  require(gpu.v_max > 0 && gpu.v_min > 0, "GPU " + gpu.name + ": voltages must be positive",
+          gpu.v_min);
+  require(gpu.static_power_w >= 0 && gpu.dynamic_power_w > 0,
+          "GPU " + gpu.name + ": powers must be positive", gpu.dynamic_power_w);
+}
+
 void check_model(const ModelDescription& model, double noise) {
   require(model.num_stages >= 1, "the number of stages must be at least 1", model.num_stages);
   require(model.stage_work.size() == static_cast<size_t>(model.num_stages),
           "stage work needs one value per stage (" + std::to_string(model.num_stages) + ")",
           static_cast<double>(model.stage_work.size()));
-  for (double w : model.stage_work)
+  for (double w : model.stage_work) {
     require(w > 0 && std::isfinite(w), "stage work must be positive", w);
+  }
   require(model.forward_time_s > 0 && std::isfinite(model.forward_time_s),
           "forward time must be positive", model.forward_time_s);
   require(model.backward_ratio > 0 && std::isfinite(model.backward_ratio),
@@ -98,6 +108,7 @@ ModelDescription default_model(int stages, double first_extra, double last_extra
 
 Profile synthesize_profile(const GpuModel& gpu, const ModelDescription& model, double noise,
                            std::uint64_t seed) {
+  check_gpu(gpu);
   check_model(model, noise);
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0.0, 1.0);

@@ -25,7 +25,8 @@
 // P_block of a100 and a40 is the measured value of the reference data. The defaults of
 // ModelDescription (forward 0.05 s, backward 1.85x, m = 0.15, activity 0.90 / 0.92) reproduce the
 // A100 reference profile: forward 0.050 s / 23.8 J and backward 0.093 s / 44.5 J at 1410 MHz,
-// energy minimum near 960 MHz. docs/synthetic-profiles.md explains the calibration.
+// energy minimum at 990 MHz (reference: 1080 MHz), +3.6% at 855 MHz (reference: +4.1%).
+// docs/synthetic-profiles.md explains the calibration.
 #pragma once
 
 #include <cstdint>

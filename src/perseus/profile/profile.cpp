@@ -23,6 +23,11 @@ std::string what(int stage, const std::string& instruction) {
   return "stage " + std::to_string(stage) + " instruction '" + instruction + "'";
 }
 
+// " (line 12)", or nothing for rows that did not come from a file.
+std::string line_note(const char* prefix, long line) {
+  return line > 0 ? " (" + std::string(prefix) + "line " + std::to_string(line) + ")" : "";
+}
+
 std::string known_list() {
   std::string out;
   for (const auto& name : known_instructions()) out += (out.empty() ? "" : ", ") + name;
@@ -55,8 +60,8 @@ void check_instructions(const Profile& profile, const std::set<int>& stages) {
       if (profile.has(stage, key.second)) continue;
       throw Error(located(profile.source(), 0, "instruction",
                           "stage " + std::to_string(stage) + " has no '" + key.second +
-                              "' rows but stage " + std::to_string(key.first) + " has (line " +
-                              std::to_string(rows.front().line) + ")"));
+                              "' rows but stage " + std::to_string(key.first) + " has" +
+                              line_note("", rows.front().line)));
     }
   }
 }
@@ -74,8 +79,8 @@ void check_duplicates(const std::string& source, const Key& key,
     if (first.frequency_mhz != again.frequency_mhz) continue;
     throw Error(located(source, again.line, "frequency",
                         "duplicate row for " + what(key.first, key.second) + " at " +
-                            std::to_string(again.frequency_mhz) + " MHz (also at line " +
-                            std::to_string(first.line) + ")"));
+                            std::to_string(again.frequency_mhz) + " MHz" +
+                            line_note("also at ", first.line)));
   }
 }
 
@@ -90,8 +95,7 @@ void check_monotone(const std::string& source, const Key& key,
                       what(key.first, key.second) + " takes " + number(high->time_s) +
                           " s at its highest clock " + std::to_string(high->frequency_mhz) +
                           " MHz but only " + number(low->time_s) + " s at its lowest clock " +
-                          std::to_string(low->frequency_mhz) + " MHz (line " +
-                          std::to_string(low->line) + ")"));
+                          std::to_string(low->frequency_mhz) + " MHz" + line_note("", low->line)));
 }
 
 }  // namespace

@@ -41,6 +41,21 @@ void fill_csr(int n, const std::vector<Edge>& edges, bool forward, std::vector<i
   }
 }
 
+// Every backward must come after the forward of the same microbatch on its stage.
+void check_forward_first(const Schedule& schedule, InstructionIndex& index) {
+  for (int s = 0; s < schedule.num_stages; ++s) {
+    for (const Instruction& inst : schedule.stages[s]) {
+      if (inst.type != InstructionType::kBackward) continue;
+      int f = index.at(s, {InstructionType::kForward, inst.microbatch});
+      if (f == -1 || f > index.at(s, inst)) {
+        throw Error("schedule '" + schedule.name + "' stage " + std::to_string(s) +
+                    ": backward of microbatch " + std::to_string(inst.microbatch) +
+                    " does not follow its forward");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Dag::Dag(const Schedule& schedule) {
@@ -66,6 +81,7 @@ Dag::Dag(const Schedule& schedule) {
       nodes_.push_back({s, p, inst});
     }
   }
+  check_forward_first(schedule, index);
   const int n = static_cast<int>(nodes_.size()) + 1;
   nodes_.push_back({});  // sink
 

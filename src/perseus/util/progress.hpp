@@ -17,6 +17,11 @@ class ProgressBar {
 
   // Reports that `done` steps are complete; redraws at most ~20 times per second.
   void update(long done);
+  // Same, also changing the expected total (when it becomes known while running).
+  void update(long done, long total) {
+    total_ = total;
+    update(done);
+  }
   // Clears the bar line.
   void finish();
 
