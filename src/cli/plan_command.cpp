@@ -38,10 +38,22 @@ struct ExportArgs {
   std::string frontier, out, format = "json";
   long index = -1;
   double time = -1.0, every = -1.0;
+  bool has_index = false, has_time = false, has_every = false;  // given on the command line
 };
 
 void require(bool ok, const std::string& what) {
   if (!ok) throw Error(what);
+}
+
+// Runs `f`, prefixing the message of a perseus::Error it throws with `prefix` (an option or file
+// the library's message does not name).
+template <typename F>
+auto naming(const std::string& prefix, F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    throw Error(prefix + ": " + e.what());
+  }
 }
 
 double percent(double part, double whole) { return 100.0 * part / whole; }
@@ -80,18 +92,23 @@ void run_plan(const PlanArgs& a) {
   require(a.microbatches > 0, "--microbatches is required and must be positive");
   require(a.blocking_power >= 0.0, "--blocking-power is required and must be >= 0 watts");
   require(!a.out.empty(), "--out is required");
+  require(std::isfinite(a.blocking_power), "--blocking-power must be a finite number of watts");
+  require(a.unit_time > 0.0 && std::isfinite(a.unit_time),
+          "--unit-time must be a positive number of seconds");
   require(a.noise_factor >= 1.0, "--noise-factor must be >= 1");
+  auto cost_model = naming("--cost-model", [&] { return plan::parse_cost_model(a.cost_model); });
+  auto sched = naming(
+      "--schedule", [&] { return schedule::make_schedule(a.schedule, a.stages, a.microbatches); });
+  auto start = std::chrono::steady_clock::now();
+  // Inputs first, so that bad input leaves nothing on disk (not even parent directories).
+  profile::Profile prof = profile::read_profile_csv(a.profile);
+  plan::PlanSettings settings{a.unit_time, a.blocking_power, cost_model, a.noise_factor};
+  auto problem = plan::PlanProblem::build(prof, sched, settings);
   fs::path out(a.out);
   {
     // Fail on an unusable output location before the (possibly long) solve.
     StagingDir probe(out, "meta.json");
   }
-  auto start = std::chrono::steady_clock::now();
-  profile::Profile prof = profile::read_profile_csv(a.profile);
-  plan::PlanSettings settings{a.unit_time, a.blocking_power, plan::parse_cost_model(a.cost_model),
-                              a.noise_factor};
-  auto sched = schedule::make_schedule(a.schedule, a.stages, a.microbatches);
-  auto problem = plan::PlanProblem::build(prof, sched, settings);
   ProgressBar bar("planning", 0);
   plan::Frontier frontier =
       plan::solve_frontier(problem, [&](long done, long total) { bar.update(done, total); });
@@ -109,14 +126,31 @@ void run_plan(const PlanArgs& a) {
 
 void run_evaluate(const EvaluateArgs& a) {
   require(a.blocking_power >= 0.0, "--blocking-power is required and must be >= 0 watts");
+  require(a.microbatches >= 0, "--microbatches must be positive");
   profile::Profile prof = profile::read_profile_csv(a.profile);
   plan::Plan p = plan::read_plan_file(a.plan);
+  // A plan JSON names its schedule and microbatch count (a list literal does not: its count is
+  // 0); options that contradict it would silently reinterpret its clocks.
+  if (p.num_microbatches > 0) {
+    require(a.schedule.empty() || a.schedule == p.schedule,
+            a.plan + ": the plan is for the " + p.schedule + " schedule; --schedule " + a.schedule +
+                " does not match");
+    require(a.microbatches == 0 || a.microbatches == p.num_microbatches,
+            a.plan + ": the plan is for " + std::to_string(p.num_microbatches) +
+                " microbatches; --microbatches " + std::to_string(a.microbatches) +
+                " does not match");
+  }
   std::string sched_name = !a.schedule.empty() ? a.schedule : p.schedule;
   int mbs = a.microbatches > 0 ? a.microbatches : p.num_microbatches;
   require(mbs > 0, a.plan + ": the plan does not say its microbatch count; pass --microbatches");
-  auto sched = schedule::make_schedule(sched_name, p.num_stages, mbs);
+  auto sched =
+      naming("--schedule", [&] { return schedule::make_schedule(sched_name, p.num_stages, mbs); });
   plan::check_plan_shape(p.frequencies, sched, a.plan);
-  auto ev = plan::evaluate(prof, sched, p.frequencies, a.blocking_power);
+  require(prof.num_stages() == p.num_stages,
+          a.plan + ": the plan has " + std::to_string(p.num_stages) + " stages but profile " +
+              a.profile + " has " + std::to_string(prof.num_stages()));
+  auto ev =
+      naming(a.plan, [&] { return plan::evaluate(prof, sched, p.frequencies, a.blocking_power); });
   auto base = plan::evaluate(prof, sched, plan::all_max_plan(prof, sched), a.blocking_power);
   std::printf("time_s %.6f\nenergy_j %.4f\nall_max_time_s %.6f\nall_max_energy_j %.4f\n",
               ev.time_s, ev.energy_j, base.time_s, base.energy_j);
@@ -143,14 +177,20 @@ void write_plan(const plan::StoredFrontier& f, std::size_t i, const ExportArgs& 
 }
 
 void run_export(const ExportArgs& a) {
-  int modes = (a.index >= 0) + (a.time >= 0.0) + (a.every >= 0.0);
+  int modes = a.has_index + a.has_time + a.has_every;
   require(modes == 1, "choose exactly one of --index, --time, --every");
+  require(!a.has_index || a.index >= 0, "--index must be >= 0");
+  require(!a.has_time || (a.time > 0.0 && std::isfinite(a.time)),
+          "--time must be a positive number of seconds");
+  require(!a.has_every || (a.every > 0.0 && std::isfinite(a.every)),
+          "--every must be a positive number of seconds");
   require(a.format == "json" || a.format == "py", "--format must be json or py");
   plan::StoredFrontier f = plan::read_frontier(a.frontier);
-  std::vector<std::size_t> picks;
-  if (a.index >= 0) picks.push_back(plan::select_by_index(f, a.index));
-  if (a.time >= 0.0) picks.push_back(plan::select_by_time(f, a.time));
-  if (a.every >= 0.0) picks = plan::select_every(f, a.every);
+  std::vector<std::size_t> picks = naming(a.frontier, [&] {
+    if (a.has_index) return std::vector<std::size_t>{plan::select_by_index(f, a.index)};
+    if (a.has_time) return std::vector<std::size_t>{plan::select_by_time(f, a.time)};
+    return plan::select_every(f, a.every);
+  });
   ensure_writable_dir(a.out);
   for (std::size_t i : picks) write_plan(f, i, a);
   std::printf("exported %zu plan%s to %s\n", picks.size(), picks.size() == 1 ? "" : "s",
@@ -192,7 +232,12 @@ void add_plan_command(CLI::App& app) {
   ex->add_option("--every", xa->every, "Export one plan every this many seconds of iteration time");
   ex->add_option("--format", xa->format, "json or py (freqs_pipeline_%05d.py)")->capture_default_str();
   ex->add_option("--out", xa->out, "Output directory")->required();
-  ex->callback([xa] { run_export(*xa); });
+  ex->callback([ex, xa] {
+    xa->has_index = ex->count("--index") > 0;
+    xa->has_time = ex->count("--time") > 0;
+    xa->has_every = ex->count("--every") > 0;
+    run_export(*xa);
+  });
 
   plan->callback([plan, pa] {
     if (plan->get_subcommands().empty()) run_plan(*pa);

@@ -32,38 +32,26 @@ std::string format_double(double v) {
   return buf;
 }
 
-// Flattened clocks of every instruction (stage-major) for each plan on the frontier.
-std::vector<int> flat_clocks(const PlanProblem& problem, const std::vector<long>& durations) {
-  std::vector<int> clocks;
-  for (int v = 1; v < problem.dag.sink(); ++v) {
-    clocks.push_back(problem.options(v).realize(durations[v]).frequency_mhz);
-  }
-  return clocks;
-}
-
-std::string plans_text(const PlanProblem& problem, const Frontier& frontier) {
-  std::vector<long> d = frontier.initial_durations;
-  std::vector<int> clocks = flat_clocks(problem, d);
-  std::string out = std::string(kPlansFormat) + " " + std::to_string(frontier.points.size()) +
-                    " " + std::to_string(clocks.size()) + "\n0";
-  for (int c : clocks) out += " " + std::to_string(c);
+std::string plans_text(const Frontier& frontier) {
+  std::string out = std::string(kPlansFormat) + " " + std::to_string(frontier.points.size()) + " " +
+                    std::to_string(frontier.initial_clocks.size()) + "\n0";
+  for (int c : frontier.initial_clocks) out += " " + std::to_string(c);
   out += "\n";
-  for (std::size_t i = 0; i < frontier.steps.size(); ++i) {
+  for (std::size_t i = 0; i < frontier.clock_changes.size(); ++i) {
     out += std::to_string(i + 1);
-    for (auto [v, delta] : frontier.steps[i]) {
-      d[v] += delta;
-      int c = problem.options(v).realize(d[v]).frequency_mhz;
-      if (c == clocks[v - 1]) continue;
-      clocks[v - 1] = c;
-      out += " " + std::to_string(v - 1) + ":" + std::to_string(c);
+    for (auto [pos, mhz] : frontier.clock_changes[i]) {
+      out += " " + std::to_string(pos) + ":" + std::to_string(mhz);
     }
     out += "\n";
   }
   return out;
 }
 
+constexpr const char* kCsvHeader =
+    "index,planned_time_s,predicted_energy_j,evaluated_time_s,evaluated_energy_j";
+
 std::string frontier_csv(const PlanProblem& problem, const Frontier& frontier) {
-  std::string out = "index,planned_time_s,predicted_energy_j,evaluated_time_s,evaluated_energy_j\n";
+  std::string out = std::string(kCsvHeader) + "\n";
   for (std::size_t i = 0; i < frontier.points.size(); ++i) {
     const auto& p = frontier.points[i];
     out += std::to_string(i) + "," +
@@ -115,7 +103,9 @@ json meta_json(const PlanProblem& problem, const Frontier& frontier, const Front
 std::vector<FrontierRow> read_rows(const fs::path& file) {
   std::istringstream in(read_file(file));
   std::string line;
-  std::getline(in, line);
+  if (!std::getline(in, line) || line != kCsvHeader) {
+    bad(file, 1, "bad header (expected " + std::string(kCsvHeader) + ")");
+  }
   std::vector<FrontierRow> rows;
   long n = 1;
   while (std::getline(in, line)) {
@@ -126,12 +116,26 @@ std::vector<FrontierRow> read_rows(const fs::path& file) {
     if (std::sscanf(line.c_str(), "%zu,%lf,%lf,%lf,%lf%c", &r.index, &r.planned_time_s,
                     &r.predicted_energy_j, &r.evaluated_time_s, &r.evaluated_energy_j,
                     &tail) != 5 ||
-        r.index != rows.size()) {
+        r.index != rows.size() || !std::isfinite(r.planned_time_s) ||
+        !std::isfinite(r.predicted_energy_j) || !std::isfinite(r.evaluated_time_s) ||
+        !std::isfinite(r.evaluated_energy_j)) {
       bad(file, n, "malformed frontier row");
     }
     rows.push_back(r);
   }
+  if (rows.empty()) bad(file, 0, "no plans");
   return rows;
+}
+
+// A non-negative decimal integer that fits `limit`, or -1 (no exceptions, no sign, no junk).
+long parse_count(const std::string& s, long limit) {
+  if (s.empty() || s.size() > 9) return -1;
+  long v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return -1;
+    v = v * 10 + (c - '0');
+  }
+  return v <= limit ? v : -1;
 }
 
 std::vector<FrequencyPlan> read_plans(const fs::path& file, const StoredFrontier& f,
@@ -153,12 +157,25 @@ std::vector<FrequencyPlan> read_plans(const fs::path& file, const StoredFrontier
     std::size_t index = 0;
     if (!(ls >> index) || index != i) bad(file, static_cast<long>(i) + 2, "bad plan index");
     std::string tok;
-    for (std::size_t k = 0; ls >> tok; ++k) {
+    std::size_t k = 0;
+    for (; ls >> tok; ++k) {
+      // Plan 0 lists every clock; later plans list `<pos>:<clock>` changes.
       std::size_t colon = tok.find(':');
-      std::size_t pos = i == 0 ? k : std::stoul(tok.substr(0, colon));
-      int c = std::stoi(i == 0 ? tok : tok.substr(colon + 1));
-      if (pos >= width || c <= 0) bad(file, static_cast<long>(i) + 2, "bad entry '" + tok + "'");
-      clocks[pos] = c;
+      long pos = static_cast<long>(k), c = -1;
+      if (i == 0 && colon == std::string::npos) {
+        c = parse_count(tok, 1000000);
+      } else if (i > 0 && colon != std::string::npos) {
+        pos = parse_count(tok.substr(0, colon), 1000000000);
+        c = parse_count(tok.substr(colon + 1), 1000000);
+      }
+      if (pos < 0 || static_cast<std::size_t>(pos) >= width || c <= 0) {
+        bad(file, static_cast<long>(i) + 2, "bad entry '" + tok + "'");
+      }
+      clocks[static_cast<std::size_t>(pos)] = static_cast<int>(c);
+    }
+    if (i == 0 && k != width) {
+      bad(file, 2,
+          "plan 0 has " + std::to_string(k) + " clocks, expected " + std::to_string(width));
     }
     FrequencyPlan plan(static_cast<std::size_t>(f.num_stages));
     for (std::size_t k = 0; k < width; ++k) plan[positions[k].first].push_back(clocks[k]);
@@ -187,7 +204,7 @@ void write_frontier(const fs::path& dir, const PlanProblem& problem, const Front
                     const FrontierInfo& info) {
   StagingDir staging(dir, "meta.json");
   write_file_atomic(staging.path() / "frontier.csv", frontier_csv(problem, frontier));
-  write_file_atomic(staging.path() / "plans.txt", plans_text(problem, frontier));
+  write_file_atomic(staging.path() / "plans.txt", plans_text(frontier));
   write_file_atomic(staging.path() / "meta.json", meta_json(problem, frontier, info).dump(1) + "\n");
   staging.commit();
 }
@@ -208,7 +225,12 @@ StoredFrontier read_frontier(const fs::path& dir) {
     bad(meta_path, 0, std::string("malformed frontier metadata: ") + e.what());
   }
   f.rows = read_rows(dir / "frontier.csv");
-  schedule::Schedule sched = schedule::make_schedule(f.schedule, f.num_stages, f.num_microbatches);
+  schedule::Schedule sched;
+  try {
+    sched = schedule::make_schedule(f.schedule, f.num_stages, f.num_microbatches);
+  } catch (const Error& e) {
+    bad(meta_path, 0, e.what());
+  }
   std::vector<std::pair<int, int>> positions;
   for (int s = 0; s < f.num_stages; ++s) {
     for (std::size_t i = 0; i < sched.stages[s].size(); ++i) positions.emplace_back(s, static_cast<int>(i));

@@ -16,7 +16,18 @@ void BoundedMinCut::reset(int num_nodes) {
   from_.clear();
 }
 
+void BoundedMinCut::drop_auxiliary_arcs() {
+  const std::size_t user = 2 * lb_.size();
+  if (to_.size() == user) {
+    user_head_ = head_;
+    return;
+  }
+  to_.resize(user), cap_.resize(user), next_.resize(user);
+  head_ = user_head_;
+}
+
 int BoundedMinCut::add_arc(int u, int v, double lb, double ub) {
+  drop_auxiliary_arcs();
   lb_.push_back(lb);
   ub_.push_back(ub);
   from_.push_back(u);
@@ -37,7 +48,9 @@ double BoundedMinCut::flow(int arc) const {
 }
 
 BoundedMinCut::Status BoundedMinCut::solve(int s, int t) {
+  drop_auxiliary_arcs();  // from an earlier solve() of the same network
   const int arcs = num_arcs();
+  cut_value_ = kInfinity;
   // A finite stand-in for infinity: larger than any finite cut.
   double finite_total = 1.0;
   for (int a = 0; a < arcs; ++a) {
@@ -49,6 +62,7 @@ BoundedMinCut::Status BoundedMinCut::solve(int s, int t) {
   for (int a = 0; a < arcs; ++a) {
     double ub = std::isfinite(ub_[a]) ? ub_[a] : big;
     cap_[2 * static_cast<std::size_t>(a)] = ub - lb_[a];
+    cap_[2 * static_cast<std::size_t>(a) + 1] = 0.0;
   }
   // Lower bounds become demands served by a super source and sink.
   excess_.assign(static_cast<std::size_t>(n_), 0.0);

@@ -30,7 +30,8 @@ class BoundedMinCut {
 
   // After solve(): whether `node` is on the source side of the minimum cut.
   bool source_side(int node) const { return reached_[node] != 0; }
-  // After solve() with kFinite: cut capacity = sum ub(S->T) - sum lb(T->S) = max flow value.
+  // After solve(): cut capacity = sum ub(S->T) - sum lb(T->S) = max flow value (infinity unless
+  // the status is kFinite). solve() may be called again, and arcs added, after a solve().
   double cut_value() const { return cut_value_; }
   // After solve(): flow on an arc (including its lower bound).
   double flow(int arc) const;
@@ -38,6 +39,8 @@ class BoundedMinCut {
 
  private:
   int add_residual_pair(int u, int v, double cap);
+  // Removes the super source/sink and return arcs a previous solve() added.
+  void drop_auxiliary_arcs();
   double max_flow(int s, int t);
   bool build_levels(int s, int t);
   double augment(int u, int t, double limit);
@@ -45,6 +48,7 @@ class BoundedMinCut {
 
   int n_ = 0;             // nodes of the user's network; two more are used internally
   std::vector<int> head_;  // first residual arc of each node, -1 when none
+  std::vector<int> user_head_;  // head_ with only the user's arcs
   std::vector<int> next_, to_;
   std::vector<double> cap_;  // residual capacities; arc 2k and 2k+1 are a pair
   std::vector<double> lb_, ub_;

@@ -1,7 +1,10 @@
 #include "perseus/plan/plan_io.hpp"
 
 #include <cctype>
+#include <climits>
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
@@ -16,17 +19,64 @@ constexpr const char* kFormat = "perseus.plan/1";
 
 json time_energy(const TimeEnergy& te) { return {{"time_s", te.time_s}, {"energy_j", te.energy_j}}; }
 
+[[noreturn]] void wrong_type(const json& value, const char* name, const std::string& where) {
+  throw Error(where + ": field '" + std::string(name) + "' has the wrong type (" +
+              std::string(value.type_name()) + ")");
+}
+
+// Converts a field's value with a clear error when it has the wrong type. nlohmann's get<int>()
+// silently truncates 2.5, wraps large values and turns true into 1, so numbers are checked here:
+// an int must be a JSON integer in range, a double any JSON number.
+template <typename T>
+T convert(const json& value, const char* name, const std::string& where) {
+  if constexpr (std::is_same_v<T, int>) {
+    if (!value.is_number_integer()) wrong_type(value, name, where);
+    if (value.is_number_unsigned()
+            ? value.get<std::uint64_t>() > INT_MAX
+            : (value.get<std::int64_t>() > INT_MAX || value.get<std::int64_t>() < INT_MIN)) {
+      throw Error(where + ": field '" + std::string(name) + "': " + value.dump() +
+                  " is out of range");
+    }
+    return value.get<int>();
+  } else if constexpr (std::is_same_v<T, double>) {
+    if (!value.is_number()) wrong_type(value, name, where);
+    return value.get<double>();
+  } else {
+    try {
+      return value.get<T>();
+    } catch (const json::exception&) {
+      wrong_type(value, name, where);
+    }
+  }
+}
+
 // Reads a required field with a clear error when it is missing or has the wrong type.
 template <typename T>
 T field(const json& obj, const char* name, const std::string& where) {
   auto it = obj.find(name);
   if (it == obj.end()) throw Error(where + ": missing field '" + std::string(name) + "'");
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    throw Error(where + ": field '" + std::string(name) + "' has the wrong type (" +
-                std::string(it->type_name()) + ")");
-  }
+  return convert<T>(*it, name, where);
+}
+
+// An optional field: `fallback` when it is absent.
+template <typename T>
+T optional_field(const json& obj, const char* name, const std::string& where, T fallback) {
+  auto it = obj.find(name);
+  return it == obj.end() ? fallback : convert<T>(*it, name, where);
+}
+
+// A required integer field that must be positive.
+int positive_field(const json& obj, const char* name, const std::string& where) {
+  int v = field<int>(obj, name, where);
+  if (v <= 0) throw Error(where + ": field '" + std::string(name) + "': must be positive");
+  return v;
+}
+
+// 1-based line of byte offset `pos` in `text`.
+long line_at(const std::string& text, std::size_t pos) {
+  long line = 1;
+  for (std::size_t i = 0; i < pos && i < text.size(); ++i) line += text[i] == '\n';
+  return line;
 }
 
 std::optional<TimeEnergy> optional_time_energy(const json& obj, const char* name,
@@ -43,7 +93,10 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
   try {
     doc = json::parse(text);
   } catch (const json::parse_error& e) {
-    throw Error(source + ": invalid JSON at byte " + std::to_string(e.byte));
+    // e.byte is 1-based and points just past the offending character.
+    std::size_t at = e.byte > 0 ? e.byte - 1 : 0;
+    throw Error(source + ":" + std::to_string(line_at(text, at)) + ": invalid JSON at byte " +
+                std::to_string(e.byte));
   }
   if (!doc.is_object()) throw Error(source + ": expected a JSON object");
   std::string format = field<std::string>(doc, "format", source);
@@ -53,10 +106,10 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
   }
   Plan plan;
   plan.schedule = field<std::string>(doc, "schedule", source);
-  plan.num_stages = field<int>(doc, "num_stages", source);
-  plan.num_microbatches = field<int>(doc, "num_microbatches", source);
-  plan.unit_time_s = doc.value("unit_time_s", 0.0);
-  plan.blocking_power_w = doc.value("blocking_power_w", 0.0);
+  plan.num_stages = positive_field(doc, "num_stages", source);
+  plan.num_microbatches = positive_field(doc, "num_microbatches", source);
+  plan.unit_time_s = optional_field<double>(doc, "unit_time_s", source, 0.0);
+  plan.blocking_power_w = optional_field<double>(doc, "blocking_power_w", source, 0.0);
   plan.predicted = optional_time_energy(doc, "predicted", source);
   plan.evaluated = optional_time_energy(doc, "evaluated", source);
   auto stages = field<json>(doc, "stages", source);
@@ -91,7 +144,11 @@ class ListParser {
     expect('[');
     while (peek() != ']') {
       plan.push_back(parse_stage());
-      if (peek() == ',') ++pos_;
+      if (peek() == ',') {
+        ++pos_;
+      } else if (peek() != ']') {
+        fail("expected ',' or ']'");
+      }
     }
     ++pos_;
     if (peek() != '\0') fail("unexpected text after the closing ']'");
@@ -142,9 +199,8 @@ class ListParser {
   }
 
   [[noreturn]] void fail(const std::string& what) const {
-    long line = 1;
-    for (std::size_t i = 0; i < pos_ && i < text_.size(); ++i) line += text_[i] == '\n';
-    throw Error(source_ + ":" + std::to_string(line) + ": " + what);
+    std::string where = pos_ < text_.size() ? "" : " (at the end of the file)";
+    throw Error(source_ + ":" + std::to_string(line_at(text_, pos_)) + ": " + what + where);
   }
 
   const std::string& text_;
@@ -202,7 +258,8 @@ Plan parse_plan(const std::string& text, const std::string& source) {
     plan.num_stages = static_cast<int>(plan.frequencies.size());
     return plan;
   }
-  throw Error(source + ": unknown plan format (expected a perseus.plan/1 JSON object or a " +
+  std::string line = first == std::string::npos ? "" : ":" + std::to_string(line_at(text, first));
+  throw Error(source + line + ": unknown plan format (expected a perseus.plan/1 JSON object or a " +
               "freqs_pipeline list literal)");
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "perseus/plan/maxflow.hpp"
+#include "perseus/plan/reclaim.hpp"
 
 namespace perseus::plan {
 
@@ -43,7 +44,9 @@ class Solver {
   std::vector<long> d_, es_, lf_;
   long total_ = 0;
   double cost_sum_ = 0.0;
-  std::vector<double> time_, energy_;
+  std::vector<double> time_, energy_;  // of the realized plan, per node
+  std::vector<int> option_;            // realized option index per node
+  std::vector<int> clocks_;            // realized clock per instruction
   std::vector<int> in_id_;     // network id of a critical node's entry; exit is in_id_ + 1
   std::vector<int> node_arc_;  // arc index of each critical node's own arc
   BoundedMinCut cut_;
@@ -109,9 +112,6 @@ void Solver::change(int v, int delta, std::vector<std::pair<int, int>>& changes)
   const CostModel& c = p_.model(v);
   cost_sum_ += c(d_[v] + delta) - c(d_[v]);
   d_[v] += delta;
-  const profile::Option& o = p_.options(v).realize(d_[v]);
-  time_[v] = o.time_s;
-  energy_[v] = o.energy_j;
   changes.emplace_back(v, delta);
 }
 
@@ -150,6 +150,21 @@ bool Solver::step(std::vector<std::pair<int, int>>& changes) {
 
 void Solver::record() {
   const auto& s = p_.settings;
+  for (int v = 1; v < dag_.sink(); ++v) {
+    const auto& options = p_.options(v).options;
+    option_[v] = static_cast<int>(&p_.options(v).realize(d_[v]) - options.data());
+  }
+  reclaim_slack(p_, option_);
+  std::vector<std::pair<int, int>> changes;
+  for (int v = 1; v < dag_.sink(); ++v) {
+    const profile::Option& o = p_.options(v).options[option_[v]];
+    time_[v] = o.time_s;
+    energy_[v] = o.energy_j;
+    int& clock = clocks_[v - 1];
+    if (clock != o.frequency_mhz) clock = o.frequency_mhz, changes.emplace_back(v - 1, clock);
+  }
+  if (out_.points.empty()) out_.initial_clocks = clocks_;
+  else out_.clock_changes.push_back(std::move(changes));
   Evaluation ev = evaluate_nodes(dag_, p_.schedule.num_stages, time_, energy_, s.blocking_power_w);
   double blocking = static_cast<double>(p_.schedule.num_stages) * static_cast<double>(total_) *
                     s.unit_time_s * s.blocking_power_w;
@@ -166,12 +181,9 @@ Frontier Solver::run(const ProgressFn& progress) {
   out_.initial_durations = d_;
   time_.assign(static_cast<std::size_t>(n_), 0.0);
   energy_.assign(time_.size(), 0.0);
-  for (int v = 1; v < dag_.sink(); ++v) {
-    const profile::Option& o = p_.options(v).realize(d_[v]);
-    time_[v] = o.time_s;
-    energy_[v] = o.energy_j;
-    cost_sum_ += p_.model(v)(d_[v]);
-  }
+  option_.assign(time_.size(), 0);
+  clocks_.assign(static_cast<std::size_t>(n_ - 2), 0);
+  for (int v = 1; v < dag_.sink(); ++v) cost_sum_ += p_.model(v)(d_[v]);
   record();
   const long expected = out_.slowest_time - out_.fastest_time;
   while (true) {
@@ -198,6 +210,24 @@ std::vector<long> Frontier::durations(std::size_t index) const {
     for (auto [v, delta] : steps[i]) d[v] += delta;
   }
   return d;
+}
+
+std::vector<int> Frontier::clocks(std::size_t index) const {
+  std::vector<int> c = initial_clocks;
+  for (std::size_t i = 0; i < index && i < clock_changes.size(); ++i) {
+    for (auto [pos, mhz] : clock_changes[i]) c[pos] = mhz;
+  }
+  return c;
+}
+
+FrequencyPlan to_frequency_plan(const schedule::Dag& dag, const std::vector<int>& clocks) {
+  FrequencyPlan plan;
+  for (int v = 1; v < dag.sink(); ++v) {
+    const auto& node = dag.node(v);
+    if (node.stage >= static_cast<int>(plan.size())) plan.resize(node.stage + 1);
+    plan[node.stage].push_back(clocks[v - 1]);
+  }
+  return plan;
 }
 
 Frontier solve_frontier(const PlanProblem& problem, const ProgressFn& progress) {

@@ -26,13 +26,20 @@ struct Frontier {
   long slowest_time = 0;              // critical path with every instruction at its slowest option
   long fastest_time = 0;              // ... at its fastest option
   std::string stop_reason;
-  // Compact plan store: durations of plan 0 per DAG node, then the nodes whose duration changed
+  // Planned durations, compactly: plan 0 per DAG node, then the nodes whose duration changed
   // (by +1 or -1) at each later step: plan i = plan i-1 + steps[i-1].
   std::vector<long> initial_durations;
   std::vector<std::vector<std::pair<int, int>>> steps;
+  // Realized clocks (after slack reclamation), compactly: plan 0's clock of every instruction
+  // (index = DAG node - 1, i.e. stages in order, each in schedule order), then per later plan the
+  // (instruction, clock) pairs that differ from the previous plan.
+  std::vector<int> initial_clocks;
+  std::vector<std::vector<std::pair<int, int>>> clock_changes;
 
   // Durations of every DAG node in plan `index` (replays the steps).
   std::vector<long> durations(std::size_t index) const;
+  // Clock of every instruction in plan `index` (replays the clock changes).
+  std::vector<int> clocks(std::size_t index) const;
 };
 
 // Called with (steps done, expected total steps).
@@ -44,7 +51,10 @@ Frontier solve_frontier(const PlanProblem& problem, const ProgressFn& progress =
 long critical_path_units(const schedule::Dag& dag, const std::vector<long>& durations);
 
 // The realized clocks of a duration assignment: for each instruction, the slowest profiled
-// option whose quantized duration fits.
+// option whose quantized duration fits (before slack reclamation).
 FrequencyPlan realize(const PlanProblem& problem, const std::vector<long>& durations);
+
+// Per-stage clock lists from flat per-instruction clocks (as Frontier::clocks returns).
+FrequencyPlan to_frequency_plan(const schedule::Dag& dag, const std::vector<int>& clocks);
 
 }  // namespace perseus::plan
