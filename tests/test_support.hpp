@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -11,7 +12,12 @@
 
 namespace perseus::test {
 
-inline std::filesystem::path shared_data() { return PERSEUS_SHARED_DATA; }
+// ../shared/data next to the source tree, or $PERSEUS_SHARED_DATA when set.
+inline std::filesystem::path shared_data() {
+  const char* env = std::getenv("PERSEUS_SHARED_DATA");
+  return env != nullptr && *env != '\0' ? std::filesystem::path(env)
+                                         : std::filesystem::path(PERSEUS_SHARED_DATA);
+}
 
 // Skips the current test when the shared data folder (../shared/data) is absent.
 #define PERSEUS_REQUIRE_SHARED_DATA()                                                   \
