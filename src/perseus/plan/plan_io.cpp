@@ -2,7 +2,7 @@
 
 #include <cctype>
 #include <climits>
-#include <cstdint>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
@@ -26,18 +26,17 @@ json time_energy(const TimeEnergy& te) { return {{"time_s", te.time_s}, {"energy
 
 // Converts a field's value with a clear error when it has the wrong type. nlohmann's get<int>()
 // silently truncates 2.5, wraps large values and turns true into 1, so numbers are checked here:
-// an int must be a JSON integer in range, a double any JSON number.
+// an int must be a JSON number with an integral value in range (1410 or 1410.0), a double any
+// JSON number.
 template <typename T>
 T convert(const json& value, const char* name, const std::string& where) {
   if constexpr (std::is_same_v<T, int>) {
-    if (!value.is_number_integer()) wrong_type(value, name, where);
-    if (value.is_number_unsigned()
-            ? value.get<std::uint64_t>() > INT_MAX
-            : (value.get<std::int64_t>() > INT_MAX || value.get<std::int64_t>() < INT_MIN)) {
-      throw Error(where + ": field '" + std::string(name) + "': " + value.dump() +
-                  " is out of range");
-    }
-    return value.get<int>();
+    if (!value.is_number()) wrong_type(value, name, where);
+    double v = value.get<double>();
+    std::string prefix = where + ": field '" + std::string(name) + "': ";
+    if (v != std::floor(v)) throw Error(prefix + "must be an integer, got " + value.dump());
+    if (v < INT_MIN || v > INT_MAX) throw Error(prefix + value.dump() + " is out of range");
+    return static_cast<int>(v);
   } else if constexpr (std::is_same_v<T, double>) {
     if (!value.is_number()) wrong_type(value, name, where);
     return value.get<double>();

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# `perseus plan` writes a frontier directory; `plan export` materializes plans from it (by index,
+# time target and sampling interval, as plan JSON or list literal); `plan evaluate` scores them
+# with the numbers frontier.csv reports. Both cost models and both schedules. Uses a synthesized
+# profile, not the shared data.
+# Usage: bash plan_frontier.sh <perseus-binary> <shared-data-dir>
+set -euo pipefail
+perseus=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# Value of `key` in `perseus plan evaluate` output file $2.
+value_of() { awk -v k="$1" '$1 == k { print $2 }' "$2"; }
+# Column $2 (1-based) of the row with index $1 in frontier.csv $3.
+column_of() { awk -F, -v i="$1" -v c="$2" 'NR > 1 && $1 == i { print $c }' "$3"; }
+# Succeeds when numbers $1 and $2 agree to a relative 1e-6.
+agree() {
+  [[ -n $1 && -n $2 ]] || return 1
+  awk -v a="$1" -v b="$2" 'BEGIN {
+    d = a - b; if (d < 0) d = -d
+    m = a < 0 ? -a : a; if (m < 1e-12) m = 1e-12
+    exit !(d <= 1e-6 * m)
+  }'
+}
+# Checks that `perseus plan evaluate` output $1 matches row $2 of frontier.csv $3.
+check_evaluation() {
+  local t e
+  t=$(value_of time_s "$1")
+  e=$(value_of energy_j "$1")
+  agree "$t" "$(column_of "$2" 4 "$3")" || fail "time_s $t != frontier.csv row $2 ($3)"
+  agree "$e" "$(column_of "$2" 5 "$3")" || fail "energy_j $e != frontier.csv row $2 ($3)"
+}
+no_partials() {
+  local left
+  left=$(find "$tmp" -name '*.partial-*')
+  [[ -z $left ]] || fail "staging directories left behind: $left"
+}
+
+"$perseus" profile synth --gpu a100 --stages 4 --out "$tmp/p.csv" > /dev/null
+common=(--profile "$tmp/p.csv" --stages 4 --microbatches 6 --blocking-power 83.64)
+
+# --- plan -------------------------------------------------------------------------------------
+F=$tmp/F
+out=$("$perseus" plan "${common[@]}" --out "$F")
+[[ $out == *" plans in "* && $out == *"wrote $F/{frontier.csv,plans.txt,meta.json}"* ]] ||
+  fail "plan output: $out"
+[[ $out == *all-max* && $out == *fastest* ]] || fail "plan prints no summary: $out"
+[[ $(ls "$F") == $'frontier.csv\nmeta.json\nplans.txt' ]] || fail "frontier files: $(ls "$F")"
+[[ $(head -1 "$F/frontier.csv") == \
+  index,planned_time_s,predicted_energy_j,evaluated_time_s,evaluated_energy_j ]] ||
+  fail "frontier.csv header"
+n=$(($(wc -l < "$F/frontier.csv") - 1))
+((n > 10)) || fail "only $n plans"
+# 4 stages x 6 microbatches x (forward + backward) = 48 clocks per plan.
+[[ $(head -1 "$F/plans.txt") == "perseus.plans/1 $n 48" ]] || fail "plans.txt header"
+[[ $(wc -l < "$F/plans.txt") -eq $((n + 1)) ]] || fail "plans.txt line count"
+grep -q '"format": "perseus.frontier/1"' "$F/meta.json" || fail "meta.json format"
+grep -q "\"num_plans\": $n," "$F/meta.json" || fail "meta.json num_plans"
+no_partials
+
+# Planning again replaces the earlier frontier.
+out=$("$perseus" plan "${common[@]}" --out "$F" --quiet)
+[[ -z $out ]] || fail "--quiet printed: $out"
+[[ $(($(wc -l < "$F/frontier.csv") - 1)) -eq $n ]] || fail "re-plan changed the frontier"
+
+# --- export -----------------------------------------------------------------------------------
+E=$tmp/E
+out=$("$perseus" plan export --frontier "$F" --index 0 --out "$E")
+[[ $out == "exported 1 plan to $E" ]] || fail "export output: $out"
+grep -q '"format": "perseus.plan/1"' "$E/plan_00000.json" || fail "plan_00000.json format"
+grep -q '"schedule": "1f1b"' "$E/plan_00000.json" || fail "plan_00000.json schedule"
+grep -q '"num_microbatches": 6' "$E/plan_00000.json" || fail "plan_00000.json microbatches"
+[[ $(grep -c '"frequency_mhz"' "$E/plan_00000.json") -eq 48 ]] || fail "plan_00000.json clocks"
+"$perseus" plan export --frontier "$F" --index 0 --format py --out "$E" > /dev/null
+py=$E/freqs_pipeline_00000.py
+[[ $(head -1 "$py") == "[" ]] || fail "list literal: $(head -2 "$py")"
+[[ $(grep -c '^\[[0-9]' "$py") -eq 4 ]] || fail "list literal has not 4 stage lists"
+[[ $(ls "$E") == $'freqs_pipeline_00000.py\nplan_00000.json' ]] || fail "export files: $(ls "$E")"
+last=$((n - 1))
+"$perseus" plan export --frontier "$F" --index "$last" --out "$E" > /dev/null
+[[ -f $E/$(printf 'plan_%05d.json' "$last") ]] || fail "last plan not exported"
+
+# --time T: the cheapest plan whose evaluated time is <= T (ties: the lowest index).
+target=$(awk -F, 'NR > 1 { t[NR] = $4 } END { print t[int(NR / 2)] + 0.0005 }' "$F/frontier.csv")
+want=$(awk -F, -v T="$target" 'NR > 1 && $4 <= T && (best == "" || $5 < e) { best = $1; e = $5 }
+  END { print best }' "$F/frontier.csv")
+"$perseus" plan export --frontier "$F" --time "$target" --out "$tmp/T" > /dev/null
+[[ $(ls "$tmp/T") == "$(printf 'plan_%05d.json' "$want")" ]] ||
+  fail "--time $target exported $(ls "$tmp/T"), expected plan $want"
+
+# --every S: several distinct plans, each a different evaluated time.
+span=$(awk -F, 'NR == 2 { lo = hi = $4 } NR > 1 { if ($4 < lo) lo = $4; if ($4 > hi) hi = $4 }
+  END { print (hi - lo) / 4 }' "$F/frontier.csv")
+out=$("$perseus" plan export --frontier "$F" --every "$span" --out "$tmp/S")
+count=$(find "$tmp/S" -name 'plan_*.json' | wc -l)
+((count >= 2 && count <= 5)) || fail "--every $span exported $count plans"
+[[ $out == "exported $count plans to $tmp/S" ]] || fail "export --every output: $out"
+times=$(for f in "$tmp"/S/plan_*.json; do
+  i=$((10#$(basename "$f" .json | cut -d_ -f2)))
+  column_of "$i" 4 "$F/frontier.csv"
+done | sort -u | wc -l)
+[[ $times -eq $count ]] || fail "--every exported plans with equal times"
+"$perseus" plan export --frontier "$F" --every "$span" --format py --out "$tmp/S" > /dev/null
+[[ $(find "$tmp/S" -name 'freqs_pipeline_*.py' | wc -l) -eq $count ]] || fail "--every --format py"
+
+# --- evaluate ---------------------------------------------------------------------------------
+"$perseus" plan evaluate --profile "$tmp/p.csv" --plan "$E/plan_00000.json" \
+  --blocking-power 83.64 > "$tmp/ev_json"
+check_evaluation "$tmp/ev_json" 0 "$F/frontier.csv"
+for key in all_max_time_s all_max_energy_j energy_saving_percent slowdown_percent; do
+  [[ -n $(value_of "$key" "$tmp/ev_json") ]] || fail "evaluate prints no $key"
+done
+"$perseus" plan evaluate --profile "$tmp/p.csv" --plan "$py" --microbatches 6 \
+  --blocking-power 83.64 > "$tmp/ev_py"
+cmp -s "$tmp/ev_json" "$tmp/ev_py" || fail "the .py plan evaluates differently from the JSON one"
+for f in "$tmp"/T/*.json "$tmp"/S/*.json; do
+  i=$((10#$(basename "$f" .json | cut -d_ -f2)))
+  "$perseus" plan evaluate --profile "$tmp/p.csv" --plan "$f" --blocking-power 83.64 > "$tmp/ev"
+  check_evaluation "$tmp/ev" "$i" "$F/frontier.csv"
+done
+
+# --- both cost models, both schedules -----------------------------------------------------------
+for model in convex-hull exponential; do
+  for schedule in 1f1b gpipe; do
+    dir=$tmp/F-$model-$schedule
+    "$perseus" plan "${common[@]}" --cost-model "$model" --schedule "$schedule" --out "$dir" \
+      --quiet
+    grep -q "\"cost_model\": \"$model\"" "$dir/meta.json" || fail "$dir: cost model"
+    grep -q "\"schedule\": \"$schedule\"" "$dir/meta.json" || fail "$dir: schedule"
+    m=$(($(wc -l < "$dir/frontier.csv") - 1))
+    ((m > 1)) || fail "$dir: only $m plans"
+    for i in 0 $((m / 2)) $((m - 1)); do
+      "$perseus" plan export --frontier "$dir" --index "$i" --out "$dir-x" > /dev/null
+      plan=$dir-x/$(printf 'plan_%05d.json' "$i")
+      grep -q "\"schedule\": \"$schedule\"" "$plan" || fail "$plan: schedule"
+      "$perseus" plan evaluate --profile "$tmp/p.csv" --plan "$plan" --blocking-power 83.64 \
+        > "$tmp/ev"
+      check_evaluation "$tmp/ev" "$i" "$dir/frontier.csv"
+    done
+  done
+done
+no_partials
+echo "ok"

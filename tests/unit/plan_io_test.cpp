@@ -1,0 +1,704 @@
+// Plan files (perseus.plan/1 JSON and the freqs_pipeline list literal) and the frontier store:
+// round trips, every class of malformed input (each error names its source), plan selection,
+// and the staging rules of write_frontier.
+#include "perseus/plan/plan_io.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "perseus/plan/evaluate.hpp"
+#include "perseus/plan/frontier_store.hpp"
+#include "perseus/plan/problem.hpp"
+#include "perseus/plan/solver.hpp"
+#include "perseus/profile/gpu_model.hpp"
+#include "perseus/schedule/schedule.hpp"
+#include "perseus/util/error.hpp"
+#include "test_support.hpp"
+
+namespace perseus::plan {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+#define EXPECT_CONTAINS(text, part) \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) << "in: " << (text)
+
+// The message of the perseus::Error that `f` throws ("" and a failure if none). Any other
+// exception type escapes and fails the test.
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no perseus::Error thrown";
+  return "";
+}
+
+std::string error_of_plan(const std::string& text, const std::string& source) {
+  return error_of([&] { parse_plan(text, source); });
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  ASSERT_TRUE(out.good()) << path;
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::string join_lines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+// Entries of `dir` whose name contains ".partial-" (staging directories left behind).
+std::vector<std::string> partial_entries(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string name = e.path().filename().string();
+    if (name.find(".partial-") != std::string::npos) out.push_back(name);
+  }
+  return out;
+}
+
+bool near(double a, double b, double rel = 1e-9) {
+  return std::abs(a - b) <= rel * std::max({1.0, std::abs(a), std::abs(b)});
+}
+
+// A 2-stage, 3-microbatch 1F1B plan with distinct clocks everywhere.
+Plan sample_plan(const schedule::Schedule& sched) {
+  Plan p;
+  p.schedule = sched.name;
+  p.num_stages = sched.num_stages;
+  p.num_microbatches = sched.num_microbatches;
+  p.unit_time_s = 0.001;
+  p.blocking_power_w = 83.64;
+  p.predicted = TimeEnergy{1.234, 567.89};
+  p.evaluated = TimeEnergy{1.2345678901, 567.123456789};
+  int mhz = 1410;
+  for (const auto& stage : sched.stages) {
+    std::vector<int> clocks;
+    for (std::size_t i = 0; i < stage.size(); ++i, mhz -= 15) clocks.push_back(mhz);
+    p.frequencies.push_back(clocks);
+  }
+  return p;
+}
+
+// The JSON document of sample_plan, for tests that break one field at a time.
+json sample_json() {
+  auto sched = schedule::make_1f1b(2, 3);
+  return json::parse(plan_to_json(sample_plan(sched), sched));
+}
+
+std::string error_of_json(const json& doc) {
+  return error_of_plan(doc.dump(), "plan.json");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plan JSON
+
+TEST(PlanIoJson, RoundTripKeepsEveryField) {
+  auto sched = schedule::make_1f1b(2, 3);
+  Plan p = sample_plan(sched);
+  std::string text = plan_to_json(p, sched);
+  Plan q = parse_plan(text, "plan.json");
+  EXPECT_EQ(q.schedule, "1f1b");
+  EXPECT_EQ(q.num_stages, 2);
+  EXPECT_EQ(q.num_microbatches, 3);
+  EXPECT_EQ(q.unit_time_s, p.unit_time_s);
+  EXPECT_EQ(q.blocking_power_w, p.blocking_power_w);
+  ASSERT_TRUE(q.predicted.has_value());
+  ASSERT_TRUE(q.evaluated.has_value());
+  EXPECT_EQ(q.predicted->time_s, p.predicted->time_s);
+  EXPECT_EQ(q.predicted->energy_j, p.predicted->energy_j);
+  EXPECT_EQ(q.evaluated->time_s, p.evaluated->time_s);
+  EXPECT_EQ(q.evaluated->energy_j, p.evaluated->energy_j);
+  EXPECT_EQ(q.frequencies, p.frequencies);
+  // Writing the parsed plan again gives the same text.
+  EXPECT_EQ(plan_to_json(q, sched), text);
+}
+
+TEST(PlanIoJson, InstructionsCarryScheduleTypeAndMicrobatch) {
+  auto sched = schedule::make_gpipe(2, 3);
+  Plan p = sample_plan(sched);
+  json doc = json::parse(plan_to_json(p, sched));
+  EXPECT_EQ(doc["format"], "perseus.plan/1");
+  EXPECT_EQ(doc["schedule"], "gpipe");
+  ASSERT_EQ(doc["stages"].size(), 2u);
+  for (std::size_t s = 0; s < 2; ++s) {
+    ASSERT_EQ(doc["stages"][s].size(), sched.stages[s].size());
+    for (std::size_t i = 0; i < sched.stages[s].size(); ++i) {
+      const json& inst = doc["stages"][s][i];
+      EXPECT_EQ(inst["type"], schedule::type_name(sched.stages[s][i].type));
+      EXPECT_EQ(inst["microbatch"], sched.stages[s][i].microbatch);
+      EXPECT_EQ(inst["frequency_mhz"], p.frequencies[s][i]);
+    }
+  }
+}
+
+TEST(PlanIoJson, PredictedAndEvaluatedAreOptional) {
+  auto sched = schedule::make_1f1b(2, 3);
+  Plan p = sample_plan(sched);
+  p.predicted.reset();
+  p.evaluated.reset();
+  std::string text = plan_to_json(p, sched);
+  EXPECT_EQ(text.find("predicted"), std::string::npos);
+  Plan q = parse_plan(text, "plan.json");
+  EXPECT_FALSE(q.predicted.has_value());
+  EXPECT_FALSE(q.evaluated.has_value());
+  EXPECT_EQ(q.frequencies, p.frequencies);
+  json doc = json::parse(text);
+  doc["predicted"] = nullptr;
+  EXPECT_FALSE(parse_plan(doc.dump(), "plan.json").predicted.has_value());
+}
+
+TEST(PlanIoJson, ReadPlanFileRoundTripAndMissingFile) {
+  perseus::test::TempDir tmp;
+  auto sched = schedule::make_1f1b(2, 3);
+  Plan p = sample_plan(sched);
+  fs::path file = tmp.path() / "plan_00007.json";
+  write_text(file, plan_to_json(p, sched));
+  EXPECT_EQ(read_plan_file(file.string()).frequencies, p.frequencies);
+  std::string missing = (tmp.path() / "nope.json").string();
+  EXPECT_CONTAINS(error_of([&] { read_plan_file(missing); }), missing);
+}
+
+TEST(PlanIoJson, MalformedJsonNamesTheSource) {
+  for (const std::string text : {"{", "{\"format\": \"perseus.plan/1\",", "{\"format\": perseus}",
+                                 "{} trailing", "{\"a\": 1,\n\"b\": }"}) {
+    std::string msg = error_of_plan(text, "plan.json");
+    EXPECT_CONTAINS(msg, "plan.json");
+    EXPECT_CONTAINS(msg, "invalid JSON");
+  }
+  // The line of the problem is reported.
+  EXPECT_CONTAINS(error_of_plan("{\"format\": \"perseus.plan/1\",\n\"num_stages\": x}", "p.json"),
+                  "p.json:2:");
+}
+
+TEST(PlanIoJson, UnknownTextIsRejected) {
+  EXPECT_CONTAINS(error_of_plan("", "empty.json"), "empty.json: unknown plan format");
+  EXPECT_CONTAINS(error_of_plan("  \n\t", "blank.json"), "blank.json");
+  EXPECT_CONTAINS(error_of_plan("\"just a string\"", "s.json"), "s.json");
+}
+
+TEST(PlanIoJson, WrongFormatIsRejected) {
+  json doc = sample_json();
+  doc["format"] = "perseus.plan/2";
+  std::string msg = error_of_json(doc);
+  EXPECT_CONTAINS(msg, "plan.json: field 'format': unknown plan format 'perseus.plan/2'");
+  EXPECT_CONTAINS(msg, "perseus.plan/1");
+  doc["format"] = 1;
+  EXPECT_CONTAINS(error_of_json(doc), "plan.json: field 'format' has the wrong type");
+}
+
+TEST(PlanIoJson, MissingFieldsAreNamed) {
+  for (const char* name : {"format", "schedule", "num_stages", "num_microbatches", "stages"}) {
+    json doc = sample_json();
+    doc.erase(name);
+    EXPECT_CONTAINS(error_of_json(doc), std::string("plan.json: missing field '") + name + "'");
+  }
+  json doc = sample_json();
+  doc["stages"][1][2].erase("frequency_mhz");
+  EXPECT_CONTAINS(error_of_json(doc), "plan.json: stages[1][2]: missing field 'frequency_mhz'");
+  doc = sample_json();
+  doc["evaluated"].erase("energy_j");
+  EXPECT_CONTAINS(error_of_json(doc), "plan.json: evaluated: missing field 'energy_j'");
+}
+
+TEST(PlanIoJson, WrongTypesAreNamed) {
+  struct Case {
+    std::function<void(json&)> change;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {[](json& d) { d["schedule"] = 5; }, "field 'schedule' has the wrong type (number)"},
+      {[](json& d) { d["num_stages"] = "2"; }, "field 'num_stages' has the wrong type (string)"},
+      {[](json& d) { d["num_stages"] = 2.5; }, "field 'num_stages': must be an integer, got 2.5"},
+      {[](json& d) { d["num_stages"] = true; }, "field 'num_stages' has the wrong type"},
+      {[](json& d) { d["num_microbatches"] = nullptr; },
+       "field 'num_microbatches' has the wrong type (null)"},
+      {[](json& d) { d["num_microbatches"] = 1e12; },
+       "field 'num_microbatches': 1000000000000.0 is out of range"},
+      {[](json& d) { d["unit_time_s"] = "1ms"; }, "field 'unit_time_s' has the wrong type"},
+      {[](json& d) { d["blocking_power_w"] = json::array(); },
+       "field 'blocking_power_w' has the wrong type"},
+      {[](json& d) { d["predicted"] = 3; }, "predicted: expected an object"},
+      {[](json& d) { d["evaluated"]["time_s"] = "1.2"; },
+       "evaluated: field 'time_s' has the wrong type (string)"},
+      {[](json& d) { d["stages"] = json::object(); }, "field 'stages': expected an array"},
+      {[](json& d) { d["stages"][1] = 1410; }, "stages[1]: expected an array"},
+      {[](json& d) { d["stages"][0][3] = 1410; }, "stages[0][3]: expected an object"},
+      {[](json& d) { d["stages"][0][1]["frequency_mhz"] = "1410"; },
+       "stages[0][1]: field 'frequency_mhz' has the wrong type (string)"},
+      {[](json& d) { d["stages"][0][1]["frequency_mhz"] = 1410.5; },
+       "stages[0][1]: field 'frequency_mhz': must be an integer, got 1410.5"},
+      {[](json& d) { d["stages"][0][1]["frequency_mhz"] = true; },
+       "stages[0][1]: field 'frequency_mhz' has the wrong type"},
+      {[](json& d) { d["stages"][0][1]["frequency_mhz"] = 4294968706; },
+       "stages[0][1]: field 'frequency_mhz': 4294968706 is out of range"},
+  };
+  for (const Case& c : cases) {
+    json doc = sample_json();
+    c.change(doc);
+    std::string msg = error_of_json(doc);
+    EXPECT_CONTAINS(msg, "plan.json");
+    EXPECT_CONTAINS(msg, c.expected);
+  }
+}
+
+TEST(PlanIoJson, IntegralFloatsAreIntegers) {
+  json doc = sample_json();
+  doc["num_stages"] = 2.0;
+  doc["stages"][1][4]["frequency_mhz"] = 1005.0;
+  Plan p = parse_plan(doc.dump(), "plan.json");
+  EXPECT_EQ(p.num_stages, 2);
+  EXPECT_EQ(p.frequencies[1][4], 1005);
+}
+
+TEST(PlanIoJson, NonPositiveClocksAreRejected) {
+  for (int mhz : {0, -1410}) {
+    json doc = sample_json();
+    doc["stages"][1][4]["frequency_mhz"] = mhz;
+    EXPECT_CONTAINS(error_of_json(doc),
+                    "plan.json: stages[1][4]: field 'frequency_mhz': must be positive");
+  }
+}
+
+TEST(PlanIoJson, NonPositiveCountsAreRejected) {
+  json doc = sample_json();
+  doc["num_stages"] = 0;
+  doc["stages"] = json::array();
+  EXPECT_CONTAINS(error_of_json(doc), "plan.json: field 'num_stages': must be positive");
+  doc = sample_json();
+  doc["num_microbatches"] = -3;
+  EXPECT_CONTAINS(error_of_json(doc), "plan.json: field 'num_microbatches': must be positive");
+}
+
+TEST(PlanIoJson, NumStagesMustMatchStages) {
+  json doc = sample_json();
+  doc["num_stages"] = 3;
+  EXPECT_CONTAINS(error_of_json(doc), "plan.json: num_stages is 3 but 'stages' has 2 entries");
+  doc["num_stages"] = 1;
+  EXPECT_CONTAINS(error_of_json(doc), "plan.json: num_stages is 1 but 'stages' has 2 entries");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The freqs_pipeline list literal
+
+TEST(PlanIoList, RoundTrip) {
+  const FrequencyPlan freqs = {{1410, 1395, 1380}, {990, 975}, {855}};
+  for (const std::string comment : {"", "plan 3: evaluated time 1.5 s"}) {
+    std::string text = plan_to_python_list(freqs, comment);
+    EXPECT_EQ(text.rfind("[\n[1410, 1395, 1380],\n", 0), 0u) << text;
+    if (!comment.empty()) {
+      EXPECT_CONTAINS(text, "# " + comment + "\n");
+    }
+    Plan p = parse_plan(text, "freqs_pipeline_00003.py");
+    EXPECT_EQ(p.frequencies, freqs);
+    EXPECT_EQ(p.num_stages, 3);
+    EXPECT_EQ(p.num_microbatches, 0);  // a list literal does not carry it
+    EXPECT_FALSE(p.predicted.has_value());
+    EXPECT_FALSE(p.evaluated.has_value());
+  }
+}
+
+TEST(PlanIoList, AcceptsCommentsWhitespaceAndTrailingCommas) {
+  Plan p = parse_plan("# header comment\n[ # stage list\n [1410,1395 ,],\n\n  [ 855 ] , ]  \n# end",
+                      "x.py");
+  EXPECT_EQ(p.frequencies, (FrequencyPlan{{1410, 1395}, {855}}));
+  EXPECT_EQ(parse_plan("[[1410]]", "x.py").frequencies, (FrequencyPlan{{1410}}));
+}
+
+TEST(PlanIoList, NeverEvaluatesCode) {
+  perseus::test::TempDir tmp;
+  const fs::path marker = tmp.path() / "pwned";
+  const std::string touch = "__import__('os').system('touch " + marker.string() + "')";
+  struct Case {
+    std::string text;
+    std::string expected;  // "<source>:<line>: ..." prefix or problem
+  };
+  const std::vector<Case> cases = {
+      {touch, "evil.py:1:"},
+      {"# a comment\n" + touch, "evil.py:2:"},
+      {"[[1410, 1395],\n [x]]", "evil.py:2: expected a clock in MHz"},
+      {"[[1410, 1395], [" + touch + "]]", "evil.py:1: expected a clock in MHz"},
+      {"[\n[1410, 1395],\n]\n" + touch, "evil.py:4: unexpected text after the closing ']'"},
+      {"[[1410]] + [[1395]]", "evil.py:1: unexpected text after the closing ']'"},
+      {"[[1410 for _ in range(3)]]", "evil.py:1: expected ',' or ']'"},
+      {"[[1410, 1395.5]]", "evil.py:1: expected ',' or ']'"},
+      {"[[1410] [1395]]", "evil.py:1: expected ',' or ']'"},
+      {"[[1410], 1395]", "evil.py:1: expected '['"},
+      {"[[1410, -5]]", "evil.py:1: expected a clock in MHz"},
+      {"[[1410, 0]]", "evil.py:1: clock must be positive"},
+      {"[[1410, 99999999]]", "evil.py:1: expected a clock in MHz"},
+      {"[[True]]", "evil.py:1: expected a clock in MHz"},
+      {"[]", "evil.py:1: no stages"},
+      {"[\n[1410, 1395],\n", "evil.py:3:"},
+      {"[[1410, 1395]", "evil.py:1:"},
+  };
+  for (const Case& c : cases) {
+    std::string msg = error_of_plan(c.text, "evil.py");
+    EXPECT_EQ(msg.rfind("evil.py:", 0), 0u) << msg;
+    EXPECT_CONTAINS(msg, c.expected);
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "not one line: " << msg;
+  }
+  EXPECT_FALSE(fs::exists(marker));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Frontier store
+
+// A small synthetic problem (3 stages, 4 microbatches, A100 model), solved once.
+class FrontierStore : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    profile_ = new profile::Profile(
+        profile::synthesize_profile(profile::gpu_model("a100"), profile::default_model(3)));
+    PlanSettings settings;
+    settings.blocking_power_w = 83.64;
+    problem_ = new PlanProblem(
+        PlanProblem::build(*profile_, schedule::make_schedule("1f1b", 3, 4), settings));
+    frontier_ = new Frontier(solve_frontier(*problem_));
+  }
+  static void TearDownTestSuite() {
+    delete frontier_;
+    delete problem_;
+    delete profile_;
+  }
+
+  // Writes the frontier to `<tmp>/F` and returns that path.
+  fs::path write(const perseus::test::TempDir& tmp) const {
+    fs::path dir = tmp.path() / "F";
+    write_frontier(dir, *problem_, *frontier_, info());
+    return dir;
+  }
+  static FrontierInfo info() { return {"synthetic a100", {1.0, 2.0}, 0.5}; }
+
+  static profile::Profile* profile_;
+  static PlanProblem* problem_;
+  static Frontier* frontier_;
+};
+
+profile::Profile* FrontierStore::profile_ = nullptr;
+PlanProblem* FrontierStore::problem_ = nullptr;
+Frontier* FrontierStore::frontier_ = nullptr;
+
+TEST_F(FrontierStore, RoundTripRowsAndPlans) {
+  perseus::test::TempDir tmp;
+  fs::path dir = write(tmp);
+  for (const char* name : {"frontier.csv", "plans.txt", "meta.json"}) {
+    EXPECT_TRUE(fs::is_regular_file(dir / name)) << name;
+  }
+  EXPECT_EQ(partial_entries(tmp.path()), std::vector<std::string>{});
+
+  StoredFrontier f = read_frontier(dir);
+  EXPECT_EQ(f.schedule, "1f1b");
+  EXPECT_EQ(f.num_stages, 3);
+  EXPECT_EQ(f.num_microbatches, 4);
+  EXPECT_EQ(f.unit_time_s, 0.001);
+  EXPECT_EQ(f.blocking_power_w, 83.64);
+  ASSERT_GT(frontier_->points.size(), 10u);
+  ASSERT_EQ(f.rows.size(), frontier_->points.size());
+  ASSERT_EQ(f.plans.size(), frontier_->points.size());
+  for (std::size_t i = 0; i < f.rows.size(); ++i) {
+    const FrontierPoint& p = frontier_->points[i];
+    const FrontierRow& r = f.rows[i];
+    EXPECT_EQ(r.index, i);
+    EXPECT_TRUE(near(r.planned_time_s, static_cast<double>(p.quant_time) * 0.001)) << i;
+    EXPECT_TRUE(near(r.predicted_energy_j, p.predicted_energy_j)) << i;
+    EXPECT_TRUE(near(r.evaluated_time_s, p.evaluated_time_s)) << i;
+    EXPECT_TRUE(near(r.evaluated_energy_j, p.evaluated_energy_j)) << i;
+    // The stored clocks are the solver's realized clocks: realize(problem, durations(i)) followed
+    // by slack reclamation.
+    ASSERT_EQ(f.plans[i], to_frequency_plan(problem_->dag, frontier_->clocks(i))) << "plan " << i;
+    // The stored evaluation is the evaluation of the stored clocks.
+    Evaluation ev = evaluate(*profile_, problem_->schedule, f.plans[i], 83.64);
+    EXPECT_TRUE(near(ev.time_s, r.evaluated_time_s)) << i;
+    EXPECT_TRUE(near(ev.energy_j, r.evaluated_energy_j)) << i;
+  }
+  json meta = json::parse(read_text(dir / "meta.json"));
+  EXPECT_EQ(meta["format"], "perseus.frontier/1");
+  EXPECT_EQ(meta["profile"], "synthetic a100");
+  EXPECT_EQ(meta["num_plans"], frontier_->points.size());
+  EXPECT_EQ(meta["all_max"]["time_s"], 1.0);
+}
+
+TEST_F(FrontierStore, StoredPlanExportsAsJsonAndList) {
+  perseus::test::TempDir tmp;
+  StoredFrontier f = read_frontier(write(tmp));
+  const std::size_t i = f.rows.size() / 2;
+  Plan p = f.plan(i);
+  EXPECT_EQ(p.schedule, "1f1b");
+  EXPECT_EQ(p.num_stages, 3);
+  EXPECT_EQ(p.num_microbatches, 4);
+  ASSERT_TRUE(p.evaluated.has_value());
+  EXPECT_EQ(p.evaluated->time_s, f.rows[i].evaluated_time_s);
+  ASSERT_TRUE(p.predicted.has_value());
+  EXPECT_EQ(p.predicted->time_s, f.rows[i].planned_time_s);
+  Plan q = parse_plan(plan_to_json(p, problem_->schedule), "plan.json");
+  EXPECT_EQ(q.frequencies, f.plans[i]);
+  EXPECT_EQ(q.evaluated->energy_j, f.rows[i].evaluated_energy_j);
+  EXPECT_EQ(parse_plan(plan_to_python_list(p.frequencies, "c"), "x.py").frequencies, f.plans[i]);
+  EXPECT_THROW(f.plan(f.rows.size()), std::out_of_range);
+}
+
+TEST_F(FrontierStore, ReplacesAnEarlierFrontierAndFillsAnEmptyDirectory) {
+  perseus::test::TempDir tmp;
+  fs::path dir = write(tmp);
+  write_text(dir / "frontier.csv", "stale");
+  write_frontier(dir, *problem_, *frontier_, info());
+  EXPECT_EQ(read_frontier(dir).rows.size(), frontier_->points.size());
+
+  fs::path empty = tmp.path() / "empty";
+  fs::create_directory(empty);
+  write_frontier(empty, *problem_, *frontier_, info());
+  EXPECT_EQ(read_frontier(empty).rows.size(), frontier_->points.size());
+  EXPECT_EQ(partial_entries(tmp.path()), std::vector<std::string>{});
+}
+
+TEST_F(FrontierStore, RefusesToReplaceAnUnrelatedDirectory) {
+  perseus::test::TempDir tmp;
+  fs::path dir = tmp.path() / "results";
+  fs::create_directory(dir);
+  write_text(dir / "notes.txt", "keep me");
+  std::string msg = error_of([&] { write_frontier(dir, *problem_, *frontier_, info()); });
+  EXPECT_CONTAINS(msg, dir.string());
+  EXPECT_CONTAINS(msg, "meta.json");
+  EXPECT_EQ(read_text(dir / "notes.txt"), "keep me");
+  EXPECT_FALSE(fs::exists(dir / "frontier.csv"));
+  EXPECT_EQ(partial_entries(tmp.path()), std::vector<std::string>{});
+
+  // A regular file in the way is not replaced either.
+  fs::path file = tmp.path() / "afile";
+  write_text(file, "x");
+  EXPECT_CONTAINS(error_of([&] { write_frontier(file, *problem_, *frontier_, info()); }),
+                  file.string());
+  EXPECT_EQ(read_text(file), "x");
+  EXPECT_EQ(partial_entries(tmp.path()), std::vector<std::string>{});
+}
+
+TEST_F(FrontierStore, SelectByIndex) {
+  perseus::test::TempDir tmp;
+  StoredFrontier f = read_frontier(write(tmp));
+  const long n = static_cast<long>(f.rows.size());
+  EXPECT_EQ(select_by_index(f, 0), 0u);
+  EXPECT_EQ(select_by_index(f, n - 1), static_cast<std::size_t>(n - 1));
+  for (long bad : {-1L, n, n + 100}) {
+    std::string msg = error_of([&] { select_by_index(f, bad); });
+    EXPECT_CONTAINS(msg, "plan index " + std::to_string(bad) + " out of range");
+    EXPECT_CONTAINS(msg, "0.." + std::to_string(n - 1));
+  }
+}
+
+TEST_F(FrontierStore, SelectByTimeReturnsTheCheapestPlanWithinTheTarget) {
+  perseus::test::TempDir tmp;
+  StoredFrontier f = read_frontier(write(tmp));
+  double fastest = f.rows[0].evaluated_time_s, slowest = fastest;
+  for (const auto& r : f.rows) {
+    fastest = std::min(fastest, r.evaluated_time_s);
+    slowest = std::max(slowest, r.evaluated_time_s);
+  }
+  std::vector<double> targets = {fastest, slowest, slowest * 2.0};
+  for (int k = 1; k < 20; ++k) targets.push_back(fastest + (slowest - fastest) * k / 20.0);
+  for (const auto& r : f.rows) targets.push_back(r.evaluated_time_s);
+  for (double target : targets) {
+    std::size_t i = select_by_time(f, target);
+    ASSERT_LT(i, f.rows.size());
+    EXPECT_LE(f.rows[i].evaluated_time_s, target);
+    for (const auto& r : f.rows) {
+      if (r.evaluated_time_s <= target) {
+        EXPECT_LE(f.rows[i].evaluated_energy_j, r.evaluated_energy_j)
+            << "target " << target << ": plan " << r.index << " is cheaper than " << i;
+      }
+    }
+  }
+  std::string msg = error_of([&] { select_by_time(f, fastest * 0.99); });
+  EXPECT_CONTAINS(msg, "no plan finishes within");
+  EXPECT_CONTAINS(msg, "the fastest takes");
+  EXPECT_CONTAINS(error_of([&] { select_by_time(f, 0.0); }), "no plan finishes within");
+}
+
+TEST_F(FrontierStore, SelectEveryReturnsDistinctPlansInDecreasingTime) {
+  perseus::test::TempDir tmp;
+  StoredFrontier f = read_frontier(write(tmp));
+  double fastest = f.rows[0].evaluated_time_s, slowest = fastest;
+  for (const auto& r : f.rows) {
+    fastest = std::min(fastest, r.evaluated_time_s);
+    slowest = std::max(slowest, r.evaluated_time_s);
+  }
+  for (double every : {(slowest - fastest) / 5.0, 0.01, 0.001, slowest * 10.0}) {
+    std::vector<std::size_t> picks = select_every(f, every);
+    ASSERT_FALSE(picks.empty()) << every;
+    // The first pick is the cheapest plan of all (the target is the slowest plan's time).
+    EXPECT_EQ(picks.front(), select_by_time(f, slowest));
+    for (std::size_t k = 1; k < picks.size(); ++k) {
+      EXPECT_LT(f.rows[picks[k]].evaluated_time_s, f.rows[picks[k - 1]].evaluated_time_s)
+          << "every " << every << ", pick " << k;
+    }
+    std::vector<std::size_t> sorted = picks;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());
+  }
+  // Sampling at (about) the step size yields (about) (slowest - fastest) / step picks.
+  const double step = (slowest - fastest) / 5.0;
+  EXPECT_GE(select_every(f, step).size(), 2u);
+  EXPECT_LE(select_every(f, step).size(), 6u);
+  EXPECT_EQ(select_every(f, slowest * 10.0).size(), 1u);
+  for (double bad : {0.0, -1.0, std::nan("")}) {
+    EXPECT_CONTAINS(error_of([&] { select_every(f, bad); }), "must be positive");
+  }
+}
+
+// Writes the frontier, applies `corrupt` to the text of `file`, and returns read_frontier's error.
+std::string corrupted(const fs::path& dir, const std::string& file,
+                      const std::function<std::string(const std::string&)>& corrupt) {
+  std::string text = read_text(dir / file);
+  write_text(dir / file, corrupt(text));
+  std::string msg = error_of([&] { read_frontier(dir); });
+  write_text(dir / file, text);  // restore for the next case
+  return msg;
+}
+
+// `text` with line `n` (1-based) replaced.
+std::function<std::string(const std::string&)> replace_line(std::size_t n,
+                                                            const std::string& line) {
+  return [n, line](const std::string& text) {
+    auto lines = lines_of(text);
+    lines.at(n - 1) = line;
+    return join_lines(lines);
+  };
+}
+
+TEST_F(FrontierStore, CorruptPlansFileIsReportedWithItsName) {
+  perseus::test::TempDir tmp;
+  fs::path dir = write(tmp);
+  const std::string plans = (dir / "plans.txt").string();
+  const std::string first = lines_of(read_text(dir / "plans.txt")).at(1);
+  struct Case {
+    std::function<std::string(const std::string&)> corrupt;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {[](const std::string&) { return std::string("garbage\n"); }, plans + ":1: bad header"},
+      {[](const std::string&) { return std::string(); }, plans + ":1: bad header"},
+      {replace_line(1, "perseus.plans/1 3 7"), plans + ":1: bad header"},
+      {replace_line(2, "0 abc"), plans + ":2:"},
+      {replace_line(2, "0 1410 1395"), plans + ":2:"},    // too few clocks
+      {replace_line(2, first + " 1410"), plans + ":2:"},  // too many clocks
+      {replace_line(2, "1" + first.substr(1)), plans + ":2: bad plan index"},
+      {replace_line(3, "1 5:"), plans + ":3:"},
+      {replace_line(3, "1 :1410"), plans + ":3:"},
+      {replace_line(3, "1 x:1410"), plans + ":3:"},
+      {replace_line(3, "1 5:99999999999999"), plans + ":3:"},
+      {replace_line(3, "1 99999:1410"), plans + ":3: bad entry '99999:1410'"},
+      {replace_line(3, "1 0:0"), plans + ":3: bad entry '0:0'"},
+      {replace_line(3, "1 0:-1410"), plans + ":3:"},
+      {[](const std::string& t) {
+         auto lines = lines_of(t);
+         lines.pop_back();
+         return join_lines(lines);
+       },
+       plans},
+  };
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    std::string msg = corrupted(dir, "plans.txt", cases[k].corrupt);
+    EXPECT_CONTAINS(msg, cases[k].expected) << "case " << k;
+  }
+  EXPECT_CONTAINS(error_of([&] {
+                    fs::remove(dir / "plans.txt");
+                    read_frontier(dir);
+                  }),
+                  plans);
+}
+
+TEST_F(FrontierStore, CorruptFrontierCsvIsReportedWithItsName) {
+  perseus::test::TempDir tmp;
+  fs::path dir = write(tmp);
+  const std::string csv = (dir / "frontier.csv").string();
+  struct Case {
+    std::function<std::string(const std::string&)> corrupt;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {replace_line(1, "stage,instruction,frequency,time,energy"), csv + ":1:"},
+      {replace_line(3, "1,abc,1,2,3"), csv + ":3: malformed frontier row"},
+      {replace_line(3, "1,1,2,3"), csv + ":3: malformed frontier row"},
+      {replace_line(3, "1,1,2,3,4,5"), csv + ":3: malformed frontier row"},
+      {replace_line(3, "7,1,2,3,4"), csv + ":3: malformed frontier row"},
+      {replace_line(3, "1,1,2,nan,4"), csv + ":3:"},
+      {[](const std::string& t) {
+         auto lines = lines_of(t);
+         lines.pop_back();
+         return join_lines(lines);
+       },
+       "frontier.csv has"},
+  };
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    std::string msg = corrupted(dir, "frontier.csv", cases[k].corrupt);
+    EXPECT_CONTAINS(msg, cases[k].expected) << "case " << k;
+  }
+  EXPECT_CONTAINS(error_of([&] {
+                    fs::remove(dir / "frontier.csv");
+                    read_frontier(dir);
+                  }),
+                  csv);
+}
+
+TEST_F(FrontierStore, CorruptMetadataIsReportedWithItsName) {
+  perseus::test::TempDir tmp;
+  fs::path dir = write(tmp);
+  const std::string meta = (dir / "meta.json").string();
+  auto edit = [](const std::function<void(json&)>& change) {
+    return [change](const std::string& text) {
+      json doc = json::parse(text);
+      change(doc);
+      return doc.dump();
+    };
+  };
+  const std::vector<std::function<std::string(const std::string&)>> cases = {
+      [](const std::string& t) { return t.substr(0, t.size() / 2); },
+      [](const std::string&) { return std::string(); },
+      edit([](json& d) { d["format"] = "perseus.frontier/9"; }),
+      edit([](json& d) { d.erase("format"); }),
+      edit([](json& d) { d.erase("num_stages"); }),
+      edit([](json& d) { d["num_stages"] = "3"; }),
+      edit([](json& d) { d["num_stages"] = 0; }),
+      edit([](json& d) { d["num_microbatches"] = -4; }),
+      edit([](json& d) { d["schedule"] = "zigzag"; }),
+      edit([](json& d) { d["unit_time_s"] = nullptr; }),
+  };
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    std::string msg = corrupted(dir, "meta.json", cases[k]);
+    EXPECT_CONTAINS(msg, meta) << "case " << k;
+  }
+  // A stage count that disagrees with plans.txt is caught (by the plans' width).
+  std::string msg = corrupted(dir, "meta.json", edit([](json& d) { d["num_stages"] = 2; }));
+  EXPECT_CONTAINS(msg, (dir / "plans.txt").string());
+  std::string missing = (tmp.path() / "nope" / "meta.json").string();
+  EXPECT_CONTAINS(error_of([&] { read_frontier(tmp.path() / "nope"); }), missing);
+}
+
+}  // namespace
+}  // namespace perseus::plan
