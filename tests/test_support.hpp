@@ -3,12 +3,11 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <string>
-
-#include <unistd.h>
 
 namespace perseus::test {
 
@@ -16,15 +15,15 @@ namespace perseus::test {
 inline std::filesystem::path shared_data() {
   const char* env = std::getenv("PERSEUS_SHARED_DATA");
   return env != nullptr && *env != '\0' ? std::filesystem::path(env)
-                                         : std::filesystem::path(PERSEUS_SHARED_DATA);
+                                        : std::filesystem::path(PERSEUS_SHARED_DATA);
 }
 
 // Skips the current test when the shared data folder (../shared/data) is absent.
-#define PERSEUS_REQUIRE_SHARED_DATA()                                                   \
-  do {                                                                                   \
-    if (!std::filesystem::exists(::perseus::test::shared_data() / "perseus")) {          \
-      GTEST_SKIP() << "shared data not found at " << ::perseus::test::shared_data();     \
-    }                                                                                    \
+#define PERSEUS_REQUIRE_SHARED_DATA()                                                \
+  do {                                                                               \
+    if (!std::filesystem::exists(::perseus::test::shared_data() / "perseus")) {      \
+      GTEST_SKIP() << "shared data not found at " << ::perseus::test::shared_data(); \
+    }                                                                                \
   } while (0)
 
 // A fresh temporary directory removed at the end of the test.

@@ -56,7 +56,9 @@ auto naming(const std::string& prefix, F&& f) {
   }
 }
 
-double percent(double part, double whole) { return 100.0 * part / whole; }
+double percent(double part, double whole) {
+  return 100.0 * part / whole;
+}
 
 void print_summary(const plan::StoredFrontier& f, const plan::TimeEnergy& all_max) {
   std::size_t fastest = 0;
@@ -114,13 +116,15 @@ void run_plan(const PlanArgs& a) {
       plan::solve_frontier(problem, [&](long done, long total) { bar.update(done, total); });
   bar.finish();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  auto all_max_eval = plan::evaluate(prof, sched, plan::all_max_plan(prof, sched), a.blocking_power);
+  auto all_max_eval =
+      plan::evaluate(prof, sched, plan::all_max_plan(prof, sched), a.blocking_power);
   plan::TimeEnergy all_max{all_max_eval.time_s, all_max_eval.energy_j};
   plan::write_frontier(out, problem, frontier, {a.profile, all_max, seconds});
   if (a.quiet) return;
-  std::printf("%zu plans in %.3f s (%s); stopped: %s\nwrote %s/{frontier.csv,plans.txt,meta.json}\n\n",
-              frontier.points.size(), seconds, a.cost_model.c_str(), frontier.stop_reason.c_str(),
-              a.out.c_str());
+  std::printf(
+      "%zu plans in %.3f s (%s); stopped: %s\nwrote %s/{frontier.csv,plans.txt,meta.json}\n\n",
+      frontier.points.size(), seconds, a.cost_model.c_str(), frontier.stop_reason.c_str(),
+      a.out.c_str());
   print_summary(plan::read_frontier(out), all_max);
 }
 
@@ -152,8 +156,8 @@ void run_evaluate(const EvaluateArgs& a) {
   auto ev =
       naming(a.plan, [&] { return plan::evaluate(prof, sched, p.frequencies, a.blocking_power); });
   auto base = plan::evaluate(prof, sched, plan::all_max_plan(prof, sched), a.blocking_power);
-  std::printf("time_s %.6f\nenergy_j %.4f\nall_max_time_s %.6f\nall_max_energy_j %.4f\n",
-              ev.time_s, ev.energy_j, base.time_s, base.energy_j);
+  std::printf("time_s %.6f\nenergy_j %.4f\nall_max_time_s %.6f\nall_max_energy_j %.4f\n", ev.time_s,
+              ev.energy_j, base.time_s, base.energy_j);
   std::printf("energy_saving_percent %.3f\nslowdown_percent %.3f\n",
               percent(base.energy_j - ev.energy_j, base.energy_j),
               percent(ev.time_s - base.time_s, base.time_s));
@@ -171,7 +175,8 @@ void write_plan(const plan::StoredFrontier& f, std::size_t i, const ExportArgs& 
     text = plan::plan_to_python_list(p.frequencies, comment);
   } else {
     std::snprintf(name, sizeof name, "plan_%05zu.json", i);
-    text = plan::plan_to_json(p, schedule::make_schedule(f.schedule, f.num_stages, f.num_microbatches));
+    text = plan::plan_to_json(
+        p, schedule::make_schedule(f.schedule, f.num_stages, f.num_microbatches));
   }
   write_file_atomic(fs::path(a.out) / name, text);
 }
@@ -200,25 +205,32 @@ void run_export(const ExportArgs& a) {
 }  // namespace
 
 void add_plan_command(CLI::App& app) {
-  auto* plan = app.add_subcommand("plan", "Compute the iteration time-energy frontier of a pipeline");
+  auto* plan =
+      app.add_subcommand("plan", "Compute the iteration time-energy frontier of a pipeline");
   auto pa = std::make_shared<PlanArgs>();
-  plan->add_option("--profile", pa->profile, "Stage profile CSV (stage,instruction,frequency,time,energy)");
+  plan->add_option("--profile", pa->profile,
+                   "Stage profile CSV (stage,instruction,frequency,time,energy)");
   plan->add_option("--stages", pa->stages, "Number of pipeline stages");
   plan->add_option("--microbatches", pa->microbatches, "Microbatches per iteration");
-  plan->add_option("--blocking-power", pa->blocking_power, "Power (W) drawn while blocked on communication");
+  plan->add_option("--blocking-power", pa->blocking_power,
+                   "Power (W) drawn while blocked on communication");
   plan->add_option("--unit-time", pa->unit_time, "Time unit in seconds")->capture_default_str();
-  plan->add_option("--cost-model", pa->cost_model, "exponential or convex-hull")->capture_default_str();
+  plan->add_option("--cost-model", pa->cost_model, "exponential or convex-hull")
+      ->capture_default_str();
   plan->add_option("--schedule", pa->schedule, "1f1b or gpipe")->capture_default_str();
-  plan->add_option("--noise-factor", pa->noise_factor, "Keep options within this factor of Pareto-optimal")
+  plan->add_option("--noise-factor", pa->noise_factor,
+                   "Keep options within this factor of Pareto-optimal")
       ->capture_default_str();
   plan->add_option("--out", pa->out, "Output directory (frontier.csv, plans.txt, meta.json)");
   plan->add_flag("--quiet", pa->quiet, "Print nothing on success");
   plan->require_subcommand(0, 1);
 
-  auto* ev = plan->add_subcommand("evaluate", "Score a plan (JSON or list literal) against a profile");
+  auto* ev =
+      plan->add_subcommand("evaluate", "Score a plan (JSON or list literal) against a profile");
   auto ea = std::make_shared<EvaluateArgs>();
   ev->add_option("--profile", ea->profile, "Stage profile CSV")->required();
-  ev->add_option("--plan", ea->plan, "Plan file (perseus.plan/1 JSON or freqs_pipeline .py)")->required();
+  ev->add_option("--plan", ea->plan, "Plan file (perseus.plan/1 JSON or freqs_pipeline .py)")
+      ->required();
   ev->add_option("--blocking-power", ea->blocking_power, "Blocking power in watts")->required();
   ev->add_option("--schedule", ea->schedule, "Schedule (default: from the plan, else 1f1b)");
   ev->add_option("--microbatches", ea->microbatches, "Microbatches (default: from the plan)");
@@ -226,11 +238,13 @@ void add_plan_command(CLI::App& app) {
 
   auto* ex = plan->add_subcommand("export", "Write plans from a frontier directory");
   auto xa = std::make_shared<ExportArgs>();
-  ex->add_option("--frontier", xa->frontier, "Frontier directory written by `perseus plan`")->required();
+  ex->add_option("--frontier", xa->frontier, "Frontier directory written by `perseus plan`")
+      ->required();
   ex->add_option("--index", xa->index, "Export the plan with this index");
   ex->add_option("--time", xa->time, "Export the cheapest plan finishing within this many seconds");
   ex->add_option("--every", xa->every, "Export one plan every this many seconds of iteration time");
-  ex->add_option("--format", xa->format, "json or py (freqs_pipeline_%05d.py)")->capture_default_str();
+  ex->add_option("--format", xa->format, "json or py (freqs_pipeline_%05d.py)")
+      ->capture_default_str();
   ex->add_option("--out", xa->out, "Output directory")->required();
   ex->callback([ex, xa] {
     xa->has_index = ex->count("--index") > 0;

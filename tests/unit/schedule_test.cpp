@@ -1,10 +1,11 @@
 // Schedules and the instruction DAG.
+#include "perseus/schedule/schedule.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "perseus/schedule/dag.hpp"
-#include "perseus/schedule/schedule.hpp"
 #include "perseus/util/error.hpp"
 
 namespace perseus::schedule {

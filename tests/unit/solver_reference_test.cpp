@@ -38,8 +38,9 @@ std::vector<std::pair<double, double>> read_reference(const std::filesystem::pat
 void check_reproduction(const Reference& ref) {
   auto data = test::shared_data() / "perseus";
   auto prof = profile::read_profile_csv((data / "stage_profiles" / ref.profile).string());
-  auto problem = PlanProblem::build(prof, schedule::make_1f1b(8, 12),
-                                    {ref.unit, ref.blocking_power, CostModelKind::kExponential, 1.0});
+  auto problem =
+      PlanProblem::build(prof, schedule::make_1f1b(8, 12),
+                         {ref.unit, ref.blocking_power, CostModelKind::kExponential, 1.0});
   Frontier f = solve_frontier(problem);
   if (ref.slowest) {
     EXPECT_EQ(f.slowest_time, ref.slowest);
@@ -74,8 +75,7 @@ TEST(SolverReference, Gpt3A100TwelveMicrobatches) {
 
 TEST(SolverReference, BloomA40TwelveMicrobatches) {
   PERSEUS_REQUIRE_SHARED_DATA();
-  check_reproduction(
-      {"bloom+a40_bf16.csv", "bloom+a40_mb12.csv", 0.0001, 70.38, 0, 0, 10517});
+  check_reproduction({"bloom+a40_bf16.csv", "bloom+a40_mb12.csv", 0.0001, 70.38, 0, 0, 10517});
 }
 
 }  // namespace

@@ -70,8 +70,10 @@ std::vector<double> convex_hull_table(const profile::OptionSet& set) {
       auto [x1, y1] = hull[hull.size() - 2];
       auto [x2, y2] = hull.back();
       // Drop the middle point when it lies on or above the segment from x1 to p.
-      if ((y2 - y1) * (p.first - x1) >= (p.second - y1) * (x2 - x1)) hull.pop_back();
-      else break;
+      if ((y2 - y1) * (p.first - x1) >= (p.second - y1) * (x2 - x1))
+        hull.pop_back();
+      else
+        break;
     }
     hull.push_back(p);
   }
@@ -142,8 +144,8 @@ CostModel CostModel::build(const profile::OptionSet& set, CostModelKind kind) {
       model.table_.push_back(fit.a * std::exp(fit.b * static_cast<double>(d)) + fit.c);
     }
     char buf[160];
-    std::snprintf(buf, sizeof buf, "exponential a=%.6g b=%.6g c=%.6g mse=%.3g", fit.a, fit.b,
-                  fit.c, fit.mse);
+    std::snprintf(buf, sizeof buf, "exponential a=%.6g b=%.6g c=%.6g mse=%.3g", fit.a, fit.b, fit.c,
+                  fit.mse);
     model.description_ = buf;
   } else {
     // Fewer than three options cannot determine an exponential; the hull is exact for them.

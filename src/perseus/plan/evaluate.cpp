@@ -38,14 +38,14 @@ void check_plan_shape(const FrequencyPlan& plan, const schedule::Schedule& sched
                       const std::string& source) {
   const std::string where = source.empty() ? "" : source + ": ";
   if (plan.size() != schedule.stages.size()) {
-    throw Error(where + "plan has " + std::to_string(plan.size()) + " stages but the schedule has " +
-                std::to_string(schedule.stages.size()));
+    throw Error(where + "plan has " + std::to_string(plan.size()) +
+                " stages but the schedule has " + std::to_string(schedule.stages.size()));
   }
   for (std::size_t s = 0; s < plan.size(); ++s) {
     if (plan[s].size() != schedule.stages[s].size()) {
-      throw Error(where + "plan stage " + std::to_string(s) + " has " + std::to_string(plan[s].size()) +
-                  " instructions but the " + schedule.name + " schedule has " +
-                  std::to_string(schedule.stages[s].size()));
+      throw Error(where + "plan stage " + std::to_string(s) + " has " +
+                  std::to_string(plan[s].size()) + " instructions but the " + schedule.name +
+                  " schedule has " + std::to_string(schedule.stages[s].size()));
     }
   }
 }
@@ -71,8 +71,8 @@ Evaluation evaluate(const profile::Profile& profile, const schedule::Schedule& s
     if (m == nullptr) {
       throw Error("plan stage " + std::to_string(node.stage) + " position " +
                   std::to_string(node.position) + " (" + type + " of microbatch " +
-                  std::to_string(node.instruction.microbatch) + "): clock " +
-                  std::to_string(mhz) + " MHz is not in profile " + profile.source());
+                  std::to_string(node.instruction.microbatch) + "): clock " + std::to_string(mhz) +
+                  " MHz is not in profile " + profile.source());
     }
     time[v] = m->time_s;
     energy[v] = m->energy_j;

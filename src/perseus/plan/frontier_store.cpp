@@ -144,8 +144,9 @@ std::vector<FrequencyPlan> read_plans(const fs::path& file, const StoredFrontier
   std::string format;
   std::size_t count = 0, width = 0;
   if (!(in >> format >> count >> width) || format != kPlansFormat || width != positions.size()) {
-    bad(file, 1, "bad header (expected " + std::string(kPlansFormat) + " with " +
-                     std::to_string(positions.size()) + " instructions)");
+    bad(file, 1,
+        "bad header (expected " + std::string(kPlansFormat) + " with " +
+            std::to_string(positions.size()) + " instructions)");
   }
   std::vector<int> clocks(width, 0);
   std::vector<FrequencyPlan> plans;
@@ -205,7 +206,8 @@ void write_frontier(const fs::path& dir, const PlanProblem& problem, const Front
   StagingDir staging(dir, "meta.json");
   write_file_atomic(staging.path() / "frontier.csv", frontier_csv(problem, frontier));
   write_file_atomic(staging.path() / "plans.txt", plans_text(frontier));
-  write_file_atomic(staging.path() / "meta.json", meta_json(problem, frontier, info).dump(1) + "\n");
+  write_file_atomic(staging.path() / "meta.json",
+                    meta_json(problem, frontier, info).dump(1) + "\n");
   staging.commit();
 }
 
@@ -233,12 +235,14 @@ StoredFrontier read_frontier(const fs::path& dir) {
   }
   std::vector<std::pair<int, int>> positions;
   for (int s = 0; s < f.num_stages; ++s) {
-    for (std::size_t i = 0; i < sched.stages[s].size(); ++i) positions.emplace_back(s, static_cast<int>(i));
+    for (std::size_t i = 0; i < sched.stages[s].size(); ++i)
+      positions.emplace_back(s, static_cast<int>(i));
   }
   f.plans = read_plans(dir / "plans.txt", f, positions);
   if (f.plans.size() != f.rows.size()) {
-    bad(dir / "plans.txt", 0, std::to_string(f.plans.size()) + " plans but frontier.csv has " +
-                                  std::to_string(f.rows.size()) + " rows");
+    bad(dir / "plans.txt", 0,
+        std::to_string(f.plans.size()) + " plans but frontier.csv has " +
+            std::to_string(f.rows.size()) + " rows");
   }
   return f;
 }

@@ -74,8 +74,10 @@ BoundedMinCut::Status BoundedMinCut::solve(int s, int t) {
   const std::size_t aux_begin = to_.size();
   double demand = 0.0;
   for (int v = 0; v < n_; ++v) {
-    if (excess_[v] > 0) add_residual_pair(ss, v, excess_[v]), demand += excess_[v];
-    else if (excess_[v] < 0) add_residual_pair(v, tt, -excess_[v]);
+    if (excess_[v] > 0)
+      add_residual_pair(ss, v, excess_[v]), demand += excess_[v];
+    else if (excess_[v] < 0)
+      add_residual_pair(v, tt, -excess_[v]);
   }
   int ret = add_residual_pair(t, s, big);
   double feasible = max_flow(ss, tt);

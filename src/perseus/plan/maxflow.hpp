@@ -46,8 +46,8 @@ class BoundedMinCut {
   double augment(int u, int t, double limit);
   void mark_reachable(int s);
 
-  int n_ = 0;             // nodes of the user's network; two more are used internally
-  std::vector<int> head_;  // first residual arc of each node, -1 when none
+  int n_ = 0;                   // nodes of the user's network; two more are used internally
+  std::vector<int> head_;       // first residual arc of each node, -1 when none
   std::vector<int> user_head_;  // head_ with only the user's arcs
   std::vector<int> next_, to_;
   std::vector<double> cap_;  // residual capacities; arc 2k and 2k+1 are a pair

@@ -17,7 +17,9 @@ using nlohmann::json;
 
 constexpr const char* kFormat = "perseus.plan/1";
 
-json time_energy(const TimeEnergy& te) { return {{"time_s", te.time_s}, {"energy_j", te.energy_j}}; }
+json time_energy(const TimeEnergy& te) {
+  return {{"time_s", te.time_s}, {"energy_j", te.energy_j}};
+}
 
 [[noreturn]] void wrong_type(const json& value, const char* name, const std::string& where) {
   throw Error(where + ": field '" + std::string(name) + "' has the wrong type (" +
@@ -127,8 +129,8 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
     plan.frequencies.push_back(std::move(clocks));
   }
   if (static_cast<int>(plan.frequencies.size()) != plan.num_stages) {
-    throw Error(source + ": num_stages is " + std::to_string(plan.num_stages) + " but 'stages' has " +
-                std::to_string(plan.frequencies.size()) + " entries");
+    throw Error(source + ": num_stages is " + std::to_string(plan.num_stages) +
+                " but 'stages' has " + std::to_string(plan.frequencies.size()) + " entries");
   }
   return plan;
 }
@@ -161,8 +163,10 @@ class ListParser {
     std::vector<int> clocks;
     while (peek() != ']') {
       clocks.push_back(parse_int());
-      if (peek() == ',') ++pos_;
-      else if (peek() != ']') fail("expected ',' or ']'");
+      if (peek() == ',')
+        ++pos_;
+      else if (peek() != ']')
+        fail("expected ',' or ']'");
     }
     ++pos_;
     return clocks;
@@ -191,9 +195,12 @@ class ListParser {
 
   void skip() {
     while (pos_ < text_.size()) {
-      if (std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
-      else if (text_[pos_] == '#') pos_ = std::min(text_.find('\n', pos_), text_.size());
-      else break;
+      if (std::isspace(static_cast<unsigned char>(text_[pos_])))
+        ++pos_;
+      else if (text_[pos_] == '#')
+        pos_ = std::min(text_.find('\n', pos_), text_.size());
+      else
+        break;
     }
   }
 
@@ -262,6 +269,8 @@ Plan parse_plan(const std::string& text, const std::string& source) {
               "freqs_pipeline list literal)");
 }
 
-Plan read_plan_file(const std::string& path) { return parse_plan(read_file(path), path); }
+Plan read_plan_file(const std::string& path) {
+  return parse_plan(read_file(path), path);
+}
 
 }  // namespace perseus::plan

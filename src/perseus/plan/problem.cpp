@@ -25,8 +25,7 @@ PlanProblem PlanProblem::build(const profile::Profile& profile, schedule::Schedu
   check_settings(settings);
   if (profile.num_stages() != sched.num_stages) {
     throw Error(profile.source() + ": profile has " + std::to_string(profile.num_stages()) +
-                " stages but the pipeline has " + std::to_string(sched.num_stages) +
-                " (--stages)");
+                " stages but the pipeline has " + std::to_string(sched.num_stages) + " (--stages)");
   }
   schedule::Dag dag(sched);
   PlanProblem problem{std::move(sched), std::move(dag), settings, {}, {}, {}};
@@ -43,10 +42,9 @@ PlanProblem PlanProblem::build(const profile::Profile& profile, schedule::Schedu
                     std::to_string(node.stage) + ", which the " + problem.schedule.name +
                     " schedule needs");
       }
-      problem.specs.push_back(profile::make_option_set(profile.rows(node.stage, type),
-                                                       settings.unit_time_s,
-                                                       settings.blocking_power_w,
-                                                       settings.noise_factor));
+      problem.specs.push_back(
+          profile::make_option_set(profile.rows(node.stage, type), settings.unit_time_s,
+                                   settings.blocking_power_w, settings.noise_factor));
       problem.models.push_back(CostModel::build(problem.specs.back(), settings.cost_model));
       it = spec_of.emplace(key, static_cast<int>(problem.specs.size()) - 1).first;
     }

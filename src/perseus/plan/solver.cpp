@@ -47,8 +47,8 @@ class Solver {
   std::vector<double> time_, energy_;  // of the realized plan, per node
   std::vector<int> option_;            // realized option index per node
   std::vector<int> clocks_;            // realized clock per instruction
-  std::vector<int> in_id_;     // network id of a critical node's entry; exit is in_id_ + 1
-  std::vector<int> node_arc_;  // arc index of each critical node's own arc
+  std::vector<int> in_id_;             // network id of a critical node's entry; exit is in_id_ + 1
+  std::vector<int> node_arc_;          // arc index of each critical node's own arc
   BoundedMinCut cut_;
   Frontier out_;
 };
@@ -163,8 +163,10 @@ void Solver::record() {
     int& clock = clocks_[v - 1];
     if (clock != o.frequency_mhz) clock = o.frequency_mhz, changes.emplace_back(v - 1, clock);
   }
-  if (out_.points.empty()) out_.initial_clocks = clocks_;
-  else out_.clock_changes.push_back(std::move(changes));
+  if (out_.points.empty())
+    out_.initial_clocks = clocks_;
+  else
+    out_.clock_changes.push_back(std::move(changes));
   Evaluation ev = evaluate_nodes(dag_, p_.schedule.num_stages, time_, energy_, s.blocking_power_w);
   double blocking = static_cast<double>(p_.schedule.num_stages) * static_cast<double>(total_) *
                     s.unit_time_s * s.blocking_power_w;

@@ -15,13 +15,11 @@ using Edge = std::pair<int, int>;
 class InstructionIndex {
  public:
   InstructionIndex(int stages, int microbatches)
-      : microbatches_(microbatches),
-        ids_(stages * 2 * microbatches, -1) {}
+      : microbatches_(microbatches), ids_(stages * 2 * microbatches, -1) {}
 
   int& at(int stage, const Instruction& inst) {
     std::size_t t = inst.type == InstructionType::kForward ? 0 : 1;
-    return ids_[(stage * 2 + t) * microbatches_ +
-                static_cast<std::size_t>(inst.microbatch)];
+    return ids_[(stage * 2 + t) * microbatches_ + static_cast<std::size_t>(inst.microbatch)];
   }
 
  private:
@@ -97,8 +95,10 @@ Dag::Dag(const Schedule& schedule) {
       int here = index.at(s, inst);
       int next = index.at(s + 1, inst);
       if (next == -1) continue;
-      if (inst.type == InstructionType::kForward) edges.emplace_back(here, next);
-      else edges.emplace_back(next, here);
+      if (inst.type == InstructionType::kForward)
+        edges.emplace_back(here, next);
+      else
+        edges.emplace_back(next, here);
     }
   }
   std::vector<int> indeg(n, 0), outdeg(n, 0);

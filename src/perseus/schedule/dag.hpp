@@ -12,7 +12,7 @@
 namespace perseus::schedule {
 
 struct DagNode {
-  int stage = -1;  // -1 for source and sink
+  int stage = -1;     // -1 for source and sink
   int position = -1;  // index in the stage's instruction list
   Instruction instruction{InstructionType::kForward, -1};
 };
@@ -29,9 +29,7 @@ class Dag {
 
   const DagNode& node(int id) const { return nodes_[id]; }
   // Node id of instruction `position` of `stage`.
-  int node_id(int stage, int position) const {
-    return stage_offset_[stage] + position;
-  }
+  int node_id(int stage, int position) const { return stage_offset_[stage] + position; }
 
   struct Range {
     const int* b;

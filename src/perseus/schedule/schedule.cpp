@@ -12,7 +12,8 @@ const std::string kForward = "forward";
 const std::string kBackward = "backward";
 
 void check_sizes(int num_stages, int num_microbatches) {
-  if (num_stages <= 0) throw Error("number of stages must be positive, got " + std::to_string(num_stages));
+  if (num_stages <= 0)
+    throw Error("number of stages must be positive, got " + std::to_string(num_stages));
   if (num_microbatches <= 0) {
     throw Error("number of microbatches must be positive, got " + std::to_string(num_microbatches));
   }

@@ -14,7 +14,9 @@ ProgressBar::ProgressBar(std::string label, long total)
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_ - std::chrono::seconds(1)) {}
 
-ProgressBar::~ProgressBar() { finish(); }
+ProgressBar::~ProgressBar() {
+  finish();
+}
 
 void ProgressBar::update(long done) {
   if (!enabled_ || finished_) return;
