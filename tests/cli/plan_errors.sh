@@ -8,23 +8,14 @@ perseus=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib.sh"
 
-# expect_error EXPECTED OUTPUT_PATH ARGS...: runs perseus with ARGS; expects exit status 1, empty
-# stdout, exactly one stderr line starting with `perseus: error: ` and containing EXPECTED, and
-# that OUTPUT_PATH does not exist afterwards (and no *.partial-* anywhere under $tmp).
-expect_error() {
+# expect_no_output EXPECTED OUTPUT_PATH ARGS...: expect_error, and OUTPUT_PATH does not exist
+# afterwards (and no *.partial-* anywhere under $tmp).
+expect_no_output() {
   local expected=$1 output=$2
   shift 2
-  local rc=0
-  "$perseus" "$@" > "$tmp/stdout" 2> "$tmp/stderr" || rc=$?
-  [[ $rc -eq 1 ]] || fail "perseus $*: exit status $rc, expected 1: $(cat "$tmp/stderr")"
-  [[ ! -s $tmp/stdout ]] || fail "perseus $*: unexpected stdout: $(cat "$tmp/stdout")"
-  [[ $(wc -l < "$tmp/stderr") -eq 1 ]] || fail "perseus $*: not one line: $(cat "$tmp/stderr")"
-  [[ $(head -c 16 "$tmp/stderr") == "perseus: error: " ]] ||
-    fail "perseus $*: no 'perseus: error: ' prefix: $(cat "$tmp/stderr")"
-  grep -qF -- "$expected" "$tmp/stderr" ||
-    fail "perseus $*: '$expected' not in: $(cat "$tmp/stderr")"
+  expect_error "$expected" "$@"
   [[ ! -e $output ]] || fail "perseus $*: left $output behind"
   local left
   left=$(find "$tmp" -name '*.partial-*')
@@ -46,59 +37,59 @@ small=(--stages 1 --microbatches 2 "${bp[@]}")
 [[ -f $tmp/G/meta.json ]] || fail "good.csv: no frontier"
 
 cut -d, -f1-4 "$tmp/good.csv" > "$tmp/nocol.csv"
-expect_error "$tmp/nocol.csv:1: missing column 'energy'" "$out" \
+expect_no_output "$tmp/nocol.csv:1: missing column 'energy'" "$out" \
   plan --profile "$tmp/nocol.csv" "${small[@]}" --out "$out"
 printf '%s0,forward,1005,abc,20\n' "$good" > "$tmp/nan.csv"
-expect_error "$tmp/nan.csv:6: field 'time': not a number 'abc'" "$out" \
+expect_no_output "$tmp/nan.csv:6: field 'time': not a number 'abc'" "$out" \
   plan --profile "$tmp/nan.csv" "${small[@]}" --out "$out"
 printf '%s0,forward,1005,-0.06,20\n' "$good" > "$tmp/negative.csv"
-expect_error "$tmp/negative.csv:6: field 'time'" "$out" \
+expect_no_output "$tmp/negative.csv:6: field 'time'" "$out" \
   plan --profile "$tmp/negative.csv" "${small[@]}" --out "$out"
 printf '%s0,backward,855,0.14,33\n' "$good" > "$tmp/dup.csv"
-expect_error "$tmp/dup.csv:6: field 'frequency': duplicate row" "$out" \
+expect_no_output "$tmp/dup.csv:6: field 'frequency': duplicate row" "$out" \
   plan --profile "$tmp/dup.csv" "${small[@]}" --out "$out"
 sed 's/^0,/2,/' "$tmp/good.csv" | tail -n +2 | cat "$tmp/good.csv" - > "$tmp/gap.csv"
-expect_error "$tmp/gap.csv: field 'stage': stage 1 has no rows" "$out" \
+expect_no_output "$tmp/gap.csv: field 'stage': stage 1 has no rows" "$out" \
   plan --profile "$tmp/gap.csv" --stages 3 --microbatches 2 "${bp[@]}" --out "$out"
 printf '%s0,fwd,1005,0.06,20\n' "$good" > "$tmp/inst.csv"
-expect_error "$tmp/inst.csv:6: field 'instruction': unknown instruction 'fwd'" "$out" \
+expect_no_output "$tmp/inst.csv:6: field 'instruction': unknown instruction 'fwd'" "$out" \
   plan --profile "$tmp/inst.csv" "${small[@]}" --out "$out"
 grep -v backward "$tmp/good.csv" > "$tmp/noback.csv"
-expect_error "$tmp/noback.csv: no 'backward' rows for stage 0" "$out" \
+expect_no_output "$tmp/noback.csv: no 'backward' rows for stage 0" "$out" \
   plan --profile "$tmp/noback.csv" "${small[@]}" --out "$out"
-expect_error "$tmp/missing.csv: cannot open" "$out" \
+expect_no_output "$tmp/missing.csv: cannot open" "$out" \
   plan --profile "$tmp/missing.csv" "${small[@]}" --out "$out"
 # Bad input does not create the output's parent directories either.
-expect_error "$tmp/nan.csv:6:" "$tmp/sub" \
+expect_no_output "$tmp/nan.csv:6:" "$tmp/sub" \
   plan --profile "$tmp/nan.csv" "${small[@]}" --out "$tmp/sub/dir/out"
 
 # --- bad options ------------------------------------------------------------------------------
-expect_error "$tmp/p.csv: profile has 4 stages but the pipeline has 3 (--stages)" "$out" \
+expect_no_output "$tmp/p.csv: profile has 4 stages but the pipeline has 3 (--stages)" "$out" \
   plan --profile "$tmp/p.csv" --stages 3 --microbatches 6 "${bp[@]}" --out "$out"
-expect_error "--microbatches" "$out" \
+expect_no_output "--microbatches" "$out" \
   plan --profile "$tmp/p.csv" --stages 4 --microbatches 0 "${bp[@]}" --out "$out"
-expect_error "--schedule: unknown schedule 'zigzag'" "$out" \
+expect_no_output "--schedule: unknown schedule 'zigzag'" "$out" \
   plan "${common[@]}" --schedule zigzag --out "$out"
-expect_error "--cost-model: unknown cost model 'cubic'" "$out" \
+expect_no_output "--cost-model: unknown cost model 'cubic'" "$out" \
   plan "${common[@]}" --cost-model cubic --out "$out"
-expect_error "--blocking-power" "$out" \
+expect_no_output "--blocking-power" "$out" \
   plan --profile "$tmp/p.csv" --stages 4 --microbatches 6 --blocking-power -5 --out "$out"
-expect_error "--unit-time" "$out" plan "${common[@]}" --unit-time 0 --out "$out"
-expect_error "--noise-factor" "$out" plan "${common[@]}" --noise-factor 0.5 --out "$out"
-expect_error "--profile" "$out" plan --stages 4 --microbatches 6 "${bp[@]}" --out "$out"
-expect_error "--out" "$out" plan "${common[@]}"
+expect_no_output "--unit-time" "$out" plan "${common[@]}" --unit-time 0 --out "$out"
+expect_no_output "--noise-factor" "$out" plan "${common[@]}" --noise-factor 0.5 --out "$out"
+expect_no_output "--profile" "$out" plan --stages 4 --microbatches 6 "${bp[@]}" --out "$out"
+expect_no_output "--out" "$out" plan "${common[@]}"
 
 # --- unusable output locations ----------------------------------------------------------------
 # (a path below a regular file: unwritable even for root)
 echo data > "$tmp/afile"
-expect_error "$tmp/afile" "$tmp/afile/out" plan "${common[@]}" --out "$tmp/afile/out"
+expect_no_output "$tmp/afile" "$tmp/afile/out" plan "${common[@]}" --out "$tmp/afile/out"
 [[ $(cat "$tmp/afile") == data ]] || fail "afile was changed"
-expect_error "$tmp/afile: output path exists and is not a directory" "$tmp/none" \
+expect_no_output "$tmp/afile: output path exists and is not a directory" "$tmp/none" \
   plan "${common[@]}" --out "$tmp/afile"
 [[ $(cat "$tmp/afile") == data ]] || fail "afile was replaced"
 mkdir "$tmp/results"
 echo keep > "$tmp/results/notes.txt"
-expect_error "$tmp/results: output directory is not empty and holds no meta.json" \
+expect_no_output "$tmp/results: output directory is not empty and holds no meta.json" \
   "$tmp/results/meta.json" plan "${common[@]}" --out "$tmp/results"
 [[ $(ls "$tmp/results") == notes.txt ]] || fail "results/ was changed"
 
@@ -113,67 +104,67 @@ py=$E/freqs_pipeline_00000.py
 ev=(plan evaluate --profile "$tmp/p.csv" "${bp[@]}")
 "${perseus}" "${ev[@]}" --plan "$json" > /dev/null || fail "evaluate of a good plan failed"
 
-expect_error "$json: the plan is for 6 microbatches; --microbatches 5 does not match" "$tmp/none" \
+expect_no_output "$json: the plan is for 6 microbatches; --microbatches 5 does not match" "$tmp/none" \
   "${ev[@]}" --plan "$json" --microbatches 5
-expect_error "$py: plan stage 0 has 12 instructions but the 1f1b schedule has 10" "$tmp/none" \
+expect_no_output "$py: plan stage 0 has 12 instructions but the 1f1b schedule has 10" "$tmp/none" \
   "${ev[@]}" --plan "$py" --microbatches 5
-expect_error "$json: the plan is for the 1f1b schedule; --schedule gpipe does not match" \
+expect_no_output "$json: the plan is for the 1f1b schedule; --schedule gpipe does not match" \
   "$tmp/none" "${ev[@]}" --plan "$json" --schedule gpipe
-expect_error "$py: the plan does not say its microbatch count; pass --microbatches" "$tmp/none" \
+expect_no_output "$py: the plan does not say its microbatch count; pass --microbatches" "$tmp/none" \
   "${ev[@]}" --plan "$py"
-expect_error "--schedule: unknown schedule 'zigzag'" "$tmp/none" \
+expect_no_output "--schedule: unknown schedule 'zigzag'" "$tmp/none" \
   "${ev[@]}" --plan "$py" --microbatches 6 --schedule zigzag
 # A clock the profile does not have (every 990 MHz becomes 991 MHz).
 sed 's/\b990\b/991/g' "$py" > "$tmp/wrong_clock.py"
 cmp -s "$py" "$tmp/wrong_clock.py" && fail "the plan has no 990 MHz clock to change"
-expect_error "$tmp/wrong_clock.py: plan stage" "$tmp/none" \
+expect_no_output "$tmp/wrong_clock.py: plan stage" "$tmp/none" \
   "${ev[@]}" --plan "$tmp/wrong_clock.py" --microbatches 6
 grep -q "991 MHz is not in profile $tmp/p.csv" "$tmp/stderr" || fail "$(cat "$tmp/stderr")"
 sed 's/"frequency_mhz": 990\b/"frequency_mhz": 991/' "$json" > "$tmp/wrong_clock.json"
-expect_error "$tmp/wrong_clock.json: plan stage" "$tmp/none" \
+expect_no_output "$tmp/wrong_clock.json: plan stage" "$tmp/none" \
   "${ev[@]}" --plan "$tmp/wrong_clock.json"
 # A plan for more stages than the profile has.
-expect_error "$py: the plan has 4 stages but profile $tmp/good.csv has 1" "$tmp/none" \
+expect_no_output "$py: the plan has 4 stages but profile $tmp/good.csv has 1" "$tmp/none" \
   plan evaluate --profile "$tmp/good.csv" "${bp[@]}" --plan "$py" --microbatches 6
 # Plans are data, never code.
 echo "__import__('os').system('touch $tmp/pwned')" > "$tmp/evil.py"
-expect_error "$tmp/evil.py:1: unknown plan format" "$tmp/pwned" \
+expect_no_output "$tmp/evil.py:1: unknown plan format" "$tmp/pwned" \
   "${ev[@]}" --plan "$tmp/evil.py" --microbatches 6
 printf '[[1410, 1395],\n [x]]\n' > "$tmp/x.py"
-expect_error "$tmp/x.py:2: expected a clock in MHz" "$tmp/none" \
+expect_no_output "$tmp/x.py:2: expected a clock in MHz" "$tmp/none" \
   "${ev[@]}" --plan "$tmp/x.py" --microbatches 6
 printf '{"format": "perseus.plan/1", "schedule": "1f1b"}\n' > "$tmp/partial.json"
-expect_error "$tmp/partial.json: missing field 'num_stages'" "$tmp/none" \
+expect_no_output "$tmp/partial.json: missing field 'num_stages'" "$tmp/none" \
   "${ev[@]}" --plan "$tmp/partial.json"
-expect_error "$tmp/nope.json: cannot open" "$tmp/none" "${ev[@]}" --plan "$tmp/nope.json"
-expect_error "--blocking-power" "$tmp/none" \
+expect_no_output "$tmp/nope.json: cannot open" "$tmp/none" "${ev[@]}" --plan "$tmp/nope.json"
+expect_no_output "--blocking-power" "$tmp/none" \
   plan evaluate --profile "$tmp/p.csv" --blocking-power -1 --plan "$json"
 
 # --- export -----------------------------------------------------------------------------------
 n=$(($(wc -l < "$F/frontier.csv") - 1))
 x=$tmp/X
-expect_error "$F: plan index $n out of range" "$x" \
+expect_no_output "$F: plan index $n out of range" "$x" \
   plan export --frontier "$F" --index "$n" --out "$x"
-expect_error "--index must be >= 0" "$x" plan export --frontier "$F" --index -1 --out "$x"
-expect_error "choose exactly one of --index, --time, --every" "$x" \
+expect_no_output "--index must be >= 0" "$x" plan export --frontier "$F" --index -1 --out "$x"
+expect_no_output "choose exactly one of --index, --time, --every" "$x" \
   plan export --frontier "$F" --index 0 --time 5 --out "$x"
-expect_error "choose exactly one of --index, --time, --every" "$x" \
+expect_no_output "choose exactly one of --index, --time, --every" "$x" \
   plan export --frontier "$F" --time 5 --every 0.1 --out "$x"
-expect_error "choose exactly one of --index, --time, --every" "$x" \
+expect_no_output "choose exactly one of --index, --time, --every" "$x" \
   plan export --frontier "$F" --out "$x"
-expect_error "$F: no plan finishes within 0.5 s" "$x" \
+expect_no_output "$F: no plan finishes within 0.5 s" "$x" \
   plan export --frontier "$F" --time 0.5 --out "$x"
-expect_error "--time must be a positive" "$x" plan export --frontier "$F" --time -1 --out "$x"
-expect_error "--every must be a positive" "$x" plan export --frontier "$F" --every 0 --out "$x"
-expect_error "--format must be json or py" "$x" \
+expect_no_output "--time must be a positive" "$x" plan export --frontier "$F" --time -1 --out "$x"
+expect_no_output "--every must be a positive" "$x" plan export --frontier "$F" --every 0 --out "$x"
+expect_no_output "--format must be json or py" "$x" \
   plan export --frontier "$F" --index 0 --format xml --out "$x"
-expect_error "$tmp/results/meta.json: cannot open" "$x" \
+expect_no_output "$tmp/results/meta.json: cannot open" "$x" \
   plan export --frontier "$tmp/results" --index 0 --out "$x"
-expect_error "$tmp/afile" "$tmp/afile/x" \
+expect_no_output "$tmp/afile" "$tmp/afile/x" \
   plan export --frontier "$F" --index 0 --out "$tmp/afile/x"
 cp -r "$F" "$tmp/Fbad"
 echo "perseus.plans/1 garbage" > "$tmp/Fbad/plans.txt"
-expect_error "$tmp/Fbad/plans.txt:1: bad header" "$x" \
+expect_no_output "$tmp/Fbad/plans.txt:1: bad header" "$x" \
   plan export --frontier "$tmp/Fbad" --index 0 --out "$x"
 
 # --- usage errors found by CLI11 (missing required options): non-zero exit ----------------------

@@ -7,20 +7,7 @@ perseus=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# Runs perseus with the given arguments; expects exit status 1, empty stdout and exactly one
-# stderr line containing $expected.
-expect_error() {
-  local expected=$1
-  shift
-  "$perseus" "$@" > "$tmp/stdout" 2> "$tmp/stderr"
-  local rc=$?
-  [[ $rc -eq 1 ]] || fail "perseus $*: exit status $rc, expected 1"
-  [[ ! -s $tmp/stdout ]] || fail "perseus $*: unexpected stdout: $(cat "$tmp/stdout")"
-  [[ $(wc -l < "$tmp/stderr") -eq 1 ]] || fail "perseus $*: not one line: $(cat "$tmp/stderr")"
-  grep -qF -- "$expected" "$tmp/stderr" || fail "perseus $*: '$expected' not in: $(cat "$tmp/stderr")"
-}
+source "$(dirname "$0")/lib.sh"
 
 good=$'stage,instruction,frequency,time,energy\n0,forward,1410,0.05,24\n0,forward,855,0.08,18\n'
 printf '%s' "$good" > "$tmp/good.csv"

@@ -1,0 +1,20 @@
+# Helpers shared by the command-line tests (sourced, not run: ctest runs only the other scripts
+# because this file's name is excluded in tests/CMakeLists.txt). Expects $perseus and $tmp.
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# expect_error EXPECTED ARGS...: runs perseus with ARGS; expects exit status 1, empty stdout and
+# exactly one stderr line, starting with `perseus: error: ` and containing EXPECTED.
+expect_error() {
+  local expected=$1
+  shift
+  local rc=0
+  "$perseus" "$@" > "$tmp/stdout" 2> "$tmp/stderr" || rc=$?
+  [[ $rc -eq 1 ]] || fail "perseus $*: exit status $rc, expected 1: $(cat "$tmp/stderr")"
+  [[ ! -s $tmp/stdout ]] || fail "perseus $*: unexpected stdout: $(cat "$tmp/stdout")"
+  [[ $(wc -l < "$tmp/stderr") -eq 1 ]] || fail "perseus $*: not one line: $(cat "$tmp/stderr")"
+  [[ $(head -c 16 "$tmp/stderr") == "perseus: error: " ]] ||
+    fail "perseus $*: no 'perseus: error: ' prefix: $(cat "$tmp/stderr")"
+  grep -qF -- "$expected" "$tmp/stderr" ||
+    fail "perseus $*: '$expected' not in: $(cat "$tmp/stderr")"
+}
