@@ -391,7 +391,7 @@ void check_case(CostModelKind kind, const Instance& in, const Tolerances& tol, G
     if (i % 7 == 0) {
       ASSERT_EQ(frontier.durations(i), d) << "point " << i;
     }
-    EXPECT_EQ(plan::critical_path_units(problem.dag, d), pts[i].quant_time) << "point " << i;
+    EXPECT_EQ(schedule::longest_path(problem.dag, d), pts[i].quant_time) << "point " << i;
     double model = blocking_per_unit * static_cast<double>(pts[i].quant_time);
     for (int v = 1; v < problem.dag.sink(); ++v) {
       ASSERT_GE(d[v], problem.model(v).min_duration()) << "point " << i << " node " << v;

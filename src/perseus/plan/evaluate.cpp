@@ -7,21 +7,11 @@
 
 namespace perseus::plan {
 
-double critical_path(const schedule::Dag& dag, const std::vector<double>& node_time) {
-  std::vector<double> finish(static_cast<std::size_t>(dag.num_nodes()), 0.0);
-  for (int v : dag.topological_order()) {
-    double start = 0.0;
-    for (int u : dag.predecessors(v)) start = std::max(start, finish[u]);
-    finish[v] = start + node_time[v];
-  }
-  return finish[dag.sink()];
-}
-
 Evaluation evaluate_nodes(const schedule::Dag& dag, int num_stages,
                           const std::vector<double>& node_time,
                           const std::vector<double>& node_energy, double blocking_power_w) {
   Evaluation ev;
-  ev.time_s = critical_path(dag, node_time);
+  ev.time_s = schedule::longest_path(dag, node_time);
   ev.stage_busy_s.assign(static_cast<std::size_t>(num_stages), 0.0);
   double busy = 0.0, energy = 0.0;
   for (int v = 0; v < dag.num_nodes(); ++v) {

@@ -21,9 +21,6 @@ struct Evaluation {
   std::vector<double> stage_busy_s;  // per stage: sum of instruction durations
 };
 
-// Longest source-to-sink path where node v takes node_time[v] (source and sink take 0).
-double critical_path(const schedule::Dag& dag, const std::vector<double>& node_time);
-
 // Closed form of the iteration energy from per-node times and energies.
 Evaluation evaluate_nodes(const schedule::Dag& dag, int num_stages,
                           const std::vector<double>& node_time,

@@ -236,16 +236,6 @@ Frontier solve_frontier(const PlanProblem& problem, const ProgressFn& progress) 
   return Solver(problem).run(progress);
 }
 
-long critical_path_units(const schedule::Dag& dag, const std::vector<long>& durations) {
-  std::vector<long> finish(durations.size(), 0);
-  for (int v : dag.topological_order()) {
-    long start = 0;
-    for (int u : dag.predecessors(v)) start = std::max(start, finish[u]);
-    finish[v] = start + durations[v];
-  }
-  return finish[dag.sink()];
-}
-
 FrequencyPlan realize(const PlanProblem& problem, const std::vector<long>& durations) {
   FrequencyPlan plan(problem.schedule.stages.size());
   for (std::size_t s = 0; s < plan.size(); ++s) {

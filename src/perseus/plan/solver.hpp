@@ -47,9 +47,6 @@ using ProgressFn = std::function<void(long, long)>;
 
 Frontier solve_frontier(const PlanProblem& problem, const ProgressFn& progress = {});
 
-// Longest path in units for the given per-node durations.
-long critical_path_units(const schedule::Dag& dag, const std::vector<long>& durations);
-
 // The realized clocks of a duration assignment: for each instruction, the slowest profiled
 // option whose quantized duration fits (before slack reclamation).
 FrequencyPlan realize(const PlanProblem& problem, const std::vector<long>& durations);

@@ -4,6 +4,7 @@
 // Built in linear time; adjacency is stored compactly (CSR) in both directions.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -54,5 +55,18 @@ class Dag {
   std::vector<int> succ_offset_, succ_, pred_offset_, pred_;
   std::vector<int> topo_;
 };
+
+// Longest source-to-sink path where node v takes duration[v] (any arithmetic type: seconds or
+// time units).
+template <typename T>
+T longest_path(const Dag& dag, const std::vector<T>& duration) {
+  std::vector<T> finish(duration.size(), T{});
+  for (int v : dag.topological_order()) {
+    T start{};
+    for (int u : dag.predecessors(v)) start = std::max(start, finish[u]);
+    finish[v] = start + duration[v];
+  }
+  return finish[dag.sink()];
+}
 
 }  // namespace perseus::schedule
