@@ -591,16 +591,38 @@ std::function<std::string(const std::string&)> replace_line(std::size_t n,
   };
 }
 
+// `text` without its last line.
+std::string drop_last_line(const std::string& text) {
+  auto lines = lines_of(text);
+  lines.pop_back();
+  return join_lines(lines);
+}
+
+struct Corruption {
+  std::function<std::string(const std::string&)> corrupt;
+  std::string expected;  // part of the error message
+};
+
+// Each corruption of `file` is reported with `expected`, and so is the file's absence (by path).
+void expect_reported(const fs::path& dir, const std::string& file,
+                     const std::vector<Corruption>& cases) {
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    std::string msg = corrupted(dir, file, cases[k].corrupt);
+    EXPECT_CONTAINS(msg, cases[k].expected) << "case " << k;
+  }
+  EXPECT_CONTAINS(error_of([&] {
+                    fs::remove(dir / file);
+                    read_frontier(dir);
+                  }),
+                  (dir / file).string());
+}
+
 TEST_F(FrontierStore, CorruptPlansFileIsReportedWithItsName) {
   perseus::test::TempDir tmp;
   fs::path dir = write(tmp);
   const std::string plans = (dir / "plans.txt").string();
   const std::string first = lines_of(read_text(dir / "plans.txt")).at(1);
-  struct Case {
-    std::function<std::string(const std::string&)> corrupt;
-    std::string expected;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<Corruption> cases = {
       {[](const std::string&) { return std::string("garbage\n"); }, plans + ":1: bad header"},
       {[](const std::string&) { return std::string(); }, plans + ":1: bad header"},
       {replace_line(1, "perseus.plans/1 3 7"), plans + ":1: bad header"},
@@ -615,55 +637,25 @@ TEST_F(FrontierStore, CorruptPlansFileIsReportedWithItsName) {
       {replace_line(3, "1 99999:1410"), plans + ":3: bad entry '99999:1410'"},
       {replace_line(3, "1 0:0"), plans + ":3: bad entry '0:0'"},
       {replace_line(3, "1 0:-1410"), plans + ":3:"},
-      {[](const std::string& t) {
-         auto lines = lines_of(t);
-         lines.pop_back();
-         return join_lines(lines);
-       },
-       plans},
+      {drop_last_line, plans},
   };
-  for (std::size_t k = 0; k < cases.size(); ++k) {
-    std::string msg = corrupted(dir, "plans.txt", cases[k].corrupt);
-    EXPECT_CONTAINS(msg, cases[k].expected) << "case " << k;
-  }
-  EXPECT_CONTAINS(error_of([&] {
-                    fs::remove(dir / "plans.txt");
-                    read_frontier(dir);
-                  }),
-                  plans);
+  expect_reported(dir, "plans.txt", cases);
 }
 
 TEST_F(FrontierStore, CorruptFrontierCsvIsReportedWithItsName) {
   perseus::test::TempDir tmp;
   fs::path dir = write(tmp);
   const std::string csv = (dir / "frontier.csv").string();
-  struct Case {
-    std::function<std::string(const std::string&)> corrupt;
-    std::string expected;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<Corruption> cases = {
       {replace_line(1, "stage,instruction,frequency,time,energy"), csv + ":1:"},
       {replace_line(3, "1,abc,1,2,3"), csv + ":3: malformed frontier row"},
       {replace_line(3, "1,1,2,3"), csv + ":3: malformed frontier row"},
       {replace_line(3, "1,1,2,3,4,5"), csv + ":3: malformed frontier row"},
       {replace_line(3, "7,1,2,3,4"), csv + ":3: malformed frontier row"},
       {replace_line(3, "1,1,2,nan,4"), csv + ":3:"},
-      {[](const std::string& t) {
-         auto lines = lines_of(t);
-         lines.pop_back();
-         return join_lines(lines);
-       },
-       "frontier.csv has"},
+      {drop_last_line, "frontier.csv has"},
   };
-  for (std::size_t k = 0; k < cases.size(); ++k) {
-    std::string msg = corrupted(dir, "frontier.csv", cases[k].corrupt);
-    EXPECT_CONTAINS(msg, cases[k].expected) << "case " << k;
-  }
-  EXPECT_CONTAINS(error_of([&] {
-                    fs::remove(dir / "frontier.csv");
-                    read_frontier(dir);
-                  }),
-                  csv);
+  expect_reported(dir, "frontier.csv", cases);
 }
 
 TEST_F(FrontierStore, CorruptMetadataIsReportedWithItsName) {
