@@ -40,12 +40,12 @@ void check_plan_shape(const FrequencyPlan& plan, const schedule::Schedule& sched
   }
 }
 
-Evaluation evaluate(const profile::Profile& profile, const schedule::Schedule& schedule,
-                    const FrequencyPlan& plan, double blocking_power_w) {
+NodeCosts node_costs(const profile::Profile& profile, const schedule::Schedule& schedule,
+                     const schedule::Dag& dag, const FrequencyPlan& plan) {
   check_plan_shape(plan, schedule, "");
-  schedule::Dag dag(schedule);
-  std::vector<double> time(static_cast<std::size_t>(dag.num_nodes()), 0.0);
-  std::vector<double> energy(time.size(), 0.0);
+  NodeCosts costs;
+  costs.time_s.assign(static_cast<std::size_t>(dag.num_nodes()), 0.0);
+  costs.energy_j.assign(costs.time_s.size(), 0.0);
   for (int v = 1; v < dag.sink(); ++v) {
     const auto& node = dag.node(v);
     const std::string& type = schedule::type_name(node.instruction.type);
@@ -64,10 +64,17 @@ Evaluation evaluate(const profile::Profile& profile, const schedule::Schedule& s
                   std::to_string(node.instruction.microbatch) + "): clock " + std::to_string(mhz) +
                   " MHz is not in profile " + profile.source());
     }
-    time[v] = m->time_s;
-    energy[v] = m->energy_j;
+    costs.time_s[v] = m->time_s;
+    costs.energy_j[v] = m->energy_j;
   }
-  return evaluate_nodes(dag, schedule.num_stages, time, energy, blocking_power_w);
+  return costs;
+}
+
+Evaluation evaluate(const profile::Profile& profile, const schedule::Schedule& schedule,
+                    const FrequencyPlan& plan, double blocking_power_w) {
+  schedule::Dag dag(schedule);
+  NodeCosts costs = node_costs(profile, schedule, dag, plan);
+  return evaluate_nodes(dag, schedule.num_stages, costs.time_s, costs.energy_j, blocking_power_w);
 }
 
 FrequencyPlan all_max_plan(const profile::Profile& profile, const schedule::Schedule& schedule) {

@@ -31,6 +31,16 @@ Evaluation evaluate_nodes(const schedule::Dag& dag, int num_stages,
 void check_plan_shape(const FrequencyPlan& plan, const schedule::Schedule& schedule,
                       const std::string& source);
 
+// Profiled time and energy of every DAG node at the plan's clock (0 for source and sink).
+struct NodeCosts {
+  std::vector<double> time_s;
+  std::vector<double> energy_j;
+};
+// Throws perseus::Error when the plan's shape does not match the schedule or a clock is not in
+// the profile for that stage and instruction (naming stage, position and clock).
+NodeCosts node_costs(const profile::Profile& profile, const schedule::Schedule& schedule,
+                     const schedule::Dag& dag, const FrequencyPlan& plan);
+
 // Scores `plan`; throws perseus::Error when its shape does not match the schedule or a clock is
 // not in the profile for that stage and instruction (naming stage, position and clock).
 Evaluation evaluate(const profile::Profile& profile, const schedule::Schedule& schedule,

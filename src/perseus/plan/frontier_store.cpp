@@ -223,6 +223,8 @@ StoredFrontier read_frontier(const fs::path& dir) {
     f.num_microbatches = meta.at("num_microbatches").get<int>();
     f.unit_time_s = meta.at("unit_time_s").get<double>();
     f.blocking_power_w = meta.at("blocking_power_w").get<double>();
+    f.all_max.time_s = meta.at("all_max").at("time_s").get<double>();
+    f.all_max.energy_j = meta.at("all_max").at("energy_j").get<double>();
   } catch (const json::exception& e) {
     bad(meta_path, 0, std::string("malformed frontier metadata: ") + e.what());
   }

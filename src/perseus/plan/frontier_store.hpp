@@ -30,6 +30,7 @@ struct StoredFrontier {
   int num_microbatches = 0;
   double unit_time_s = 0.0;
   double blocking_power_w = 0.0;
+  TimeEnergy all_max;  // the evaluated all-max plan, the reference for savings
   std::vector<FrontierRow> rows;
   std::vector<FrequencyPlan> plans;  // parallel to rows
 

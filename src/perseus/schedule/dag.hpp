@@ -56,17 +56,47 @@ class Dag {
   std::vector<int> topo_;
 };
 
-// Longest source-to-sink path where node v takes duration[v] (any arithmetic type: seconds or
-// time units).
+// Earliest finish time of every node when node v takes duration[v] (any arithmetic type:
+// seconds or time units) and starts as soon as all its predecessors have finished.
 template <typename T>
-T longest_path(const Dag& dag, const std::vector<T>& duration) {
+std::vector<T> finish_times(const Dag& dag, const std::vector<T>& duration) {
   std::vector<T> finish(duration.size(), T{});
   for (int v : dag.topological_order()) {
     T start{};
     for (int u : dag.predecessors(v)) start = std::max(start, finish[u]);
     finish[v] = start + duration[v];
   }
-  return finish[dag.sink()];
+  return finish;
+}
+
+// Longest source-to-sink path length.
+template <typename T>
+T longest_path(const Dag& dag, const std::vector<T>& duration) {
+  return finish_times(dag, duration)[dag.sink()];
+}
+
+// One longest source-to-sink path, as instruction node ids in execution order (source and sink
+// left out). Walks back from the sink through a predecessor that finishes last; ties go to the
+// predecessor on the same stage (the GPU was busy, not waiting), then to the first listed.
+template <typename T>
+std::vector<int> critical_path(const Dag& dag, const std::vector<T>& duration) {
+  const std::vector<T> finish = finish_times(dag, duration);
+  std::vector<int> path;
+  int v = dag.sink();
+  while (true) {
+    int best = -1;
+    for (int u : dag.predecessors(v)) {
+      bool better = best < 0 || finish[u] > finish[best] ||
+                    (finish[u] == finish[best] && dag.node(u).stage == dag.node(v).stage &&
+                     dag.node(best).stage != dag.node(v).stage);
+      if (better) best = u;
+    }
+    if (best < 0 || best == dag.source()) break;
+    path.push_back(best);
+    v = best;
+  }
+  std::reverse(path.begin(), path.end());
+  return path;
 }
 
 }  // namespace perseus::schedule

@@ -1,0 +1,227 @@
+// `perseus emulate`: run one plan on the pipeline's timeline (optionally with noise or a slow
+// GPU) and print time, energy and per-stage busy/idle; `emulate cluster`: the straggler sweep
+// over many data-parallel pipelines, with savings split into intrinsic and extrinsic parts.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "perseus/emulate/cluster.hpp"
+#include "perseus/emulate/timeline.hpp"
+#include "perseus/plan/frontier_store.hpp"
+#include "perseus/profile/csv.hpp"
+#include "perseus/util/files.hpp"
+
+namespace perseus::cli {
+
+namespace {
+
+struct EmulateArgs {
+  std::string profile, plan, frontier, schedule, timeline;
+  int stages = 0, microbatches = 0;
+  long index = -1;
+  double time = -1.0, blocking_power = -1.0;
+  emulate::Perturbation perturbation;
+  bool quiet = false;
+};
+
+struct ClusterArgs {
+  std::string frontier, factors = "1.00:1.50:0.01", out;
+  int pipelines = 0, tensor_parallel = 1;
+  long gpus = 0;
+  bool quiet = false;
+};
+
+// The plan to emulate, its schedule and what its source reported about it (if anything).
+struct Job {
+  plan::FrequencyPlan plan;
+  schedule::Schedule schedule;
+  std::string label;
+  double blocking_power_w = 0.0;
+  double reported_time_s = -1.0;
+};
+
+Job job_from_frontier(const EmulateArgs& a) {
+  require(a.plan.empty(), "give either --plan or --frontier, not both");
+  require(a.index < 0 || a.time < 0.0, "give at most one of --index and --time");
+  plan::StoredFrontier f = plan::read_frontier(a.frontier);
+  std::size_t i = naming(a.frontier, [&] {
+    if (a.time >= 0.0) return plan::select_by_time(f, a.time);
+    if (a.index >= 0) return plan::select_by_index(f, a.index);
+    return emulate::FrontierCurve(f.rows).fastest();
+  });
+  Job job{f.plans[i], schedule::make_schedule(f.schedule, f.num_stages, f.num_microbatches),
+          "frontier plan " + std::to_string(i), f.blocking_power_w, f.rows[i].evaluated_time_s};
+  return job;
+}
+
+Job make_job(const EmulateArgs& a, const profile::Profile& prof) {
+  if (!a.frontier.empty()) return job_from_frontier(a);
+  require(a.index < 0 && a.time < 0.0, "--index and --time select a plan of --frontier");
+  if (!a.plan.empty()) {
+    PlanWithSchedule p = read_plan_for(a.plan, a.schedule, a.microbatches, prof);
+    return {p.plan.frequencies, p.schedule, a.plan, a.blocking_power};
+  }
+  require(a.microbatches > 0, "--microbatches is required with the all-max plan");
+  int stages = a.stages > 0 ? a.stages : prof.num_stages();
+  std::string name = a.schedule.empty() ? "1f1b" : a.schedule;
+  auto sched = resolve_schedule(name, prof, stages, a.microbatches);
+  return {plan::all_max_plan(prof, sched), sched, "all-max", a.blocking_power};
+}
+
+std::string timeline_csv(const emulate::Timeline& t) {
+  std::ostringstream out;
+  out.precision(9);
+  out << "stage,position,instruction,microbatch,frequency_mhz,start_s,end_s,energy_j,power_w,"
+         "critical\n";
+  for (const auto& e : t.entries) {
+    out << e.stage << ',' << e.position << ',' << schedule::type_name(e.instruction.type) << ','
+        << e.instruction.microbatch << ',' << e.frequency_mhz << ',' << e.start_s << ',' << e.end_s
+        << ',' << e.energy_j << ',' << e.power_w() << ',' << (e.critical ? 1 : 0) << '\n';
+  }
+  return out.str();
+}
+
+void print_timeline(const Job& job, const emulate::Timeline& t) {
+  std::printf("plan            %s (%s, %d stages, %d microbatches)\n", job.label.c_str(),
+              job.schedule.name.c_str(), job.schedule.num_stages, job.schedule.num_microbatches);
+  std::printf("iteration time  %.6f s\n", t.time_s);
+  if (job.reported_time_s >= 0.0) {
+    std::printf("frontier time   %.6f s (emulated - reported: %+.3g s)\n", job.reported_time_s,
+                t.time_s - job.reported_time_s);
+  }
+  std::printf("energy          %.4f J\n\n", t.energy_j);
+  std::printf("%5s %10s %10s %7s %12s\n", "stage", "busy_s", "idle_s", "busy_%", "energy_j");
+  for (std::size_t s = 0; s < t.stage_busy_s.size(); ++s) {
+    std::printf("%5zu %10.4f %10.4f %7.2f %12.2f\n", s, t.stage_busy_s[s], t.stage_idle_s[s],
+                percent(t.stage_busy_s[s], t.time_s), t.stage_energy_j[s]);
+  }
+}
+
+void run_emulate(const EmulateArgs& a) {
+  require(!a.profile.empty(), "--profile is required");
+  require(a.perturbation.slow_factor == 1.0 || a.perturbation.slow_stage >= 0,
+          "--slow-factor needs --slow-stage (which stage's GPU is slow)");
+  profile::Profile prof = profile::read_profile_csv(a.profile);
+  Job job = make_job(a, prof);
+  if (a.blocking_power >= 0.0) job.blocking_power_w = a.blocking_power;
+  require(job.blocking_power_w >= 0.0 && std::isfinite(job.blocking_power_w),
+          "--blocking-power is required (watts, >= 0) unless the plan comes from --frontier");
+  emulate::Timeline t = naming(job.label, [&] {
+    return emulate::emulate(prof, job.schedule, job.plan, job.blocking_power_w, a.perturbation);
+  });
+  if (!a.timeline.empty()) write_file_atomic(a.timeline, timeline_csv(t));
+  if (!a.quiet) print_timeline(job, t);
+}
+
+std::string sweep_csv(const std::vector<emulate::ClusterPoint>& points) {
+  std::ostringstream out;
+  out.precision(10);
+  out << "factor,baseline_time_s,baseline_energy_j,intrinsic_time_s,intrinsic_energy_j,"
+         "perseus_time_s,perseus_energy_j,perseus_plan,intrinsic_saving_pct,"
+         "extrinsic_saving_pct,total_saving_pct\n";
+  for (const auto& p : points) {
+    out << p.factor << ',' << p.baseline.time_s << ',' << p.baseline.energy_j << ','
+        << p.intrinsic.time_s << ',' << p.intrinsic.energy_j << ',' << p.perseus.time_s << ','
+        << p.perseus.energy_j << ',' << p.perseus_plan << ',' << 100.0 * p.intrinsic_saving << ','
+        << 100.0 * p.extrinsic_saving << ',' << 100.0 * p.total_saving << '\n';
+  }
+  return out.str();
+}
+
+void print_sweep(const std::vector<emulate::ClusterPoint>& points, const emulate::ClusterSpec& s,
+                 int stages) {
+  std::printf("%d pipelines x %d stages x %d-way tensor parallel = %ld GPUs\n", s.pipelines, stages,
+              s.tensor_parallel, static_cast<long>(s.pipelines) * stages * s.tensor_parallel);
+  std::printf("%7s %12s %14s %10s %11s %11s %9s\n", "factor", "iter_time_s", "baseline_j", "plan",
+              "intrinsic%", "extrinsic%", "total%");
+  for (const auto& p : points) {
+    std::printf("%7.3f %12.4f %14.1f %10zu %11.2f %11.2f %9.2f\n", p.factor, p.perseus.time_s,
+                p.baseline.energy_j, p.perseus_plan, 100.0 * p.intrinsic_saving,
+                100.0 * p.extrinsic_saving, 100.0 * p.total_saving);
+  }
+}
+
+emulate::ClusterSpec cluster_spec(const ClusterArgs& a, int stages) {
+  require(a.pipelines == 0 || a.gpus == 0, "give either --pipelines or --gpus, not both");
+  emulate::ClusterSpec spec{a.pipelines, a.tensor_parallel};
+  if (a.gpus != 0) {
+    long per_pipeline = static_cast<long>(stages) * a.tensor_parallel;
+    require(a.gpus > 0 && a.tensor_parallel > 0 && a.gpus % per_pipeline == 0,
+            "--gpus " + std::to_string(a.gpus) + " is not a positive multiple of stages x " +
+                "tensor-parallel = " + std::to_string(per_pipeline));
+    spec.pipelines = static_cast<int>(a.gpus / per_pipeline);
+  }
+  return spec;
+}
+
+void run_cluster(const ClusterArgs& a) {
+  auto factors = emulate::parse_factors(a.factors);
+  plan::StoredFrontier f = plan::read_frontier(a.frontier);
+  emulate::ClusterSpec spec = cluster_spec(a, f.num_stages);
+  auto start = std::chrono::steady_clock::now();
+  auto points = emulate::sweep_cluster(f, spec, factors);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!a.out.empty()) write_file_atomic(a.out, sweep_csv(points));
+  if (a.quiet) return;
+  print_sweep(points, spec, f.num_stages);
+  std::printf("swept %zu factors over %zu frontier plans in %.6f s\n", points.size(),
+              f.rows.size(), seconds);
+}
+
+void add_cluster_command(CLI::App& parent) {
+  auto* c = parent.add_subcommand(
+      "cluster", "Straggler sweep: D pipelines, one slowed by each factor; savings as CSV");
+  auto a = std::make_shared<ClusterArgs>();
+  c->add_option("--frontier", a->frontier, "Frontier directory written by `perseus plan`")
+      ->required();
+  c->add_option("--pipelines", a->pipelines, "Data-parallel pipelines (D)");
+  c->add_option("--gpus", a->gpus, "Total GPUs (instead of --pipelines): D x stages x T");
+  c->add_option("--tensor-parallel", a->tensor_parallel, "GPUs per stage (T)")
+      ->capture_default_str();
+  c->add_option("--factors", a->factors, "Straggler slowdowns: first:last:step or a,b,c")
+      ->capture_default_str();
+  c->add_option("--out", a->out, "Write the sweep as CSV");
+  c->add_flag("--quiet", a->quiet, "Print nothing on success");
+  c->callback([a] {
+    require(a->pipelines != 0 || a->gpus != 0, "--pipelines or --gpus is required");
+    run_cluster(*a);
+  });
+}
+
+}  // namespace
+
+void add_emulate_command(CLI::App& app) {
+  auto* em = app.add_subcommand(
+      "emulate", "Run a plan on the pipeline timeline (time, energy, per-stage busy/idle)");
+  auto a = std::make_shared<EmulateArgs>();
+  em->add_option("--profile", a->profile, "Stage profile CSV");
+  em->add_option("--plan", a->plan, "Plan file (perseus.plan/1 JSON or freqs_pipeline .py)");
+  em->add_option("--frontier", a->frontier, "Take the plan from this frontier directory");
+  em->add_option("--index", a->index, "With --frontier: plan index (default: fastest plan)");
+  em->add_option("--time", a->time, "With --frontier: cheapest plan within this many seconds");
+  em->add_option("--blocking-power", a->blocking_power,
+                 "Blocking power in watts (default: the frontier's)");
+  em->add_option("--schedule", a->schedule, "Schedule (default: the plan's, else 1f1b)");
+  em->add_option("--stages", a->stages, "Stages for the all-max plan (default: the profile's)");
+  em->add_option("--microbatches", a->microbatches, "Microbatches (default: the plan's)");
+  em->add_option("--noise", a->perturbation.noise,
+                 "Per-instruction time noise: duration x exp(noise x N(0,1))");
+  em->add_option("--seed", a->perturbation.seed, "Seed of the noise")->capture_default_str();
+  em->add_option("--slow-stage", a->perturbation.slow_stage, "Stage whose GPU is slow");
+  em->add_option("--slow-factor", a->perturbation.slow_factor,
+                 "Its instructions take this many times longer (>= 1)");
+  em->add_option("--timeline", a->timeline, "Write every instruction's start/end/clock as CSV");
+  em->add_flag("--quiet", a->quiet, "Print nothing on success");
+  em->require_subcommand(0, 1);
+  add_cluster_command(*em);
+  em->callback([em, a] {
+    if (em->get_subcommands().empty()) run_emulate(*a);
+  });
+}
+
+}  // namespace perseus::cli

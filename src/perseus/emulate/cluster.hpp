@@ -1,0 +1,76 @@
+// Cluster emulation (DESIGN section 6): D data-parallel pipelines of S stages, each stage a
+// T-way tensor-parallel group (energy scales with the T GPUs per stage), synchronized by the
+// gradient all-reduce at the end of every iteration. One pipeline straggles: it takes f times
+// longer at the same power. Three modes per factor f:
+//   baseline   every pipeline runs all-max; the others block (P_block) until the straggler ends;
+//   intrinsic  every pipeline runs the fastest frontier plan, the others block until it ends;
+//   perseus    the straggler runs the fastest plan, the others the cheapest frontier plan that
+//              finishes by the straggler's time, blocking for the rest.
+// Savings are relative to the baseline energy: intrinsic = baseline - intrinsic mode,
+// extrinsic = intrinsic mode - perseus mode, total = their sum. Each factor costs one binary
+// search over the frontier, so the sweep is independent of the number of GPUs.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "perseus/plan/frontier_store.hpp"
+
+namespace perseus::emulate {
+
+struct ClusterSpec {
+  int pipelines = 1;        // D, data-parallel degree
+  int tensor_parallel = 1;  // T, GPUs per stage
+};
+
+// The frontier as a step function: for any deadline, the cheapest plan that meets it.
+class FrontierCurve {
+ public:
+  // From a stored frontier's evaluated (time, energy) rows; throws perseus::Error when empty.
+  explicit FrontierCurve(const std::vector<plan::FrontierRow>& rows);
+  // Index (into the rows) of the lowest-energy plan with evaluated time <= deadline_s, or of the
+  // fastest plan when none meets it.
+  std::size_t cheapest_within(double deadline_s) const;
+  // Index of the fastest plan (lowest energy among equally fast ones).
+  std::size_t fastest() const { return fastest_; }
+  const plan::FrontierRow& row(std::size_t index) const { return rows_[index]; }
+
+ private:
+  std::vector<plan::FrontierRow> rows_;
+  std::vector<double> sorted_time_;      // ascending
+  std::vector<std::size_t> best_up_to_;  // cheapest row index among sorted_time_[0..i]
+  std::size_t fastest_ = 0;
+};
+
+struct ModeResult {
+  double time_s = 0.0;    // iteration time of the cluster (the straggler's)
+  double energy_j = 0.0;  // all GPUs, one iteration
+};
+
+struct ClusterPoint {
+  double factor = 1.0;
+  ModeResult baseline, intrinsic, perseus;
+  std::size_t perseus_plan = 0;   // frontier row index the non-stragglers run
+  double intrinsic_saving = 0.0;  // fractions of the baseline energy
+  double extrinsic_saving = 0.0;
+  double total_saving = 0.0;
+};
+
+// Slowdown factors from a command-line spec: "a:b:step" (a, a+step, ... up to b inclusive), a
+// comma list "a,b,c", or one number. Throws perseus::Error naming the spec when it is malformed,
+// a factor is < 1, the step is not positive or the range is empty.
+std::vector<double> parse_factors(const std::string& spec);
+
+// Throws perseus::Error for pipelines < 1, tensor_parallel < 1 or a factor < 1 (naming it).
+void check_cluster(const ClusterSpec& spec, const std::vector<double>& factors);
+
+ClusterPoint emulate_cluster(const FrontierCurve& curve, const plan::TimeEnergy& all_max,
+                             int num_stages, double blocking_power_w, const ClusterSpec& spec,
+                             double factor);
+
+std::vector<ClusterPoint> sweep_cluster(const plan::StoredFrontier& frontier,
+                                        const ClusterSpec& spec,
+                                        const std::vector<double>& factors);
+
+}  // namespace perseus::emulate
