@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cli/commands.hpp"
+#include "cli/common.hpp"
 #include "perseus/plan/frontier_store.hpp"
 #include "perseus/plan/plan_io.hpp"
 #include "perseus/plan/solver.hpp"
@@ -40,25 +41,6 @@ struct ExportArgs {
   double time = -1.0, every = -1.0;
   bool has_index = false, has_time = false, has_every = false;  // given on the command line
 };
-
-void require(bool ok, const std::string& what) {
-  if (!ok) throw Error(what);
-}
-
-// Runs `f`, prefixing the message of a perseus::Error it throws with `prefix` (an option or file
-// the library's message does not name).
-template <typename F>
-auto naming(const std::string& prefix, F&& f) {
-  try {
-    return f();
-  } catch (const Error& e) {
-    throw Error(prefix + ": " + e.what());
-  }
-}
-
-double percent(double part, double whole) {
-  return 100.0 * part / whole;
-}
 
 void print_summary(const plan::StoredFrontier& f, const plan::TimeEnergy& all_max) {
   std::size_t fastest = 0;
@@ -99,11 +81,10 @@ void run_plan(const PlanArgs& a) {
           "--unit-time must be a positive number of seconds");
   require(a.noise_factor >= 1.0, "--noise-factor must be >= 1");
   auto cost_model = naming("--cost-model", [&] { return plan::parse_cost_model(a.cost_model); });
-  auto sched = naming(
-      "--schedule", [&] { return schedule::make_schedule(a.schedule, a.stages, a.microbatches); });
   auto start = std::chrono::steady_clock::now();
   // Inputs first, so that bad input leaves nothing on disk (not even parent directories).
   profile::Profile prof = profile::read_profile_csv(a.profile);
+  auto sched = resolve_schedule(a.schedule, prof, a.stages, a.microbatches);
   plan::PlanSettings settings{a.unit_time, a.blocking_power, cost_model, a.noise_factor};
   auto problem = plan::PlanProblem::build(prof, sched, settings);
   fs::path out(a.out);
@@ -147,8 +128,7 @@ void run_evaluate(const EvaluateArgs& a) {
   std::string sched_name = !a.schedule.empty() ? a.schedule : p.schedule;
   int mbs = a.microbatches > 0 ? a.microbatches : p.num_microbatches;
   require(mbs > 0, a.plan + ": the plan does not say its microbatch count; pass --microbatches");
-  auto sched =
-      naming("--schedule", [&] { return schedule::make_schedule(sched_name, p.num_stages, mbs); });
+  auto sched = resolve_schedule(sched_name, prof, p.num_stages, mbs);
   plan::check_plan_shape(p.frequencies, sched, a.plan);
   require(prof.num_stages() == p.num_stages,
           a.plan + ": the plan has " + std::to_string(p.num_stages) + " stages but profile " +
@@ -156,11 +136,7 @@ void run_evaluate(const EvaluateArgs& a) {
   auto ev =
       naming(a.plan, [&] { return plan::evaluate(prof, sched, p.frequencies, a.blocking_power); });
   auto base = plan::evaluate(prof, sched, plan::all_max_plan(prof, sched), a.blocking_power);
-  std::printf("time_s %.6f\nenergy_j %.4f\nall_max_time_s %.6f\nall_max_energy_j %.4f\n", ev.time_s,
-              ev.energy_j, base.time_s, base.energy_j);
-  std::printf("energy_saving_percent %.3f\nslowdown_percent %.3f\n",
-              percent(base.energy_j - ev.energy_j, base.energy_j),
-              percent(ev.time_s - base.time_s, base.time_s));
+  print_comparison(ev, base);
 }
 
 void write_plan(const plan::StoredFrontier& f, std::size_t i, const ExportArgs& a) {
@@ -217,7 +193,9 @@ void add_plan_command(CLI::App& app) {
   plan->add_option("--unit-time", pa->unit_time, "Time unit in seconds")->capture_default_str();
   plan->add_option("--cost-model", pa->cost_model, "exponential or convex-hull")
       ->capture_default_str();
-  plan->add_option("--schedule", pa->schedule, "1f1b or gpipe")->capture_default_str();
+  plan->add_option("--schedule", pa->schedule,
+                   "1f1b, gpipe, envelope (EnvPipe's, from the profile) or envelope:e0,...")
+      ->capture_default_str();
   plan->add_option("--noise-factor", pa->noise_factor,
                    "Keep options within this factor of Pareto-optimal")
       ->capture_default_str();

@@ -12,7 +12,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 cd "$tmp"
 out=$("$perseus" plan --help)
 for word in --profile --stages --microbatches --blocking-power --unit-time --cost-model \
-  --schedule --noise-factor --out --quiet evaluate export convex-hull exponential 1f1b gpipe; do
+  --schedule --noise-factor --out --quiet evaluate export convex-hull exponential 1f1b gpipe envelope; do
   [[ $out == *"$word"* ]] || fail "plan --help lacks $word: $out"
 done
 out=$("$perseus" plan evaluate --help)

@@ -1,5 +1,6 @@
 // Pipeline schedules: for each stage, the ordered list of instructions it runs in one training
-// iteration (DESIGN section 4). Synchronous 1F1B (DeepSpeed ordering) and GPipe.
+// iteration (DESIGN section 4). Synchronous 1F1B (DeepSpeed ordering), 1F1B with extra warm-up
+// forwards per stage (EnvPipe's envelope schedule) and GPipe.
 #pragma once
 
 #include <string>
@@ -20,7 +21,7 @@ struct Instruction {
 };
 
 struct Schedule {
-  std::string name;  // "1f1b" or "gpipe"
+  std::string name;  // "1f1b", "gpipe" or "envelope:e0,...,eS-1"
   int num_stages = 0;
   int num_microbatches = 0;
   std::vector<std::vector<Instruction>> stages;  // per stage, in execution order
@@ -30,10 +31,19 @@ struct Schedule {
 
 // Synchronous 1F1B: stage s runs min(S - s, M) warm-up forwards, alternates B/F, then drains.
 Schedule make_1f1b(int num_stages, int num_microbatches);
+// 1F1B where stage s runs min(S - s + extra_warmup[s], M) warm-up forwards, then alternates B/F,
+// then drains; named "envelope:e0,e1,...". Throws perseus::Error when extra_warmup does not have
+// one non-negative count per stage, or when a stage would run more warm-up forwards than the
+// stage before it (the schedule would deadlock).
+Schedule make_1f1b_warmup(int num_stages, int num_microbatches,
+                          const std::vector<int>& extra_warmup);
 // GPipe: all forwards, then all backwards in reverse microbatch order.
 Schedule make_gpipe(int num_stages, int num_microbatches);
-// By name ("1f1b", "gpipe"); throws perseus::Error for unknown names or non-positive sizes.
+// By name: "1f1b", "gpipe", or "envelope:e0,...,eS-1" (make_1f1b_warmup with those counts).
+// Throws perseus::Error for unknown or malformed names and non-positive sizes; the plain name
+// "envelope" needs a profile to compute its counts (baselines::envelope_schedule).
 Schedule make_schedule(const std::string& name, int num_stages, int num_microbatches);
+// Names accepted by make_schedule and the CLI ("envelope" standing for "envelope:e0,...").
 const std::vector<std::string>& schedule_names();
 
 }  // namespace perseus::schedule

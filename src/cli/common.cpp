@@ -1,0 +1,59 @@
+#include "cli/common.hpp"
+
+#include <cstdio>
+
+#include "perseus/baselines/envpipe.hpp"
+
+namespace perseus::cli {
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw Error(what);
+}
+
+double percent(double part, double whole) {
+  return 100.0 * part / whole;
+}
+
+schedule::Schedule resolve_schedule(const std::string& name, const profile::Profile& profile,
+                                    int num_stages, int num_microbatches) {
+  if (name == "envelope") {
+    return baselines::envelope_schedule(profile, num_stages, num_microbatches);
+  }
+  return naming("--schedule",
+                [&] { return schedule::make_schedule(name, num_stages, num_microbatches); });
+}
+
+void print_comparison(const plan::Evaluation& ev, const plan::Evaluation& all_max) {
+  std::printf("time_s %.6f\nenergy_j %.4f\nall_max_time_s %.6f\nall_max_energy_j %.4f\n", ev.time_s,
+              ev.energy_j, all_max.time_s, all_max.energy_j);
+  std::printf("energy_saving_percent %.3f\nslowdown_percent %.3f\n",
+              percent(all_max.energy_j - ev.energy_j, all_max.energy_j),
+              percent(ev.time_s - all_max.time_s, all_max.time_s));
+}
+
+PlanWithSchedule read_plan_for(const std::string& path, const std::string& schedule_name,
+                               int microbatches, const profile::Profile& prof) {
+  require(microbatches >= 0, "--microbatches must be positive");
+  plan::Plan p = plan::read_plan_file(path);
+  // Options that contradict the plan would silently reinterpret its clocks.
+  if (p.num_microbatches > 0) {
+    require(schedule_name.empty() || schedule_name == p.schedule,
+            path + ": the plan is for the " + p.schedule + " schedule; --schedule " +
+                schedule_name + " does not match");
+    require(microbatches == 0 || microbatches == p.num_microbatches,
+            path + ": the plan is for " + std::to_string(p.num_microbatches) +
+                " microbatches; --microbatches " + std::to_string(microbatches) +
+                " does not match");
+  }
+  std::string name = !schedule_name.empty() ? schedule_name : p.schedule;
+  int mbs = microbatches > 0 ? microbatches : p.num_microbatches;
+  require(mbs > 0, path + ": the plan does not say its microbatch count; pass --microbatches");
+  auto sched = resolve_schedule(name, prof, p.num_stages, mbs);
+  plan::check_plan_shape(p.frequencies, sched, path);
+  require(prof.num_stages() == p.num_stages,
+          path + ": the plan has " + std::to_string(p.num_stages) + " stages but profile " +
+              prof.source() + " has " + std::to_string(prof.num_stages()));
+  return {std::move(p), std::move(sched)};
+}
+
+}  // namespace perseus::cli

@@ -1,0 +1,54 @@
+// Helpers shared by the command implementations in src/cli/: option checks, error prefixes, the
+// --schedule option (whose "envelope" needs the profile) and the comparison with all-max.
+#pragma once
+
+#include <string>
+
+#include "perseus/plan/evaluate.hpp"
+#include "perseus/plan/plan_io.hpp"
+#include "perseus/profile/profile.hpp"
+#include "perseus/schedule/schedule.hpp"
+#include "perseus/util/error.hpp"
+
+namespace perseus::cli {
+
+// Throws perseus::Error(what) unless ok.
+void require(bool ok, const std::string& what);
+
+// Runs `f`, prefixing the message of a perseus::Error it throws with `prefix` (an option or file
+// the library's message does not name).
+template <typename F>
+auto naming(const std::string& prefix, F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    throw Error(prefix + ": " + e.what());
+  }
+}
+
+double percent(double part, double whole);
+
+// The schedule named by --schedule: "envelope" is EnvPipe's schedule for this profile
+// (baselines::envelope_schedule); other names go to schedule::make_schedule, whose errors are
+// prefixed with "--schedule".
+schedule::Schedule resolve_schedule(const std::string& name, const profile::Profile& profile,
+                                    int num_stages, int num_microbatches);
+
+// Prints time_s, energy_j, the all-max reference, the energy saving and the slowdown in %, one
+// `key value` line each.
+void print_comparison(const plan::Evaluation& ev, const plan::Evaluation& all_max);
+
+struct PlanWithSchedule {
+  plan::Plan plan;
+  schedule::Schedule schedule;
+};
+
+// Reads a plan file (JSON or list literal) and the schedule it runs on. A plan JSON names its
+// schedule and microbatch count; `schedule_name` / `microbatches` (empty / 0: not given) must
+// agree with it. A list literal needs `microbatches`. Checks the plan's shape against the
+// schedule and its stage count against `prof`; every mismatch is a perseus::Error naming the
+// plan file.
+PlanWithSchedule read_plan_for(const std::string& path, const std::string& schedule_name,
+                               int microbatches, const profile::Profile& prof);
+
+}  // namespace perseus::cli

@@ -1,0 +1,29 @@
+// Helpers shared by the baseline planners (uniform, EnvPipe, Zeus): looking up an instruction's
+// profiled clocks, its energy-optimal clock, and building a plan instruction by instruction.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "perseus/plan/evaluate.hpp"
+#include "perseus/profile/profile.hpp"
+#include "perseus/schedule/schedule.hpp"
+
+namespace perseus::baselines {
+
+// Throws perseus::Error naming the profile when it does not have exactly `num_stages` stages.
+void check_stages(const profile::Profile& profile, int num_stages);
+
+// The profiled rows of one instruction's (stage, type).
+const std::vector<profile::Measurement>& rows_of(const profile::Profile& profile, int stage,
+                                                 schedule::InstructionType type);
+
+// The row with the lowest energy (the faster one on ties); throws perseus::Error when empty.
+const profile::Measurement& energy_optimal(const std::vector<profile::Measurement>& rows);
+
+// The plan that runs every instruction at clock_of(stage, instruction).
+using ClockOf = std::function<int(int stage, const schedule::Instruction& instruction)>;
+plan::FrequencyPlan plan_per_instruction(const schedule::Schedule& schedule,
+                                         const ClockOf& clock_of);
+
+}  // namespace perseus::baselines

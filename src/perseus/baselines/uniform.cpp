@@ -1,0 +1,15 @@
+#include "perseus/baselines/uniform.hpp"
+
+#include "perseus/baselines/common.hpp"
+
+namespace perseus::baselines {
+
+plan::FrequencyPlan uniform_plan(const profile::Profile& profile,
+                                 const schedule::Schedule& schedule) {
+  check_stages(profile, schedule.num_stages);
+  return plan_per_instruction(schedule, [&](int stage, const schedule::Instruction& inst) {
+    return energy_optimal(rows_of(profile, stage, inst.type)).frequency_mhz;
+  });
+}
+
+}  // namespace perseus::baselines
