@@ -2,8 +2,11 @@
 # Installs the Debian packages Perseus needs to build and test. Idempotent: installs only what is
 # missing, and does nothing (no network) when everything is present.
 set -euo pipefail
+# chromium, chromium-driver, python3-selenium and the DejaVu fonts: the report's browser test
+# (tests/cli/report_browser.sh) opens the HTML report in headless Chromium.
 packages=(g++ cmake make ninja-build nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
-  libbenchmark-dev libboost-dev libboost-graph-dev libsqlite3-dev time)
+  libbenchmark-dev libboost-dev libboost-graph-dev libsqlite3-dev time
+  chromium chromium-driver python3-selenium fonts-dejavu-core)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -11,5 +11,8 @@ namespace perseus::cli {
 
 void add_profile_command(CLI::App& app);  // perseus profile synth|check
 void add_plan_command(CLI::App& app);     // perseus plan [evaluate|export]
+void add_emulate_command(CLI::App& app);   // perseus emulate [cluster]
+void add_baseline_command(CLI::App& app);  // perseus baseline all-max|uniform|envpipe|zeus-*
+void add_report_command(CLI::App& app);    // perseus report
 
 }  // namespace perseus::cli

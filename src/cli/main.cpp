@@ -11,6 +11,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   perseus::cli::add_profile_command(app);
   perseus::cli::add_plan_command(app);
+  perseus::cli::add_emulate_command(app);
+  perseus::cli::add_baseline_command(app);
+  perseus::cli::add_report_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

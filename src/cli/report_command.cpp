@@ -1,0 +1,360 @@
+// `perseus report`: one self-contained HTML report (frontier with every baseline, the timeline
+// of one plan, the straggler sweep, tables) plus each chart as an SVG file. Runs on the embedded
+// default (a synthesized profile) or a profile CSV; plans the frontier in-process unless an
+// existing frontier directory is given.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "perseus/baselines/envpipe.hpp"
+#include "perseus/baselines/uniform.hpp"
+#include "perseus/baselines/zeus.hpp"
+#include "perseus/emulate/cluster.hpp"
+#include "perseus/emulate/timeline.hpp"
+#include "perseus/plan/frontier_store.hpp"
+#include "perseus/plan/solver.hpp"
+#include "perseus/profile/csv.hpp"
+#include "perseus/profile/gpu_model.hpp"
+#include "perseus/report/html.hpp"
+#include "perseus/report/svg.hpp"
+#include "perseus/util/files.hpp"
+#include "perseus/util/progress.hpp"
+
+namespace perseus::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using report::num;
+
+struct ReportArgs {
+  std::string profile, gpu = "a100", schedule = "1f1b", frontier, factors = "1.00:1.50:0.01";
+  std::string out = "out/report/report.html", svg_dir;
+  int stages = 8, microbatches = 12, pipelines = 16, tensor_parallel = 8;
+  long plan_index = -1;
+  double plan_time = -1.0, blocking_power = -1.0, unit_time = 0.001, eta = 0.5;
+  bool quiet = false;
+  // Given on the command line (the defaults above apply otherwise).
+  bool has_gpu = false, has_stages = false, has_microbatches = false, has_schedule = false,
+       has_blocking_power = false, has_plan_index = false, has_plan_time = false;
+};
+
+// Everything the report is computed from.
+struct Inputs {
+  profile::Profile profile;
+  std::string profile_label;
+  double blocking_power_w = 0.0;
+  plan::StoredFrontier frontier;
+  schedule::Schedule schedule;
+};
+
+void check_options(const ReportArgs& a) {
+  require(!(a.has_plan_index && a.has_plan_time),
+          "give at most one of --plan-index and --plan-time");
+  require(!a.has_plan_index || a.plan_index >= 0, "--plan-index must be >= 0");
+  require(!a.has_plan_time || (a.plan_time > 0.0 && std::isfinite(a.plan_time)),
+          "--plan-time must be a positive number of seconds");
+  require(a.eta >= 0.0 && a.eta <= 1.0, "--eta must be between 0 and 1");
+  require(a.unit_time > 0.0 && std::isfinite(a.unit_time),
+          "--unit-time must be a positive number of seconds");
+  require(!a.has_blocking_power || (a.blocking_power >= 0.0 && std::isfinite(a.blocking_power)),
+          "--blocking-power must be a finite number of watts >= 0");
+  require(a.stages > 0, "--stages must be positive");
+  require(a.microbatches > 0, "--microbatches must be positive");
+  require(a.pipelines > 0, "--pipelines must be positive");
+  require(a.tensor_parallel > 0, "--tensor-parallel must be positive");
+  require(!a.out.empty() && !fs::is_directory(a.out),
+          "--out " + a.out + " is a directory; give the HTML file to write, e.g. " + a.out +
+              "/report.html");
+}
+
+// The profile and the blocking power: a CSV, or the embedded default synthesized for --gpu
+// with `stages` stages.
+void load_profile(const ReportArgs& a, int stages, Inputs& in) {
+  if (a.profile.empty()) {
+    const auto* gpu = naming("--gpu", [&] { return &profile::gpu_model(a.gpu); });
+    in.profile = profile::synthesize_profile(*gpu, profile::default_model(stages));
+    in.profile_label = "synthesized " + gpu->name + " (embedded default)";
+    in.blocking_power_w = a.has_blocking_power ? a.blocking_power : gpu->blocking_power_w;
+    return;
+  }
+  require(!a.has_gpu,
+          "--gpu picks the model of the embedded default; it cannot be combined with "
+          "--profile");
+  require(a.has_blocking_power || !a.frontier.empty(),
+          "--blocking-power is required with --profile (watts drawn while blocked, e.g. 83.64 "
+          "for A100)");
+  in.profile = profile::read_profile_csv(a.profile);
+  in.profile_label = a.profile;
+  in.blocking_power_w = a.blocking_power;
+  require(!a.has_stages || a.stages == in.profile.num_stages(),
+          "--stages " + std::to_string(a.stages) + " does not match profile " + a.profile + " (" +
+              std::to_string(in.profile.num_stages()) + " stages)");
+}
+
+// Checks an existing frontier against the profile and the options that describe the pipeline;
+// its schedule and blocking power are the report's.
+void check_frontier(const ReportArgs& a, Inputs& in) {
+  const auto& f = in.frontier;
+  auto mismatch = [&](const std::string& option, const std::string& value,
+                      const std::string& theirs) {
+    return option + " " + value + " does not match frontier " + a.frontier + " (" + theirs + ")";
+  };
+  require(f.num_stages == in.profile.num_stages(),
+          "frontier " + a.frontier + " has " + std::to_string(f.num_stages) +
+              " stages but the profile has " + std::to_string(in.profile.num_stages()));
+  require(!a.has_microbatches || a.microbatches == f.num_microbatches,
+          mismatch("--microbatches", std::to_string(a.microbatches),
+                   std::to_string(f.num_microbatches) + " microbatches"));
+  require(!a.has_schedule || a.schedule == f.schedule,
+          mismatch("--schedule", a.schedule, f.schedule));
+  require(
+      !a.has_blocking_power || std::abs(a.blocking_power - f.blocking_power_w) < 1e-9,
+      mismatch("--blocking-power", num(a.blocking_power, 4), num(f.blocking_power_w, 4) + " W"));
+  in.blocking_power_w = f.blocking_power_w;
+  in.schedule = schedule::make_schedule(f.schedule, f.num_stages, f.num_microbatches);
+}
+
+// Plans the frontier in memory (convex-hull cost model), as `perseus plan` would write it.
+plan::StoredFrontier solve(const Inputs& in, double unit_time_s, bool quiet) {
+  auto problem = plan::PlanProblem::build(
+      in.profile, in.schedule,
+      {unit_time_s, in.blocking_power_w, plan::CostModelKind::kConvexHull, 1.0});
+  ProgressBar bar("planning", 0);
+  plan::Frontier solved = plan::solve_frontier(problem, [&](long done, long total) {
+    if (!quiet) bar.update(done, total);
+  });
+  bar.finish();
+  plan::StoredFrontier f;
+  f.schedule = in.schedule.name;
+  f.num_stages = in.schedule.num_stages;
+  f.num_microbatches = in.schedule.num_microbatches;
+  f.unit_time_s = unit_time_s;
+  f.blocking_power_w = in.blocking_power_w;
+  auto all_max = plan::evaluate(in.profile, in.schedule,
+                                plan::all_max_plan(in.profile, in.schedule), in.blocking_power_w);
+  f.all_max = {all_max.time_s, all_max.energy_j};
+  std::vector<int> clocks = solved.initial_clocks;
+  for (std::size_t i = 0; i < solved.points.size(); ++i) {
+    if (i > 0 && i <= solved.clock_changes.size()) {
+      for (auto [pos, mhz] : solved.clock_changes[i - 1])
+        clocks[static_cast<std::size_t>(pos)] = mhz;
+    }
+    const auto& p = solved.points[i];
+    f.rows.push_back({i, static_cast<double>(p.quant_time) * unit_time_s, p.predicted_energy_j,
+                      p.evaluated_time_s, p.evaluated_energy_j});
+    f.plans.push_back(plan::to_frequency_plan(problem.dag, clocks));
+  }
+  return f;
+}
+
+Inputs load_inputs(const ReportArgs& a) {
+  Inputs in;
+  if (!a.frontier.empty()) in.frontier = plan::read_frontier(a.frontier);
+  // The embedded default gets the frontier's stage count unless --stages says otherwise.
+  load_profile(a, a.frontier.empty() || a.has_stages ? a.stages : in.frontier.num_stages, in);
+  if (!a.frontier.empty()) {
+    check_frontier(a, in);
+  } else {
+    in.schedule = resolve_schedule(a.schedule, in.profile, in.profile.num_stages(), a.microbatches);
+  }
+  return in;
+}
+
+// The plan shown in the timeline: --plan-index, --plan-time, else the fastest.
+std::size_t pick_plan(const ReportArgs& a, const plan::StoredFrontier& f, std::size_t fastest) {
+  if (a.has_plan_index) {
+    return naming("--plan-index", [&] { return select_by_index(f, a.plan_index); });
+  }
+  if (a.has_plan_time) return naming("--plan-time", [&] { return select_by_time(f, a.plan_time); });
+  return fastest;
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+plan::TimeEnergy time_energy(const plan::Evaluation& e) {
+  return {e.time_s, e.energy_j};
+}
+
+report::NamedPoint envpipe_point(const Inputs& in, baselines::EnvPipePolicy policy,
+                                 const std::string& name) {
+  auto r = baselines::envpipe(in.profile, in.schedule, in.blocking_power_w, policy);
+  return {name, time_energy(r.evaluation), r.stop_reason};
+}
+
+using ZeusFn = baselines::ZeusSweep (*)(const profile::Profile&, const schedule::Schedule&, double,
+                                        double, double);
+
+report::NamedCurve zeus_curve(const Inputs& in, double eta, ZeusFn fn, const std::string& name) {
+  baselines::ZeusSweep sweep = fn(in.profile, in.schedule, in.blocking_power_w, eta, 25.0);
+  report::NamedCurve c{name, {}, sweep.chosen, ""};
+  for (const auto& p : sweep.points) c.points.push_back(time_energy(p.evaluation));
+  if (sweep.chosen < sweep.points.size()) {
+    const auto& limits = sweep.points[sweep.chosen].limits_w;
+    auto [lo, hi] = std::minmax_element(limits.begin(), limits.end());
+    std::string range = limits.empty() ? "-"
+                        : *lo == *hi   ? num(*lo, 0) + " W"
+                                       : num(*lo, 0) + "-" + num(*hi, 0) + " W";
+    c.note = "power limit " + range + ", chosen by η = " + num(eta, 2) + " among " +
+             std::to_string(sweep.points.size()) + " limits";
+  }
+  return c;
+}
+
+std::string plan_name(std::size_t index, std::size_t fastest) {
+  return "Frontier plan #" + std::to_string(index) + (index == fastest ? " (fastest)" : "");
+}
+
+report::FrontierChartData frontier_data(const Inputs& in, double eta, std::size_t shown,
+                                        std::size_t fastest) {
+  const auto& f = in.frontier;
+  report::FrontierChartData d;
+  for (const auto& r : f.rows) d.frontier.push_back({r.evaluated_time_s, r.evaluated_energy_j});
+  d.all_max = f.all_max;
+  d.highlight = {plan_name(shown, fastest), d.frontier[shown], "the plan drawn in the timeline"};
+  auto uniform = baselines::uniform_plan(in.profile, in.schedule);
+  d.baselines = {
+      {"Uniform",
+       time_energy(plan::evaluate(in.profile, in.schedule, uniform, in.blocking_power_w)),
+       "every instruction at its lowest-energy clock"},
+      envpipe_point(in, baselines::EnvPipePolicy::kGreedy, "EnvPipe greedy"),
+      envpipe_point(in, baselines::EnvPipePolicy::kBalanced, "EnvPipe balanced")};
+  d.curves = {zeus_curve(in, eta, &baselines::zeus_global, "Zeus global"),
+              zeus_curve(in, eta, &baselines::zeus_per_stage, "Zeus per-stage")};
+  return d;
+}
+
+report::ReportData report_data(const ReportArgs& a, const Inputs& in, std::size_t shown,
+                               std::size_t fastest, const std::vector<double>& factors) {
+  const auto& f = in.frontier;
+  report::ReportData d;
+  d.settings = {
+      {"profile", in.profile_label},
+      {"blocking power", num(in.blocking_power_w, 2) + " W"},
+      {"time unit", num(f.unit_time_s * 1e3, 3) + " ms"},
+      {"frontier source", a.frontier.empty() ? "planned now (convex-hull cost model)" : a.frontier},
+      {"Zeus cost", "η·E + (1 − η)·P_max·T, η = " + num(a.eta, 2)}};
+  d.schedule = f.schedule;
+  d.num_stages = f.num_stages;
+  d.num_microbatches = f.num_microbatches;
+  d.frontier = frontier_data(in, a.eta, shown, fastest);
+  d.fastest = {plan_name(fastest, fastest), d.frontier.frontier[fastest],
+               shown == fastest ? "the frontier's fastest plan, drawn in the timeline"
+                                : "the frontier's fastest plan"};
+  d.timeline = naming(plan_name(shown, fastest) + " on profile " + in.profile_label, [&] {
+    return emulate::emulate(in.profile, in.schedule, f.plans[shown], in.blocking_power_w);
+  });
+  d.cluster = {a.pipelines, a.tensor_parallel};
+  d.sweep = emulate::sweep_cluster(f, d.cluster, factors);
+  return d;
+}
+
+fs::path html_dir(const ReportArgs& a) {
+  fs::path dir = fs::path(a.out).parent_path();
+  return dir.empty() ? fs::path(".") : dir;
+}
+
+fs::path svg_dir(const ReportArgs& a) {
+  return a.svg_dir.empty() ? html_dir(a) : fs::path(a.svg_dir);
+}
+
+// Checks, without creating anything, that `dir` is a writable directory or can be created (its
+// nearest existing ancestor is a writable directory); `option` names it in the error.
+void check_creatable(const fs::path& dir, const std::string& option) {
+  fs::path p = fs::absolute(dir);
+  while (!fs::exists(p) && p.has_parent_path() && p != p.parent_path()) p = p.parent_path();
+  require(fs::is_directory(p) && access(p.c_str(), W_OK) == 0,
+          option + ": cannot write to " + p.string());
+}
+
+void write_outputs(const ReportArgs& a, const report::ReportData& d) {
+  report::Charts charts = report::render_charts(d);
+  std::vector<std::pair<fs::path, std::string>> files{
+      {a.out, report::render_report(d, charts)},
+      {svg_dir(a) / "frontier.svg", report::svg_file(charts.frontier)},
+      {svg_dir(a) / "timeline.svg", report::svg_file(charts.timeline)},
+      {svg_dir(a) / "sweep.svg", report::svg_file(charts.sweep)}};
+  ensure_writable_dir(html_dir(a));
+  ensure_writable_dir(svg_dir(a));
+  for (const auto& [path, text] : files) write_file_atomic(path, text);
+  if (a.quiet) return;
+  for (const auto& file : files) std::printf("wrote %s\n", file.first.string().c_str());
+}
+
+void run_report(const ReportArgs& a) {
+  check_options(a);
+  auto factors = naming("--factors", [&] { return emulate::parse_factors(a.factors); });
+  Inputs in = load_inputs(a);
+  // Fail on an unusable output location before the (possibly long) planning.
+  check_creatable(html_dir(a), "--out");
+  check_creatable(svg_dir(a), a.svg_dir.empty() ? "--out" : "--svg-dir");
+  if (a.frontier.empty()) in.frontier = solve(in, a.unit_time, a.quiet);
+  const std::size_t fastest = emulate::FrontierCurve(in.frontier.rows).fastest();
+  const std::size_t shown = pick_plan(a, in.frontier, fastest);
+  write_outputs(a, report_data(a, in, shown, fastest, factors));
+}
+
+}  // namespace
+
+void add_report_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "report",
+      "Write a self-contained HTML report (frontier, baselines, timeline, straggler "
+      "sweep) and one SVG per chart");
+  auto a = std::make_shared<ReportArgs>();
+  cmd->add_option("--profile", a->profile,
+                  "Stage profile CSV (default: the embedded default, a synthesized profile)");
+  cmd->add_option("--gpu", a->gpu,
+                  "GPU model of the embedded default: " + join(profile::gpu_model_names()))
+      ->capture_default_str();
+  cmd->add_option("--stages", a->stages, "Stages (default: 8, or the profile's)");
+  cmd->add_option("--microbatches", a->microbatches, "Microbatches per iteration")
+      ->capture_default_str();
+  cmd->add_option("--blocking-power", a->blocking_power,
+                  "Power (W) drawn while blocked (default: the GPU model's; required with "
+                  "--profile unless --frontier)");
+  cmd->add_option("--unit-time", a->unit_time, "Planning time unit in seconds")
+      ->capture_default_str();
+  cmd->add_option("--schedule", a->schedule, "1f1b, gpipe or envelope (EnvPipe's)")
+      ->capture_default_str();
+  cmd->add_option("--frontier", a->frontier,
+                  "Use this frontier directory (from `perseus plan`) instead of planning");
+  cmd->add_option("--plan-index", a->plan_index,
+                  "Frontier plan shown in the timeline (default: the fastest)");
+  cmd->add_option("--plan-time", a->plan_time,
+                  "Show the cheapest plan that finishes within this many seconds");
+  cmd->add_option("--pipelines", a->pipelines, "Straggler sweep: data-parallel pipelines (D)")
+      ->capture_default_str();
+  cmd->add_option("--tensor-parallel", a->tensor_parallel, "Straggler sweep: GPUs per stage (T)")
+      ->capture_default_str();
+  cmd->add_option("--factors", a->factors, "Straggler slowdowns: first:last:step or a,b,c")
+      ->capture_default_str();
+  cmd->add_option("--eta", a->eta, "Zeus cost weight of energy, in [0, 1]")->capture_default_str();
+  cmd->add_option("--out", a->out, "HTML file to write")->capture_default_str();
+  cmd->add_option("--svg-dir", a->svg_dir,
+                  "Where frontier.svg, timeline.svg, sweep.svg go (default: next to the HTML)");
+  cmd->add_flag("--quiet", a->quiet, "Print nothing on success");
+  cmd->callback([cmd, a] {
+    a->has_gpu = cmd->count("--gpu") > 0;
+    a->has_stages = cmd->count("--stages") > 0;
+    a->has_microbatches = cmd->count("--microbatches") > 0;
+    a->has_schedule = cmd->count("--schedule") > 0;
+    a->has_blocking_power = cmd->count("--blocking-power") > 0;
+    a->has_plan_index = cmd->count("--plan-index") > 0;
+    a->has_plan_time = cmd->count("--plan-time") > 0;
+    run_report(*a);
+  });
+}
+
+}  // namespace perseus::cli

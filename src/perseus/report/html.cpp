@@ -1,0 +1,227 @@
+#include "perseus/report/html.hpp"
+
+#include <cmath>
+
+#include "perseus/report/svg.hpp"
+
+namespace perseus::report {
+
+namespace {
+
+constexpr std::size_t kSweepTableRows = 6;
+
+constexpr const char* kStyle = R"(
+:root { color-scheme: light; }
+body { margin: 0; background: #fff; color: #222; line-height: 1.45;
+  font-family: "DejaVu Sans", Helvetica, Arial, sans-serif; font-size: 15px; }
+main { max-width: 1000px; margin: 0 auto; padding: 24px 20px 40px; }
+h1 { font-size: 26px; margin: 0 0 10px; }
+h2 { font-size: 19px; margin: 30px 0 10px; padding-bottom: 4px; border-bottom: 1px solid #ddd; }
+h3 { font-size: 15px; margin: 18px 0 4px; }
+dl.settings { display: grid; grid-template-columns: max-content 1fr max-content 1fr;
+  gap: 2px 16px; margin: 0; font-size: 13.5px; }
+dl.settings dt { color: #666; }
+dl.settings dd { margin: 0; }
+figure { margin: 0; }
+svg.chart { display: block; max-width: 100%; height: auto; }
+figcaption { font-size: 13.5px; color: #444; margin-top: 6px; }
+table { border-collapse: collapse; width: 100%; margin: 6px 0 18px; font-size: 13.5px; }
+th, td { padding: 4px 8px; border-bottom: 1px solid #e4e4e4; text-align: right;
+  font-variant-numeric: tabular-nums; white-space: nowrap; }
+thead th { border-bottom: 2px solid #999; }
+th:first-child, td:first-child, .note { text-align: left; }
+td.note { white-space: normal; color: #555; }
+tr.emphasis td { font-weight: bold; }
+footer { margin-top: 28px; font-size: 12px; color: #777; }
+@media print { main { max-width: none; padding: 0; } section { break-inside: avoid; } }
+)";
+
+// A number with `decimals` decimals and groups of thousands ("12,345.6").
+std::string grouped(double value, int decimals) {
+  std::string s = fixed(value, decimals);
+  std::size_t begin = s[0] == '-' ? 1 : 0, end = std::min(s.find('.'), s.size());
+  for (std::size_t i = end; i > begin + 3; i -= 3) s.insert(i - 3, ",");
+  return s;
+}
+
+std::string signed_percent(double part, double whole) {
+  std::string s = grouped(whole != 0.0 ? 100.0 * part / whole : 0.0, 2);
+  return s[0] == '-' ? s : "+" + s;
+}
+
+// Slowdown factors with two decimals, three when they need them.
+std::string factor_label(double f) {
+  return fixed(f, std::abs(f * 100.0 - std::round(f * 100.0)) > 1e-6 ? 3 : 2);
+}
+
+Element cell(std::string_view tag, std::string_view text, std::string_view cls = "") {
+  Element e(tag);
+  if (!cls.empty()) e.attr("class", cls);
+  return e.text(text);
+}
+
+Element row(const std::vector<std::string>& cells, std::string_view tag = "td",
+            std::string_view cls = "") {
+  Element tr("tr");
+  if (!cls.empty()) tr.attr("class", cls);
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    bool note = i + 1 == cells.size();
+    tr.add(cell(tag, cells[i], note ? "note" : ""));
+  }
+  return tr;
+}
+
+Element table(std::string_view cls, const std::vector<std::string>& header,
+              const std::vector<Element>& rows) {
+  Element body("tbody");
+  for (const auto& r : rows) body.add(r);
+  return Element("table").attr("class", cls).add(Element("thead").add(row(header, "th"))).add(body);
+}
+
+Element plan_row(const NamedPoint& p, const plan::TimeEnergy& ref, std::string_view cls = "") {
+  return row({p.name, grouped(p.value.time_s, 4), grouped(p.value.energy_j, 1),
+              signed_percent(p.value.time_s - ref.time_s, ref.time_s),
+              signed_percent(p.value.energy_j - ref.energy_j, ref.energy_j), p.note},
+             "td", cls);
+}
+
+Element plans_table(const ReportData& d) {
+  const auto& ref = d.frontier.all_max;
+  std::vector<Element> rows{
+      plan_row({"All-max", ref, "every instruction at the highest clock"}, ref),
+      plan_row(d.fastest, ref, "emphasis")};
+  if (d.frontier.highlight.name != d.fastest.name)
+    rows.push_back(plan_row(d.frontier.highlight, ref));
+  for (const auto& b : d.frontier.baselines) rows.push_back(plan_row(b, ref));
+  for (const auto& c : d.frontier.curves) {
+    if (c.chosen < c.points.size())
+      rows.push_back(plan_row({c.name, c.points[c.chosen], c.note}, ref));
+  }
+  return table(
+      "plans",
+      {"plan", "time (s)", "energy (J)", "time vs all-max (%)", "energy vs all-max (%)", "note"},
+      rows);
+}
+
+// Indices of up to `n` sweep points spread evenly, first and last included.
+std::vector<std::size_t> spread(std::size_t size, std::size_t n) {
+  std::vector<std::size_t> out;
+  for (std::size_t k = 0; k < n && size > 0; ++k) {
+    std::size_t i = n == 1 ? 0 : k * (size - 1) / (n - 1);
+    if (out.empty() || out.back() != i) out.push_back(i);
+  }
+  return out;
+}
+
+Element sweep_table(const ReportData& d) {
+  std::vector<Element> rows;
+  for (std::size_t i : spread(d.sweep.size(), kSweepTableRows)) {
+    const auto& p = d.sweep[i];
+    rows.push_back(row({factor_label(p.factor), grouped(p.perseus.time_s, 4),
+                        grouped(p.baseline.energy_j / 1e3, 1), grouped(p.perseus.energy_j / 1e3, 1),
+                        grouped(100.0 * p.intrinsic_saving, 2),
+                        grouped(100.0 * p.extrinsic_saving, 2), grouped(100.0 * p.total_saving, 2),
+                        "frontier plan #" + std::to_string(p.perseus_plan)}));
+  }
+  return table("sweep",
+               {"slowdown", "time (s)", "all-max (kJ)", "Perseus (kJ)", "intrinsic %",
+                "extrinsic %", "total %", "non-stragglers run"},
+               rows);
+}
+
+Element settings_list(const ReportData& d) {
+  Element dl("dl");
+  dl.attr("class", "settings");
+  auto item = [&](std::string_view key, std::string_view value) {
+    dl.add(Element("dt").text(key)).add(Element("dd").text(value));
+  };
+  for (const auto& [key, value] : d.settings) item(key, value);
+  item("pipeline", d.schedule + ", " + std::to_string(d.num_stages) + " stages, " +
+                       std::to_string(d.num_microbatches) + " microbatches");
+  item("frontier", std::to_string(d.frontier.frontier.size()) + " plans");
+  return dl;
+}
+
+std::string cluster_text(const ReportData& d) {
+  const auto& c = d.cluster;
+  long gpus = static_cast<long>(c.pipelines) * d.num_stages * c.tensor_parallel;
+  return std::to_string(c.pipelines) + " data-parallel pipelines x " +
+         std::to_string(d.num_stages) + " stages x " + std::to_string(c.tensor_parallel) +
+         "-way tensor parallelism = " + grouped(static_cast<double>(gpus), 0) + " GPUs";
+}
+
+Element figure(const std::string& chart, std::string_view caption) {
+  return Element("figure").raw(chart).add(Element("figcaption").text(caption));
+}
+
+Element section(std::string_view id, std::string_view heading) {
+  return Element("section").attr("id", id).add(Element("h2").text(heading));
+}
+
+std::string frontier_caption(const ReportData& d) {
+  return "Every plan is scored the same way: iteration time is the critical path of the "
+         "profiled durations, energy the profiled instruction energies plus blocking power "
+         "while idle. Blue: the " +
+         std::to_string(d.frontier.frontier.size()) +
+         " plans of the Perseus frontier. Markers: all-max and the baselines. Curves: every "
+         "power limit a Zeus variant explores; the ringed point is the one it chooses. Orange "
+         "ring: the plan shown in the timeline below.";
+}
+
+std::string timeline_caption(const ReportData& d) {
+  return "One iteration of " + d.frontier.highlight.name + " (" + d.schedule +
+         "): each bar is "
+         "a forward (F) or backward (B) of one microbatch, coloured by its average power; grey "
+         "is time blocked on communication. Outlined in red and joined by the red line: the "
+         "critical path. Hover a bar for its clock, times and energy. Iteration " +
+         num(d.timeline.time_s, 4) + " s, " + grouped(d.timeline.energy_j, 1) + " J.";
+}
+
+std::string sweep_caption(const ReportData& d) {
+  return cluster_text(d) +
+         "; one pipeline straggles by the factor on the x-axis. Intrinsic: "
+         "every pipeline runs the fastest frontier plan instead of all-max. Extrinsic: the "
+         "other pipelines also slow down to the cheapest frontier plan that finishes with the "
+         "straggler instead of blocking. Savings are fractions of the all-max cluster energy.";
+}
+
+}  // namespace
+
+Charts render_charts(const ReportData& data) {
+  return {frontier_chart(data.frontier), timeline_chart(data.timeline), sweep_chart(data.sweep)};
+}
+
+std::string render_report(const ReportData& d, const Charts& charts) {
+  Element main("main");
+  main.add(Element("header").add(Element("h1").text(d.title)).add(settings_list(d)));
+  main.add(section("frontier", "Time-energy frontier")
+               .add(figure(charts.frontier, frontier_caption(d))));
+  main.add(section("timeline", "Timeline of " + d.frontier.highlight.name)
+               .add(figure(charts.timeline, timeline_caption(d))));
+  main.add(section("sweep", "Straggler sweep").add(figure(charts.sweep, sweep_caption(d))));
+  main.add(section("numbers", "Numbers")
+               .add(Element("h3").text("Plans (one pipeline, one iteration)"))
+               .add(plans_table(d))
+               .add(Element("h3").text("Straggler sweep (" + cluster_text(d) + ")"))
+               .add(sweep_table(d)));
+  main.add(Element("footer").text(
+      "Generated by perseus report. Self-contained: inline SVG and CSS, no scripts, fonts or "
+      "network resources. The charts are also written as separate SVG files."));
+  Element head("head");
+  head.add(Element("meta").attr("charset", "utf-8"))
+      .add(Element("meta").attr("name", "viewport").attr("content", "width=device-width"))
+      .add(Element("title").text(d.title))
+      .add(Element("style").raw(kStyle));
+  return "<!DOCTYPE html>\n" +
+         Element("html").attr("lang", "en").add(head).add(Element("body").add(main)).str() + "\n";
+}
+
+std::string render_report(const ReportData& data) {
+  return render_report(data, render_charts(data));
+}
+
+std::string svg_file(const std::string& chart) {
+  return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + chart + "\n";
+}
+
+}  // namespace perseus::report

@@ -1,0 +1,41 @@
+// The report page: one self-contained HTML file (inline SVG charts, inline CSS, no scripts, no
+// fonts or other network resources) with the frontier, the timeline of one plan, the straggler
+// sweep and tables of the numbers behind them. Everything it shows comes in as plain data.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "perseus/emulate/cluster.hpp"
+#include "perseus/emulate/timeline.hpp"
+#include "perseus/report/charts.hpp"
+
+namespace perseus::report {
+
+struct ReportData {
+  std::string title = "Perseus report";
+  // Shown under the title as "key: value" (profile, GPU, time unit, ...), in order.
+  std::vector<std::pair<std::string, std::string>> settings;
+  std::string schedule;
+  int num_stages = 0;
+  int num_microbatches = 0;
+  FrontierChartData frontier;  // frontier.highlight is the plan of the timeline
+  NamedPoint fastest;          // the fastest frontier plan
+  emulate::Timeline timeline;
+  emulate::ClusterSpec cluster;
+  std::vector<emulate::ClusterPoint> sweep;
+};
+
+struct Charts {
+  std::string frontier, timeline, sweep;  // standalone <svg> elements
+};
+
+Charts render_charts(const ReportData& data);
+// The page, embedding `charts` (render_charts(data)).
+std::string render_report(const ReportData& data, const Charts& charts);
+std::string render_report(const ReportData& data);
+// An SVG chart as a file of its own (XML declaration + the <svg> element).
+std::string svg_file(const std::string& chart);
+
+}  // namespace perseus::report

@@ -1,0 +1,181 @@
+// The Gantt chart of one iteration: a lane per stage (stage 0 on top), one bar per instruction
+// coloured by its average power, idle time in light grey, the critical path outlined and joined
+// by a line; a colour bar for power and a small legend on the right.
+#include <algorithm>
+#include <cmath>
+
+#include "perseus/report/canvas.hpp"
+#include "perseus/report/charts.hpp"
+
+namespace perseus::report {
+
+namespace {
+
+constexpr double kWidth = 980.0;
+constexpr Margins kMargins{32.0, 170.0, 58.0, 70.0};
+constexpr double kPlotHeight = 260.0;  // lanes share this (within the lane height limits)
+constexpr double kMinLane = 12.0, kMaxLane = 44.0;
+constexpr int kColourBarSlices = 48;
+
+int stage_count(const emulate::Timeline& t) {
+  int n = static_cast<int>(t.stage_busy_s.size());
+  for (const auto& e : t.entries) n = std::max(n, e.stage + 1);
+  return std::max(n, 1);
+}
+
+struct PowerRange {
+  double lo, hi;
+  double fraction(double w) const { return hi > lo ? (w - lo) / (hi - lo) : 0.5; }
+};
+
+PowerRange power_range(const emulate::Timeline& t) {
+  if (t.entries.empty()) return {0.0, 1.0};
+  double lo = t.entries.front().power_w(), hi = lo;
+  for (const auto& e : t.entries) {
+    lo = std::min(lo, e.power_w());
+    hi = std::max(hi, e.power_w());
+  }
+  return {lo, hi};
+}
+
+// Geometry of the lanes: stage s occupies [top(s), top(s) + lane) vertically.
+struct Lanes {
+  double y0, lane;
+  double top(int stage) const { return y0 + lane * stage; }
+  double centre(int stage) const { return top(stage) + lane / 2; }
+};
+
+std::string entry_name(const emulate::TimelineEntry& e) {
+  return (e.instruction.type == schedule::InstructionType::kForward ? "F" : "B") +
+         std::to_string(e.instruction.microbatch);
+}
+
+std::string entry_tooltip(const emulate::TimelineEntry& e) {
+  return "stage " + std::to_string(e.stage) + ", " + schedule::type_name(e.instruction.type) +
+         " of microbatch " + std::to_string(e.instruction.microbatch) + "\n" +
+         std::to_string(e.frequency_mhz) + " MHz, " + num(e.start_s, 4) + "-" + num(e.end_s, 4) +
+         " s, " + num(e.power_w(), 1) + " W, " + num(e.energy_j, 2) + " J" +
+         (e.critical ? "\ncritical path" : "");
+}
+
+void draw_lanes(Canvas& c, const Lanes& l, int stages) {
+  for (int s = 0; s < stages; ++s) {
+    c.add(Element("rect")
+              .attr("class", "lane")
+              .attr("x", c.left())
+              .attr("y", l.top(s) + 1)
+              .attr("width", c.right() - c.left())
+              .attr("height", l.lane - 2)
+              .attr("fill", palette::kIdle));
+    c.label(c.left() - 8, l.centre(s) + 4, "stage " + std::to_string(s), "end", 12, "#222222");
+  }
+}
+
+void draw_entry(Canvas& c, const LinearScale& x, const Lanes& l, const PowerRange& power,
+                const emulate::TimelineEntry& e) {
+  const double x0 = x(e.start_s), w = std::max(x(e.end_s) - x0, 0.6);
+  const double pad = std::min(3.0, l.lane * 0.12);
+  const double t = power.fraction(e.power_w());
+  Element bar("rect");
+  bar.attr("class", e.critical ? "entry critical" : "entry")
+      .attr("x", x0)
+      .attr("y", l.top(e.stage) + pad)
+      .attr("width", w)
+      .attr("height", l.lane - 2 * pad)
+      .attr("fill", viridis(t));
+  if (e.critical) {
+    bar.attr("stroke", palette::kCritical).attr("stroke-width", std::clamp(w / 4, 0.7, 1.4));
+  } else {
+    bar.attr("stroke", "#ffffff").attr("stroke-width", w > 3 ? 0.5 : 0.0);
+  }
+  c.add(bar.tooltip(entry_tooltip(e)));
+  const std::string name = entry_name(e);
+  if (w >= 7.0 * static_cast<double>(name.size()) + 4 && l.lane >= 18) {
+    c.label(x0 + w / 2, l.centre(e.stage) + 3.5, name, "middle", 9.5,
+            t > 0.55 ? "#222222" : "#ffffff");
+  }
+}
+
+// Connectors between consecutive critical instructions (time order) on different stages: from
+// the end of one bar to the start of the next, lane centre to lane centre (the bars themselves
+// are outlined).
+void draw_critical_path(Canvas& c, const LinearScale& x, const Lanes& l,
+                        const emulate::Timeline& t) {
+  std::vector<const emulate::TimelineEntry*> path;
+  for (const auto& e : t.entries) {
+    if (e.critical) path.push_back(&e);
+  }
+  std::sort(path.begin(), path.end(), [](auto* a, auto* b) { return a->start_s < b->start_s; });
+  std::string d;
+  for (std::size_t i = 1; i < path.size(); ++i) {
+    const auto *from = path[i - 1], *to = path[i];
+    if (from->stage == to->stage) continue;
+    d += (d.empty() ? "" : " ") + path_through({{x(from->end_s), l.centre(from->stage)},
+                                                {x(to->start_s), l.centre(to->stage)}});
+  }
+  if (d.empty()) return;
+  c.add(Element("path")
+            .attr("class", "critical-path")
+            .attr("d", d)
+            .attr("fill", "none")
+            .attr("stroke", palette::kCritical)
+            .attr("stroke-width", 1.6)
+            .attr("stroke-linejoin", "round")
+            .attr("opacity", 0.9));
+}
+
+void draw_colour_bar(Canvas& c, const PowerRange& power, double y0, double y1) {
+  const double x0 = c.right() + 22, width = 14;
+  c.label(x0 - 4, y0 - 10, "Power (W)", "start", 12, "#222222");
+  const double slice = (y1 - y0) / kColourBarSlices;
+  for (int i = 0; i < kColourBarSlices; ++i) {
+    double t = 1.0 - (i + 0.5) / kColourBarSlices;
+    c.add(Element("rect")
+              .attr("class", "colour-bar")
+              .attr("x", x0)
+              .attr("y", y0 + slice * i)
+              .attr("width", width)
+              .attr("height", slice + 0.3)
+              .attr("fill", viridis(t)));
+  }
+  LinearScale y{power.lo, power.hi, y1, y0};
+  Ticks ticks = nice_ticks(power.lo, power.hi, 4);
+  for (double v : ticks.values) {
+    if (v < power.lo || v > power.hi) continue;
+    c.add(Element("line")
+              .attr("x1", x0 + width)
+              .attr("y1", y(v))
+              .attr("x2", x0 + width + 4)
+              .attr("y2", y(v))
+              .attr("stroke", palette::kAxis));
+    c.label(x0 + width + 7, y(v) + 4, tick_label(v, ticks.step), "start", 11);
+  }
+}
+
+}  // namespace
+
+std::string timeline_chart(const emulate::Timeline& t) {
+  const int stages = stage_count(t);
+  const double lane = std::clamp(kPlotHeight / stages, kMinLane, kMaxLane);
+  const double height = kMargins.top + lane * stages + kMargins.bottom;
+  Canvas c(kWidth, height, kMargins, "timeline",
+           "Timeline of one iteration per pipeline stage, coloured by power");
+  const Lanes lanes{c.top(), lane};
+  const double end = t.time_s > 0.0 ? t.time_s : 1.0;
+  LinearScale x = c.x_scale(0.0, end);
+  draw_lanes(c, lanes, stages);
+  c.x_axis(x, nice_ticks(0.0, end, 10), "Time within the iteration (s)", true);
+  const PowerRange power = power_range(t);
+  for (const auto& e : t.entries) draw_entry(c, x, lanes, power, e);
+  draw_critical_path(c, x, lanes, t);
+  const double bar_bottom = lanes.top(stages) - 56;
+  draw_colour_bar(c, power, lanes.y0 + 8, std::max(bar_bottom, lanes.y0 + 40));
+  using Swatch = LegendEntry::Swatch;
+  c.legend({{"blocked (" + num(t.blocking_power_w, 1) + " W)", palette::kIdle, Swatch::kBox,
+             Marker::kCircle, ""},
+            {"critical path", palette::kCritical, Swatch::kLine, Marker::kCircle, ""}},
+           c.right() + 14, lanes.top(stages) - 30);
+  return c.str();
+}
+
+}  // namespace perseus::report

@@ -1,0 +1,132 @@
+#!/usr/bin/python3
+"""Opens a `perseus report` HTML file in headless Chromium (Selenium + chromedriver) and checks it:
+the page loads, the console has no SEVERE entries, every svg.chart has drawn elements, the tables
+have rows, and no resource was fetched from the network. Saves a full-page screenshot.
+
+Usage: check_report.py REPORT.html SCREENSHOT.png
+Exit status 0 when every check passes, 1 otherwise (with one FAIL line per problem), 2 when the
+browser tooling (python3-selenium, chromium, chromium-driver) is missing.
+"""
+import os
+import shutil
+import sys
+
+CHROMEDRIVER = "/usr/bin/chromedriver"
+CHROMIUM = "/usr/bin/chromium"
+WIDTH = 1400
+# Minimum drawn elements (rect, path, circle, line, polygon) per chart: the smallest report the
+# tests make has far more; an empty or broken chart has only its frame.
+MIN_DRAWN = {"frontier": 20, "timeline": 40, "sweep": 10}
+
+
+def missing_tools():
+    problems = []
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        problems.append("python3-selenium (import selenium failed)")
+    for path, package in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")):
+        if not (os.path.exists(path) or shutil.which(os.path.basename(path))):
+            problems.append(f"{package} ({path} not found)")
+    return problems
+
+
+def start_browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                f"--window-size={WIDTH},1000", "--hide-scrollbars"):
+        options.add_argument(arg)
+    if os.path.exists(CHROMIUM):
+        options.binary_location = CHROMIUM
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+COUNT_JS = """
+const charts = Array.from(document.querySelectorAll('svg.chart'));
+return charts.map(svg => ({
+  kind: Array.from(svg.classList).filter(c => c !== 'chart').join(' '),
+  drawn: svg.querySelectorAll('rect, path, circle, line, polygon').length,
+  width: svg.getBoundingClientRect().width,
+  height: svg.getBoundingClientRect().height,
+}));
+"""
+
+
+def network_requests(driver):
+    """URLs of requests other than the page itself (file:, data: and about: are local)."""
+    import json
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message.get("method") == "Network.requestWillBeSent":
+            url = message["params"]["request"]["url"]
+            if not url.startswith(("file:", "data:", "about:")):
+                urls.append(url)
+    return urls
+
+
+def check(driver, report, screenshot):
+    failures = []
+    driver.get("file://" + os.path.abspath(report))
+    state = driver.execute_script("return document.readyState")
+    if state != "complete":
+        failures.append(f"page did not finish loading (readyState {state})")
+    if not driver.title:
+        failures.append("page has no title")
+    severe = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+    failures += [f"console error: {e.get('message')}" for e in severe]
+    failures += [f"network request: {url}" for url in network_requests(driver)]
+    charts = driver.execute_script(COUNT_JS)
+    kinds = sorted(c["kind"] for c in charts)
+    if kinds != sorted(MIN_DRAWN):
+        failures.append(f"expected charts {sorted(MIN_DRAWN)}, found {kinds}")
+    for c in charts:
+        least = MIN_DRAWN.get(c["kind"], 1)
+        print(f"chart {c['kind']}: {c['drawn']} drawn elements, "
+              f"{c['width']:.0f}x{c['height']:.0f} px")
+        if c["drawn"] < least:
+            failures.append(f"chart {c['kind']} has {c['drawn']} drawn elements (< {least})")
+        if c["width"] < 100 or c["height"] < 100:
+            failures.append(f"chart {c['kind']} is rendered {c['width']}x{c['height']} px")
+    rows = driver.execute_script(
+        "return Array.from(document.querySelectorAll('table')).map("
+        "t => t.querySelectorAll('tbody tr').length)")
+    print(f"table rows: {rows}")
+    if len(rows) < 2 or min(rows) < 1:
+        failures.append(f"expected two tables with rows, found rows {rows}")
+    # Full page: make the viewport as tall as the document, then capture it.
+    height = int(driver.execute_script("return document.documentElement.scrollHeight"))
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": WIDTH, "height": max(height, 600), "deviceScaleFactor": 1, "mobile": False})
+    if not driver.save_screenshot(screenshot):
+        failures.append(f"could not save the screenshot to {screenshot}")
+    return failures
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    report, screenshot = sys.argv[1], sys.argv[2]
+    problems = missing_tools()
+    if problems:
+        print("FAIL: browser test tooling missing: " + ", ".join(problems) +
+              " (install with: apt-get install chromium chromium-driver python3-selenium, or "
+              "run scripts/install-deps.sh)", file=sys.stderr)
+        return 2
+    driver = start_browser()
+    try:
+        failures = check(driver, report, screenshot)
+    finally:
+        driver.quit()
+    for f in failures:
+        print("FAIL: " + f, file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

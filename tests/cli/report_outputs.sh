@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# `perseus report` writes the HTML page and one SVG per chart (next to the page or in --svg-dir),
+# says where, and honours its options: an existing frontier, the plan shown in the timeline, a
+# profile CSV, a list of slowdown factors. The page never references the network. Bad input is
+# one `perseus: error:` line naming the option or file, and leaves no report behind.
+# Usage: bash report_outputs.sh <perseus-binary> <shared-data-dir>
+set -euo pipefail
+perseus=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/lib.sh"
+
+small=(--stages 4 --microbatches 4)
+
+# --- embedded default ---------------------------------------------------------------------------
+out=$("$perseus" report "${small[@]}" --out "$tmp/a/r.html")
+[[ $out == "wrote $tmp/a/r.html"$'\n'"wrote $tmp/a/frontier.svg"$'\n'"wrote $tmp/a/timeline.svg"$'\n'"wrote $tmp/a/sweep.svg" ]] ||
+  fail "report output: $out"
+html=$tmp/a/r.html
+[[ $(grep -o 'http[^"]*' "$html" | sort -u) == "http://www.w3.org/2000/svg" ]] ||
+  fail "the page references URLs: $(grep -o 'http[^"]*' "$html" | sort -u | tr '\n' ' ')"
+! grep -qE '<script|<link|src=|href=|url\(|@import' "$html" || fail "the page loads resources"
+[[ $(grep -o '<svg ' "$html" | wc -l) -eq 3 && $(grep -o '</svg>' "$html" | wc -l) -eq 3 ]] ||
+  fail "the page has not three closed charts"
+grep -q 'synthesized a100 (embedded default)' "$html" || fail "the page does not name the profile"
+grep -q 'Timeline of Frontier plan #[0-9]* (fastest)' "$html" || fail "timeline is not the fastest"
+for name in 'EnvPipe greedy' 'EnvPipe balanced' 'Zeus global' 'Zeus per-stage' 'Uniform'; do
+  grep -q "$name" "$html" || fail "the page has no $name"
+done
+# 4 stages x 4 microbatches x (forward + backward) bars.
+[[ $(grep -o 'class="entry[ "]' "$tmp/a/timeline.svg" | wc -l) -eq 32 ]] || fail "timeline bars"
+grep -q 'class="entry critical"' "$tmp/a/timeline.svg" || fail "no critical path"
+for f in frontier timeline sweep; do
+  [[ $(head -c 5 "$tmp/a/$f.svg") == "<?xml" ]] || fail "$f.svg has no XML declaration"
+done
+
+# --quiet, --svg-dir, a comma list of factors (the sweep table shows each of them).
+out=$("$perseus" report "${small[@]}" --factors 1,1.2,1.5 --out "$tmp/b/r.html" \
+  --svg-dir "$tmp/b/svg" --quiet)
+[[ -z $out ]] || fail "--quiet printed: $out"
+[[ -s $tmp/b/r.html && -s $tmp/b/svg/sweep.svg && ! -e $tmp/b/sweep.svg ]] || fail "--svg-dir"
+for f in 1.00 1.20 1.50; do grep -q "<td>$f</td>" "$tmp/b/r.html" || fail "no sweep row $f"; done
+
+# --- an existing frontier, a profile CSV, the plan shown --------------------------------------------
+"$perseus" profile synth --gpu a100 --stages 4 --out "$tmp/p.csv" > /dev/null
+"$perseus" plan --profile "$tmp/p.csv" "${small[@]}" --blocking-power 83.64 --out "$tmp/F" --quiet
+"$perseus" report --profile "$tmp/p.csv" --frontier "$tmp/F" --plan-index 0 --out "$tmp/c/r.html" \
+  --quiet
+grep -q 'Timeline of Frontier plan #0<' "$tmp/c/r.html" || fail "--plan-index 0 is not shown"
+grep -q ">$tmp/F<" "$tmp/c/r.html" || fail "the page does not name the frontier"
+# --plan-time T: the cheapest plan within T seconds (here: all of them).
+cheapest=$(awk -F, 'NR > 1 && (best == "" || $5 < e) { best = $1; e = $5 } END { print best }' \
+  "$tmp/F/frontier.csv")
+"$perseus" report --frontier "$tmp/F" --plan-time 100 --out "$tmp/d/r.html" --quiet
+grep -q "Timeline of Frontier plan #$cheapest<" "$tmp/d/r.html" ||
+  fail "--plan-time 100 does not show the cheapest plan #$cheapest"
+"$perseus" report --profile "$tmp/p.csv" --blocking-power 83.64 --microbatches 4 \
+  --out "$tmp/e/r.html" --quiet
+grep -q ">$tmp/p.csv<" "$tmp/e/r.html" || fail "the page does not name the profile CSV"
+
+# --- errors ---------------------------------------------------------------------------------------
+mkdir "$tmp/dir"
+expect_error "--blocking-power is required with --profile" report --profile "$tmp/p.csv" \
+  --out "$tmp/x/r.html"
+expect_error "--gpu" report --gpu nope --out "$tmp/x/r.html"
+expect_error "--gpu" report --profile "$tmp/p.csv" --gpu a100 --blocking-power 80 \
+  --out "$tmp/x/r.html"
+expect_error "--factors" report --factors 0.5:1:0.1 --out "$tmp/x/r.html"
+expect_error "--factors" report --factors 1,x --out "$tmp/x/r.html"
+expect_error "--eta" report --eta 2 --out "$tmp/x/r.html"
+expect_error "--pipelines must be positive" report --pipelines 0 --out "$tmp/x/r.html"
+expect_error "--plan-index" report "${small[@]}" --plan-index 100000 --out "$tmp/x/r.html"
+expect_error "--plan-index and --plan-time" report --plan-index 1 --plan-time 3 \
+  --out "$tmp/x/r.html"
+expect_error "$tmp/nope" report --frontier "$tmp/nope" --out "$tmp/x/r.html"
+expect_error "--microbatches 7 does not match frontier $tmp/F" report --frontier "$tmp/F" \
+  --microbatches 7 --out "$tmp/x/r.html"
+expect_error "--stages 3 does not match profile $tmp/p.csv" report --profile "$tmp/p.csv" \
+  --stages 3 --blocking-power 80 --out "$tmp/x/r.html"
+expect_error "is a directory" report --out "$tmp/dir"
+expect_error "--schedule" report --schedule zigzag --out "$tmp/x/r.html"
+[[ ! -e $tmp/x ]] || fail "a failed report left $(ls -R "$tmp/x")"
+echo "ok"
