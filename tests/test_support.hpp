@@ -7,7 +7,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
+
+#include "perseus/util/error.hpp"
 
 namespace perseus::test {
 
@@ -49,4 +52,19 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// The message of the perseus::Error that `f` throws ("" and a failure if none). Any other
+// exception type escapes and fails the test.
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ::perseus::Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no perseus::Error thrown";
+  return "";
+}
+
 }  // namespace perseus::test
+
+#define EXPECT_CONTAINS(text, part) \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) << "in: " << (text)

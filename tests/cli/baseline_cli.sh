@@ -13,11 +13,6 @@ source "$(dirname "$0")/lib.sh"
 
 # Value of `key` in a `key value` output file $2.
 value_of() { awk -v k="$1" '$1 == k { print $2 }' "$2"; }
-# Succeeds when numbers $1 and $2 agree to a relative 1e-6.
-agree() {
-  [[ -n $1 && -n $2 ]] || return 1
-  awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-6 * (b < 0 ? -b : b)) }'
-}
 
 "$perseus" profile synth --gpu a100 --stages 4 --out "$tmp/p.csv" > /dev/null
 common=(--profile "$tmp/p.csv" --microbatches 6 --blocking-power 83.64)

@@ -13,11 +13,6 @@ source "$(dirname "$0")/lib.sh"
 
 # Value after `key` (first word of a line) in file $2.
 value_of() { awk -v k="$1" '$1 == k { print $3 }' "$2"; }
-# Succeeds when numbers $1 and $2 agree to a relative 1e-6.
-agree() {
-  awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = a < 0 ? -a : a;
-    if (m < 1e-12) m = 1e-12; exit !(d <= 1e-6 * m) }'
-}
 
 "$perseus" profile synth --gpu a100 --stages 4 --out "$tmp/p.csv" > /dev/null
 "$perseus" plan --profile "$tmp/p.csv" --stages 4 --microbatches 6 --blocking-power 83.64 \

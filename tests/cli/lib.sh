@@ -18,3 +18,13 @@ expect_error() {
   grep -qF -- "$expected" "$tmp/stderr" ||
     fail "perseus $*: '$expected' not in: $(cat "$tmp/stderr")"
 }
+
+# agree A B: succeeds when numbers A and B (both non-empty) agree to a relative 1e-6.
+agree() {
+  [[ -n $1 && -n $2 ]] || return 1
+  awk -v a="$1" -v b="$2" 'BEGIN {
+    d = a - b; if (d < 0) d = -d
+    m = a < 0 ? -a : a; if (m < 1e-12) m = 1e-12
+    exit !(d <= 1e-6 * m)
+  }'
+}

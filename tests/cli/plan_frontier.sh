@@ -9,21 +9,12 @@ perseus=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib.sh"
 
 # Value of `key` in `perseus plan evaluate` output file $2.
 value_of() { awk -v k="$1" '$1 == k { print $2 }' "$2"; }
 # Column $2 (1-based) of the row with index $1 in frontier.csv $3.
 column_of() { awk -F, -v i="$1" -v c="$2" 'NR > 1 && $1 == i { print $c }' "$3"; }
-# Succeeds when numbers $1 and $2 agree to a relative 1e-6.
-agree() {
-  [[ -n $1 && -n $2 ]] || return 1
-  awk -v a="$1" -v b="$2" 'BEGIN {
-    d = a - b; if (d < 0) d = -d
-    m = a < 0 ? -a : a; if (m < 1e-12) m = 1e-12
-    exit !(d <= 1e-6 * m)
-  }'
-}
 # Checks that `perseus plan evaluate` output $1 matches row $2 of frontier.csv $3.
 check_evaluation() {
   local t e

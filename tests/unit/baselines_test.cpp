@@ -19,6 +19,8 @@
 #include "perseus/util/error.hpp"
 #include "test_support.hpp"
 
+using perseus::test::error_of;
+
 namespace perseus::baselines {
 namespace {
 
@@ -26,19 +28,6 @@ using profile::Measurement;
 using profile::Profile;
 using schedule::InstructionType;
 using schedule::Schedule;
-
-#define EXPECT_CONTAINS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << "in: " << (text)
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a perseus::Error";
-  return "";
-}
 
 const std::vector<int> kClocks = {1000, 1100, 1200, 1300, 1400};
 

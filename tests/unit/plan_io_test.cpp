@@ -22,26 +22,13 @@
 #include "perseus/util/error.hpp"
 #include "test_support.hpp"
 
+using perseus::test::error_of;
+
 namespace perseus::plan {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-#define EXPECT_CONTAINS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << "in: " << (text)
-
-// The message of the perseus::Error that `f` throws ("" and a failure if none). Any other
-// exception type escapes and fails the test.
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no perseus::Error thrown";
-  return "";
-}
 
 std::string error_of_plan(const std::string& text, const std::string& source) {
   return error_of([&] { parse_plan(text, source); });

@@ -5,20 +5,10 @@
 #include "perseus/util/error.hpp"
 #include "test_support.hpp"
 
+using perseus::test::error_of;
+
 namespace perseus::profile {
 namespace {
-
-// The message of the perseus::Error that `f` throws ("" and a failure if none).
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
 
 Profile two_clocks(const std::string& source) {
   Profile p(source);
