@@ -33,6 +33,7 @@ struct ClusterArgs {
   std::string frontier, factors = "1.00:1.50:0.01", out;
   int pipelines = 0, tensor_parallel = 1;
   long gpus = 0;
+  bool has_pipelines = false, has_gpus = false;  // given on the command line
   bool quiet = false;
 };
 
@@ -147,9 +148,10 @@ void print_sweep(const std::vector<emulate::ClusterPoint>& points, const emulate
 }
 
 emulate::ClusterSpec cluster_spec(const ClusterArgs& a, int stages) {
-  require(a.pipelines == 0 || a.gpus == 0, "give either --pipelines or --gpus, not both");
+  require(a.has_pipelines != a.has_gpus, a.has_gpus ? "give either --pipelines or --gpus, not both"
+                                                    : "--pipelines or --gpus is required");
   emulate::ClusterSpec spec{a.pipelines, a.tensor_parallel};
-  if (a.gpus != 0) {
+  if (a.has_gpus) {
     long per_pipeline = static_cast<long>(stages) * a.tensor_parallel;
     require(a.gpus > 0 && a.tensor_parallel > 0 && a.gpus % per_pipeline == 0,
             "--gpus " + std::to_string(a.gpus) + " is not a positive multiple of stages x " +
@@ -169,8 +171,8 @@ void run_cluster(const ClusterArgs& a) {
   if (!a.out.empty()) write_file_atomic(a.out, sweep_csv(points));
   if (a.quiet) return;
   print_sweep(points, spec, f.num_stages);
-  std::printf("swept %zu factors over %zu frontier plans in %.6f s\n", points.size(),
-              f.rows.size(), seconds);
+  std::printf("swept %zu factors over %zu frontier plans in %.6f s\n", points.size(), f.rows.size(),
+              seconds);
 }
 
 void add_cluster_command(CLI::App& parent) {
@@ -187,8 +189,9 @@ void add_cluster_command(CLI::App& parent) {
       ->capture_default_str();
   c->add_option("--out", a->out, "Write the sweep as CSV");
   c->add_flag("--quiet", a->quiet, "Print nothing on success");
-  c->callback([a] {
-    require(a->pipelines != 0 || a->gpus != 0, "--pipelines or --gpus is required");
+  c->callback([c, a] {
+    a->has_pipelines = c->count("--pipelines") > 0;
+    a->has_gpus = c->count("--gpus") > 0;
     run_cluster(*a);
   });
 }

@@ -75,7 +75,9 @@ expect_error "--blocking-power is required" emulate --profile "$tmp/p.csv" --mic
 expect_error "below 1" emulate cluster --frontier "$tmp/f" --pipelines 4 --factors 0.9
 expect_error "step must be positive" emulate cluster --frontier "$tmp/f" --pipelines 4 \
   --factors 1:2:0
+expect_error "pipelines must be at least 1, got 0" emulate cluster --frontier "$tmp/f" --pipelines 0
 expect_error "pipelines must be at least 1" emulate cluster --frontier "$tmp/f" --pipelines -2
+expect_error "not both" emulate cluster --frontier "$tmp/f" --pipelines 2 --gpus 8
 expect_error "--pipelines or --gpus is required" emulate cluster --frontier "$tmp/f"
 expect_error "not a positive multiple" emulate cluster --frontier "$tmp/f" --gpus 1000 \
   --tensor-parallel 8
