@@ -132,27 +132,9 @@ plan::StoredFrontier solve(const Inputs& in, double unit_time_s, bool quiet) {
     if (!quiet) bar.update(done, total);
   });
   bar.finish();
-  plan::StoredFrontier f;
-  f.schedule = in.schedule.name;
-  f.num_stages = in.schedule.num_stages;
-  f.num_microbatches = in.schedule.num_microbatches;
-  f.unit_time_s = unit_time_s;
-  f.blocking_power_w = in.blocking_power_w;
   auto all_max = plan::evaluate(in.profile, in.schedule,
                                 plan::all_max_plan(in.profile, in.schedule), in.blocking_power_w);
-  f.all_max = {all_max.time_s, all_max.energy_j};
-  std::vector<int> clocks = solved.initial_clocks;
-  for (std::size_t i = 0; i < solved.points.size(); ++i) {
-    if (i > 0 && i <= solved.clock_changes.size()) {
-      for (auto [pos, mhz] : solved.clock_changes[i - 1])
-        clocks[static_cast<std::size_t>(pos)] = mhz;
-    }
-    const auto& p = solved.points[i];
-    f.rows.push_back({i, static_cast<double>(p.quant_time) * unit_time_s, p.predicted_energy_j,
-                      p.evaluated_time_s, p.evaluated_energy_j});
-    f.plans.push_back(plan::to_frequency_plan(problem.dag, clocks));
-  }
-  return f;
+  return plan::stored_frontier(problem, solved, {all_max.time_s, all_max.energy_j});
 }
 
 Inputs load_inputs(const ReportArgs& a) {

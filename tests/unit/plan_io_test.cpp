@@ -432,6 +432,29 @@ TEST_F(FrontierStore, RoundTripRowsAndPlans) {
   EXPECT_EQ(meta["all_max"]["time_s"], 1.0);
 }
 
+TEST_F(FrontierStore, InMemoryFrontierEqualsTheOneReadBack) {
+  perseus::test::TempDir tmp;
+  StoredFrontier disk = read_frontier(write(tmp));
+  StoredFrontier memory = stored_frontier(*problem_, *frontier_, info().all_max);
+  EXPECT_EQ(memory.schedule, disk.schedule);
+  EXPECT_EQ(memory.num_stages, disk.num_stages);
+  EXPECT_EQ(memory.num_microbatches, disk.num_microbatches);
+  EXPECT_EQ(memory.unit_time_s, disk.unit_time_s);
+  EXPECT_EQ(memory.blocking_power_w, disk.blocking_power_w);
+  EXPECT_EQ(memory.all_max.time_s, disk.all_max.time_s);
+  EXPECT_EQ(memory.all_max.energy_j, disk.all_max.energy_j);
+  EXPECT_EQ(memory.plans, disk.plans);
+  ASSERT_EQ(memory.rows.size(), disk.rows.size());
+  for (std::size_t i = 0; i < disk.rows.size(); ++i) {
+    // The CSV keeps 10 significant digits.
+    EXPECT_EQ(memory.rows[i].index, disk.rows[i].index);
+    EXPECT_NEAR(memory.rows[i].evaluated_time_s, disk.rows[i].evaluated_time_s, 1e-9);
+    EXPECT_NEAR(memory.rows[i].evaluated_energy_j, disk.rows[i].evaluated_energy_j,
+                1e-9 * disk.rows[i].evaluated_energy_j);
+    EXPECT_NEAR(memory.rows[i].planned_time_s, disk.rows[i].planned_time_s, 1e-12);
+  }
+}
+
 TEST_F(FrontierStore, StoredPlanExportsAsJsonAndList) {
   perseus::test::TempDir tmp;
   StoredFrontier f = read_frontier(write(tmp));

@@ -50,14 +50,23 @@ std::string plans_text(const Frontier& frontier) {
 constexpr const char* kCsvHeader =
     "index,planned_time_s,predicted_energy_j,evaluated_time_s,evaluated_energy_j";
 
-std::string frontier_csv(const PlanProblem& problem, const Frontier& frontier) {
-  std::string out = std::string(kCsvHeader) + "\n";
+std::vector<FrontierRow> frontier_rows(const PlanProblem& problem, const Frontier& frontier) {
+  std::vector<FrontierRow> rows;
+  rows.reserve(frontier.points.size());
   for (std::size_t i = 0; i < frontier.points.size(); ++i) {
     const auto& p = frontier.points[i];
-    out += std::to_string(i) + "," +
-           format_double(static_cast<double>(p.quant_time) * problem.settings.unit_time_s) + "," +
-           format_double(p.predicted_energy_j) + "," + format_double(p.evaluated_time_s) + "," +
-           format_double(p.evaluated_energy_j) + "\n";
+    rows.push_back({i, static_cast<double>(p.quant_time) * problem.settings.unit_time_s,
+                    p.predicted_energy_j, p.evaluated_time_s, p.evaluated_energy_j});
+  }
+  return rows;
+}
+
+std::string frontier_csv(const std::vector<FrontierRow>& rows) {
+  std::string out = std::string(kCsvHeader) + "\n";
+  for (const auto& r : rows) {
+    out += std::to_string(r.index) + "," + format_double(r.planned_time_s) + "," +
+           format_double(r.predicted_energy_j) + "," + format_double(r.evaluated_time_s) + "," +
+           format_double(r.evaluated_energy_j) + "\n";
   }
   return out;
 }
@@ -201,10 +210,32 @@ Plan StoredFrontier::plan(std::size_t index) const {
   return p;
 }
 
+StoredFrontier stored_frontier(const PlanProblem& problem, const Frontier& frontier,
+                               const TimeEnergy& all_max) {
+  StoredFrontier f;
+  f.schedule = problem.schedule.name;
+  f.num_stages = problem.schedule.num_stages;
+  f.num_microbatches = problem.schedule.num_microbatches;
+  f.unit_time_s = problem.settings.unit_time_s;
+  f.blocking_power_w = problem.settings.blocking_power_w;
+  f.all_max = all_max;
+  f.rows = frontier_rows(problem, frontier);
+  // Replays the clock changes once, plan by plan (Frontier::clocks(i) starts over each time).
+  std::vector<int> clocks = frontier.initial_clocks;
+  for (std::size_t i = 0; i < frontier.points.size(); ++i) {
+    if (i > 0 && i <= frontier.clock_changes.size()) {
+      for (auto [pos, mhz] : frontier.clock_changes[i - 1]) clocks[pos] = mhz;
+    }
+    f.plans.push_back(to_frequency_plan(problem.dag, clocks));
+  }
+  return f;
+}
+
 void write_frontier(const fs::path& dir, const PlanProblem& problem, const Frontier& frontier,
                     const FrontierInfo& info) {
   StagingDir staging(dir, "meta.json");
-  write_file_atomic(staging.path() / "frontier.csv", frontier_csv(problem, frontier));
+  write_file_atomic(staging.path() / "frontier.csv",
+                    frontier_csv(frontier_rows(problem, frontier)));
   write_file_atomic(staging.path() / "plans.txt", plans_text(frontier));
   write_file_atomic(staging.path() / "meta.json",
                     meta_json(problem, frontier, info).dump(1) + "\n");

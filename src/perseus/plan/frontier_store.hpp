@@ -44,6 +44,10 @@ struct FrontierInfo {
   double seconds = 0.0;
 };
 
+// The frontier as read_frontier would return it after write_frontier, without touching disk.
+StoredFrontier stored_frontier(const PlanProblem& problem, const Frontier& frontier,
+                               const TimeEnergy& all_max);
+
 // Writes the frontier directory `dir` (created if needed; replaced atomically if it exists).
 void write_frontier(const std::filesystem::path& dir, const PlanProblem& problem,
                     const Frontier& frontier, const FrontierInfo& info);
