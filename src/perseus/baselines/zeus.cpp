@@ -56,9 +56,10 @@ ZeusSweep sweep(const profile::Profile& profile, const schedule::Schedule& sched
   for (std::size_t k = 0; k < num_points; ++k) {
     PowerLimitPoint point;
     point.limits_w = limits_at(k);
-    point.plan = plan_per_instruction(schedule, [&](int stage, const schedule::Instruction& inst) {
-      return clock_under_limit(rows_of(profile, stage, inst.type), point.limits_w[stage]);
-    });
+    point.plan =
+        plan::plan_per_instruction(schedule, [&](int stage, const schedule::Instruction& inst) {
+          return clock_under_limit(rows_of(profile, stage, inst.type), point.limits_w[stage]);
+        });
     if (!result.points.empty() && result.points.back().plan == point.plan) continue;
     point.evaluation = plan::evaluate(profile, schedule, point.plan, blocking_power_w);
     point.cost =
@@ -88,20 +89,9 @@ std::pair<double, double> check_and_power_range(const profile::Profile& profile,
   return {lo, hi};
 }
 
-// Forward + backward time of one microbatch on `stage` under `limit_w`.
-double compute_time(const profile::Profile& profile, int stage, double limit_w) {
-  double t = 0.0;
-  for (InstructionType type : {InstructionType::kForward, InstructionType::kBackward}) {
-    const auto& rows = rows_of(profile, stage, type);
-    int mhz = clock_under_limit(rows, limit_w);
-    t += profile.at(stage, schedule::type_name(type), mhz).time_s;
-  }
-  return t;
-}
-
-}  // namespace
-
-int clock_under_limit(const std::vector<Measurement>& rows, double limit_w) {
+// The row an instruction runs at under `limit_w`: the fastest clock whose average power fits,
+// else the lowest-power clock.
+const Measurement& row_under_limit(const std::vector<Measurement>& rows, double limit_w) {
   if (rows.empty()) throw Error("no profiled clocks to choose from");
   const Measurement* fastest = nullptr;
   const Measurement* lowest_power = &rows.front();
@@ -112,7 +102,22 @@ int clock_under_limit(const std::vector<Measurement>& rows, double limit_w) {
     }
     if (average_power(row) < average_power(*lowest_power)) lowest_power = &row;
   }
-  return (fastest != nullptr ? fastest : lowest_power)->frequency_mhz;
+  return fastest != nullptr ? *fastest : *lowest_power;
+}
+
+// Forward + backward time of one microbatch on `stage` under `limit_w`.
+double compute_time(const profile::Profile& profile, int stage, double limit_w) {
+  double t = 0.0;
+  for (InstructionType type : {InstructionType::kForward, InstructionType::kBackward}) {
+    t += row_under_limit(rows_of(profile, stage, type), limit_w).time_s;
+  }
+  return t;
+}
+
+}  // namespace
+
+int clock_under_limit(const std::vector<Measurement>& rows, double limit_w) {
+  return row_under_limit(rows, limit_w).frequency_mhz;
 }
 
 ZeusSweep zeus_global(const profile::Profile& profile, const schedule::Schedule& schedule,
