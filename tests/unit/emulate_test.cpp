@@ -34,15 +34,11 @@ using perseus::Error;
 // A plan with a random profiled clock for every instruction.
 plan::FrequencyPlan random_plan(const profile::Profile& prof, const schedule::Schedule& sched,
                                 std::mt19937& rng) {
-  plan::FrequencyPlan p(sched.stages.size());
-  for (std::size_t s = 0; s < sched.stages.size(); ++s) {
-    for (const auto& inst : sched.stages[s]) {
-      const auto& rows = prof.rows(static_cast<int>(s), schedule::type_name(inst.type));
-      std::uniform_int_distribution<std::size_t> pick(0, rows.size() - 1);
-      p[s].push_back(rows[pick(rng)].frequency_mhz);
-    }
-  }
-  return p;
+  return plan::plan_per_instruction(sched, [&](int stage, const schedule::Instruction& inst) {
+    const auto& rows = prof.rows(stage, schedule::type_name(inst.type));
+    std::uniform_int_distribution<std::size_t> pick(0, rows.size() - 1);
+    return rows[pick(rng)].frequency_mhz;
+  });
 }
 
 profile::Profile random_profile(int stages, unsigned seed) {

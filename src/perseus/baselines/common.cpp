@@ -29,16 +29,4 @@ const profile::Measurement& energy_optimal(const std::vector<profile::Measuremen
   return *best;
 }
 
-plan::FrequencyPlan plan_per_instruction(const schedule::Schedule& schedule,
-                                         const ClockOf& clock_of) {
-  plan::FrequencyPlan plan(schedule.stages.size());
-  for (std::size_t s = 0; s < schedule.stages.size(); ++s) {
-    plan[s].reserve(schedule.stages[s].size());
-    for (const auto& inst : schedule.stages[s]) {
-      plan[s].push_back(clock_of(static_cast<int>(s), inst));
-    }
-  }
-  return plan;
-}
-
 }  // namespace perseus::baselines

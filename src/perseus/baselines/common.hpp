@@ -1,8 +1,7 @@
 // Helpers shared by the baseline planners (uniform, EnvPipe, Zeus): looking up an instruction's
-// profiled clocks, its energy-optimal clock, and building a plan instruction by instruction.
+// profiled clocks and its energy-optimal clock.
 #pragma once
 
-#include <functional>
 #include <vector>
 
 #include "perseus/plan/evaluate.hpp"
@@ -20,10 +19,5 @@ const std::vector<profile::Measurement>& rows_of(const profile::Profile& profile
 
 // The row with the lowest energy (the faster one on ties); throws perseus::Error when empty.
 const profile::Measurement& energy_optimal(const std::vector<profile::Measurement>& rows);
-
-// The plan that runs every instruction at clock_of(stage, instruction).
-using ClockOf = std::function<int(int stage, const schedule::Instruction& instruction)>;
-plan::FrequencyPlan plan_per_instruction(const schedule::Schedule& schedule,
-                                         const ClockOf& clock_of);
 
 }  // namespace perseus::baselines

@@ -7,7 +7,7 @@ namespace perseus::baselines {
 plan::FrequencyPlan uniform_plan(const profile::Profile& profile,
                                  const schedule::Schedule& schedule) {
   check_stages(profile, schedule.num_stages);
-  return plan_per_instruction(schedule, [&](int stage, const schedule::Instruction& inst) {
+  return plan::plan_per_instruction(schedule, [&](int stage, const schedule::Instruction& inst) {
     return energy_optimal(rows_of(profile, stage, inst.type)).frequency_mhz;
   });
 }

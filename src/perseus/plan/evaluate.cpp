@@ -77,14 +77,21 @@ Evaluation evaluate(const profile::Profile& profile, const schedule::Schedule& s
   return evaluate_nodes(dag, schedule.num_stages, costs.time_s, costs.energy_j, blocking_power_w);
 }
 
-FrequencyPlan all_max_plan(const profile::Profile& profile, const schedule::Schedule& schedule) {
+FrequencyPlan plan_per_instruction(const schedule::Schedule& schedule, const ClockOf& clock_of) {
   FrequencyPlan plan(schedule.stages.size());
   for (std::size_t s = 0; s < schedule.stages.size(); ++s) {
+    plan[s].reserve(schedule.stages[s].size());
     for (const auto& inst : schedule.stages[s]) {
-      plan[s].push_back(profile.max_frequency(static_cast<int>(s), schedule::type_name(inst.type)));
+      plan[s].push_back(clock_of(static_cast<int>(s), inst));
     }
   }
   return plan;
+}
+
+FrequencyPlan all_max_plan(const profile::Profile& profile, const schedule::Schedule& schedule) {
+  return plan_per_instruction(schedule, [&](int stage, const schedule::Instruction& inst) {
+    return profile.max_frequency(stage, schedule::type_name(inst.type));
+  });
 }
 
 }  // namespace perseus::plan

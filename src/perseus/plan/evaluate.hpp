@@ -3,6 +3,7 @@
 // profiled instruction energies + P_block * (S * T - sum of busy time) (DESIGN section 5).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,10 @@ NodeCosts node_costs(const profile::Profile& profile, const schedule::Schedule& 
 // not in the profile for that stage and instruction (naming stage, position and clock).
 Evaluation evaluate(const profile::Profile& profile, const schedule::Schedule& schedule,
                     const FrequencyPlan& plan, double blocking_power_w);
+
+// The plan that runs every instruction at clock_of(stage, instruction).
+using ClockOf = std::function<int(int stage, const schedule::Instruction& instruction)>;
+FrequencyPlan plan_per_instruction(const schedule::Schedule& schedule, const ClockOf& clock_of);
 
 // The plan with every instruction at its highest profiled clock.
 FrequencyPlan all_max_plan(const profile::Profile& profile, const schedule::Schedule& schedule);
