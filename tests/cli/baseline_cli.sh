@@ -11,8 +11,6 @@ trap 'rm -rf "$tmp"' EXIT
 
 source "$(dirname "$0")/lib.sh"
 
-# Value of `key` in a `key value` output file $2.
-value_of() { awk -v k="$1" '$1 == k { print $2 }' "$2"; }
 
 "$perseus" profile synth --gpu a100 --stages 4 --out "$tmp/p.csv" > /dev/null
 common=(--profile "$tmp/p.csv" --microbatches 6 --blocking-power 83.64)

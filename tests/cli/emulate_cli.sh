@@ -11,8 +11,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "$0")/lib.sh"
 
-# Value after `key` (first word of a line) in file $2.
-value_of() { awk -v k="$1" '$1 == k { print $3 }' "$2"; }
+# Third word of the line whose first word is $1 in file $2 ("iteration time 2.84 s").
+third_of() { awk -v k="$1" '$1 == k { print $3 }' "$2"; }
 
 "$perseus" profile synth --gpu a100 --stages 4 --out "$tmp/p.csv" > /dev/null
 "$perseus" plan --profile "$tmp/p.csv" --stages 4 --microbatches 6 --blocking-power 83.64 \
@@ -24,8 +24,8 @@ for ((i = 0; i < rows; i += 7)); do
   "$perseus" emulate --profile "$tmp/p.csv" --frontier "$tmp/f" --index $i > "$tmp/out"
   want_t=$(awk -F, -v i=$i 'NR > 1 && $1 == i { print $4 }' "$tmp/f/frontier.csv")
   want_e=$(awk -F, -v i=$i 'NR > 1 && $1 == i { print $5 }' "$tmp/f/frontier.csv")
-  agree "$(value_of iteration "$tmp/out")" "$want_t" || fail "plan $i: time $(cat "$tmp/out")"
-  agree "$(awk '$1 == "energy" { print $2 }' "$tmp/out")" "$want_e" || fail "plan $i: energy"
+  agree "$(third_of iteration "$tmp/out")" "$want_t" || fail "plan $i: time $(cat "$tmp/out")"
+  agree "$(value_of energy "$tmp/out")" "$want_e" || fail "plan $i: energy"
 done
 
 # An exported plan file emulates like the frontier plan; the timeline CSV is complete.
@@ -33,7 +33,7 @@ done
 "$perseus" emulate --profile "$tmp/p.csv" --plan "$tmp/x/plan_00003.json" --blocking-power 83.64 \
   --timeline "$tmp/t.csv" > "$tmp/a"
 "$perseus" emulate --profile "$tmp/p.csv" --frontier "$tmp/f" --index 3 > "$tmp/b"
-[[ $(value_of iteration "$tmp/a") == $(value_of iteration "$tmp/b") ]] || fail "plan file differs"
+[[ $(third_of iteration "$tmp/a") == $(third_of iteration "$tmp/b") ]] || fail "plan file differs"
 [[ $(head -1 "$tmp/t.csv") == stage,position,instruction,microbatch,frequency_mhz,start_s,end_s,* ]] ||
   fail "timeline header: $(head -1 "$tmp/t.csv")"
 [[ $(($(wc -l < "$tmp/t.csv") - 1)) -eq 48 ]] || fail "timeline rows: $(wc -l < "$tmp/t.csv")"
@@ -48,7 +48,7 @@ cmp -s "$tmp/n1" "$tmp/n2" || fail "same seed, different result"
 ! cmp -s "$tmp/n1" "$tmp/n3" || fail "different seed, same result"
 "$perseus" "${allmax[@]}" > "$tmp/base"
 "$perseus" "${allmax[@]}" --slow-stage 1 --slow-factor 1.3 > "$tmp/slow"
-awk -v a="$(value_of iteration "$tmp/base")" -v b="$(value_of iteration "$tmp/slow")" \
+awk -v a="$(third_of iteration "$tmp/base")" -v b="$(third_of iteration "$tmp/slow")" \
   'BEGIN { exit !(b > a) }' || fail "slow GPU not slower"
 
 # Cluster sweep: 51 factors as CSV, the saving grows from f = 1 where there is no extrinsic part.

@@ -28,3 +28,6 @@ agree() {
     exit !(d <= 1e-6 * m)
   }'
 }
+
+# value_of KEY FILE: the second word of the line whose first word is KEY (`key value` output).
+value_of() { awk -v k="$1" '$1 == k { print $2 }' "$2"; }

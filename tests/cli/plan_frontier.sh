@@ -11,8 +11,6 @@ trap 'rm -rf "$tmp"' EXIT
 
 source "$(dirname "$0")/lib.sh"
 
-# Value of `key` in `perseus plan evaluate` output file $2.
-value_of() { awk -v k="$1" '$1 == k { print $2 }' "$2"; }
 # Column $2 (1-based) of the row with index $1 in frontier.csv $3.
 column_of() { awk -F, -v i="$1" -v c="$2" 'NR > 1 && $1 == i { print $c }' "$3"; }
 # Checks that `perseus plan evaluate` output $1 matches row $2 of frontier.csv $3.
