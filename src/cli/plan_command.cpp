@@ -113,26 +113,7 @@ void run_evaluate(const EvaluateArgs& a) {
   require(a.blocking_power >= 0.0, "--blocking-power is required and must be >= 0 watts");
   require(a.microbatches >= 0, "--microbatches must be positive");
   profile::Profile prof = profile::read_profile_csv(a.profile);
-  plan::Plan p = plan::read_plan_file(a.plan);
-  // A plan JSON names its schedule and microbatch count (a list literal does not: its count is
-  // 0); options that contradict it would silently reinterpret its clocks.
-  if (p.num_microbatches > 0) {
-    require(a.schedule.empty() || a.schedule == p.schedule,
-            a.plan + ": the plan is for the " + p.schedule + " schedule; --schedule " + a.schedule +
-                " does not match");
-    require(a.microbatches == 0 || a.microbatches == p.num_microbatches,
-            a.plan + ": the plan is for " + std::to_string(p.num_microbatches) +
-                " microbatches; --microbatches " + std::to_string(a.microbatches) +
-                " does not match");
-  }
-  std::string sched_name = !a.schedule.empty() ? a.schedule : p.schedule;
-  int mbs = a.microbatches > 0 ? a.microbatches : p.num_microbatches;
-  require(mbs > 0, a.plan + ": the plan does not say its microbatch count; pass --microbatches");
-  auto sched = resolve_schedule(sched_name, prof, p.num_stages, mbs);
-  plan::check_plan_shape(p.frequencies, sched, a.plan);
-  require(prof.num_stages() == p.num_stages,
-          a.plan + ": the plan has " + std::to_string(p.num_stages) + " stages but profile " +
-              a.profile + " has " + std::to_string(prof.num_stages()));
+  auto [p, sched] = read_plan_for(a.plan, a.schedule, a.microbatches, prof);
   auto ev =
       naming(a.plan, [&] { return plan::evaluate(prof, sched, p.frequencies, a.blocking_power); });
   auto base = plan::evaluate(prof, sched, plan::all_max_plan(prof, sched), a.blocking_power);
