@@ -525,11 +525,7 @@ TEST_F(FrontierStore, SelectByIndex) {
 TEST_F(FrontierStore, SelectByTimeReturnsTheCheapestPlanWithinTheTarget) {
   perseus::test::TempDir tmp;
   StoredFrontier f = read_frontier(write(tmp));
-  double fastest = f.rows[0].evaluated_time_s, slowest = fastest;
-  for (const auto& r : f.rows) {
-    fastest = std::min(fastest, r.evaluated_time_s);
-    slowest = std::max(slowest, r.evaluated_time_s);
-  }
+  auto [fastest, slowest] = time_range(f.rows);
   std::vector<double> targets = {fastest, slowest, slowest * 2.0};
   for (int k = 1; k < 20; ++k) targets.push_back(fastest + (slowest - fastest) * k / 20.0);
   for (const auto& r : f.rows) targets.push_back(r.evaluated_time_s);
@@ -553,11 +549,7 @@ TEST_F(FrontierStore, SelectByTimeReturnsTheCheapestPlanWithinTheTarget) {
 TEST_F(FrontierStore, SelectEveryReturnsDistinctPlansInDecreasingTime) {
   perseus::test::TempDir tmp;
   StoredFrontier f = read_frontier(write(tmp));
-  double fastest = f.rows[0].evaluated_time_s, slowest = fastest;
-  for (const auto& r : f.rows) {
-    fastest = std::min(fastest, r.evaluated_time_s);
-    slowest = std::max(slowest, r.evaluated_time_s);
-  }
+  auto [fastest, slowest] = time_range(f.rows);
   for (double every : {(slowest - fastest) / 5.0, 0.01, 0.001, slowest * 10.0}) {
     std::vector<std::size_t> picks = select_every(f, every);
     ASSERT_FALSE(picks.empty()) << every;

@@ -280,6 +280,13 @@ StoredFrontier read_frontier(const fs::path& dir) {
   return f;
 }
 
+std::pair<double, double> time_range(const std::vector<FrontierRow>& rows) {
+  auto [lo, hi] = std::minmax_element(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    return a.evaluated_time_s < b.evaluated_time_s;
+  });
+  return {lo->evaluated_time_s, hi->evaluated_time_s};
+}
+
 std::size_t select_by_index(const StoredFrontier& f, long index) {
   if (index < 0 || static_cast<std::size_t>(index) >= f.rows.size()) {
     throw Error("plan index " + std::to_string(index) + " out of range (the frontier has " +
@@ -297,8 +304,7 @@ std::size_t select_by_time(const StoredFrontier& f, double target_s) {
     if (best == f.rows.size() || r.evaluated_energy_j < f.rows[best].evaluated_energy_j) best = i;
   }
   if (best == f.rows.size()) {
-    double fastest = f.rows.empty() ? 0.0 : f.rows.back().evaluated_time_s;
-    for (const auto& r : f.rows) fastest = std::min(fastest, r.evaluated_time_s);
+    double fastest = f.rows.empty() ? 0.0 : time_range(f.rows).first;
     throw Error("no plan finishes within " + format_double(target_s) + " s (the fastest takes " +
                 format_double(fastest) + " s)");
   }
@@ -309,11 +315,7 @@ std::vector<std::size_t> select_every(const StoredFrontier& f, double every_s) {
   if (!(every_s > 0.0)) throw Error("sampling interval must be positive");
   std::vector<std::size_t> out;
   if (f.rows.empty()) return out;
-  double fastest = f.rows.front().evaluated_time_s, slowest = fastest;
-  for (const auto& r : f.rows) {
-    fastest = std::min(fastest, r.evaluated_time_s);
-    slowest = std::max(slowest, r.evaluated_time_s);
-  }
+  auto [fastest, slowest] = time_range(f.rows);
   for (double t = slowest; t >= fastest - 1e-12; t -= every_s) {
     std::size_t i = select_by_time(f, t);
     if (out.empty() || out.back() != i) out.push_back(i);

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "perseus/plan/plan_io.hpp"
@@ -53,6 +54,9 @@ void write_frontier(const std::filesystem::path& dir, const PlanProblem& problem
                     const Frontier& frontier, const FrontierInfo& info);
 // Reads it back; throws perseus::Error naming the file on any inconsistency.
 StoredFrontier read_frontier(const std::filesystem::path& dir);
+
+// The fastest and slowest evaluated time of non-empty `rows`.
+std::pair<double, double> time_range(const std::vector<FrontierRow>& rows);
 
 // Plan selection for export. Each returns indices into rows.
 std::size_t select_by_index(const StoredFrontier& f, long index);
