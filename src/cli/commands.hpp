@@ -14,5 +14,7 @@ void add_plan_command(CLI::App& app);     // perseus plan [evaluate|export]
 void add_emulate_command(CLI::App& app);   // perseus emulate [cluster]
 void add_baseline_command(CLI::App& app);  // perseus baseline all-max|uniform|envpipe|zeus-*
 void add_report_command(CLI::App& app);    // perseus report
+void add_serve_command(CLI::App& app);     // perseus serve | export-job
+void add_simulate_command(CLI::App& app);  // perseus simulate-training
 
 }  // namespace perseus::cli

@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   perseus::cli::add_emulate_command(app);
   perseus::cli::add_baseline_command(app);
   perseus::cli::add_report_command(app);
+  perseus::cli::add_serve_command(app);
+  perseus::cli::add_simulate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,84 @@
+// The training-side client (DESIGN section 7): drop-in hooks for a training loop that fetch
+// frequency plans from the control-plane server, apply them around each instruction through a
+// background clock thread, measure time and energy per instruction and per iteration, and report
+// them every `report_every` iterations.
+//
+// Failure policy: the optimizer must never be the reason a training run dies. When the server is
+// unreachable, slow or answers garbage, the client retries with bounded exponential backoff, then
+// logs one warning and runs at the default clock (and tries again at the next reporting window).
+// Only in strict mode do such failures throw into the caller. On destruction the GPU's default
+// clocks and power limit are restored (the backend does it).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "perseus/client/gpu_backend.hpp"
+
+namespace perseus::client {
+
+struct OptimizerOptions {
+  std::string server_url;  // "http://127.0.0.1:7787"; empty: no server, default clocks
+  int rank = 0, dp_rank = 0, pp_rank = 0, tp_rank = 0;
+  int dp_degree = 1, pp_degree = 1, tp_degree = 1, world_size = 1;
+  // Job id. Empty: rank 0 registers the job; other ranks take PERSEUS_JOB_ID from the
+  // environment, else share_job_id below.
+  std::string job_id;
+  // Called by every rank with rank 0's job id (other ranks pass ""); returns rank 0's id. Lets
+  // the caller broadcast the id (torch.distributed in Python). Optional.
+  std::function<std::string(const std::string&)> share_job_id;
+  std::optional<std::string> job_metadata;
+  // Per-job scheduler (extension; empty: the server's default).
+  std::string scheduler;
+  nlohmann::json scheduler_args = nlohmann::json::object();
+  int report_every = 5;               // iterations per reporting window
+  double request_timeout_s = 5.0;     // per HTTP request (connect, send, short answers)
+  double barrier_timeout_s = 120.0;   // waiting for the schedule barrier
+  int retries = 3;                    // attempts after the first, per request
+  double backoff_s = 0.2;             // first retry delay, doubled each retry
+  bool strict = false;                // throw perseus::Error instead of degrading
+  // Where warnings go (default: stderr, one line each, prefixed "perseus: warning: ").
+  std::function<void(const std::string&)> log;
+};
+
+struct IterationMeasurement {
+  double time_s = 0.0;
+  double energy_j = 0.0;
+};
+
+class PipelineFrequencyOptimizer {
+ public:
+  // Registers the job (rank 0) and this rank, and fetches the first schedule. Never throws for
+  // server trouble unless options.strict; throws perseus::Error for invalid options.
+  PipelineFrequencyOptimizer(OptimizerOptions options, std::unique_ptr<GpuBackend> gpu);
+  ~PipelineFrequencyOptimizer();
+  PipelineFrequencyOptimizer(const PipelineFrequencyOptimizer&) = delete;
+  PipelineFrequencyOptimizer& operator=(const PipelineFrequencyOptimizer&) = delete;
+
+  void on_step_begin();
+  void on_step_end();
+  void on_instruction_begin(const std::string& name);
+  void on_instruction_end(const std::string& name);
+
+  const std::string& job_id() const;
+  // The schedule round in use (-1 while running at the default clock).
+  int round() const;
+  // True once the server sent its final schedule.
+  bool done() const;
+  // True while running at the default clock because the server failed us.
+  bool degraded() const;
+  // Measured time and energy of every completed iteration, in order.
+  const std::vector<IterationMeasurement>& iterations() const;
+  GpuBackend& gpu();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace perseus::client

@@ -1,0 +1,65 @@
+// A simulated GPU whose instruction time and energy follow a stage profile (DESIGN section 7):
+// for tests, demos and CI, where no GPU exists. An instruction run at clock f takes the profile's
+// time at f and costs its energy; under a power limit L it runs at the fastest profiled clock
+// whose average power is at most L. Time between instructions is spent blocked at the profile's
+// blocking power.
+//
+// Two time modes:
+//   virtual    time is a number advanced by instructions and wait_until(); deterministic. The
+//              caller carries timestamps between processes (pipeline neighbours).
+//   real-time  instruction_end sleeps until the profiled duration (times time_scale) has passed
+//              since instruction_begin; now_s() is wall-clock time divided by time_scale.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "perseus/client/gpu_backend.hpp"
+#include "perseus/profile/profile.hpp"
+
+namespace perseus::client {
+
+struct SimGpuOptions {
+  int stage = 0;                  // the profile stage this GPU runs
+  double blocking_power_w = 0.0;  // power while not running an instruction
+  bool real_time = false;
+  double time_scale = 1.0;  // real-time mode: wall seconds per simulated second
+};
+
+class SimGpu : public GpuBackend {
+ public:
+  // Throws perseus::Error when the stage is not in the profile or options are out of range.
+  SimGpu(profile::Profile profile, SimGpuOptions options);
+
+  std::vector<int> supported_clocks() const override;
+  void lock_clock(int mhz) override;  // throws perseus::Error for unsupported clocks
+  void reset_clock() override;
+  void set_power_limit(double watts) override;
+  void reset_power_limit() override;
+  double now_s() override;
+  double total_energy_j() override;
+  void instruction_begin(const std::string& name) override;
+  void instruction_end(const std::string& name) override;
+  bool synchronous_clocks() const override { return true; }
+
+  // Virtual mode: blocks (at blocking power) until simulated time t; no-op when t <= now.
+  void wait_until(double t_s);
+  // The clock the next instruction runs at (locked clock, or the power limit's choice for it).
+  int current_clock(const std::string& instruction) const;
+
+ private:
+  // implementation defined by the client library
+  struct State;
+  profile::Profile profile_;
+  SimGpuOptions options_;
+  std::vector<int> clocks_;
+  int locked_mhz_ = 0;  // 0: default (highest) clock
+  double power_limit_w_ = 0.0;  // 0: none
+  double now_s_ = 0.0;
+  double energy_j_ = 0.0;
+  double begin_s_ = 0.0;
+  double wall_origin_s_ = 0.0;
+  std::string running_;
+};
+
+}  // namespace perseus::client

@@ -1,0 +1,83 @@
+// Pluggable frequency schedulers of the control-plane server (DESIGN section 7). A scheduler
+// sees pure pipeline parallelism: one plan per pipeline stage, and one aggregated result per
+// stage (the job folds data and tensor parallelism: a stage's ranks all get the stage's plan, and
+// their results aggregate as max time and summed energy). A job runs in rounds: the server asks
+// next() for a round's plans, every rank runs them for a window of iterations and reports, and
+// the server hands the aggregated results to observe() before asking for the next round.
+//
+// Schedulers must be deterministic functions of (job, arguments, observed results, straggler
+// reports): after a restart the server rebuilds each job's scheduler by replaying its stored
+// history through the same calls.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace perseus::server {
+
+struct JobSpec {
+  std::string job_id;
+  int pp_degree = 1;
+  int dp_degree = 1;
+  int tp_degree = 1;
+  // SM clocks (MHz) every rank of the job supports, highest first.
+  std::vector<int> available_frequencies;
+  nlohmann::json args = nlohmann::json::object();  // scheduler arguments
+  // Where the scheduler writes its files (profiles, ...): relative "output" arguments resolve
+  // against it.
+  std::filesystem::path output_dir;
+};
+
+// What one pipeline stage runs in one round.
+struct StagePlan {
+  std::vector<std::pair<std::string, int>> frequencies;  // (instruction, MHz), execution order
+  std::optional<double> power_limit_w;  // power-limit schedulers: set this limit instead
+};
+
+struct Round {
+  std::vector<StagePlan> stages;  // one per pipeline stage (pp_degree entries)
+  // Plans for particular data-parallel pipelines (dp_rank -> per-stage plans), e.g. the straggler
+  // runs its fastest plan while the others slow down.
+  std::map<int, std::vector<StagePlan>> pipelines;
+  bool done = false;  // the final round: clients keep these plans and stop reporting
+};
+
+// Results of one stage for one round, aggregated over the stage's ranks.
+struct StageResult {
+  std::vector<double> iter_time;    // per iteration: max over the stage's ranks
+  std::vector<double> iter_energy;  // per iteration: sum over the stage's ranks
+  // breakdown[instruction][iteration][occurrence]: max (time) and sum (energy) over ranks.
+  std::map<std::string, std::vector<std::vector<double>>> time_breakdown;
+  std::map<std::string, std::vector<std::vector<double>>> energy_breakdown;
+};
+
+class Scheduler {
+ public:
+  virtual ~Scheduler() = default;
+  // The plans for the next round. Throws (any exception) on failure: the server reports the
+  // message to every rank of the job and stops the job; other jobs are not affected.
+  virtual Round next() = 0;
+  // Results of the round that next() returned last, one per stage in stage order.
+  virtual void observe(const std::vector<StageResult>& results) = 0;
+  // A straggler report (POST /straggler/{job_id}); applies from the next round on. The default
+  // rejects it: throws perseus::Error.
+  virtual void report_straggler(const nlohmann::json& report);
+  // Scheduler-specific status for GET /jobs/{id} (progress, chosen point, files written).
+  virtual nlohmann::json status() const { return nlohmann::json::object(); }
+};
+
+// Creates a scheduler by name ("point-solution", "profiler", "frontier", "all-max",
+// "zeus-global", "zeus-per-stage"); throws perseus::Error for unknown names and bad arguments
+// (naming the argument).
+std::unique_ptr<Scheduler> make_scheduler(const std::string& name, const JobSpec& job);
+const std::vector<std::string>& scheduler_names();
+
+}  // namespace perseus::server

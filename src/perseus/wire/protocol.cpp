@@ -1,0 +1,204 @@
+#include "perseus/wire/protocol.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "perseus/util/error.hpp"
+
+namespace perseus::wire {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& field, const std::string& problem) {
+  throw Error("field '" + field + "': " + problem);
+}
+
+const json& member(const json& body, const std::string& field) {
+  if (!body.is_object()) throw Error("request body must be a JSON object");
+  auto it = body.find(field);
+  if (it == body.end()) bad(field, "missing");
+  return *it;
+}
+
+int as_int(const json& value, const std::string& field, int min) {
+  if (!value.is_number_integer()) bad(field, "must be an integer");
+  auto v = value.get<long long>();
+  if (v < min || v > std::numeric_limits<int>::max()) {
+    bad(field, "must be an integer >= " + std::to_string(min));
+  }
+  return static_cast<int>(v);
+}
+
+int int_field(const json& body, const std::string& field, int min) {
+  return as_int(member(body, field), field, min);
+}
+
+double as_number(const json& value, const std::string& field) {
+  if (!value.is_number()) bad(field, "must be a number");
+  double v = value.get<double>();
+  if (!std::isfinite(v) || v < 0.0) bad(field, "must be a finite number >= 0");
+  return v;
+}
+
+std::vector<double> numbers(const json& value, const std::string& field) {
+  if (!value.is_array()) bad(field, "must be a list of numbers");
+  std::vector<double> out;
+  out.reserve(value.size());
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    out.push_back(as_number(value[i], field + "[" + std::to_string(i) + "]"));
+  }
+  return out;
+}
+
+using Breakdown = std::map<std::string, std::vector<std::vector<double>>>;
+
+Breakdown breakdown(const json& body, const std::string& field) {
+  Breakdown out;
+  auto it = body.find(field);
+  if (it == body.end() || it->is_null()) return out;
+  if (!it->is_object()) bad(field, "must be an object of lists of lists of numbers");
+  for (const auto& [name, iterations] : it->items()) {
+    std::string where = field + "." + name;
+    if (!iterations.is_array()) bad(where, "must be a list of lists of numbers");
+    auto& rows = out[name];
+    for (std::size_t i = 0; i < iterations.size(); ++i) {
+      rows.push_back(numbers(iterations[i], where + "[" + std::to_string(i) + "]"));
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> optional_string(const json& body, const std::string& field) {
+  auto it = body.find(field);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_string()) bad(field, "must be a string");
+  return it->get<std::string>();
+}
+
+}  // namespace
+
+json to_json(const JobInfo& info) {
+  json j = {{"job_id", info.job_id},       {"pp_degree", info.pp_degree},
+            {"dp_degree", info.dp_degree}, {"tp_degree", info.tp_degree},
+            {"world_size", info.world_size}};
+  j["job_metadata"] = info.job_metadata ? json(*info.job_metadata) : json(nullptr);
+  if (info.scheduler) j["scheduler"] = *info.scheduler;
+  if (info.scheduler_args) j["scheduler_args"] = *info.scheduler_args;
+  return j;
+}
+
+json to_json(const RankInfo& info) {
+  return {{"rank", info.rank},
+          {"dp_rank", info.dp_rank},
+          {"pp_rank", info.pp_rank},
+          {"tp_rank", info.tp_rank},
+          {"available_frequencies", info.available_frequencies}};
+}
+
+json to_json(const FrequencySchedule& schedule) {
+  json freqs = json::array();
+  for (const auto& [name, mhz] : schedule.frequencies) freqs.push_back(json::array({name, mhz}));
+  json j = {{"rank", schedule.rank},
+            {"frequencies", std::move(freqs)},
+            {"round", schedule.round},
+            {"done", schedule.done}};
+  if (schedule.power_limit_w) j["power_limit_w"] = *schedule.power_limit_w;
+  return j;
+}
+
+json to_json(const ProfilingResult& result) {
+  json j = {{"rank", result.rank},
+            {"iter_time", result.iter_time},
+            {"iter_energy", result.iter_energy},
+            {"time_breakdown", result.time_breakdown},
+            {"energy_breakdown", result.energy_breakdown}};
+  if (result.round) j["round"] = *result.round;
+  return j;
+}
+
+JobInfo parse_job_info(const json& body) {
+  JobInfo info;
+  if (auto id = optional_string(body, "job_id"); id && !id->empty()) {
+    bad("job_id", "must be empty: the server assigns the job id");
+  }
+  info.pp_degree = int_field(body, "pp_degree", 1);
+  info.dp_degree = int_field(body, "dp_degree", 1);
+  info.tp_degree = int_field(body, "tp_degree", 1);
+  info.world_size = int_field(body, "world_size", 1);
+  long long product = 1LL * info.pp_degree * info.dp_degree * info.tp_degree;
+  if (product != info.world_size) {
+    bad("world_size", "is " + std::to_string(info.world_size) + " but pp_degree * dp_degree * " +
+                          "tp_degree is " + std::to_string(product));
+  }
+  info.job_metadata = optional_string(body, "job_metadata");
+  info.scheduler = optional_string(body, "scheduler");
+  if (auto it = body.find("scheduler_args"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) bad("scheduler_args", "must be a JSON object");
+    info.scheduler_args = *it;
+  }
+  return info;
+}
+
+RankInfo parse_rank_info(const json& body) {
+  RankInfo info;
+  info.rank = int_field(body, "rank", 0);
+  info.dp_rank = int_field(body, "dp_rank", 0);
+  info.pp_rank = int_field(body, "pp_rank", 0);
+  info.tp_rank = int_field(body, "tp_rank", 0);
+  const json& freqs = member(body, "available_frequencies");
+  if (!freqs.is_array()) bad("available_frequencies", "must be a list of integers (MHz)");
+  for (std::size_t i = 0; i < freqs.size(); ++i) {
+    info.available_frequencies.push_back(
+        as_int(freqs[i], "available_frequencies[" + std::to_string(i) + "]", 1));
+  }
+  return info;
+}
+
+FrequencySchedule parse_frequency_schedule(const json& body) {
+  FrequencySchedule schedule;
+  schedule.rank = int_field(body, "rank", 0);
+  const json& freqs = member(body, "frequencies");
+  if (!freqs.is_array()) bad("frequencies", "must be a list of [instruction, MHz] pairs");
+  for (std::size_t i = 0; i < freqs.size(); ++i) {
+    std::string where = "frequencies[" + std::to_string(i) + "]";
+    const json& pair = freqs[i];
+    if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string()) {
+      bad(where, "must be an [instruction, MHz] pair");
+    }
+    schedule.frequencies.emplace_back(pair[0].get<std::string>(), as_int(pair[1], where, 1));
+  }
+  if (body.contains("round")) schedule.round = int_field(body, "round", 0);
+  if (auto it = body.find("done"); it != body.end()) {
+    if (!it->is_boolean()) bad("done", "must be true or false");
+    schedule.done = it->get<bool>();
+  }
+  if (auto it = body.find("power_limit_w"); it != body.end() && !it->is_null()) {
+    schedule.power_limit_w = as_number(*it, "power_limit_w");
+  }
+  return schedule;
+}
+
+ProfilingResult parse_profiling_result(const json& body) {
+  ProfilingResult result;
+  result.rank = int_field(body, "rank", 0);
+  result.iter_time = numbers(member(body, "iter_time"), "iter_time");
+  result.iter_energy = numbers(member(body, "iter_energy"), "iter_energy");
+  result.time_breakdown = breakdown(body, "time_breakdown");
+  result.energy_breakdown = breakdown(body, "energy_breakdown");
+  if (body.contains("round") && !body["round"].is_null()) {
+    result.round = int_field(body, "round", 0);
+  }
+  return result;
+}
+
+json parse_json(const std::string& text) {
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error("malformed JSON at byte " + std::to_string(e.byte) + ": " +
+                std::string(e.what()).substr(std::string(e.what()).rfind(':') + 2));
+  }
+}
+
+}  // namespace perseus::wire

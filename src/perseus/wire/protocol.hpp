@@ -1,0 +1,82 @@
+// The control plane's wire types (DESIGN section 7), shared by the server and the client: the
+// JSON bodies of the Zeus pipeline-frequency-optimizer protocol (same paths, same field names)
+// plus Perseus's optional extensions, which a Zeus client ignores. Parsing checks every field and
+// throws perseus::Error naming it ("field 'pp_degree': must be an integer >= 1").
+//
+//   POST /register_job            JobInfo            -> "job id" (a JSON string)
+//   POST /register_rank/{job_id}   RankInfo           -> null
+//   GET  /schedule/{job_id}?rank=R[&round=K]           -> FrequencySchedule (barrier over ranks)
+//   POST /result/{job_id}          ProfilingResult    -> null
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace perseus::wire {
+
+inline constexpr const char* kRegisterJobPath = "/register_job";
+inline constexpr const char* kRegisterRankPath = "/register_rank/";  // + job id
+inline constexpr const char* kSchedulePath = "/schedule/";           // + job id
+inline constexpr const char* kResultPath = "/result/";               // + job id
+
+struct JobInfo {
+  std::string job_id;  // empty when sent to the server
+  int pp_degree = 1;
+  int dp_degree = 1;
+  int tp_degree = 1;
+  int world_size = 1;  // pp * dp * tp
+  std::optional<std::string> job_metadata;
+  // Extensions: a per-job scheduler instead of the server's default.
+  std::optional<std::string> scheduler;
+  std::optional<nlohmann::json> scheduler_args;
+};
+
+struct RankInfo {
+  int rank = 0;
+  int dp_rank = 0;
+  int pp_rank = 0;
+  int tp_rank = 0;
+  std::vector<int> available_frequencies;  // MHz, as the GPU reports them
+};
+
+// One iteration's clocks for one rank: (instruction name, MHz) in execution order.
+struct FrequencySchedule {
+  int rank = 0;
+  std::vector<std::pair<std::string, int>> frequencies;
+  // Extensions.
+  int round = 0;                        // which schedule of the job this is (0, 1, ...)
+  bool done = false;                    // the last schedule: keep it, stop reporting
+  std::optional<double> power_limit_w;  // set the power limit instead of locking clocks
+};
+
+// Measurements of one rank over one reporting window (several iterations).
+struct ProfilingResult {
+  int rank = 0;
+  std::vector<double> iter_time;    // seconds, one per iteration
+  std::vector<double> iter_energy;  // joules, one per iteration
+  // breakdown[instruction][iteration][occurrence]
+  std::map<std::string, std::vector<std::vector<double>>> time_breakdown;
+  std::map<std::string, std::vector<std::vector<double>>> energy_breakdown;
+  std::optional<int> round;  // extension: the schedule these iterations ran
+};
+
+nlohmann::json to_json(const JobInfo& info);
+nlohmann::json to_json(const RankInfo& info);
+nlohmann::json to_json(const FrequencySchedule& schedule);
+nlohmann::json to_json(const ProfilingResult& result);
+
+// Each throws perseus::Error naming the first bad field (missing, wrong type, out of range).
+JobInfo parse_job_info(const nlohmann::json& body);
+RankInfo parse_rank_info(const nlohmann::json& body);
+FrequencySchedule parse_frequency_schedule(const nlohmann::json& body);
+ProfilingResult parse_profiling_result(const nlohmann::json& body);
+
+// Parses JSON text; throws perseus::Error "malformed JSON at byte N: ..." on syntax errors.
+nlohmann::json parse_json(const std::string& text);
+
+}  // namespace perseus::wire
