@@ -1,0 +1,219 @@
+#include "perseus/server/control_plane.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <ctime>
+#include <optional>
+
+#include "perseus/server/status_page.hpp"
+#include "perseus/util/error.hpp"
+
+namespace perseus::server {
+namespace {
+
+using nlohmann::json;
+
+struct Target {
+  std::string path;
+  std::map<std::string, std::string> query;
+};
+
+std::string percent_decode(const std::string& text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size()) {
+      int value = 0;
+      auto [p, ec] = std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16);
+      if (ec == std::errc() && p == text.data() + i + 3) {
+        out.push_back(static_cast<char>(value));
+        i += 2;
+        continue;
+      }
+    }
+    out.push_back(text[i]);
+  }
+  return out;
+}
+
+Target parse_target(const std::string& target) {
+  Target t;
+  auto q = target.find('?');
+  t.path = percent_decode(target.substr(0, q));
+  if (q == std::string::npos) return t;
+  std::string rest = target.substr(q + 1);
+  std::size_t start = 0;
+  while (start <= rest.size()) {
+    auto end = rest.find('&', start);
+    std::string pair = rest.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    auto eq = pair.find('=');
+    if (!pair.empty()) {
+      t.query[percent_decode(pair.substr(0, eq))] =
+          eq == std::string::npos ? "" : percent_decode(pair.substr(eq + 1));
+    }
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return t;
+}
+
+// The query parameter as a non-negative integer; nullopt when absent. Throws perseus::Error.
+std::optional<int> query_int(const Target& t, const std::string& name) {
+  auto it = t.query.find(name);
+  if (it == t.query.end()) return std::nullopt;
+  int value = -1;
+  auto [p, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), value);
+  if (ec != std::errc() || p != it->second.data() + it->second.size() || value < 0) {
+    throw Error("query '" + name + "': '" + it->second + "' is not an integer >= 0");
+  }
+  return value;
+}
+
+// "/prefix/{id}" -> id (empty when the path does not have that shape).
+std::string id_after(const std::string& path, const std::string& prefix) {
+  if (path.rfind(prefix, 0) != 0) return "";
+  std::string id = path.substr(prefix.size());
+  return id.find('/') == std::string::npos ? id : "";
+}
+
+std::string sanitized(const std::string& text) {
+  std::string out = text;
+  for (char& c : out) {
+    bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    if (!ok) c = '_';
+  }
+  return out;
+}
+
+HttpAnswer as_http(const Reply& reply) { return {reply.status, "application/json", reply.body.dump()}; }
+
+}  // namespace
+
+bool known_scheduler(const std::string& name) {
+  const auto& names = scheduler_names();
+  return std::find(names.begin(), names.end(), name) != names.end() || name == "PointSolution" ||
+         name == "InstructionProfiler";
+}
+
+ControlPlane::ControlPlane(ServerSettings settings)
+    : settings_(std::move(settings)), store_(settings_.store_path) {
+  if (!settings_.scheduler.empty() && !known_scheduler(settings_.scheduler)) {
+    throw Error("--scheduler: unknown scheduler '" + settings_.scheduler + "'");
+  }
+  for (const auto& stored : store_.load()) {
+    order_.push_back(stored.job_id);
+    jobs_[stored.job_id] = std::make_unique<Job>(store_, stored, settings_.output_dir);
+  }
+}
+
+Job* ControlPlane::find(const std::string& id) {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+std::string ControlPlane::new_job_id(const wire::JobInfo& info) const {
+  std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%F-%H-%M-%S", &local);
+  std::string id = std::string(stamp) + "+dp" + std::to_string(info.dp_degree) + "+pp" +
+                   std::to_string(info.pp_degree) + "+tp" + std::to_string(info.tp_degree) + "+" +
+                   sanitized(info.scheduler.value_or(""));
+  if (info.job_metadata && !info.job_metadata->empty()) id += "+" + sanitized(*info.job_metadata);
+  std::string unique = id;
+  for (int n = 2; jobs_.count(unique) || store_.has_job(unique); ++n) {
+    unique = id + "+" + std::to_string(n);
+  }
+  return unique;
+}
+
+Reply ControlPlane::register_job(const json& body) {
+  auto info = wire::parse_job_info(body);
+  if (!info.scheduler) {
+    if (settings_.scheduler.empty()) {
+      return error_reply(422, "field 'scheduler': missing, and the server has no default "
+                              "scheduler (perseus serve --scheduler)");
+    }
+    info.scheduler = settings_.scheduler;
+    if (!info.scheduler_args) info.scheduler_args = settings_.scheduler_args;
+  } else if (!known_scheduler(*info.scheduler)) {
+    return error_reply(422, "field 'scheduler': unknown scheduler '" + *info.scheduler + "'");
+  }
+  std::string id = new_job_id(info);
+  jobs_[id] = std::make_unique<Job>(store_, id, info, settings_.output_dir);
+  order_.push_back(id);
+  return {200, id};
+}
+
+Reply ControlPlane::jobs_summary() const {
+  json list = json::array();
+  for (const auto& id : order_) list.push_back(jobs_.at(id)->status(false));
+  return {200, std::move(list)};
+}
+
+std::string ControlPlane::status_page() const {
+  std::vector<json> jobs;
+  for (const auto& id : order_) jobs.push_back(jobs_.at(id)->status(true));
+  auto uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_);
+  return render_status_page(jobs, uptime.count());
+}
+
+void ControlPlane::handle(const std::string& method, const std::string& target,
+                          const std::string& body, HttpResponder respond) {
+  auto reply = [&](const Reply& r) { respond(as_http(r)); };
+  try {
+    Target t = parse_target(target);
+    const std::string& path = t.path;
+    bool get = method == "GET", post = method == "POST";
+    if (path == "/healthz" && get) {
+      auto uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_);
+      return reply({200, {{"status", "ok"}, {"jobs", jobs_.size()}, {"uptime_s", uptime.count()}}});
+    }
+    if (path == "/" && get) return respond({200, "text/html; charset=utf-8", status_page()});
+    if (path == "/jobs" && get) return reply(jobs_summary());
+    if (path == wire::kRegisterJobPath && post) return reply(register_job(wire::parse_json(body)));
+    struct Route {
+      const char* prefix;
+      bool post;
+    };
+    static const Route routes[] = {{"/jobs/", false},
+                                   {wire::kRegisterRankPath, true},
+                                   {wire::kSchedulePath, false},
+                                   {wire::kResultPath, true},
+                                   {"/straggler/", true}};
+    for (const auto& route : routes) {
+      std::string id = id_after(path, route.prefix);
+      if (id.empty()) continue;
+      if (route.post ? !post : !get) {
+        return reply(error_reply(405, std::string(route.post ? "POST" : "GET") + " only: " +
+                                          method + " " + path));
+      }
+      Job* job = find(id);
+      if (!job) return reply(error_reply(404, "unknown job '" + id + "'"));
+      std::string prefix = route.prefix;
+      if (prefix == "/jobs/") return reply({200, job->status(true)});
+      if (prefix == wire::kSchedulePath) {
+        auto rank = query_int(t, "rank");
+        if (!rank) return reply(error_reply(422, "query 'rank': missing"));
+        return job->request_schedule(*rank, query_int(t, "round"),
+                                     [respond](const Reply& r) { respond(as_http(r)); });
+      }
+      json parsed = wire::parse_json(body);
+      if (prefix == wire::kRegisterRankPath) {
+        return reply(job->register_rank(wire::parse_rank_info(parsed), parsed));
+      }
+      if (prefix == wire::kResultPath) {
+        return reply(job->report_result(wire::parse_profiling_result(parsed), parsed));
+      }
+      return reply(job->report_straggler(parsed));
+    }
+    reply(error_reply(404, "no endpoint " + method + " " + path));
+  } catch (const Error& e) {
+    std::string what = e.what();
+    reply(error_reply(what.rfind("malformed JSON", 0) == 0 ? 400 : 422, what));
+  } catch (const std::exception& e) {
+    reply(error_reply(500, std::string("internal error: ") + e.what()));
+  }
+}
+
+}  // namespace perseus::server

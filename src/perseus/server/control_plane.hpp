@@ -1,0 +1,69 @@
+// The control plane's request handling (DESIGN section 7), independent of the HTTP transport:
+// routes each request to the job it names, answers now or (for the schedule barrier) later, and
+// owns the jobs and their store. Single-threaded: every call comes from the server's event loop.
+//
+// Endpoints (Zeus pipeline-frequency-optimizer protocol plus Perseus's own):
+//   POST /register_job, POST /register_rank/{id}, GET /schedule/{id}?rank=R[&round=K],
+//   POST /result/{id}, POST /straggler/{id}, GET /healthz, GET /jobs, GET /jobs/{id}, GET /
+// Errors are JSON {"detail": "one-line reason"} with a 4xx status (5xx: the job's scheduler
+// failed), and never take the server down.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "perseus/server/job.hpp"
+#include "perseus/server/store.hpp"
+
+namespace perseus::server {
+
+struct ServerSettings {
+  std::string store_path = ":memory:";
+  std::string scheduler;  // default scheduler for jobs that name none ("" = jobs must name one)
+  nlohmann::json scheduler_args = nlohmann::json::object();
+  std::filesystem::path output_dir = ".";  // schedulers write under output_dir/<job id>/
+};
+
+struct HttpAnswer {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+using HttpResponder = std::function<void(const HttpAnswer&)>;
+
+class ControlPlane {
+ public:
+  // Opens the store and restores every stored job. Throws perseus::Error for a bad store or
+  // settings (unknown default scheduler).
+  explicit ControlPlane(ServerSettings settings);
+
+  // Handles one request; `respond` is called exactly once, now or later.
+  void handle(const std::string& method, const std::string& target, const std::string& body,
+              HttpResponder respond);
+
+  std::size_t num_jobs() const { return jobs_.size(); }
+
+ private:
+  Reply register_job(const nlohmann::json& body);
+  Reply jobs_summary() const;
+  std::string status_page() const;
+  std::string new_job_id(const wire::JobInfo& info) const;
+  Job* find(const std::string& id);
+
+  ServerSettings settings_;
+  Store store_;
+  std::map<std::string, std::unique_ptr<Job>> jobs_;
+  std::vector<std::string> order_;  // job ids, oldest first
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+};
+
+// Whether `name` is a scheduler the server knows (names and the Zeus class-name aliases).
+bool known_scheduler(const std::string& name);
+
+}  // namespace perseus::server

@@ -1,0 +1,452 @@
+#include "perseus/server/job.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <set>
+
+#include "perseus/util/error.hpp"
+
+namespace perseus::server {
+namespace {
+
+using nlohmann::json;
+
+json stage_plan_to_json(const StagePlan& plan) {
+  json freqs = json::array();
+  for (const auto& [name, mhz] : plan.frequencies) freqs.push_back(json::array({name, mhz}));
+  json j = {{"frequencies", std::move(freqs)}};
+  if (plan.power_limit_w) j["power_limit_w"] = *plan.power_limit_w;
+  return j;
+}
+
+StagePlan stage_plan_from_json(const json& j) {
+  StagePlan plan;
+  for (const auto& pair : j.at("frequencies")) {
+    plan.frequencies.emplace_back(pair.at(0).get<std::string>(), pair.at(1).get<int>());
+  }
+  if (j.contains("power_limit_w")) plan.power_limit_w = j["power_limit_w"].get<double>();
+  return plan;
+}
+
+json stages_to_json(const std::vector<StagePlan>& stages) {
+  json out = json::array();
+  for (const auto& stage : stages) out.push_back(stage_plan_to_json(stage));
+  return out;
+}
+
+std::vector<StagePlan> stages_from_json(const json& j) {
+  std::vector<StagePlan> out;
+  for (const auto& stage : j) out.push_back(stage_plan_from_json(stage));
+  return out;
+}
+
+// Element-wise combination of equally indexed values of several ranks (shortest length wins).
+std::vector<double> combine(const std::vector<const std::vector<double>*>& lists,
+                            const std::function<double(double, double)>& op) {
+  std::size_t n = lists.front()->size();
+  for (const auto* list : lists) n = std::min(n, list->size());
+  std::vector<double> out(lists.front()->begin(), lists.front()->begin() + static_cast<long>(n));
+  for (std::size_t r = 1; r < lists.size(); ++r) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = op(out[i], (*lists[r])[i]);
+  }
+  return out;
+}
+
+using Breakdown = std::map<std::string, std::vector<std::vector<double>>>;
+
+Breakdown combine_breakdowns(const std::vector<const Breakdown*>& parts,
+                             const std::function<double(double, double)>& op) {
+  Breakdown out;
+  for (const auto& [name, first] : *parts.front()) {
+    std::size_t iterations = first.size();
+    for (const auto* part : parts) {
+      auto it = part->find(name);
+      iterations = it == part->end() ? 0 : std::min(iterations, it->second.size());
+    }
+    auto& rows = out[name];
+    for (std::size_t i = 0; i < iterations; ++i) {
+      std::vector<const std::vector<double>*> lists;
+      for (const auto* part : parts) lists.push_back(&part->at(name)[i]);
+      rows.push_back(combine(lists, op));
+    }
+  }
+  return out;
+}
+
+double max_of(double a, double b) { return std::max(a, b); }
+double sum_of(double a, double b) { return a + b; }
+
+// The stored JobInfo carries the assigned id, which a registration body must not.
+wire::JobInfo stored_info(const StoredJob& stored) {
+  json body = stored.info;
+  body["job_id"] = "";
+  return wire::parse_job_info(body);
+}
+
+double mean(const std::vector<double>& values) {
+  double sum = 0.0;
+  for (double v : values) sum += v;
+  return values.empty() ? 0.0 : sum / static_cast<double>(values.size());
+}
+
+}  // namespace
+
+Reply error_reply(int status, const std::string& detail) { return {status, {{"detail", detail}}}; }
+
+json round_to_json(const Round& round) {
+  json pipelines = json::object();
+  for (const auto& [dp, stages] : round.pipelines) {
+    pipelines[std::to_string(dp)] = stages_to_json(stages);
+  }
+  return {{"stages", stages_to_json(round.stages)},
+          {"pipelines", std::move(pipelines)},
+          {"done", round.done}};
+}
+
+Round round_from_json(const json& j) {
+  Round round;
+  round.stages = stages_from_json(j.at("stages"));
+  for (const auto& [dp, stages] : j.at("pipelines").items()) {
+    round.pipelines[std::stoi(dp)] = stages_from_json(stages);
+  }
+  round.done = j.at("done").get<bool>();
+  return round;
+}
+
+const StagePlan& plan_for(const Round& round, int dp_rank, int pp_rank) {
+  auto it = round.pipelines.find(dp_rank);
+  const auto& stages = it == round.pipelines.end() ? round.stages : it->second;
+  return stages.at(static_cast<std::size_t>(pp_rank));
+}
+
+Job::Job(Store& store, std::string job_id, wire::JobInfo info, std::filesystem::path output_dir,
+         bool)
+    : store_(store),
+      id_(std::move(job_id)),
+      info_(std::move(info)),
+      output_dir_(std::move(output_dir)),
+      ranks_(static_cast<std::size_t>(info_.world_size)),
+      rank_bodies_(ranks_.size()),
+      next_round_(ranks_.size(), 0) {
+  info_.job_id = id_;
+}
+
+Job::Job(Store& store, std::string job_id, const wire::JobInfo& info,
+         std::filesystem::path output_dir)
+    : Job(store, std::move(job_id), info, std::move(output_dir), true) {
+  store_.add_job(id_, wire::to_json(info_));
+}
+
+Job::Job(Store& store, const StoredJob& stored, std::filesystem::path output_dir)
+    : Job(store, stored.job_id, stored_info(stored), std::move(output_dir), true) {
+  restore_history(stored);
+}
+
+int Job::registered() const {
+  return static_cast<int>(std::count_if(ranks_.begin(), ranks_.end(),
+                                        [](const auto& r) { return r.has_value(); }));
+}
+
+std::string Job::state() const {
+  if (!error_.empty()) return "failed";
+  if (!scheduler_) return "registering";
+  bool finished = !rounds_.empty() && rounds_.back().done && released_.back();
+  return finished ? "done" : "running";
+}
+
+Reply Job::register_rank(const wire::RankInfo& rank, const json& body) {
+  if (rank.rank >= info_.world_size) {
+    return error_reply(400, "field 'rank': " + std::to_string(rank.rank) +
+                                " is out of range for world_size " +
+                                std::to_string(info_.world_size));
+  }
+  if (rank.pp_rank >= info_.pp_degree || rank.dp_rank >= info_.dp_degree ||
+      rank.tp_rank >= info_.tp_degree) {
+    return error_reply(400, "rank " + std::to_string(rank.rank) +
+                                ": pp_rank/dp_rank/tp_rank out of range for the job's degrees");
+  }
+  auto& slot = ranks_[static_cast<std::size_t>(rank.rank)];
+  if (slot) {
+    if (rank_bodies_[static_cast<std::size_t>(rank.rank)] == body) return {200, nullptr};
+    return error_reply(409, "rank " + std::to_string(rank.rank) + " of job " + id_ +
+                                " is already registered with different information");
+  }
+  store_.add_rank(id_, rank.rank, body);
+  slot = rank;
+  rank_bodies_[static_cast<std::size_t>(rank.rank)] = body;
+  if (registered() == info_.world_size && start_scheduler()) compute_round();
+  return {200, nullptr};
+}
+
+// Builds the scheduler once every rank registered; false when that failed.
+bool Job::start_scheduler() {
+  JobSpec spec;
+  spec.job_id = id_;
+  spec.pp_degree = info_.pp_degree;
+  spec.dp_degree = info_.dp_degree;
+  spec.tp_degree = info_.tp_degree;
+  spec.args = info_.scheduler_args.value_or(json::object());
+  spec.output_dir = output_dir_ / id_;
+  std::set<int> common(ranks_[0]->available_frequencies.begin(),
+                       ranks_[0]->available_frequencies.end());
+  for (const auto& rank : ranks_) {
+    std::set<int> mine(rank->available_frequencies.begin(), rank->available_frequencies.end());
+    std::set<int> both;
+    std::set_intersection(common.begin(), common.end(), mine.begin(), mine.end(),
+                          std::inserter(both, both.end()));
+    common = std::move(both);
+  }
+  spec.available_frequencies.assign(common.rbegin(), common.rend());
+  try {
+    if (spec.available_frequencies.empty()) throw Error("the ranks have no SM clock in common");
+    scheduler_ = make_scheduler(info_.scheduler.value_or(""), spec);
+  } catch (const std::exception& e) {
+    fail(std::string("scheduler '") + info_.scheduler.value_or("") + "' failed: " + e.what());
+    return false;
+  }
+  return true;
+}
+
+void Job::compute_round() {
+  Round round;
+  try {
+    round = scheduler_->next();
+    if (round.stages.size() != static_cast<std::size_t>(info_.pp_degree)) {
+      throw Error("returned plans for " + std::to_string(round.stages.size()) +
+                  " stages, the job has " + std::to_string(info_.pp_degree));
+    }
+  } catch (const std::exception& e) {
+    fail(std::string("scheduler '") + info_.scheduler.value_or("") + "' failed: " + e.what());
+    return;
+  }
+  int index = static_cast<int>(rounds_.size());
+  store_.add_round(id_, index, round_to_json(round));
+  rounds_.push_back(std::move(round));
+  released_.push_back(false);
+  results_.emplace_back(ranks_.size());
+  results_in_round_.push_back(0);
+  try_release(index);
+}
+
+void Job::try_release(int round) {
+  auto asked = asked_.find(round);
+  if (round >= static_cast<int>(rounds_.size()) || asked == asked_.end()) return;
+  if (std::count(asked->second.begin(), asked->second.end(), 1) < info_.world_size) return;
+  store_.mark_released(id_, round);
+  released_[static_cast<std::size_t>(round)] = true;
+  asked_.erase(asked);
+  auto waiting = std::move(waiters_[round]);
+  waiters_.erase(round);
+  for (auto& [rank, respond] : waiting) respond({200, wire::to_json(schedule_for(rank, round))});
+}
+
+void Job::fail(const std::string& message) {
+  error_ = message;
+  store_.set_error(id_, message);
+  auto waiting = std::move(waiters_);
+  waiters_.clear();
+  asked_.clear();
+  for (auto& [round, list] : waiting) {
+    for (auto& [rank, respond] : list) respond(error_reply(500, message));
+  }
+}
+
+wire::FrequencySchedule Job::schedule_for(int rank, int round) const {
+  const auto& info = *ranks_[static_cast<std::size_t>(rank)];
+  const Round& r = rounds_[static_cast<std::size_t>(round)];
+  const StagePlan& plan = plan_for(r, info.dp_rank, info.pp_rank);
+  return {rank, plan.frequencies, round, r.done, plan.power_limit_w};
+}
+
+void Job::request_schedule(int rank, std::optional<int> round, Responder respond) {
+  if (rank < 0 || rank >= info_.world_size) {
+    return respond(error_reply(400, "query 'rank': " + std::to_string(rank) +
+                                        " is out of range for world_size " +
+                                        std::to_string(info_.world_size)));
+  }
+  if (!error_.empty()) return respond(error_reply(500, error_));
+  if (!ranks_[static_cast<std::size_t>(rank)]) {
+    return respond(error_reply(409, "rank " + std::to_string(rank) + " of job " + id_ +
+                                        " has not registered"));
+  }
+  int r = round.value_or(next_round_[static_cast<std::size_t>(rank)]);
+  int computed = static_cast<int>(rounds_.size());
+  if (computed > 0 && rounds_.back().done && r >= computed) r = computed - 1;
+  if (r < computed && released_[static_cast<std::size_t>(r)]) {
+    return respond({200, wire::to_json(schedule_for(rank, r))});
+  }
+  if (r > computed) {
+    return respond(error_reply(409, "round " + std::to_string(r) + " is not the next round for rank " +
+                                        std::to_string(rank) + " (next: " +
+                                        std::to_string(computed) + ")"));
+  }
+  auto& asked = asked_[r];
+  asked.resize(ranks_.size(), 0);
+  asked[static_cast<std::size_t>(rank)] = 1;
+  waiters_[r].emplace_back(rank, std::move(respond));
+  try_release(r);
+}
+
+Reply Job::report_result(const wire::ProfilingResult& result, const json& body) {
+  if (result.rank >= info_.world_size) {
+    return error_reply(400, "field 'rank': " + std::to_string(result.rank) +
+                                " is out of range for world_size " +
+                                std::to_string(info_.world_size));
+  }
+  if (!error_.empty()) return error_reply(500, error_);
+  auto rank = static_cast<std::size_t>(result.rank);
+  int r = result.round.value_or(next_round_[rank]);
+  if (r >= static_cast<int>(rounds_.size()) || !released_[static_cast<std::size_t>(r)]) {
+    return error_reply(409, "round " + std::to_string(r) + " has not been served to rank " +
+                                std::to_string(result.rank));
+  }
+  auto& slot = results_[static_cast<std::size_t>(r)][rank];
+  if (slot) return {200, nullptr};  // a retry of an acknowledged report
+  store_.add_result(id_, r, result.rank, body);
+  slot = result;
+  next_round_[rank] = std::max(next_round_[rank], r + 1);
+  if (++results_in_round_[static_cast<std::size_t>(r)] == info_.world_size) finish_round(r);
+  return {200, nullptr};
+}
+
+// Every rank reported round `round`: the scheduler observes it and plans the next one.
+void Job::finish_round(int round) {
+  if (rounds_[static_cast<std::size_t>(round)].done ||
+      round + 1 != static_cast<int>(rounds_.size())) {
+    return;
+  }
+  try {
+    scheduler_->observe(aggregate(round));
+  } catch (const std::exception& e) {
+    fail(std::string("scheduler '") + info_.scheduler.value_or("") + "' failed: " + e.what());
+    return;
+  }
+  compute_round();
+}
+
+std::vector<StageResult> Job::aggregate(int round) const {
+  std::vector<StageResult> out(static_cast<std::size_t>(info_.pp_degree));
+  for (int stage = 0; stage < info_.pp_degree; ++stage) {
+    std::vector<const std::vector<double>*> times, energies;
+    std::vector<const Breakdown*> time_parts, energy_parts;
+    for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
+      if (ranks_[rank]->pp_rank != stage) continue;
+      const auto& result = *results_[static_cast<std::size_t>(round)][rank];
+      times.push_back(&result.iter_time);
+      energies.push_back(&result.iter_energy);
+      time_parts.push_back(&result.time_breakdown);
+      energy_parts.push_back(&result.energy_breakdown);
+    }
+    auto& agg = out[static_cast<std::size_t>(stage)];
+    agg.iter_time = combine(times, max_of);
+    agg.iter_energy = combine(energies, sum_of);
+    agg.time_breakdown = combine_breakdowns(time_parts, max_of);
+    agg.energy_breakdown = combine_breakdowns(energy_parts, sum_of);
+  }
+  return out;
+}
+
+Reply Job::report_straggler(const json& report) {
+  if (!error_.empty()) return error_reply(500, error_);
+  if (!scheduler_ || rounds_.empty()) {
+    return error_reply(409, "job " + id_ + " has not started: not every rank has registered");
+  }
+  try {
+    scheduler_->report_straggler(report);
+  } catch (const std::exception& e) {
+    return error_reply(400, e.what());
+  }
+  store_.add_straggler(id_, static_cast<int>(rounds_.size()) - 1, report);
+  return {200, nullptr};
+}
+
+// Replays the stored history: the same scheduler calls in the same order as the original
+// process made, serving the stored rounds (not recomputed ones) to the ranks.
+void Job::restore_history(const StoredJob& stored) {
+  for (const auto& body : stored.ranks) {
+    auto rank = wire::parse_rank_info(body);
+    ranks_[static_cast<std::size_t>(rank.rank)] = rank;
+    rank_bodies_[static_cast<std::size_t>(rank.rank)] = body;
+  }
+  error_ = stored.error;
+  if (!error_.empty() || registered() < info_.world_size || !start_scheduler()) return;
+  for (std::size_t r = 0; r < stored.rounds.size() && error_.empty(); ++r) {
+    if (!replay_round(stored, r)) return;
+  }
+  if (rounds_.empty()) compute_round();
+}
+
+// Replays round r; false when the scheduler failed.
+bool Job::replay_round(const StoredJob& stored, std::size_t r) {
+  try {
+    scheduler_->next();
+    for (const auto& [round, report] : stored.stragglers) {
+      if (round == static_cast<int>(r)) scheduler_->report_straggler(report);
+    }
+  } catch (const std::exception& e) {
+    fail("replaying round " + std::to_string(r) + ": " + e.what());
+    return false;
+  }
+  rounds_.push_back(round_from_json(stored.rounds[r]));
+  released_.push_back(stored.released[r]);
+  results_.emplace_back(ranks_.size());
+  results_in_round_.push_back(0);
+  if (r >= stored.results.size()) return true;
+  for (const auto& body : stored.results[r]) {
+    auto result = wire::parse_profiling_result(body);
+    results_[r][static_cast<std::size_t>(result.rank)] = result;
+    auto& next = next_round_[static_cast<std::size_t>(result.rank)];
+    next = std::max(next, static_cast<int>(r) + 1);
+    ++results_in_round_[r];
+  }
+  bool complete = results_in_round_[r] == info_.world_size && !rounds_[r].done;
+  if (!complete) return true;
+  if (r + 1 == stored.rounds.size()) {
+    finish_round(static_cast<int>(r));  // it crashed before planning the next round
+    return error_.empty();
+  }
+  try {
+    scheduler_->observe(aggregate(static_cast<int>(r)));
+  } catch (const std::exception& e) {
+    fail("replaying round " + std::to_string(r) + ": " + e.what());
+    return false;
+  }
+  return true;
+}
+
+json Job::status(bool detailed) const {
+  json j = {{"job_id", id_},
+            {"state", state()},
+            {"scheduler", info_.scheduler.value_or("")},
+            {"world_size", info_.world_size},
+            {"pp_degree", info_.pp_degree},
+            {"dp_degree", info_.dp_degree},
+            {"tp_degree", info_.tp_degree},
+            {"ranks_registered", registered()},
+            {"round", static_cast<int>(rounds_.size()) - 1}};
+  if (!error_.empty()) j["error"] = error_;
+  if (!detailed) return j;
+  j["job_metadata"] = info_.job_metadata ? json(*info_.job_metadata) : json(nullptr);
+  j["scheduler_args"] = info_.scheduler_args.value_or(json::object());
+  if (!rounds_.empty()) {
+    std::size_t current = rounds_.size() - 1;
+    j["released"] = static_cast<bool>(released_[current]);
+    j["results_in_round"] = results_in_round_[current];
+    j["current_plan"] = round_to_json(rounds_[current]);
+  }
+  for (std::size_t r = rounds_.size(); r-- > 0;) {
+    if (results_in_round_[r] < info_.world_size) continue;
+    json stages = json::array();
+    for (const auto& stage : aggregate(static_cast<int>(r))) {
+      stages.push_back({{"iterations", stage.iter_time.size()},
+                        {"mean_time_s", mean(stage.iter_time)},
+                        {"mean_energy_j", mean(stage.iter_energy)}});
+    }
+    j["last_results"] = {{"round", r}, {"stages", std::move(stages)}};
+    break;
+  }
+  if (scheduler_) j["scheduler_status"] = scheduler_->status();
+  return j;
+}
+
+}  // namespace perseus::server

@@ -1,0 +1,96 @@
+// One training job on the control-plane server (DESIGN section 7): its ranks, the schedule
+// barrier, the rounds of plans its scheduler produced and the results the ranks reported. Pure
+// state logic on the server's single event-loop thread; persistence goes through the Store before
+// any reply, and a job rebuilt from the store (restore) continues where the old process stopped.
+//
+// Rounds: the scheduler's round k is released to the ranks once every rank has asked for it
+// (GET /schedule?round=k, the barrier); when every rank has reported its results for round k, the
+// job aggregates them per stage (max time, summed energy), lets the scheduler observe them and
+// computes round k+1. A request without `round` means the rank's next round: one past the last
+// round it reported.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "perseus/server/scheduler.hpp"
+#include "perseus/server/store.hpp"
+#include "perseus/wire/protocol.hpp"
+
+namespace perseus::server {
+
+// An HTTP answer: status code and JSON body (errors: {"detail": "one-line reason"}).
+struct Reply {
+  int status = 200;
+  nlohmann::json body;
+};
+Reply error_reply(int status, const std::string& detail);
+
+// A round as stored and shown: {"stages": [{"frequencies": [[name, MHz], ...],
+// "power_limit_w": W}, ...], "pipelines": {"dp": [...]}, "done": bool}.
+nlohmann::json round_to_json(const Round& round);
+Round round_from_json(const nlohmann::json& j);
+// The plan one rank runs: its pipeline's override if there is one, else its stage's plan.
+const StagePlan& plan_for(const Round& round, int dp_rank, int pp_rank);
+
+// Called exactly once with the answer to a deferred request.
+using Responder = std::function<void(const Reply&)>;
+
+class Job {
+ public:
+  // A new job; stores it. `scheduler` and `args` are the effective scheduler for this job.
+  Job(Store& store, std::string job_id, const wire::JobInfo& info, std::filesystem::path output_dir);
+  // Rebuilds a stored job by replaying its history through a fresh scheduler.
+  Job(Store& store, const StoredJob& stored, std::filesystem::path output_dir);
+
+  Reply register_rank(const wire::RankInfo& rank, const nlohmann::json& body);
+  // Answers now or later (barrier); `respond` is called exactly once.
+  void request_schedule(int rank, std::optional<int> round, Responder respond);
+  Reply report_result(const wire::ProfilingResult& result, const nlohmann::json& body);
+  Reply report_straggler(const nlohmann::json& report);
+
+  const std::string& id() const { return id_; }
+  // Summary (detailed=false) or everything GET /jobs/{id} shows.
+  nlohmann::json status(bool detailed) const;
+  // "registering", "running", "done" or "failed".
+  std::string state() const;
+
+ private:
+  Job(Store& store, std::string job_id, wire::JobInfo info, std::filesystem::path output_dir,
+      bool);
+  bool start_scheduler();
+  bool replay_round(const StoredJob& stored, std::size_t r);
+  void compute_round();
+  void finish_round(int round);
+  void try_release(int round);
+  void fail(const std::string& message);
+  void restore_history(const StoredJob& stored);
+  wire::FrequencySchedule schedule_for(int rank, int round) const;
+  std::vector<StageResult> aggregate(int round) const;
+  int registered() const;
+
+  Store& store_;
+  std::string id_;
+  wire::JobInfo info_;
+  std::filesystem::path output_dir_;
+  std::vector<std::optional<wire::RankInfo>> ranks_;
+  std::vector<nlohmann::json> rank_bodies_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::vector<Round> rounds_;
+  std::vector<bool> released_;
+  std::vector<std::vector<std::optional<wire::ProfilingResult>>> results_;  // [round][rank]
+  std::vector<int> results_in_round_;
+  std::vector<int> next_round_;  // per rank: one past its last reported round
+  std::map<int, std::vector<std::pair<int, Responder>>> waiters_;  // round -> (rank, reply)
+  std::map<int, std::vector<char>> asked_;
+  std::string error_;
+};
+
+}  // namespace perseus::server

@@ -1,0 +1,81 @@
+#include "perseus/server/status_page.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+namespace perseus::server {
+namespace {
+
+std::string escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string fixed(double value, int digits) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
+  return buffer;
+}
+
+// "time s / energy J" of the last complete round, summed over stages for energy.
+std::string last_results(const nlohmann::json& job) {
+  if (!job.contains("last_results")) return "&ndash;";
+  double time = 0.0, energy = 0.0;
+  for (const auto& stage : job["last_results"]["stages"]) {
+    time = std::max(time, stage["mean_time_s"].get<double>());
+    energy += stage["mean_energy_j"].get<double>();
+  }
+  return "round " + job["last_results"]["round"].dump() + ": " + fixed(time, 4) + " s, " +
+         fixed(energy, 1) + " J";
+}
+
+constexpr const char* kStyle = R"css(
+body { font-family: "DejaVu Sans", sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; }
+th, td { border-bottom: 1px solid #ddd; padding: 0.35em 0.8em; text-align: left; }
+th { background: #f3f3f3; }
+.failed { color: #b00020; } .done { color: #1b5e20; } .running { color: #0d47a1; }
+code { font-size: 0.9em; }
+)css";
+
+}  // namespace
+
+std::string render_status_page(const std::vector<nlohmann::json>& jobs, double uptime_s) {
+  std::ostringstream html;
+  html << "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+       << "<meta http-equiv=\"refresh\" content=\"5\"><title>Perseus control plane</title>"
+       << "<style>" << kStyle << "</style></head><body>"
+       << "<h1>Perseus control plane</h1><p>" << jobs.size() << " job(s), up "
+       << fixed(uptime_s, 0) << " s. JSON: <a href=\"/jobs\">/jobs</a>, "
+       << "<a href=\"/healthz\">/healthz</a>.</p>";
+  if (jobs.empty()) {
+    html << "<p>No jobs yet.</p>";
+  } else {
+    html << "<table><thead><tr><th>job</th><th>state</th><th>scheduler</th><th>ranks</th>"
+         << "<th>round</th><th>last results</th></tr></thead><tbody>";
+    for (const auto& job : jobs) {
+      std::string id = job["job_id"].get<std::string>();
+      std::string state = job["state"].get<std::string>();
+      html << "<tr><td><a href=\"/jobs/" << escape(id) << "\"><code>" << escape(id)
+           << "</code></a></td><td class=\"" << state << "\">" << state;
+      if (job.contains("error")) html << ": " << escape(job["error"].get<std::string>());
+      html << "</td><td>" << escape(job["scheduler"].get<std::string>()) << "</td><td>"
+           << job["ranks_registered"].dump() << " / " << job["world_size"].dump() << "</td><td>"
+           << job["round"].dump() << "</td><td>" << last_results(job) << "</td></tr>";
+    }
+    html << "</tbody></table>";
+  }
+  html << "</body></html>\n";
+  return html.str();
+}
+
+}  // namespace perseus::server

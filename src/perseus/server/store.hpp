@@ -1,0 +1,63 @@
+// The server's persistent store (DESIGN section 7): jobs, ranks, rounds (the plans served),
+// results and straggler reports in one SQLite file, so a server restarted on the same store
+// (even after SIGKILL) loses no job, plan or acknowledged result. Every write is committed before
+// the request that caused it is answered (WAL journal: a committed write survives a crash of the
+// process).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+struct sqlite3;
+
+namespace perseus::server {
+
+// One job as stored: everything needed to rebuild its state.
+struct StoredJob {
+  std::string job_id;
+  nlohmann::json info;            // wire::JobInfo as JSON (with the effective scheduler)
+  std::vector<nlohmann::json> ranks;  // wire::RankInfo bodies, in registration order
+  std::vector<nlohmann::json> rounds;  // per round: the Round as JSON
+  std::vector<bool> released;          // per round: its barrier was released to the ranks
+  // results[round] = ProfilingResult bodies of that round, in arrival order
+  std::vector<std::vector<nlohmann::json>> results;
+  // (round during which it arrived, report body), in arrival order
+  std::vector<std::pair<int, nlohmann::json>> stragglers;
+  std::string error;  // non-empty: the job failed with this message
+};
+
+class Store {
+ public:
+  // Opens (creating if needed) the store at `path`; ":memory:" for a throwaway store. Throws
+  // perseus::Error naming the file when it cannot be opened or is not a Perseus store.
+  explicit Store(const std::string& path);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  void add_job(const std::string& job_id, const nlohmann::json& info);
+  void add_rank(const std::string& job_id, int rank, const nlohmann::json& body);
+  void add_round(const std::string& job_id, int round, const nlohmann::json& plans);
+  void mark_released(const std::string& job_id, int round);
+  void add_result(const std::string& job_id, int round, int rank, const nlohmann::json& body);
+  void add_straggler(const std::string& job_id, int round, const nlohmann::json& body);
+  void set_error(const std::string& job_id, const std::string& error);
+
+  bool has_job(const std::string& job_id) const;
+  // Every job, oldest first.
+  std::vector<StoredJob> load() const;
+  // One job; throws perseus::Error when it is not in the store.
+  StoredJob load(const std::string& job_id) const;
+
+ private:
+  void exec(const std::string& sql) const;
+  void write(const char* sql, const std::vector<std::string>& text, const std::vector<long>& ints);
+  std::vector<StoredJob> load_where(const std::string& job_id) const;
+  std::string path_;
+  sqlite3* db_ = nullptr;
+};
+
+}  // namespace perseus::server
