@@ -1,0 +1,137 @@
+"""Fixtures for the control-plane server tests: a real `perseus serve` process on loopback.
+
+Run with Debian's /usr/bin/python3 -m pytest; PERSEUS_BIN names the perseus binary."""
+import json
+import os
+import re
+import socket
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+
+PERSEUS = os.environ.get("PERSEUS_BIN", "perseus")
+
+
+class Server:
+    """One `perseus serve` process; kill() and start() again reuse the same store."""
+
+    def __init__(self, workdir, scheduler=None, scheduler_args=None):
+        self.workdir = workdir
+        self.store = str(workdir / "store.sqlite")
+        self.args = [PERSEUS, "serve", "--port", "0", "--store", self.store,
+                     "--output-dir", str(workdir / "out")]
+        if scheduler:
+            self.args += ["--scheduler", scheduler,
+                          "--scheduler-args", json.dumps(scheduler_args or {})]
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, cwd=self.workdir)
+        line = self.proc.stdout.readline()
+        match = re.search(r"listening on (http://[\d.]+:(\d+))", line)
+        assert match, f"server did not start: {line!r} {self.proc.stderr.read()}"
+        self.url, self.port = match.group(1), int(match.group(2))
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def request(self, method, path, body=None, raw=None, timeout=30):
+        """(status, parsed JSON body or text) of one request."""
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                status, text = resp.status, resp.read().decode()
+                ctype = resp.headers.get("Content-Type", "")
+        except urllib.error.HTTPError as err:
+            status, text = err.code, err.read().decode()
+            ctype = err.headers.get("Content-Type", "")
+        return status, (json.loads(text) if "json" in ctype else text)
+
+    def post(self, path, body=None, raw=None):
+        return self.request("POST", path, body, raw)
+
+    def get(self, path, timeout=30):
+        return self.request("GET", path, timeout=timeout)
+
+    # Zeus client bodies (pydantic .dict() of JobInfo and RankInfo).
+    def register_job(self, pp, dp=1, tp=1, metadata=None, **extra):
+        body = {"job_id": "", "pp_degree": pp, "dp_degree": dp, "tp_degree": tp,
+                "world_size": pp * dp * tp, "job_metadata": metadata, **extra}
+        status, job_id = self.post("/register_job", body)
+        assert status == 200, job_id
+        return job_id
+
+    def register_ranks(self, job_id, pp, dp=1, tp=1, freqs=(1410, 1395, 1380)):
+        for rank in range(pp * dp * tp):
+            body = rank_info(rank, pp, dp, tp, freqs)
+            status, answer = self.post(f"/register_rank/{job_id}", body)
+            assert status == 200, answer
+
+    def schedules(self, job_id, ranks, round_=None):
+        """Every rank asks for its schedule at once (threads); returns {rank: (status, body)}."""
+        out = {}
+
+        def ask(rank):
+            query = f"?rank={rank}" + ("" if round_ is None else f"&round={round_}")
+            out[rank] = self.get(f"/schedule/{job_id}{query}")
+
+        threads = [threading.Thread(target=ask, args=(r,)) for r in ranks]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        return out
+
+
+def rank_info(rank, pp, dp=1, tp=1, freqs=(1410, 1395, 1380)):
+    # Megatron order: tp fastest, then dp, then pp.
+    return {"rank": rank, "dp_rank": (rank // tp) % dp, "pp_rank": rank // (tp * dp),
+            "tp_rank": rank % tp, "available_frequencies": list(freqs)}
+
+
+def result_body(rank, instructions, seconds=0.1, joules=30.0, iterations=2, round_=None):
+    """A ProfilingResult as the Zeus client sends it (plus `round` when given)."""
+    breakdown_t = {name: [[seconds] * instructions.count(name)] * iterations
+                   for name in set(instructions)}
+    breakdown_e = {name: [[joules] * instructions.count(name)] * iterations
+                   for name in set(instructions)}
+    body = {"rank": rank, "iter_time": [seconds * len(instructions) + 0.05] * iterations,
+            "iter_energy": [joules * len(instructions) + 5.0] * iterations,
+            "time_breakdown": breakdown_t, "energy_breakdown": breakdown_e}
+    if round_ is not None:
+        body["round"] = round_
+    return body
+
+
+def raw_request(port, text):
+    """Sends raw bytes on a fresh connection; returns the socket (not yet read)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(text.encode())
+    return sock
+
+
+@pytest.fixture
+def server_factory(tmp_path):
+    servers = []
+
+    def make(scheduler=None, scheduler_args=None, name="server"):
+        workdir = tmp_path / name
+        workdir.mkdir(exist_ok=True)
+        servers.append(Server(workdir, scheduler, scheduler_args))
+        return servers[-1]
+
+    yield make
+    for s in servers:
+        if s.alive():
+            s.kill()
