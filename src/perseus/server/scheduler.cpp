@@ -1,20 +1,56 @@
 #include "perseus/server/scheduler.hpp"
 
+#include <utility>
+
+#include "perseus/server/schedulers/schedulers.hpp"
 #include "perseus/util/error.hpp"
 
 namespace perseus::server {
+
+namespace {
+
+using Factory = std::unique_ptr<Scheduler> (*)(const JobSpec&);
+
+// Canonical names first (the order scheduler_names() lists), then the Zeus class-name aliases.
+const std::vector<std::pair<std::string, Factory>>& registry() {
+  static const std::vector<std::pair<std::string, Factory>> entries = {
+      {"point-solution", schedulers::make_point_solution},
+      {"profiler", schedulers::make_profiler},
+      {"frontier", schedulers::make_frontier},
+      {"all-max", schedulers::make_all_max},
+      {"zeus-global", schedulers::make_zeus_global},
+      {"zeus-per-stage", schedulers::make_zeus_per_stage},
+      {"PointSolution", schedulers::make_point_solution},
+      {"InstructionProfiler", schedulers::make_profiler},
+  };
+  return entries;
+}
+
+constexpr std::size_t kCanonical = 6;
+
+}  // namespace
 
 void Scheduler::report_straggler(const nlohmann::json& /*report*/) {
   throw Error("this job's scheduler does not take straggler reports");
 }
 
 const std::vector<std::string>& scheduler_names() {
-  static const std::vector<std::string> names;  // filled in as schedulers land
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < kCanonical; ++i) out.push_back(registry()[i].first);
+    return out;
+  }();
   return names;
 }
 
-std::unique_ptr<Scheduler> make_scheduler(const std::string& name, const JobSpec& /*job*/) {
-  throw Error("unknown scheduler '" + name + "'");
+std::unique_ptr<Scheduler> make_scheduler(const std::string& name, const JobSpec& job) {
+  for (const auto& [known, factory] : registry()) {
+    if (known == name) return factory(job);
+  }
+  std::string list;
+  for (const auto& n : scheduler_names()) list += (list.empty() ? "" : ", ") + n;
+  throw Error("unknown scheduler '" + name + "' (expected one of " + list +
+              "; aliases PointSolution, InstructionProfiler)");
 }
 
 }  // namespace perseus::server

@@ -1,0 +1,258 @@
+// Pieces shared by the built-in schedulers: argument readers, instruction order, uniform plans
+// and window statistics.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <set>
+#include <utility>
+
+#include "perseus/server/schedulers/schedulers.hpp"
+#include "perseus/util/error.hpp"
+
+namespace perseus::server::schedulers {
+
+using nlohmann::json;
+
+namespace {
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+}  // namespace
+
+ArgReader::ArgReader(std::string context, const json& args, std::vector<std::string> known,
+                     std::string noun)
+    : context_(std::move(context)), noun_(std::move(noun)) {
+  args_ = args.is_null() ? json::object() : args;
+  if (!args_.is_object()) {
+    throw Error(context_ + ": " + noun_ + "s must be a JSON object, got " + args_.dump());
+  }
+  check_known(std::move(known));
+}
+
+ArgReader::ArgReader(const ArgReader& parent, const std::string& name,
+                     std::vector<std::string> known)
+    : context_(parent.context_), noun_(parent.noun_), prefix_(parent.prefix_ + name + ".") {
+  args_ = parent.at(name);
+  if (!args_.is_object()) parent.fail(name, "must be a JSON object, got " + args_.dump());
+  check_known(std::move(known));
+}
+
+void ArgReader::check_known(std::vector<std::string> known) const {
+  std::sort(known.begin(), known.end());
+  for (const auto& [name, value] : args_.items()) {
+    if (!std::binary_search(known.begin(), known.end(), name)) {
+      throw Error(context_ + ": unknown " + noun_ + " '" + prefix_ + name + "' (expected " +
+                  (known.empty() ? std::string("none") : "one of " + join(known)) + ")");
+    }
+  }
+}
+
+void ArgReader::fail(const std::string& name, const std::string& problem) const {
+  throw Error(context_ + ": " + noun_ + " '" + prefix_ + name + "' " + problem);
+}
+
+void ArgReader::rethrow(const std::string& name, const std::string& what) const {
+  throw Error(context_ + ": " + noun_ + " '" + prefix_ + name + "': " + what);
+}
+
+const json& ArgReader::at(const std::string& name) const {
+  auto it = args_.find(name);
+  if (it == args_.end()) fail(name, "is required");
+  return *it;
+}
+
+int ArgReader::integer(const std::string& name, int min, std::optional<int> fallback) const {
+  if (fallback && !has(name)) return *fallback;
+  const json& v = at(name);
+  const std::string requirement = "must be an integer >= " + std::to_string(min);
+  if (!v.is_number()) fail(name, requirement + ", got " + v.dump());
+  double d = v.get<double>();
+  if (d != std::floor(d) || d < min || d > INT_MAX) fail(name, requirement + ", got " + v.dump());
+  return static_cast<int>(d);
+}
+
+double ArgReader::number(const std::string& name, bool (*ok)(double),
+                         const std::string& requirement, std::optional<double> fallback) const {
+  if (fallback && !has(name)) return *fallback;
+  const json& v = at(name);
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || !ok(v.get<double>())) {
+    fail(name, "must be " + requirement + ", got " + v.dump());
+  }
+  return v.get<double>();
+}
+
+std::string ArgReader::text(const std::string& name, std::optional<std::string> fallback) const {
+  if (fallback && !has(name)) return *fallback;
+  const json& v = at(name);
+  if (!v.is_string() || v.get<std::string>().empty()) {
+    fail(name, "must be a non-empty string, got " + v.dump());
+  }
+  return v.get<std::string>();
+}
+
+ArgReader ArgReader::object(const std::string& name, std::vector<std::string> known) const {
+  return ArgReader(*this, name, std::move(known));
+}
+
+std::string context_of(const std::string& scheduler) {
+  return "scheduler '" + scheduler + "'";
+}
+
+const std::vector<std::string> kScheduleArgs = {"microbatches", "schedule"};
+
+std::vector<std::string> with_schedule_args(std::vector<std::string> known) {
+  known.insert(known.end(), kScheduleArgs.begin(), kScheduleArgs.end());
+  return known;
+}
+
+schedule::Schedule schedule_arg(const ArgReader& args, int stages) {
+  int microbatches = args.integer("microbatches", 1);
+  std::string name = args.text("schedule", "1f1b");
+  return args.naming("schedule",
+                     [&] { return schedule::make_schedule(name, stages, microbatches); });
+}
+
+std::vector<std::string> instruction_names(const schedule::Schedule& sched, int stage) {
+  std::set<std::string> names;
+  for (const auto& inst : sched.stages.at(static_cast<std::size_t>(stage))) {
+    names.insert(schedule::type_name(inst.type));
+  }
+  return {names.begin(), names.end()};
+}
+
+int max_clock(const std::string& context, const JobSpec& job) {
+  if (job.available_frequencies.empty()) {
+    throw Error(context + ": the job's ranks report no available frequencies");
+  }
+  return *std::max_element(job.available_frequencies.begin(), job.available_frequencies.end());
+}
+
+void check_clocks(const plan::FrequencyPlan& plan, const std::vector<int>& available,
+                  const std::string& where) {
+  std::vector<int> sorted = available;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t s = 0; s < plan.size(); ++s) {
+    for (std::size_t i = 0; i < plan[s].size(); ++i) {
+      if (!std::binary_search(sorted.begin(), sorted.end(), plan[s][i])) {
+        throw Error(where + ": stage " + std::to_string(s) + " position " + std::to_string(i) +
+                    ": clock " + std::to_string(plan[s][i]) +
+                    " MHz is not an available frequency of the job");
+      }
+    }
+  }
+}
+
+std::vector<StagePlan> stage_plans(const schedule::Schedule& sched, const plan::FrequencyPlan& p) {
+  plan::check_plan_shape(p, sched, "");
+  std::vector<StagePlan> out(sched.stages.size());
+  for (std::size_t s = 0; s < sched.stages.size(); ++s) {
+    for (std::size_t i = 0; i < sched.stages[s].size(); ++i) {
+      out[s].frequencies.emplace_back(schedule::type_name(sched.stages[s][i].type), p[s][i]);
+    }
+  }
+  return out;
+}
+
+std::vector<StagePlan> uniform_plans(const schedule::Schedule& sched, int mhz) {
+  return stage_plans(sched,
+                     plan::plan_per_instruction(sched, [&](int, const auto&) { return mhz; }));
+}
+
+std::filesystem::path output_path(const JobSpec& job, const std::string& path) {
+  std::filesystem::path p(path);
+  return p.is_absolute() ? p : job.output_dir / p;
+}
+
+void check_results(const std::string& context, const std::vector<StageResult>& results,
+                   int stages) {
+  if (results.size() != static_cast<std::size_t>(stages)) {
+    throw Error(context + ": got results for " + std::to_string(results.size()) +
+                " stages, expected " + std::to_string(stages));
+  }
+}
+
+namespace {
+
+using Breakdown = std::map<std::string, std::vector<std::vector<double>>>;
+
+const std::vector<std::vector<double>>& breakdown_of(const std::string& where,
+                                                     const Breakdown& breakdown, const char* kind,
+                                                     const std::string& instruction,
+                                                     std::size_t iterations) {
+  auto it = breakdown.find(instruction);
+  if (it == breakdown.end()) {
+    throw Error(where + ": no " + kind + " for instruction '" + instruction + "'");
+  }
+  if (it->second.size() != iterations) {
+    throw Error(where + ": " + kind + " of instruction '" + instruction + "' has " +
+                std::to_string(it->second.size()) + " iterations, expected " +
+                std::to_string(iterations));
+  }
+  return it->second;
+}
+
+// Adds one instruction's occurrences over iterations [first, end) to `window`.
+void add_instruction(const std::string& where, const StageResult& r, const std::string& instruction,
+                     std::size_t first, StageWindow& window) {
+  std::size_t n = r.iter_time.size();
+  const auto& times = breakdown_of(where, r.time_breakdown, "time_breakdown", instruction, n);
+  const auto& energies =
+      breakdown_of(where, r.energy_breakdown, "energy_breakdown", instruction, n);
+  double time = 0.0, energy = 0.0;
+  std::size_t count = 0;
+  for (std::size_t k = first; k < n; ++k) {
+    if (times[k].size() != energies[k].size()) {
+      throw Error(where + ": instruction '" + instruction + "' iteration " + std::to_string(k) +
+                  " has " + std::to_string(times[k].size()) + " times but " +
+                  std::to_string(energies[k].size()) + " energies");
+    }
+    for (double t : times[k]) time += t;
+    for (double e : energies[k]) energy += e;
+    count += times[k].size();
+  }
+  if (count == 0) throw Error(where + ": no measurements of instruction '" + instruction + "'");
+  window.busy_time_s += time;
+  window.busy_energy_j += energy;
+  window.instructions[instruction] = {time / static_cast<double>(count),
+                                      energy / static_cast<double>(count)};
+}
+
+}  // namespace
+
+StageWindow summarize(const std::string& context, const StageResult& result, int stage,
+                      const std::vector<std::string>& instructions, std::size_t skip) {
+  const std::string where = context + ": stage " + std::to_string(stage);
+  std::size_t n = result.iter_time.size();
+  if (n == 0) throw Error(where + ": no iterations reported");
+  if (result.iter_energy.size() != n) {
+    throw Error(where + ": " + std::to_string(n) + " iteration times but " +
+                std::to_string(result.iter_energy.size()) + " iteration energies");
+  }
+  std::size_t first = std::min(skip, n - 1);
+  StageWindow window;
+  window.iterations = n - first;
+  for (std::size_t k = first; k < n; ++k) {
+    window.iter_time_s += result.iter_time[k];
+    window.iter_energy_j += result.iter_energy[k];
+  }
+  for (const auto& name : instructions) add_instruction(where, result, name, first, window);
+  return window;
+}
+
+std::vector<StageWindow> summarize_all(const std::string& context,
+                                       const std::vector<StageResult>& results,
+                                       const schedule::Schedule& sched, std::size_t skip) {
+  check_results(context, results, sched.num_stages);
+  std::vector<StageWindow> out;
+  for (int s = 0; s < sched.num_stages; ++s) {
+    out.push_back(summarize(context, results[static_cast<std::size_t>(s)], s,
+                            instruction_names(sched, s), skip));
+  }
+  return out;
+}
+
+}  // namespace perseus::server::schedulers

@@ -1,0 +1,158 @@
+// "frontier": serves one plan of a frontier directory written by `perseus plan` (the fastest,
+// the cheapest, the cheapest within a time target, or by index) and keeps serving rounds so it
+// can react to stragglers: a straggling data-parallel pipeline runs the fastest plan and every
+// other pipeline the cheapest plan that still finishes within the straggler's time.
+#include <algorithm>
+#include <map>
+
+#include "perseus/plan/frontier_store.hpp"
+#include "perseus/server/schedulers/schedulers.hpp"
+
+namespace perseus::server::schedulers {
+
+namespace {
+
+using nlohmann::json;
+
+bool positive(double v) {
+  return v > 0.0;
+}
+bool at_least_one(double v) {
+  return v >= 1.0;
+}
+
+class FrontierScheduler : public Scheduler {
+ public:
+  explicit FrontierScheduler(const JobSpec& job)
+      : context_(context_of("frontier")), dp_degree_(job.dp_degree) {
+    ArgReader args(context_, job.args, {"frontier", "target", "index"});
+    std::string dir = args.text("frontier");
+    frontier_ = args.naming("frontier", [&] { return plan::read_frontier(dir); });
+    if (frontier_.num_stages != job.pp_degree) {
+      throw Error(context_ + ": frontier " + dir + " has " + std::to_string(frontier_.num_stages) +
+                  " stages but the job has pp_degree " + std::to_string(job.pp_degree));
+    }
+    sched_ = schedule::make_schedule(frontier_.schedule, frontier_.num_stages,
+                                     frontier_.num_microbatches);
+    for (std::size_t i = 0; i < frontier_.plans.size(); ++i) {
+      check_clocks(frontier_.plans[i], job.available_frequencies,
+                   context_ + ": frontier " + dir + " plan " + std::to_string(i));
+    }
+    fastest_ = best(
+        [](const auto& r) { return std::make_pair(r.evaluated_time_s, r.evaluated_energy_j); });
+    base_ = others_ = choose(args);
+  }
+
+  Round next() override {
+    Round r;
+    r.stages = stage_plans(sched_, frontier_.plans[others_]);
+    for (const auto& [dp_rank, time] : stragglers_) {
+      r.pipelines[dp_rank] = stage_plans(sched_, frontier_.plans[fastest_]);
+    }
+    return r;
+  }
+
+  void observe(const std::vector<StageResult>& results) override {
+    check_results(context_, results, frontier_.num_stages);
+  }
+
+  void report_straggler(const json& report) override {
+    ArgReader r(context_ + ": straggler report", report, {"dp_rank", "time_s", "factor", "clear"},
+                "field");
+    int dp_rank = r.integer("dp_rank", 0);
+    if (dp_rank >= dp_degree_) {
+      r.fail("dp_rank", "must be < dp_degree " + std::to_string(dp_degree_) + ", got " +
+                            std::to_string(dp_rank));
+    }
+    if (r.has("time_s") + r.has("factor") + r.has("clear") != 1) {
+      throw Error(r.context() + ": give exactly one of 'time_s', 'factor' and 'clear'");
+    }
+    if (r.has("clear")) {
+      if (r.at("clear") != true) r.fail("clear", "must be true, got " + r.at("clear").dump());
+      stragglers_.erase(dp_rank);
+    } else if (r.has("time_s")) {
+      stragglers_[dp_rank] = r.number("time_s", positive, "a number of seconds > 0");
+    } else {
+      double factor = r.number("factor", at_least_one, "a number >= 1");
+      stragglers_[dp_rank] = factor * frontier_.rows[plan_of(dp_rank)].evaluated_time_s;
+    }
+    update();
+  }
+
+  json status() const override {
+    json stragglers = json::array();
+    for (const auto& [dp_rank, time] : stragglers_) {
+      stragglers.push_back({{"dp_rank", dp_rank}, {"time_s", time}, {"index", fastest_}});
+    }
+    json out = row_json(others_);
+    out["plans"] = frontier_.rows.size();
+    out["target_index"] = base_;
+    out["stragglers"] = std::move(stragglers);
+    return out;
+  }
+
+ private:
+  // The row minimizing key(row) (the first on ties).
+  template <typename Key>
+  std::size_t best(Key key) const {
+    const auto& rows = frontier_.rows;
+    auto it = std::min_element(rows.begin(), rows.end(),
+                               [&](const auto& a, const auto& b) { return key(a) < key(b); });
+    return static_cast<std::size_t>(it - rows.begin());
+  }
+
+  std::size_t choose(const ArgReader& args) const {
+    const std::size_t n = frontier_.rows.size();
+    if (args.has("index")) {
+      if (args.has("target")) args.fail("index", "and 'target' cannot both be given");
+      auto index = static_cast<std::size_t>(args.integer("index", 0));
+      if (index >= n) args.fail("index", "must be < " + std::to_string(n) + " (the plan count)");
+      return index;
+    }
+    const json target = args.has("target") ? args.at("target") : json("fastest");
+    if (target == "fastest") return fastest_;
+    if (target == "cheapest") {
+      return best(
+          [](const auto& r) { return std::make_pair(r.evaluated_energy_j, r.evaluated_time_s); });
+    }
+    if (!target.is_number()) {
+      args.fail("target", "must be \"fastest\", \"cheapest\" or a number of seconds > 0, got " +
+                              target.dump());
+    }
+    double seconds =
+        args.number("target", positive, "\"fastest\", \"cheapest\" or a number of seconds > 0");
+    return args.naming("target", [&] { return plan::select_by_time(frontier_, seconds); });
+  }
+
+  std::size_t plan_of(int dp_rank) const { return stragglers_.count(dp_rank) ? fastest_ : others_; }
+
+  // Non-straggling pipelines: the cheapest plan that finishes by the slowest straggler (never
+  // slower than the target plan, never more expensive than it).
+  void update() {
+    double time = frontier_.rows[base_].evaluated_time_s;
+    for (const auto& [dp_rank, t] : stragglers_) time = std::max(time, t);
+    others_ = stragglers_.empty() ? base_ : plan::select_by_time(frontier_, time);
+  }
+
+  json row_json(std::size_t i) const {
+    const auto& r = frontier_.rows[i];
+    return {{"index", i}, {"time_s", r.evaluated_time_s}, {"energy_j", r.evaluated_energy_j}};
+  }
+
+  std::string context_;
+  int dp_degree_ = 1;
+  plan::StoredFrontier frontier_;
+  schedule::Schedule sched_;
+  std::size_t fastest_ = 0;
+  std::size_t base_ = 0;              // the plan the target chose
+  std::size_t others_ = 0;            // the plan of the non-straggling pipelines
+  std::map<int, double> stragglers_;  // dp_rank -> its iteration time
+};
+
+}  // namespace
+
+std::unique_ptr<Scheduler> make_frontier(const JobSpec& job) {
+  return std::make_unique<FrontierScheduler>(job);
+}
+
+}  // namespace perseus::server::schedulers

@@ -1,0 +1,145 @@
+// "point-solution": runs given plans, one round each (a plan file, or every `*.json`/`*.py` plan
+// of a directory in name order), after optional all-max warm-up rounds; the last plan is final.
+#include <algorithm>
+#include <filesystem>
+
+#include "perseus/plan/plan_io.hpp"
+#include "perseus/server/schedulers/schedulers.hpp"
+
+namespace perseus::server::schedulers {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct PlanRound {
+  std::string source;
+  schedule::Schedule sched;
+  plan::FrequencyPlan clocks;
+};
+
+class PointSolution : public Scheduler {
+ public:
+  explicit PointSolution(const JobSpec& job) : context_(context_of("point-solution")) {
+    ArgReader args(context_, job.args, with_schedule_args({"solution_path", "warmup_rounds"}));
+    warmup_ = static_cast<std::size_t>(args.integer("warmup_rounds", 0, 0));
+    // Type-checked up front even when only JSON plans (which name their schedule) follow.
+    if (args.has("schedule")) args.text("schedule");
+    if (args.has("microbatches")) args.integer("microbatches", 1);
+    for (const auto& file : plan_files(args)) plans_.push_back(load(args, file, job));
+    if (warmup_ > 0) max_clock_ = max_clock(context_, job);
+  }
+
+  Round next() override {
+    Round r;
+    if (round_ < warmup_) {
+      r.stages = uniform_plans(plans_.front().sched, max_clock_);
+      return r;
+    }
+    r.stages = stage_plans(current().sched, current().clocks);
+    r.done = round_ + 1 >= rounds();
+    return r;
+  }
+
+  void observe(const std::vector<StageResult>& results) override {
+    check_results(context_, results, plans_.front().sched.num_stages);
+    if (round_ + 1 >= rounds()) throw Error(context_ + ": results after the final round");
+    ++round_;
+  }
+
+  nlohmann::json status() const override {
+    bool warming = round_ < warmup_;
+    return {{"round", round_},
+            {"rounds", rounds()},
+            {"warmup_rounds", warmup_},
+            {"plan", warming ? nlohmann::json(nullptr) : nlohmann::json(current().source)},
+            {"state", state()}};
+  }
+
+ private:
+  std::size_t rounds() const { return warmup_ + plans_.size(); }
+  const char* state() const {
+    if (round_ < warmup_) return "warmup";
+    return round_ + 1 >= rounds() ? "done" : "running";
+  }
+  // The plan of the current round (the first plan during warm-up).
+  const PlanRound& current() const {
+    return plans_[round_ < warmup_ ? 0 : std::min(round_ - warmup_, plans_.size() - 1)];
+  }
+
+  std::vector<fs::path> plan_files(const ArgReader& args) const {
+    fs::path path = args.text("solution_path");
+    std::error_code ec;
+    if (!fs::is_directory(path, ec)) {
+      if (!fs::exists(path, ec))
+        args.fail("solution_path", "names no file or directory: " + path.string());
+      return {path};
+    }
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::directory_iterator(path, ec)) {
+      auto ext = entry.path().extension();
+      if (entry.is_regular_file() && (ext == ".json" || ext == ".py"))
+        files.push_back(entry.path());
+    }
+    if (ec)
+      args.fail("solution_path", "cannot list directory " + path.string() + ": " + ec.message());
+    if (files.empty()) {
+      args.fail("solution_path",
+                "directory " + path.string() + " has no plan files (*.json, *.py)");
+    }
+    std::sort(files.begin(), files.end(),
+              [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
+    return files;
+  }
+
+  // The schedule of a plan: from the plan JSON, or from the arguments for a list literal.
+  schedule::Schedule schedule_of(const ArgReader& args, const plan::Plan& p,
+                                 const std::string& source, int stages) const {
+    if (p.num_microbatches == 0) {
+      if (!args.has("microbatches")) {
+        args.fail("microbatches", "is required for the list-literal plan " + source);
+      }
+      return schedule_arg(args, stages);
+    }
+    if (args.has("microbatches") && args.integer("microbatches", 1) != p.num_microbatches) {
+      args.fail("microbatches", "does not match plan " + source + " (" +
+                                    std::to_string(p.num_microbatches) + " microbatches)");
+    }
+    if (args.has("schedule") && args.text("schedule") != p.schedule) {
+      args.fail("schedule", "does not match plan " + source + " (schedule '" + p.schedule + "')");
+    }
+    try {
+      return schedule::make_schedule(p.schedule, stages, p.num_microbatches);
+    } catch (const Error& e) {
+      throw Error(context_ + ": " + source + ": " + e.what());
+    }
+  }
+
+  PlanRound load(const ArgReader& args, const fs::path& file, const JobSpec& job) const {
+    const std::string source = file.string();
+    plan::Plan p = args.naming("solution_path", [&] { return plan::read_plan_file(source); });
+    const std::string where = context_ + ": " + source;
+    if (p.num_stages != job.pp_degree) {
+      throw Error(where + ": plan has " + std::to_string(p.num_stages) +
+                  " stages but the job has pp_degree " + std::to_string(job.pp_degree));
+    }
+    PlanRound round{source, schedule_of(args, p, source, job.pp_degree), p.frequencies};
+    plan::check_plan_shape(round.clocks, round.sched, where);
+    check_clocks(round.clocks, job.available_frequencies, where);
+    return round;
+  }
+
+  std::string context_;
+  std::size_t warmup_ = 0;
+  int max_clock_ = 0;
+  std::vector<PlanRound> plans_;
+  std::size_t round_ = 0;  // the round next() serves
+};
+
+}  // namespace
+
+std::unique_ptr<Scheduler> make_point_solution(const JobSpec& job) {
+  return std::make_unique<PointSolution>(job);
+}
+
+}  // namespace perseus::server::schedulers

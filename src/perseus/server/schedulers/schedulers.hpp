@@ -1,0 +1,126 @@
+// Private to the server: the factories of the built-in schedulers (one .cpp each) and the pieces
+// they share (argument readers, instruction order, uniform plans, window statistics).
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "perseus/plan/evaluate.hpp"
+#include "perseus/schedule/schedule.hpp"
+#include "perseus/server/scheduler.hpp"
+#include "perseus/util/error.hpp"
+
+namespace perseus::server::schedulers {
+
+// Factories; each validates job.args and throws perseus::Error naming the bad argument.
+std::unique_ptr<Scheduler> make_point_solution(const JobSpec& job);
+std::unique_ptr<Scheduler> make_all_max(const JobSpec& job);
+std::unique_ptr<Scheduler> make_profiler(const JobSpec& job);
+std::unique_ptr<Scheduler> make_frontier(const JobSpec& job);
+std::unique_ptr<Scheduler> make_zeus_global(const JobSpec& job);
+std::unique_ptr<Scheduler> make_zeus_per_stage(const JobSpec& job);
+
+// Reads the fields of a JSON object with one-line errors: "<context>: <noun> 'name' must be ...".
+// The constructor rejects a non-object (null counts as empty) and names outside `known`.
+class ArgReader {
+ public:
+  ArgReader(std::string context, const nlohmann::json& args, std::vector<std::string> known,
+            std::string noun = "argument");
+
+  const std::string& context() const { return context_; }
+  bool has(const std::string& name) const { return args_.contains(name); }
+  // The raw value; throws "... is required" when absent.
+  const nlohmann::json& at(const std::string& name) const;
+  // An integer >= min; `fallback` when absent (required when there is no fallback).
+  int integer(const std::string& name, int min, std::optional<int> fallback = {}) const;
+  // A finite number satisfying `ok` (described by `requirement`, e.g. "a number > 0").
+  double number(const std::string& name, bool (*ok)(double), const std::string& requirement,
+                std::optional<double> fallback = {}) const;
+  std::string text(const std::string& name, std::optional<std::string> fallback = {}) const;
+  // A sub-object read with the same context; its fields are named "name.field".
+  ArgReader object(const std::string& name, std::vector<std::string> known) const;
+
+  [[noreturn]] void fail(const std::string& name, const std::string& problem) const;
+  // Runs f(); a perseus::Error it throws is rethrown prefixed with "<context>: <noun> 'name': ".
+  template <typename F>
+  auto naming(const std::string& name, F&& f) const -> decltype(f());
+
+ private:
+  ArgReader(const ArgReader& parent, const std::string& name, std::vector<std::string> known);
+  void check_known(std::vector<std::string> known) const;
+  [[noreturn]] void rethrow(const std::string& name, const std::string& what) const;
+
+  std::string context_, noun_, prefix_;
+  nlohmann::json args_;
+};
+
+template <typename F>
+auto ArgReader::naming(const std::string& name, F&& f) const -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    rethrow(name, e.what());
+  }
+}
+
+// "scheduler 'name'", the context of every message of that scheduler.
+std::string context_of(const std::string& scheduler);
+
+// The arguments "microbatches" (required) and "schedule" (default "1f1b") that name the
+// instruction order, and the schedule they give with `stages` stages.
+extern const std::vector<std::string> kScheduleArgs;
+std::vector<std::string> with_schedule_args(std::vector<std::string> known);
+schedule::Schedule schedule_arg(const ArgReader& args, int stages);
+
+// Distinct instruction names of one stage, sorted ("backward", "forward").
+std::vector<std::string> instruction_names(const schedule::Schedule& sched, int stage);
+
+// The highest available clock; throws when the job reports none.
+int max_clock(const std::string& context, const JobSpec& job);
+// Throws naming `where`, stage, position and clock when a clock is not available.
+void check_clocks(const plan::FrequencyPlan& plan, const std::vector<int>& available,
+                  const std::string& where);
+
+// Per-stage plans: the given clocks, or every instruction at `mhz`.
+std::vector<StagePlan> stage_plans(const schedule::Schedule& sched, const plan::FrequencyPlan& p);
+std::vector<StagePlan> uniform_plans(const schedule::Schedule& sched, int mhz);
+
+// Resolves a relative output path against the job's output directory.
+std::filesystem::path output_path(const JobSpec& job, const std::string& path);
+
+// Throws unless there is exactly one result per stage.
+void check_results(const std::string& context, const std::vector<StageResult>& results, int stages);
+
+// One stage's measurements over a window, without the first `skip` (warm-up) iterations; at
+// least one iteration is always kept.
+struct InstructionMean {
+  double time_s = 0.0;    // one occurrence
+  double energy_j = 0.0;  // one occurrence
+};
+struct StageWindow {
+  std::size_t iterations = 0;  // counted iterations
+  double iter_time_s = 0.0;    // sums over the counted iterations
+  double iter_energy_j = 0.0;
+  double busy_time_s = 0.0;  // the instructions' time and energy, summed the same way
+  double busy_energy_j = 0.0;
+  std::map<std::string, InstructionMean> instructions;
+
+  double mean_iter_time() const { return iter_time_s / static_cast<double>(iterations); }
+  double mean_iter_energy() const { return iter_energy_j / static_cast<double>(iterations); }
+  double mean_busy_time() const { return busy_time_s / static_cast<double>(iterations); }
+};
+// Throws naming context, stage and instruction when a breakdown is missing or malformed.
+StageWindow summarize(const std::string& context, const StageResult& result, int stage,
+                      const std::vector<std::string>& instructions, std::size_t skip);
+// summarize() for every stage, with each stage's instruction names from `sched`.
+std::vector<StageWindow> summarize_all(const std::string& context,
+                                       const std::vector<StageResult>& results,
+                                       const schedule::Schedule& sched, std::size_t skip);
+
+}  // namespace perseus::server::schedulers
