@@ -84,7 +84,9 @@ std::string sanitized(const std::string& text) {
   return out;
 }
 
-HttpAnswer as_http(const Reply& reply) { return {reply.status, "application/json", reply.body.dump()}; }
+HttpAnswer as_http(const Reply& reply) {
+  return {reply.status, "application/json", reply.text.empty() ? reply.body.dump() : reply.text};
+}
 
 }  // namespace
 

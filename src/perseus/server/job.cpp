@@ -231,13 +231,28 @@ void Job::compute_round() {
 void Job::try_release(int round) {
   auto asked = asked_.find(round);
   if (round >= static_cast<int>(rounds_.size()) || asked == asked_.end()) return;
-  if (std::count(asked->second.begin(), asked->second.end(), 1) < info_.world_size) return;
+  if (asked->second.count < info_.world_size) return;
   store_.mark_released(id_, round);
   released_[static_cast<std::size_t>(round)] = true;
   asked_.erase(asked);
   auto waiting = std::move(waiters_[round]);
   waiters_.erase(round);
-  for (auto& [rank, respond] : waiting) respond({200, wire::to_json(schedule_for(rank, round))});
+  std::map<const StagePlan*, std::string> cache;  // ranks of a stage share one plan
+  for (auto& [rank, respond] : waiting) respond({200, nullptr, schedule_text(rank, round, cache)});
+}
+
+std::string Job::schedule_text(int rank, int round,
+                               std::map<const StagePlan*, std::string>& cache) const {
+  const auto& info = *ranks_[static_cast<std::size_t>(rank)];
+  const StagePlan* plan = &plan_for(rounds_[static_cast<std::size_t>(round)], info.dp_rank,
+                                    info.pp_rank);
+  auto it = cache.find(plan);
+  if (it == cache.end()) {
+    json body = wire::to_json(schedule_for(rank, round));
+    body.erase("rank");
+    it = cache.emplace(plan, body.dump().substr(1)).first;  // without the opening brace
+  }
+  return "{\"rank\":" + std::to_string(rank) + "," + it->second;
 }
 
 void Job::fail(const std::string& message) {
@@ -280,9 +295,12 @@ void Job::request_schedule(int rank, std::optional<int> round, Responder respond
                                         std::to_string(rank) + " (next: " +
                                         std::to_string(computed) + ")"));
   }
-  auto& asked = asked_[r];
-  asked.resize(ranks_.size(), 0);
-  asked[static_cast<std::size_t>(rank)] = 1;
+  auto& barrier = asked_[r];
+  barrier.asked.resize(ranks_.size(), 0);
+  if (!barrier.asked[static_cast<std::size_t>(rank)]) {
+    barrier.asked[static_cast<std::size_t>(rank)] = 1;
+    ++barrier.count;
+  }
   waiters_[r].emplace_back(rank, std::move(respond));
   try_release(r);
 }

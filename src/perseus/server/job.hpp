@@ -28,8 +28,11 @@ namespace perseus::server {
 
 // An HTTP answer: status code and JSON body (errors: {"detail": "one-line reason"}).
 struct Reply {
-  int status = 200;
+  Reply(int s = 200, nlohmann::json b = nullptr, std::string t = "")
+      : status(s), body(std::move(b)), text(std::move(t)) {}
+  int status;
   nlohmann::json body;
+  std::string text;  // when not empty: the body, already serialized (used instead of `body`)
 };
 Reply error_reply(int status, const std::string& detail);
 
@@ -73,6 +76,9 @@ class Job {
   void fail(const std::string& message);
   void restore_history(const StoredJob& stored);
   wire::FrequencySchedule schedule_for(int rank, int round) const;
+  // The schedule answer of `rank` as JSON text; `cache` maps a plan to its serialized rest.
+  std::string schedule_text(int rank, int round,
+                            std::map<const StagePlan*, std::string>& cache) const;
   std::vector<StageResult> aggregate(int round) const;
   int registered() const;
 
@@ -89,7 +95,11 @@ class Job {
   std::vector<int> results_in_round_;
   std::vector<int> next_round_;  // per rank: one past its last reported round
   std::map<int, std::vector<std::pair<int, Responder>>> waiters_;  // round -> (rank, reply)
-  std::map<int, std::vector<char>> asked_;
+  struct Barrier {
+    std::vector<char> asked;  // per rank
+    int count = 0;
+  };
+  std::map<int, Barrier> asked_;  // round -> ranks that asked for it
   std::string error_;
 };
 

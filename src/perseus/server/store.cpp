@@ -93,12 +93,16 @@ Store::Store(const std::string& path) : path_(path) {
       throw Error("store " + path + " has format '" + get.text(0) + "', expected " + kFormat);
     }
   } catch (...) {
+    for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
     sqlite3_close(db_);
     throw;
   }
 }
 
-Store::~Store() { sqlite3_close(db_); }
+Store::~Store() {
+  for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
+  sqlite3_close(db_);
+}
 
 void Store::exec(const std::string& sql) const {
   char* message = nullptr;
@@ -110,13 +114,24 @@ void Store::exec(const std::string& sql) const {
 }
 
 // Binds the text parameters first (?1, ?2, ...), then the integers, and runs the statement.
+// Statements are prepared once and reused (writes are the server's hot path).
 void Store::write(const char* sql, const std::vector<std::string>& text,
                   const std::vector<long>& ints) {
-  Statement statement(db_, sql, path_);
+  auto& stmt = statements_[sql];
+  if (!stmt && sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr) != SQLITE_OK) {
+    throw Error("store " + path_ + ": prepare failed: " + sqlite3_errmsg(db_));
+  }
   int index = 1;
-  for (const auto& t : text) statement.bind(index++, t);
-  for (long v : ints) statement.bind(index++, v);
-  statement.step();
+  for (const auto& t : text) {
+    sqlite3_bind_text(stmt, index++, t.c_str(), static_cast<int>(t.size()), SQLITE_TRANSIENT);
+  }
+  for (long v : ints) sqlite3_bind_int64(stmt, index++, v);
+  int rc = sqlite3_step(stmt);
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  if (rc != SQLITE_DONE) {
+    throw Error("store " + path_ + ": write failed: " + sqlite3_errmsg(db_));
+  }
 }
 
 void Store::add_job(const std::string& job_id, const nlohmann::json& info) {

@@ -5,6 +5,7 @@
 // process).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace perseus::server {
 
@@ -58,6 +60,7 @@ class Store {
   std::vector<StoredJob> load_where(const std::string& job_id) const;
   std::string path_;
   sqlite3* db_ = nullptr;
+  std::map<const char*, sqlite3_stmt*> statements_;  // prepared writes, by SQL text address
 };
 
 }  // namespace perseus::server

@@ -1,0 +1,263 @@
+// Load generator for `perseus serve` (bench/server_load_bench.sh): simulates J jobs of N ranks
+// each, every rank on its own keep-alive connection, doing R rounds of "fetch schedule (the
+// barrier), report a result". One thread, asynchronous (Boost.Beast), so the generator itself
+// holds no thread per rank either.
+//
+// Barrier latency of a rank in a round: from the moment the job's last rank sent its schedule
+// request (the barrier could release) to the moment this rank has the answer. Round latency: the
+// largest barrier latency of the round. Prints percentiles and requests per second.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <utility>  // std::exchange, needed by Boost 1.74's asio/awaitable.hpp
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Settings {
+  std::string host = "127.0.0.1";
+  std::string port;
+  int jobs = 1, ranks = 8, rounds = 20, pp = 8, threads = 1;
+  std::string scheduler_args;  // per-job scheduler arguments (JSON), optional
+};
+
+struct JobState {
+  std::string id;
+  int ranks = 0;
+  std::vector<int> asked;             // per round: ranks that sent the request
+  std::vector<Clock::time_point> last_ask;  // per round: when the last one was sent
+  std::vector<std::vector<double>> answered;  // per round: answer time - last_ask, per rank
+};
+
+// Shared by the event-loop threads; each rank has one operation in flight at a time, so only
+// the job and global statistics need the lock.
+std::mutex lock;
+std::vector<double> all_latencies;
+std::vector<double> round_latencies;
+std::atomic<long> requests{0};
+std::atomic<int> failures{0};
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+class Rank : public std::enable_shared_from_this<Rank> {
+ public:
+  Rank(asio::io_context& io, const tcp::resolver::results_type& endpoints, JobState& job,
+       int rank, int rounds)
+      : stream_(io), endpoints_(endpoints), job_(job), rank_(rank), rounds_(rounds) {}
+
+  void start() {
+    stream_.async_connect(endpoints_, [self = shared_from_this()](beast::error_code ec,
+                                                                  const tcp::endpoint&) {
+      if (ec) return self->fail("connect", ec);
+      self->ask();
+    });
+  }
+
+ private:
+  void send(http::verb verb, const std::string& target, std::string body,
+            void (Rank::*next)()) {
+    request_ = {verb, target, 11};
+    request_.set(http::field::host, "load");
+    request_.set(http::field::content_type, "application/json");
+    request_.body() = std::move(body);
+    request_.prepare_payload();
+    http::async_write(stream_, request_, [self = shared_from_this(), next](beast::error_code ec,
+                                                                           std::size_t) {
+      if (ec) return self->fail("write", ec);
+      self->response_ = {};
+      http::async_read(self->stream_, self->buffer_, self->response_,
+                       [self, next](beast::error_code ec2, std::size_t) {
+                         if (ec2) return self->fail("read", ec2);
+                         ++requests;
+                         if (self->response_.result() != http::status::ok) {
+                           std::fprintf(stderr, "rank %d: HTTP %d: %s\n", self->rank_,
+                                        self->response_.result_int(),
+                                        self->response_.body().c_str());
+                           ++failures;
+                           return;
+                         }
+                         ((*self).*next)();
+                       });
+    });
+  }
+
+  void ask() {
+    auto r = static_cast<std::size_t>(round_);
+    {
+      std::lock_guard guard(lock);
+      if (++job_.asked[r] == job_.ranks) job_.last_ask[r] = Clock::now();
+    }
+    send(http::verb::get,
+         "/schedule/" + job_.id + "?rank=" + std::to_string(rank_) + "&round=" +
+             std::to_string(round_),
+         "", &Rank::on_schedule);
+  }
+
+  void on_schedule() {
+    auto r = static_cast<std::size_t>(round_);
+    auto now = Clock::now();
+    std::unique_lock guard(lock);
+    job_.answered[r].push_back(std::chrono::duration<double>(now - job_.last_ask[r]).count());
+    if (static_cast<int>(job_.answered[r].size()) == job_.ranks) {
+      round_latencies.push_back(*std::max_element(job_.answered[r].begin(),
+                                                  job_.answered[r].end()));
+      all_latencies.insert(all_latencies.end(), job_.answered[r].begin(),
+                           job_.answered[r].end());
+    }
+    guard.unlock();
+    std::string body = "{\"rank\":" + std::to_string(rank_) + ",\"round\":" +
+                       std::to_string(round_) +
+                       ",\"iter_time\":[1.0,1.0],\"iter_energy\":[400.0,400.0]}";
+    send(http::verb::post, "/result/" + job_.id, std::move(body), &Rank::on_result);
+  }
+
+  void on_result() {
+    if (++round_ < rounds_) ask();
+  }
+
+  void fail(const char* what, beast::error_code ec) {
+    std::fprintf(stderr, "rank %d: %s: %s\n", rank_, what, ec.message().c_str());
+    ++failures;
+  }
+
+  beast::tcp_stream stream_;
+  tcp::resolver::results_type endpoints_;
+  JobState& job_;
+  int rank_;
+  int rounds_;
+  int round_ = 0;
+  beast::flat_buffer buffer_;
+  http::request<http::string_body> request_;
+  http::response<http::string_body> response_;
+};
+
+// A blocking request on a fresh connection (setup: registration).
+std::string blocking(asio::io_context& io, const Settings& s, http::verb verb,
+                     const std::string& target, const std::string& body) {
+  tcp::resolver resolver(io);
+  beast::tcp_stream stream(io);
+  stream.connect(resolver.resolve(s.host, s.port));
+  http::request<http::string_body> req{verb, target, 11};
+  req.set(http::field::host, "load");
+  req.set(http::field::content_type, "application/json");
+  req.body() = body;
+  req.prepare_payload();
+  http::write(stream, req);
+  beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  http::read(stream, buffer, res);
+  if (res.result() != http::status::ok) {
+    std::fprintf(stderr, "%s: HTTP %d: %s\n", target.c_str(), res.result_int(), res.body().c_str());
+    std::exit(1);
+  }
+  return res.body();
+}
+
+double percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  auto index = static_cast<std::size_t>(p * static_cast<double>(values.size() - 1) + 0.5);
+  return values[index];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Settings s;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string key = argv[i], value = argv[i + 1];
+    if (key == "--port") s.port = value;
+    else if (key == "--jobs") s.jobs = std::atoi(value.c_str());
+    else if (key == "--ranks") s.ranks = std::atoi(value.c_str());
+    else if (key == "--rounds") s.rounds = std::atoi(value.c_str());
+    else if (key == "--pp") s.pp = std::atoi(value.c_str());
+    else if (key == "--threads") s.threads = std::max(1, std::atoi(value.c_str()));
+    else if (key == "--scheduler-args") s.scheduler_args = value;
+    else {
+      std::fprintf(stderr, "load_client: unknown option %s\n", key.c_str());
+      return 2;
+    }
+  }
+  if (s.port.empty() || s.jobs < 1 || s.ranks < 1 || s.rounds < 1 || s.pp < 1 ||
+      s.ranks % s.pp != 0) {
+    std::fprintf(stderr,
+                 "usage: load_client --port P [--jobs J] [--ranks N] [--pp S (divides N)] "
+                 "[--rounds R] [--threads T] [--scheduler-args JSON]\n");
+    return 2;
+  }
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+  asio::io_context io;
+  auto setup_start = Clock::now();
+  std::vector<JobState> jobs(static_cast<std::size_t>(s.jobs));
+  for (auto& job : jobs) {
+    int dp = s.ranks / s.pp;
+    std::string info = "{\"job_id\":\"\",\"pp_degree\":" + std::to_string(s.pp) +
+                       ",\"dp_degree\":" + std::to_string(dp) +
+                       ",\"tp_degree\":1,\"world_size\":" + std::to_string(s.ranks) +
+                       ",\"job_metadata\":\"load\"" +
+                       (s.scheduler_args.empty() ? "" : ",\"scheduler_args\":" + s.scheduler_args) +
+                       "}";
+    std::string id = blocking(io, s, http::verb::post, "/register_job", info);
+    job.id = id.substr(1, id.size() - 2);
+    job.ranks = s.ranks;
+    job.asked.assign(static_cast<std::size_t>(s.rounds), 0);
+    job.last_ask.resize(static_cast<std::size_t>(s.rounds));
+    job.answered.resize(static_cast<std::size_t>(s.rounds));
+    for (int r = 0; r < s.ranks; ++r) {
+      // Megatron order: data parallelism varies fastest, then pipeline stage.
+      std::string rank = "{\"rank\":" + std::to_string(r) + ",\"dp_rank\":" +
+                         std::to_string(r % dp) + ",\"pp_rank\":" + std::to_string(r / dp) +
+                         ",\"tp_rank\":0,\"available_frequencies\":[1410]}";
+      blocking(io, s, http::verb::post, "/register_rank/" + job.id, rank);
+    }
+  }
+  double setup_s = seconds_since(setup_start);
+  tcp::resolver resolver(io);
+  auto endpoints = resolver.resolve(s.host, s.port);
+  auto start = Clock::now();
+  for (auto& job : jobs) {
+    for (int r = 0; r < s.ranks; ++r) {
+      std::make_shared<Rank>(io, endpoints, job, r, s.rounds)->start();
+    }
+  }
+  // --threads event-loop threads (default 1: on a 2-core machine the server needs the other).
+  std::vector<std::thread> extra;
+  for (int t = 1; t < s.threads; ++t) extra.emplace_back([&io] { io.run(); });
+  io.run();
+  for (auto& t : extra) t.join();
+  double wall = seconds_since(start);
+  std::printf("jobs %d ranks_per_job %d rounds %d\n", s.jobs, s.ranks, s.rounds);
+  std::printf("registration_s %.3f\n", setup_s);
+  std::printf("run_s %.3f\n", wall);
+  std::printf("requests %ld\n", requests.load());
+  std::printf("requests_per_s %.0f\n", static_cast<double>(requests) / wall);
+  std::printf("barrier_latency_p50_ms %.2f\n", 1e3 * percentile(all_latencies, 0.50));
+  std::printf("barrier_latency_p99_ms %.2f\n", 1e3 * percentile(all_latencies, 0.99));
+  std::printf("round_latency_p50_ms %.2f\n", 1e3 * percentile(round_latencies, 0.50));
+  std::printf("round_latency_p99_ms %.2f\n", 1e3 * percentile(round_latencies, 0.99));
+  std::printf("failures %d\n", failures.load());
+  return failures == 0 && static_cast<int>(round_latencies.size()) == s.jobs * s.rounds ? 0 : 1;
+}

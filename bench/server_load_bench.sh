@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Load benchmark of the control-plane server on loopback (issue 4): one job with 4096 ranks
+# (8 stages x 512 pipelines) doing 20 schedule rounds, then 100 concurrent jobs of 8 ranks doing
+# 20 rounds each. Every rank has its own connection; each round is "fetch schedule (barrier),
+# report result". Prints barrier and round latency percentiles, requests per second and the
+# server's peak RSS. Target: p99 round latency under 100 ms at 4096 ranks.
+# Usage: bash bench/server_load_bench.sh [ranks=4096] [jobs=100]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bash "$root/scripts/build.sh" >/dev/null
+cmake --build "$root/build" --target perseus_load_client >/dev/null
+perseus=$root/build/src/perseus
+client=$root/build/bench/perseus_load_client
+ranks=${1:-4096}
+jobs=${2:-100}
+work=$(mktemp -d)
+trap 'kill $server_pid 2>/dev/null || true; rm -rf "$work"' EXIT
+
+# 20 rounds: 19 all-max warm-up rounds, then the plan (8 stages, 4 microbatches, 8 instructions).
+/usr/bin/python3 -c "print([[1410] * 8 for _ in range(8)])" > "$work/plan.py"
+args="{\"solution_path\": \"$work/plan.py\", \"microbatches\": 4, \"warmup_rounds\": 19}"
+
+run_scenario() {  # name, load client arguments...
+  local name=$1
+  shift
+  rm -f "$work"/store.sqlite*
+  "$perseus" serve --port 0 --store "$work/store.sqlite" --output-dir "$work/out" \
+    --scheduler point-solution --scheduler-args "$args" > "$work/server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 100); do grep -q listening "$work/server.log" && break; sleep 0.05; done
+  local port
+  port=$(sed -nE 's/.*:([0-9]+) .*/\1/p' "$work/server.log")
+  echo "== $name"
+  timeout 300 "$client" --port "$port" "$@"
+  echo "server_peak_rss_mb $(awk '/VmHWM/ {printf "%.1f", $2 / 1024}' /proc/$server_pid/status)"
+  kill $server_pid
+  wait $server_pid 2>/dev/null || true
+}
+
+run_scenario "one job, $ranks ranks" --jobs 1 --ranks "$ranks" --pp 8 --rounds 20
+run_scenario "$jobs concurrent jobs of 8 ranks" --jobs "$jobs" --ranks 8 --pp 8 --rounds 20
