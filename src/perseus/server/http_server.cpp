@@ -3,7 +3,6 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <chrono>
 #include <optional>
 
 #include "perseus/util/error.hpp"
@@ -16,13 +15,28 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
-constexpr auto kIdleTimeout = std::chrono::minutes(10);
-constexpr auto kWriteTimeout = std::chrono::seconds(60);
 constexpr std::uint64_t kBodyLimit = 64ull << 20;
 
+// The whole response as bytes: status line, headers, body. Written with one async_write (no
+// serializer, no timer): a barrier release writes thousands of these in one go.
+std::string response_bytes(const HttpAnswer& answer, bool keep_alive) {
+  auto reason = http::obsolete_reason(static_cast<http::status>(answer.status));
+  std::string out;
+  out.reserve(160 + answer.body.size());
+  out += "HTTP/1.1 " + std::to_string(answer.status) + " ";
+  out.append(reason.data(), reason.size());
+  out += "\r\nServer: perseus\r\nContent-Type: " + answer.content_type +
+         "\r\nContent-Length: " + std::to_string(answer.body.size()) +
+         (keep_alive ? "\r\nConnection: keep-alive\r\n\r\n" : "\r\nConnection: close\r\n\r\n");
+  out += answer.body;
+  return out;
+}
+
+// One client connection. No timers: an idle keep-alive connection costs a socket and a few
+// hundred bytes; TCP keep-alive lets the kernel notice peers that died.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, ControlPlane& plane) : stream_(std::move(socket)), plane_(plane) {}
+  Session(tcp::socket socket, ControlPlane& plane) : socket_(std::move(socket)), plane_(plane) {}
 
   void start() { read(); }
 
@@ -30,8 +44,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void read() {
     parser_.emplace();
     parser_->body_limit(kBodyLimit);
-    stream_.expires_after(kIdleTimeout);
-    http::async_read(stream_, buffer_, *parser_,
+    http::async_read(socket_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
                        self->on_read(ec);
                      });
@@ -45,12 +58,10 @@ class Session : public std::enable_shared_from_this<Session> {
         return answer({400, "application/json",
                        nlohmann::json{{"detail", "bad HTTP request: " + ec.message()}}.dump()});
       }
-      return;  // the peer went away or timed out
+      return;  // the peer went away
     }
     auto request = parser_->release();
     keep_alive_ = request.keep_alive();
-    version_ = request.version();
-    stream_.expires_never();
     plane_.handle(std::string(request.method_string()), std::string(request.target()),
                   request.body(), [self = shared_from_this()](const HttpAnswer& answer) {
                     self->answer(answer);
@@ -58,16 +69,9 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void answer(const HttpAnswer& answer) {
-    auto response = std::make_shared<http::response<http::string_body>>(
-        static_cast<http::status>(answer.status), version_);
-    response->set(http::field::server, "perseus");
-    response->set(http::field::content_type, answer.content_type);
-    response->keep_alive(keep_alive_);
-    response->body() = answer.body;
-    response->prepare_payload();
-    stream_.expires_after(kWriteTimeout);
-    http::async_write(stream_, *response,
-                      [self = shared_from_this(), response](beast::error_code ec, std::size_t) {
+    out_ = response_bytes(answer, keep_alive_);
+    asio::async_write(socket_, asio::buffer(out_),
+                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
                         if (ec) return;
                         if (!self->keep_alive_) return self->close();
                         self->read();
@@ -76,15 +80,15 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void close() {
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    socket_.shutdown(tcp::socket::shutdown_send, ignored);
   }
 
-  beast::tcp_stream stream_;
+  tcp::socket socket_;
   ControlPlane& plane_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  std::string out_;
   bool keep_alive_ = true;
-  unsigned version_ = 11;
 };
 
 }  // namespace
@@ -112,6 +116,7 @@ struct HttpServer::Impl {
     acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
       if (!ec) {
         socket.set_option(tcp::no_delay(true), ec);
+        socket.set_option(asio::socket_base::keep_alive(true), ec);
         std::make_shared<Session>(std::move(socket), plane)->start();
       }
       if (acceptor.is_open()) accept();

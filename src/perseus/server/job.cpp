@@ -1,6 +1,7 @@
 #include "perseus/server/job.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <set>
 
@@ -232,6 +233,7 @@ void Job::try_release(int round) {
   auto asked = asked_.find(round);
   if (round >= static_cast<int>(rounds_.size()) || asked == asked_.end()) return;
   if (asked->second.count < info_.world_size) return;
+  auto start = std::chrono::steady_clock::now();
   store_.mark_released(id_, round);
   released_[static_cast<std::size_t>(round)] = true;
   asked_.erase(asked);
@@ -239,6 +241,9 @@ void Job::try_release(int round) {
   waiters_.erase(round);
   std::map<const StagePlan*, std::string> cache;  // ranks of a stage share one plan
   for (auto& [rank, respond] : waiting) respond({200, nullptr, schedule_text(rank, round, cache)});
+  // Answers are handed to the kernel inside respond(): this is the server's share of the round.
+  std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
+  release_ms_.push_back(took.count());
 }
 
 std::string Job::schedule_text(int rank, int round,
@@ -464,6 +469,7 @@ json Job::status(bool detailed) const {
     break;
   }
   if (scheduler_) j["scheduler_status"] = scheduler_->status();
+  j["barrier_release_ms"] = release_ms_;
   return j;
 }
 

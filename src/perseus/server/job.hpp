@@ -101,6 +101,9 @@ class Job {
   };
   std::map<int, Barrier> asked_;  // round -> ranks that asked for it
   std::string error_;
+  // Per released round since this process started: milliseconds from the last rank's request
+  // to every answer written (the server's share of the round latency).
+  std::vector<double> release_ms_;
 };
 
 }  // namespace perseus::server
