@@ -52,7 +52,8 @@ code { font-size: 0.9em; }
 std::string render_status_page(const std::vector<nlohmann::json>& jobs, double uptime_s) {
   std::ostringstream html;
   html << "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-       << "<meta http-equiv=\"refresh\" content=\"5\"><title>Perseus control plane</title>"
+       << "<meta http-equiv=\"refresh\" content=\"5\"><link rel=\"icon\" href=\"data:,\">"
+       << "<title>Perseus control plane</title>"
        << "<style>" << kStyle << "</style></head><body>"
        << "<h1>Perseus control plane</h1><p>" << jobs.size() << " job(s), up "
        << fixed(uptime_s, 0) << " s. JSON: <a href=\"/jobs\">/jobs</a>, "
