@@ -1,9 +1,438 @@
+// `perseus simulate-training`: a pipeline-parallel training job on simulated GPUs in virtual
+// time, against a running control-plane server. The command forks one process per rank
+// (stages x pipelines), each with its own PipelineFrequencyOptimizer and SimGpu; neighbouring
+// stages exchange activations and gradients over socket pairs and the parent synchronizes the
+// iteration ends (perseus/client/pipeline_sim.hpp). The parent prints a summary and writes the
+// per-iteration pipeline time and summed energy as JSON.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <thread>
 
 #include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "perseus/client/http_client.hpp"
+#include "perseus/client/pipeline_sim.hpp"
+#include "perseus/profile/csv.hpp"
+#include "perseus/profile/gpu_model.hpp"
+#include "perseus/util/files.hpp"
+#include "perseus/wire/protocol.hpp"
 
 namespace perseus::cli {
 
-void add_simulate_command(CLI::App& /*app*/) {}  // being written this session
+namespace {
+
+namespace pipeline = client::pipeline;
+using nlohmann::json;
+
+constexpr int kMaxRanks = 512;  // processes this command forks at most
+// --until-done gives up after this many reporting windows in a row in which the server failed
+// some rank (each rank retries at every window boundary).
+constexpr int kGiveUpWindows = 3;
+
+struct SimulateArgs {
+  std::string server, profile, schedule = "1f1b", scheduler, scheduler_args, job_metadata, out;
+  int stages = 0, pipelines = 1, microbatches = 0, iterations = 20, max_iterations = 10000;
+  int report_every = 5;
+  double blocking_power = -1.0, timeout = 600.0;
+  bool until_done = false, has_iterations = false, has_job_metadata = false, strict = false;
+  bool quiet = false;
+};
+
+struct Setup {
+  profile::Profile profile;
+  std::string profile_label;
+  schedule::Schedule schedule;
+  int pipelines = 1;
+  double blocking_power_w = 0.0;
+  client::OptimizerOptions optimizer;
+};
+
+void check_args(const SimulateArgs& a) {
+  require(a.microbatches > 0, "--microbatches must be positive");
+  require(a.pipelines > 0, "--pipelines must be positive");
+  require(a.blocking_power >= 0.0 && std::isfinite(a.blocking_power),
+          "--blocking-power must be a finite number of watts >= 0");
+  require(a.iterations > 0, "--iterations must be positive");
+  require(a.max_iterations > 0, "--max-iterations must be positive");
+  require(a.report_every > 0, "--report-every must be positive");
+  require(a.timeout >= 0.0 && std::isfinite(a.timeout),
+          "--timeout must be a number of seconds >= 0 (0: no limit)");
+  require(!(a.until_done && a.has_iterations),
+          "give either --iterations or --until-done, not both");
+  naming("--server", [&] { return client::parse_http_url(a.server); });
+  if (!a.out.empty()) {
+    require(!std::filesystem::is_directory(a.out),
+            "--out " + a.out + " is a directory; give the JSON file to write");
+    std::filesystem::path parent = std::filesystem::path(a.out).parent_path();
+    ensure_writable_dir(parent.empty() ? std::filesystem::path(".") : parent);
+  }
+}
+
+Setup make_setup(const SimulateArgs& a) {
+  Setup s;
+  int stages = a.stages;
+  if (a.profile.empty()) {
+    require(stages >= 0, "--stages must be positive");
+    if (stages == 0) stages = 4;
+    const auto& gpu = profile::gpu_model("a100");
+    s.profile = profile::synthesize_profile(gpu, profile::default_model(stages));
+    s.profile_label = "synthesized " + gpu.name + " (embedded default)";
+  } else {
+    s.profile = profile::read_profile_csv(a.profile);
+    s.profile_label = a.profile;
+    if (stages == 0) stages = s.profile.num_stages();
+    require(stages == s.profile.num_stages(),
+            "--stages " + std::to_string(stages) + " does not match profile " + a.profile + " (" +
+                std::to_string(s.profile.num_stages()) + " stages)");
+  }
+  require(stages > 0, "--stages must be positive");
+  require(static_cast<long>(stages) * a.pipelines <= kMaxRanks,
+          "--stages x --pipelines = " + std::to_string(static_cast<long>(stages) * a.pipelines) +
+              " ranks; at most " + std::to_string(kMaxRanks) + " processes are simulated");
+  s.schedule = resolve_schedule(a.schedule, s.profile, stages, a.microbatches);
+  s.pipelines = a.pipelines;
+  s.blocking_power_w = a.blocking_power;
+
+  client::OptimizerOptions& o = s.optimizer;
+  o.server_url = a.server;
+  o.report_every = a.report_every;
+  o.strict = a.strict;
+  o.scheduler = a.scheduler;
+  if (a.has_job_metadata) o.job_metadata = a.job_metadata;
+  if (!a.scheduler_args.empty()) {
+    o.scheduler_args =
+        naming("--scheduler-args", [&] { return wire::parse_json(a.scheduler_args); });
+    require(o.scheduler_args.is_object(), "--scheduler-args must be a JSON object");
+  }
+  return s;
+}
+
+// ---- processes ----
+
+struct Child {
+  pid_t pid = -1;
+  bool reaped = false;
+  int status = 0;
+};
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
+
+class RankProcesses {
+ public:
+  ~RankProcesses() { kill_all(); }
+
+  // Forks the child of one rank; `body` runs in the child and returns its exit code.
+  template <typename Body>
+  void spawn(Body&& body) {
+    const pid_t parent = getpid();
+    std::fflush(nullptr);
+    pid_t pid = fork();
+    if (pid < 0) throw Error(std::string("cannot fork a rank process: ") + std::strerror(errno));
+    if (pid == 0) {
+#ifdef __linux__
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the parent
+#endif
+      if (getppid() != parent) _exit(1);
+      setpgid(0, group_ > 0 ? group_ : 0);
+      int code = 1;
+      try {
+        code = body();
+      } catch (...) {
+        code = 1;
+      }
+      std::fflush(nullptr);
+      _exit(code);
+    }
+    if (group_ <= 0) group_ = pid;
+    setpgid(pid, group_);  // also done by the child; whichever runs first wins
+    children_.push_back({pid});
+  }
+
+  // SIGKILL to every child (the process group and each pid), then reaps them.
+  void kill_all() {
+    bool alive = std::any_of(children_.begin(), children_.end(), [](auto& c) { return !c.reaped; });
+    if (!alive) return;  // the group is gone and its id may be reused
+    if (group_ > 0) killpg(group_, SIGKILL);
+    for (auto& c : children_) {
+      if (!c.reaped) kill(c.pid, SIGKILL);
+    }
+    for (auto& c : children_) reap(c, true);
+  }
+
+  // Waits up to `seconds` for every child to exit on its own; true when all did.
+  bool wait_all(double seconds) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (true) {
+      bool all = true;
+      for (auto& c : children_) all = reap(c, false) && all;
+      if (all) return true;
+      if (std::chrono::steady_clock::now() >= end) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+
+  const Child& child(int rank) const {
+    return children_.at(static_cast<std::size_t>(rank));
+  }
+  Child& child(int rank) {
+    return children_.at(static_cast<std::size_t>(rank));
+  }
+
+  bool reap(Child& c, bool block) {
+    if (c.reaped) return true;
+    int status = 0;
+    pid_t r;
+    do {
+      r = waitpid(c.pid, &status, block ? 0 : WNOHANG);
+    } while (r < 0 && errno == EINTR);
+    if (r == c.pid || (r < 0 && errno == ECHILD)) {
+      c.reaped = true;
+      c.status = status;
+    }
+    return c.reaped;
+  }
+
+ private:
+  pid_t group_ = -1;
+  std::vector<Child> children_;
+};
+
+std::string rank_label(int rank, int stages) {
+  return "rank " + std::to_string(rank) + " (stage " + std::to_string(rank % stages) +
+         ", pipeline " + std::to_string(rank / stages) + ")";
+}
+
+pipeline::RunResult run_ranks(const Setup& setup, const pipeline::StopRule& stop,
+                              double timeout_s) {
+  const int S = setup.schedule.num_stages;
+  const int n = S * setup.pipelines;
+  std::vector<pipeline::Channel> parent_ends;
+  std::vector<pipeline::RankLinks> links(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    auto [mine, theirs] = pipeline::channel_pair(rank_label(r, S), "the parent process");
+    parent_ends.push_back(std::move(mine));
+    links[r].coordinator = std::move(theirs);
+    if (r % S > 0) {
+      auto [down, up] = pipeline::channel_pair("stage " + std::to_string(r % S),
+                                               "stage " + std::to_string(r % S - 1));
+      links[r - 1].next = std::move(down);
+      links[r].prev = std::move(up);
+    }
+  }
+
+  RankProcesses processes;
+  for (int r = 0; r < n; ++r) {
+    processes.spawn([&, r] {
+      // Keep only this rank's descriptors: peers must see end-of-stream when a rank dies.
+      pipeline::RankLinks mine = std::move(links[r]);
+      links.clear();
+      parent_ends.clear();
+      pipeline::RankSpec spec;
+      spec.stage = r % S;
+      spec.pipeline = r / S;
+      spec.num_stages = S;
+      spec.num_pipelines = setup.pipelines;
+      spec.instructions = setup.schedule.stages[spec.stage];
+      spec.profile = setup.profile;
+      spec.blocking_power_w = setup.blocking_power_w;
+      spec.optimizer = setup.optimizer;
+      spec.optimizer.log = [r](const std::string& message) {
+        std::fprintf(stderr, "perseus: warning: rank %d: %s\n", r, message.c_str());
+        std::fflush(stderr);
+      };
+      // A failure goes to the parent, which reports the rank that caused the others to fail.
+      return pipeline::run_rank_reporting(spec, mine).empty() ? 0 : 1;
+    });
+  }
+  links.clear();  // the parent keeps only its own ends
+
+  pipeline::RunResult result;
+  try {
+    result = pipeline::coordinate(parent_ends, stop, timeout_s);
+  } catch (const pipeline::RankFailure& f) {
+    processes.kill_all();
+    std::string message = rank_label(f.rank(), S) + " failed: " + f.what();
+    if (f.exited_silently()) {
+      message += " (" + describe_status(processes.child(f.rank()).status) + ")";
+    }
+    throw Error(message);
+  } catch (const Error&) {
+    processes.kill_all();
+    throw;
+  }
+  parent_ends.clear();
+  if (!processes.wait_all(30.0)) {
+    throw Error("rank processes did not exit within 30 s after the run ended; killed them");
+  }
+  for (int r = 0; r < n; ++r) {
+    const Child& c = processes.child(r);
+    if (!WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0) {
+      throw Error(rank_label(r, S) + " failed after the run: " + describe_status(c.status));
+    }
+  }
+  return result;
+}
+
+// ---- output ----
+
+struct Mean {
+  int count = 0;
+  double time_s = 0.0, energy_j = 0.0;
+};
+
+Mean mean_of(const std::vector<pipeline::IterationRecord>& its, std::size_t from, bool final_only) {
+  Mean m;
+  for (std::size_t i = from; i < its.size(); ++i) {
+    if (final_only && !its[i].final) continue;
+    ++m.count;
+    m.time_s += its[i].time_s;
+    m.energy_j += its[i].energy_j;
+  }
+  if (m.count > 0) {
+    m.time_s /= m.count;
+    m.energy_j /= m.count;
+  }
+  return m;
+}
+
+json mean_json(const Mean& m) {
+  if (m.count == 0) return nullptr;
+  return {{"iterations", m.count}, {"mean_time_s", m.time_s}, {"mean_energy_j", m.energy_j}};
+}
+
+void run_simulate(const SimulateArgs& a) {
+  check_args(a);
+  Setup setup = make_setup(a);
+  pipeline::StopRule stop;
+  stop.iterations = a.iterations;
+  stop.until_done = a.until_done;
+  stop.final_window = a.report_every;
+  stop.max_iterations = a.max_iterations;
+  stop.give_up_degraded = kGiveUpWindows * a.report_every;
+  const int S = setup.schedule.num_stages;
+
+  pipeline::RunResult result = run_ranks(setup, stop, a.timeout);
+
+  const auto& its = result.iterations;
+  std::size_t window = std::min<std::size_t>(its.size(), static_cast<std::size_t>(a.report_every));
+  Mean last = mean_of(its, its.size() - window, false);
+  Mean final = mean_of(its, 0, true);
+  bool degraded = std::any_of(its.begin(), its.end(), [](const auto& i) { return i.degraded; });
+
+  if (!a.out.empty()) {
+    json iterations = json::array();
+    for (std::size_t i = 0; i < its.size(); ++i) {
+      iterations.push_back({{"iteration", i},
+                            {"time_s", its[i].time_s},
+                            {"energy_j", its[i].energy_j},
+                            {"round", its[i].round},
+                            {"final", its[i].final},
+                            {"degraded", its[i].degraded}});
+    }
+    json out = {{"job_id", result.job_id},
+                {"server", a.server},
+                {"profile", setup.profile_label},
+                {"schedule", setup.schedule.name},
+                {"stages", S},
+                {"pipelines", setup.pipelines},
+                {"microbatches", setup.schedule.num_microbatches},
+                {"blocking_power_w", a.blocking_power},
+                {"report_every", a.report_every},
+                {"finished", result.finished},
+                {"gave_up", result.gave_up},
+                {"iterations", iterations},
+                {"last_window", mean_json(last)},
+                {"final_schedule", mean_json(final)}};
+    write_file_atomic(a.out, out.dump(2) + "\n");
+  }
+  if (!a.quiet) {
+    std::printf("job             %s\n", result.job_id.empty() ? "(none)" : result.job_id.c_str());
+    std::printf("pipeline        %d stages x %d pipelines = %d ranks, %s, %d microbatches\n", S,
+                setup.pipelines, S * setup.pipelines, setup.schedule.name.c_str(),
+                setup.schedule.num_microbatches);
+    std::printf("iterations      %zu\n", its.size());
+    std::printf("last window     %d iterations: %.6f s, %.4f J per iteration\n", last.count,
+                last.time_s, last.energy_j);
+    if (final.count > 0) {
+      std::printf("final schedule  %d iterations: %.6f s, %.4f J per iteration\n", final.count,
+                  final.time_s, final.energy_j);
+    } else {
+      std::printf("final schedule  not reached\n");
+    }
+    if (degraded) {
+      std::printf(
+          "note            some ranks ran at the default clock (server failures, see "
+          "warnings)\n");
+    }
+  }
+  require(!result.gave_up,
+          "the server failed some rank for " + std::to_string(kGiveUpWindows) +
+              " reporting windows in a row (see the warnings); gave up waiting for its final "
+              "schedule");
+  require(!a.until_done || result.finished,
+          "the server did not send its final schedule within --max-iterations " +
+              std::to_string(a.max_iterations) + " iterations");
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "simulate-training",
+      "Run a pipeline-parallel job on simulated GPUs (one process per rank) against a server");
+  auto a = std::make_shared<SimulateArgs>();
+  cmd->add_option("--server", a->server, "Control-plane server URL (http://host:port)")->required();
+  cmd->add_option("--profile", a->profile,
+                  "Stage profile CSV (default: the embedded synthesized A100 profile)");
+  cmd->add_option("--stages", a->stages, "Pipeline stages (default: the profile's; 4 embedded)");
+  cmd->add_option("--pipelines", a->pipelines, "Data-parallel pipelines")->capture_default_str();
+  cmd->add_option("--microbatches", a->microbatches, "Microbatches per iteration")->required();
+  cmd->add_option("--schedule", a->schedule, "Pipeline schedule (1f1b, gpipe, envelope[:...])")
+      ->capture_default_str();
+  cmd->add_option("--blocking-power", a->blocking_power,
+                  "Power in watts a GPU draws while blocked (83.64 for A100)")
+      ->required();
+  cmd->add_option("--iterations", a->iterations, "Iterations to run")->capture_default_str();
+  cmd->add_flag("--until-done", a->until_done,
+                "Run until the server's final schedule ran one full reporting window");
+  cmd->add_option("--max-iterations", a->max_iterations, "Iteration cap of --until-done")
+      ->capture_default_str();
+  cmd->add_option("--report-every", a->report_every, "Iterations per reporting window")
+      ->capture_default_str();
+  cmd->add_option("--scheduler", a->scheduler, "Scheduler of this job (default: the server's)");
+  cmd->add_option(
+      "--scheduler-args", a->scheduler_args,
+      "Scheduler arguments, a JSON object (e.g. {\"microbatches\": 8} for schedulers that need "
+      "the instruction order)");
+  cmd->add_option("--job-metadata", a->job_metadata, "Free-form job metadata sent to the server");
+  cmd->add_option("--out", a->out,
+                  "Write per-iteration pipeline time and summed energy (and the job id) as JSON");
+  cmd->add_option("--timeout", a->timeout, "Give up after this many seconds (0: no limit)")
+      ->capture_default_str();
+  cmd->add_flag("--strict", a->strict,
+                "Fail when the server fails instead of running at the default clock");
+  cmd->add_flag("--quiet", a->quiet, "Print nothing on success");
+  cmd->callback([cmd, a] {
+    a->has_iterations = cmd->count("--iterations") > 0;
+    a->has_job_metadata = cmd->count("--job-metadata") > 0;
+    run_simulate(*a);
+  });
+}
 
 }  // namespace perseus::cli

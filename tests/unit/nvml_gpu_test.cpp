@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <csignal>
+#include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 
@@ -83,6 +86,37 @@ TEST(NvmlGpu, ReportsDriverErrorsWithTheCallAndNvmlsMessage) {
   EXPECT_CONTAINS(error, "nvmlDeviceSetGpuLockedClocks failed: Insufficient Permissions");
   EXPECT_CONTAINS(error_of([&] { gpu.lock_clock(0); }), "0 MHz");
   EXPECT_CONTAINS(error_of([&] { gpu.set_power_limit(-5.0); }), "power limit");
+}
+
+TEST(NvmlGpu, ImplementsTheClientsGpuBackend) {
+  std::unique_ptr<perseus::client::GpuBackend> gpu =
+      std::make_unique<NvmlGpu>(0, FAKE_NVML_LIBRARY);
+  EXPECT_EQ(gpu->supported_clocks().front(), 1410);
+  double a = gpu->now_s();
+  double b = gpu->now_s();
+  EXPECT_GE(b, a);
+  EXPECT_FALSE(gpu->synchronous_clocks());
+}
+
+// A SIGTERM (default disposition) in a process with a live NvmlGpu: the handler resets the clock
+// and the power limit, then the process still dies of the signal (no normal shutdown).
+TEST(NvmlGpu, RestoresClocksAndPowerLimitWhenKilledBySignal) {
+  CallLog log;
+  EXPECT_EXIT(
+      {
+        NvmlGpu gpu(0, FAKE_NVML_LIBRARY);
+        gpu.lock_clock(1395);
+        gpu.set_power_limit(250.0);
+        std::raise(SIGTERM);
+        std::_Exit(0);  // not reached
+      },
+      ::testing::KilledBySignal(SIGTERM), "");
+  std::string text = log.text();
+  auto tail = text.substr(text.find("nvmlDeviceSetPowerManagementLimit 250000"));
+  EXPECT_EQ(tail,
+            "nvmlDeviceSetPowerManagementLimit 250000\n"
+            "nvmlDeviceResetGpuLockedClocks\n"
+            "nvmlDeviceSetPowerManagementLimit 400000\n");
 }
 
 TEST(NvmlGpu, FailsClearlyWithoutALibraryASymbolOrADevice) {

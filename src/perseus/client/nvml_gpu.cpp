@@ -1,10 +1,16 @@
 #include "perseus/client/nvml_gpu.hpp"
 
 #include <dlfcn.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <functional>
+#include <mutex>
 
 #include "perseus/util/error.hpp"
 
@@ -29,6 +35,91 @@ using EnergyFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
 using SetLimitFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned);
 using GetLimitFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*);
 
+// What the signal handler needs to restore one device: prepared outside the handler, read there
+// through atomics only.
+struct RestoreRecord {
+  DeviceFn reset_locked_clocks = nullptr;
+  SetLimitFn set_power_limit = nullptr;
+  nvmlDevice_t device = nullptr;
+  pid_t owner = 0;  // the process that opened the device (forked children leave it alone)
+  std::atomic<bool> clock_locked{false};
+  std::atomic<bool> limit_changed{false};
+  std::atomic<unsigned> default_limit_mw{0};  // 0: not known yet
+};
+
+// Live devices of this process (a fixed array: the handler must not allocate or lock).
+constexpr int kMaxLiveGpus = 64;
+std::atomic<RestoreRecord*> live_gpus[kMaxLiveGpus];
+constexpr int kSignals[] = {SIGINT, SIGTERM};
+struct sigaction previous_actions[2];
+std::once_flag handlers_installed;
+
+void restore_all() {
+  for (auto& slot : live_gpus) {
+    RestoreRecord* r = slot.load();
+    // A forked child (e.g. a data-loader worker) inherits the registry; the device is its
+    // parent's to restore.
+    if (r == nullptr || r->owner != getpid()) continue;
+    if (r->clock_locked.exchange(false)) r->reset_locked_clocks(r->device);
+    if (r->limit_changed.exchange(false)) {
+      unsigned milliwatts = r->default_limit_mw.load();
+      if (milliwatts != 0) r->set_power_limit(r->device, milliwatts);
+    }
+  }
+}
+
+extern "C" void restore_on_signal(int sig, siginfo_t* info, void* context) {
+  const int saved_errno = errno;
+  restore_all();
+  const struct sigaction& previous = previous_actions[sig == SIGINT ? 0 : 1];
+  if ((previous.sa_flags & SA_SIGINFO) != 0) {
+    if (previous.sa_sigaction != nullptr) previous.sa_sigaction(sig, info, context);
+  } else if (previous.sa_handler == SIG_DFL) {
+    // Default disposition: end the process the way the signal would have. The signal is blocked
+    // while this handler runs, so it is delivered again when the handler returns.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, nullptr);
+    raise(sig);
+  } else if (previous.sa_handler != SIG_IGN) {
+    previous.sa_handler(sig);
+  }
+  errno = saved_errno;
+}
+
+void install_handlers() {
+  for (int i = 0; i < 2; ++i) {
+    const int sig = kSignals[i];
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) != 0) continue;
+    // A signal the process ignores stays ignored: installing a handler would make it fatal.
+    if ((old.sa_flags & SA_SIGINFO) == 0 && old.sa_handler == SIG_IGN) continue;
+    previous_actions[i] = old;
+    struct sigaction action {};
+    action.sa_sigaction = restore_on_signal;
+    action.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&action.sa_mask);
+    sigaction(sig, &action, nullptr);
+  }
+}
+
+void register_live(RestoreRecord* record) {
+  std::call_once(handlers_installed, install_handlers);
+  for (auto& slot : live_gpus) {
+    RestoreRecord* expected = nullptr;
+    if (slot.compare_exchange_strong(expected, record)) return;
+  }
+  // More live devices than slots: this one is still restored on normal exit.
+}
+
+void unregister_live(RestoreRecord* record) {
+  for (auto& slot : live_gpus) {
+    RestoreRecord* expected = record;
+    if (slot.compare_exchange_strong(expected, nullptr)) return;
+  }
+}
+
 }  // namespace
 
 struct NvmlGpu::Impl {
@@ -45,7 +136,7 @@ struct NvmlGpu::Impl {
   SetLimitFn set_power_limit = nullptr;
   GetLimitFn default_power_limit = nullptr;
   nvmlDevice_t device = nullptr;
-  bool clock_locked = false, limit_changed = false;
+  RestoreRecord restore;  // also what this process changed (clock_locked, limit_changed)
 
   template <typename Fn>
   void resolve(Fn& fn, const char* name) {
@@ -107,12 +198,18 @@ NvmlGpu::NvmlGpu(int index, const std::string& library) : impl_(std::make_unique
     dlclose(impl_->handle);
     throw Error("NVML device " + std::to_string(index) + ": " + why);
   }
+  impl_->restore.reset_locked_clocks = impl_->reset_locked_clocks;
+  impl_->restore.set_power_limit = impl_->set_power_limit;
+  impl_->restore.device = impl_->device;
+  impl_->restore.owner = getpid();
+  register_live(&impl_->restore);
 }
 
 NvmlGpu::~NvmlGpu() {
   // Restore what this process changed; never throw from here.
-  if (impl_->clock_locked) impl_->reset_locked_clocks(impl_->device);
-  if (impl_->limit_changed) {
+  unregister_live(&impl_->restore);
+  if (impl_->restore.clock_locked.exchange(false)) impl_->reset_locked_clocks(impl_->device);
+  if (impl_->restore.limit_changed.exchange(false)) {
     unsigned milliwatts = 0;
     if (impl_->default_power_limit(impl_->device, &milliwatts) == kNvmlSuccess) {
       impl_->set_power_limit(impl_->device, milliwatts);
@@ -139,16 +236,17 @@ std::vector<int> NvmlGpu::supported_clocks() const {
 void NvmlGpu::lock_clock(int mhz) {
   if (mhz <= 0) throw Error("cannot lock the SM clock to " + std::to_string(mhz) + " MHz");
   auto m = static_cast<unsigned>(mhz);
+  // Marked before the call: a signal arriving during it must restore too.
+  impl_->restore.clock_locked = true;
   impl_->check(impl_->lock_clocks(impl_->device, m, m), "nvmlDeviceSetGpuLockedClocks");
-  impl_->clock_locked = true;
 }
 
 void NvmlGpu::reset_clock() {
   impl_->check(impl_->reset_locked_clocks(impl_->device), "nvmlDeviceResetGpuLockedClocks");
-  impl_->clock_locked = false;
+  impl_->restore.clock_locked = false;
 }
 
-double NvmlGpu::total_energy_j() const {
+double NvmlGpu::total_energy_j() {
   unsigned long long millijoules = 0;
   impl_->check(impl_->total_energy(impl_->device, &millijoules),
                "nvmlDeviceGetTotalEnergyConsumption");
@@ -160,9 +258,16 @@ void NvmlGpu::set_power_limit(double watts) {
     throw Error("power limit must be a positive number of watts, got " + std::to_string(watts));
   }
   auto milliwatts = static_cast<unsigned>(std::lround(watts * 1000.0));
+  // The signal handler restores the default limit without asking NVML for it.
+  if (impl_->restore.default_limit_mw.load() == 0) {
+    unsigned default_mw = 0;
+    impl_->check(impl_->default_power_limit(impl_->device, &default_mw),
+                 "nvmlDeviceGetPowerManagementDefaultLimit");
+    impl_->restore.default_limit_mw = default_mw;
+  }
+  impl_->restore.limit_changed = true;
   impl_->check(impl_->set_power_limit(impl_->device, milliwatts),
                "nvmlDeviceSetPowerManagementLimit");
-  impl_->limit_changed = true;
 }
 
 void NvmlGpu::reset_power_limit() {
@@ -171,7 +276,11 @@ void NvmlGpu::reset_power_limit() {
                "nvmlDeviceGetPowerManagementDefaultLimit");
   impl_->check(impl_->set_power_limit(impl_->device, milliwatts),
                "nvmlDeviceSetPowerManagementLimit");
-  impl_->limit_changed = false;
+  impl_->restore.limit_changed = false;
+}
+
+double NvmlGpu::now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace perseus::client

@@ -8,15 +8,29 @@
 // logs one warning and runs at the default clock (and tries again at the next reporting window).
 // Only in strict mode do such failures throw into the caller. On destruction the GPU's default
 // clocks and power limit are restored (the backend does it).
+//
+// Protocol (perseus/wire/protocol.hpp): rank 0 registers the job unless a job id is given; every
+// rank registers itself and fetches round 0's schedule (a barrier over the job's ranks). Each
+// on_instruction_begin takes the schedule's next (instruction, MHz) entry and has the clock thread
+// lock that clock (schedules with power_limit_w set the limit once per round instead). After
+// report_every iterations the rank posts its measurements for the round and fetches the next
+// round's schedule, used from the next step on; a schedule with done=true is kept for good and
+// nothing more is reported.
+//
+// Warnings: one when the client starts running at the default clock (with the server's answer
+// or the transport error, and the number of attempts); retries at later window boundaries stay
+// silent until one succeeds. A loop whose instructions do not match the schedule gets one warning
+// per distinct mismatch and runs at the default clock until the next schedule. Backend failures
+// (e.g. NVML refusing a clock) are warned once each; they may be reported from the clock thread,
+// so `log` must be callable from any thread.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "perseus/client/gpu_backend.hpp"
 
@@ -36,12 +50,12 @@ struct OptimizerOptions {
   // Per-job scheduler (extension; empty: the server's default).
   std::string scheduler;
   nlohmann::json scheduler_args = nlohmann::json::object();
-  int report_every = 5;               // iterations per reporting window
-  double request_timeout_s = 5.0;     // per HTTP request (connect, send, short answers)
-  double barrier_timeout_s = 120.0;   // waiting for the schedule barrier
-  int retries = 3;                    // attempts after the first, per request
-  double backoff_s = 0.2;             // first retry delay, doubled each retry
-  bool strict = false;                // throw perseus::Error instead of degrading
+  int report_every = 5;              // iterations per reporting window
+  double request_timeout_s = 5.0;    // per HTTP request (connect, send, short answers)
+  double barrier_timeout_s = 120.0;  // waiting for the schedule barrier
+  int retries = 3;                   // attempts after the first, per request
+  double backoff_s = 0.2;            // first retry delay, doubled each retry
+  bool strict = false;               // throw perseus::Error instead of degrading
   // Where warnings go (default: stderr, one line each, prefixed "perseus: warning: ").
   std::function<void(const std::string&)> log;
 };

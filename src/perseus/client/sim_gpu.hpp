@@ -1,8 +1,13 @@
 // A simulated GPU whose instruction time and energy follow a stage profile (DESIGN section 7):
 // for tests, demos and CI, where no GPU exists. An instruction run at clock f takes the profile's
 // time at f and costs its energy; under a power limit L it runs at the fastest profiled clock
-// whose average power is at most L. Time between instructions is spent blocked at the profile's
-// blocking power.
+// whose average power is at most L (else at its lowest-power clock, as the Zeus baselines price
+// it); with both a locked clock and a limit, the limit chooses among the clocks at or below the
+// lock. Time between instructions is spent blocked at the blocking power.
+//
+// Clock and limit setters are called by the client's clock thread, the rest by the training
+// thread; the client flushes its clock thread before each instruction (synchronous_clocks), so
+// the two never overlap.
 //
 // Two time modes:
 //   virtual    time is a number advanced by instructions and wait_until(); deterministic. The
@@ -42,24 +47,32 @@ class SimGpu : public GpuBackend {
   void instruction_end(const std::string& name) override;
   bool synchronous_clocks() const override { return true; }
 
-  // Virtual mode: blocks (at blocking power) until simulated time t; no-op when t <= now.
+  // Blocks (at blocking power) until simulated time t; no-op when t <= now. Virtual mode advances
+  // the simulated time; real-time mode sleeps until then.
   void wait_until(double t_s);
   // The clock the next instruction runs at (locked clock, or the power limit's choice for it).
   int current_clock(const std::string& instruction) const;
 
  private:
-  // implementation defined by the client library
-  struct State;
+  // The profile rows `instruction` runs at under the current lock and power limit.
+  const profile::Measurement& row_for(const std::string& instruction) const;
+  // Real-time mode: steady-clock seconds; sleeps until simulated time t_s.
+  static double wall_s();
+  void sleep_until_sim(double t_s) const;
+  std::string where() const;
+
   profile::Profile profile_;
   SimGpuOptions options_;
   std::vector<int> clocks_;
-  int locked_mhz_ = 0;  // 0: default (highest) clock
+  int locked_mhz_ = 0;          // 0: default (highest) clock
   double power_limit_w_ = 0.0;  // 0: none
   double now_s_ = 0.0;
   double energy_j_ = 0.0;
   double begin_s_ = 0.0;
   double wall_origin_s_ = 0.0;
-  std::string running_;
+  double busy_s_ = 0.0;  // simulated seconds spent running instructions
+  std::string running_;  // the instruction between instruction_begin and _end ("" if none)
+  int running_mhz_ = 0;
 };
 
 }  // namespace perseus::client

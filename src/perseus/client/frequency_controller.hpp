@@ -1,0 +1,72 @@
+// The client's clock thread (DESIGN section 7): applies SM clock locks and power limits to a
+// GpuBackend on a background thread, so the training thread never blocks on the driver. Requests
+// coalesce: only the latest clock and the latest power limit asked for are applied, and a request
+// equal to what is already applied makes no driver call. flush() waits until every request made
+// so far took effect (for synchronous backends such as the simulator, whose measurements would
+// otherwise depend on thread timing).
+//
+// Backend failures never reach the training thread: the controller passes each failure's message
+// to `on_error` (on the clock thread) and keeps going; the failed setting counts as unknown, so
+// the next request for it is tried again.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "perseus/client/gpu_backend.hpp"
+
+namespace perseus::client {
+
+class FrequencyController {
+ public:
+  // Starts the clock thread. `gpu` must outlive the controller.
+  explicit FrequencyController(GpuBackend& gpu,
+                               std::function<void(const std::string&)> on_error = {});
+  // Applies what was requested, then stops the thread (no reset: the owner decides).
+  ~FrequencyController();
+  FrequencyController(const FrequencyController&) = delete;
+  FrequencyController& operator=(const FrequencyController&) = delete;
+
+  void lock_clock(int mhz);
+  void reset_clock();
+  void set_power_limit(double watts);
+  void reset_power_limit();
+
+  // Blocks until every request made before the call was applied (or failed).
+  void flush();
+  // Applies pending requests and stops the thread; later requests are ignored. Idempotent.
+  void stop();
+
+  // Number of driver calls made so far (clock and power-limit changes), for tests and stats.
+  std::uint64_t applied_changes() const;
+
+ private:
+  // A setting: nullopt = reset to the default; a value = lock/limit to it.
+  template <typename T>
+  struct Setting {
+    bool pending = false;
+    std::optional<T> wanted;
+    bool known = false;  // `applied` reflects the device (false at start and after a failure)
+    std::optional<T> applied;
+  };
+
+  void run();
+  void request(std::unique_lock<std::mutex>& lock);
+
+  GpuBackend& gpu_;
+  std::function<void(const std::string&)> on_error_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  Setting<int> clock_;
+  Setting<double> limit_;
+  std::uint64_t requested_ = 0, completed_ = 0, changes_ = 0;
+  bool stopping_ = false, stopped_ = false;
+  std::thread thread_;
+};
+
+}  // namespace perseus::client

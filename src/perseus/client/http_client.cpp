@@ -1,0 +1,185 @@
+#include "perseus/client/http_client.hpp"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+namespace perseus::client {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+constexpr std::uint64_t kBodyLimit = 64ULL << 20;  // largest answer accepted (bytes)
+
+std::chrono::steady_clock::duration as_duration(double seconds) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(seconds));
+}
+
+std::string seconds_text(double s) {
+  std::ostringstream out;
+  out << s;
+  return out.str();
+}
+
+void check_timeout(double s, const std::string& what) {
+  if (!(s > 0.0) || !std::isfinite(s)) {
+    throw Error(what + " must be a positive number of seconds, got " + seconds_text(s));
+  }
+}
+
+// Runs the io_context until the pending operation completes (the stream's own expiry closes
+// the socket on timeout, which completes it with beast::error::timeout).
+void run(asio::io_context& ioc) {
+  ioc.restart();
+  ioc.run();
+}
+
+}  // namespace
+
+HttpUrl parse_http_url(const std::string& url) {
+  auto bad = [&](const std::string& why) { return Error("server URL '" + url + "': " + why); };
+  const std::string scheme = "http://";
+  if (url.rfind(scheme, 0) != 0) throw bad("must start with http://");
+  std::string rest = url.substr(scheme.size());
+  std::string authority = rest.substr(0, rest.find('/'));
+  HttpUrl out;
+  if (authority.size() < rest.size()) out.prefix = rest.substr(authority.size());
+  while (!out.prefix.empty() && out.prefix.back() == '/') out.prefix.pop_back();
+  if (out.prefix.find_first_of("?#") != std::string::npos) {
+    throw bad("must not have a query or fragment");
+  }
+  std::string port;
+  if (!authority.empty() && authority.front() == '[') {
+    auto close = authority.find(']');
+    if (close == std::string::npos) throw bad("unterminated '[' in the host");
+    out.host = authority.substr(1, close - 1);
+    std::string after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') throw bad("unexpected text after ']'");
+      port = after.substr(1);
+      if (port.empty()) throw bad("empty port");
+    }
+  } else {
+    auto colon = authority.find(':');
+    out.host = authority.substr(0, colon);
+    if (colon != std::string::npos) {
+      port = authority.substr(colon + 1);
+      if (port.empty()) throw bad("empty port");
+    }
+  }
+  if (out.host.empty()) throw bad("missing host");
+  if (out.host.find('@') != std::string::npos) throw bad("user information is not supported");
+  if (port.empty()) port = "80";
+  if (port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5 ||
+      std::stol(port) < 1 || std::stol(port) > 65535) {
+    throw bad("port '" + port + "' is not a number in 1..65535");
+  }
+  out.port = std::to_string(std::stol(port));
+  return out;
+}
+
+HttpClient::HttpClient(const std::string& base_url, double connect_timeout_s)
+    : base_url_(base_url), url_(parse_http_url(base_url)), connect_timeout_s_(connect_timeout_s) {
+  check_timeout(connect_timeout_s, "HTTP connect timeout");
+}
+
+std::string HttpClient::url_of(const std::string& target) const {
+  bool v6 = url_.host.find(':') != std::string::npos;
+  return "http://" + (v6 ? "[" + url_.host + "]" : url_.host) + ":" + url_.port + url_.prefix +
+         target;
+}
+
+HttpResponse HttpClient::get(const std::string& target, double timeout_s) {
+  return request(false, target, "", timeout_s);
+}
+
+HttpResponse HttpClient::post(const std::string& target, const std::string& json_body,
+                              double timeout_s) {
+  return request(true, target, json_body, timeout_s);
+}
+
+HttpResponse HttpClient::request(bool post, const std::string& target, const std::string& body,
+                                 double timeout_s) {
+  check_timeout(timeout_s, "HTTP request timeout");
+  const std::string what = std::string(post ? "POST " : "GET ") + url_of(target);
+  auto fail = [&](const std::string& stage, const beast::error_code& ec) {
+    bool timed_out = ec == beast::error::timeout;
+    return HttpError(
+        what + ": " + (timed_out ? stage + " timed out" : stage + " failed: " + ec.message()),
+        timed_out);
+  };
+
+  asio::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  beast::error_code ec;
+
+  // Resolve: numeric addresses need no lookup; names use the system resolver.
+  tcp::resolver::results_type endpoints;
+  tcp::resolver resolver(ioc);
+  endpoints = resolver.resolve(url_.host, url_.port, ec);
+  if (ec) throw fail("resolving " + url_.host, ec);
+
+  stream.expires_after(as_duration(connect_timeout_s_));
+  stream.async_connect(endpoints,
+                       [&](const beast::error_code& e, const tcp::endpoint&) { ec = e; });
+  run(ioc);
+  if (ec) {
+    throw HttpError(what + ": " +
+                        (ec == beast::error::timeout ? "connecting timed out after " +
+                                                           seconds_text(connect_timeout_s_) + " s"
+                                                     : "cannot connect: " + ec.message()),
+                    ec == beast::error::timeout);
+  }
+
+  http::request<http::string_body> req{post ? http::verb::post : http::verb::get,
+                                       url_.prefix + target, 11};
+  req.set(http::field::host, url_.host + ":" + url_.port);
+  req.set(http::field::user_agent, "perseus-client");
+  req.set(http::field::connection, "close");
+  if (post) {
+    req.set(http::field::content_type, "application/json");
+    req.body() = body;
+  }
+  req.prepare_payload();
+
+  stream.expires_after(as_duration(timeout_s));
+  http::async_write(stream, req, [&](const beast::error_code& e, std::size_t) { ec = e; });
+  run(ioc);
+  if (ec) throw fail("sending the request", ec);
+
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(kBodyLimit);
+  http::async_read(stream, buffer, parser,
+                   [&](const beast::error_code& e, std::size_t) { ec = e; });
+  run(ioc);
+  if (ec == beast::error::timeout) {
+    throw HttpError(what + ": no answer within " + seconds_text(timeout_s) + " s", true);
+  }
+  if (ec) throw fail("reading the answer", ec);
+
+  beast::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  HttpResponse response;
+  response.status = static_cast<int>(parser.get().result_int());
+  response.body = std::move(parser.get().body());
+  return response;
+}
+
+}  // namespace perseus::client

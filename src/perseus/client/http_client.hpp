@@ -1,0 +1,65 @@
+// A small synchronous HTTP/1.1 client for the control-plane protocol (DESIGN section 7), on
+// Boost.Beast: one connection per request ("Connection: close"), a connect timeout and a
+// per-request timeout for sending and reading the answer (long for the schedule barrier). Plain
+// http only; the server listens on the cluster's network or on loopback.
+#pragma once
+
+#include <string>
+
+#include "perseus/util/error.hpp"
+
+namespace perseus::client {
+
+// "http://host[:port][/prefix]" split into its parts. Hosts may be names, IPv4 addresses or
+// bracketed IPv6 addresses ("[::1]"); the port defaults to 80.
+struct HttpUrl {
+  std::string host;    // without brackets
+  std::string port;    // decimal
+  std::string prefix;  // path prefix without a trailing '/' ("" for none)
+};
+
+// Throws perseus::Error naming the URL and what is wrong with it.
+HttpUrl parse_http_url(const std::string& url);
+
+// A transport failure: the server could not be reached, the connection broke, a timeout passed,
+// or the answer was not HTTP. The message names the request ("POST http://h:p/path: ...").
+class HttpError : public Error {
+ public:
+  HttpError(const std::string& message, bool timed_out) : Error(message), timed_out_(timed_out) {}
+  bool timed_out() const { return timed_out_; }
+
+ private:
+  bool timed_out_;
+};
+
+struct HttpResponse {
+  int status = 0;
+  std::string body;
+  bool ok() const { return status >= 200 && status < 300; }
+};
+
+class HttpClient {
+ public:
+  // Throws perseus::Error for a malformed URL or a non-positive timeout.
+  explicit HttpClient(const std::string& base_url, double connect_timeout_s = 5.0);
+
+  // `target` is the path and query ("/schedule/x?rank=0"), appended to the URL's prefix.
+  // `timeout_s` bounds sending the request and reading the whole answer (after connecting).
+  // Returns any HTTP answer (also 4xx/5xx); throws HttpError for transport failures.
+  HttpResponse get(const std::string& target, double timeout_s);
+  HttpResponse post(const std::string& target, const std::string& json_body, double timeout_s);
+
+  const std::string& base_url() const { return base_url_; }
+  // "http://host:port" + prefix + target, as used in messages.
+  std::string url_of(const std::string& target) const;
+
+ private:
+  HttpResponse request(bool post, const std::string& target, const std::string& body,
+                       double timeout_s);
+
+  std::string base_url_;
+  HttpUrl url_;
+  double connect_timeout_s_;
+};
+
+}  // namespace perseus::client

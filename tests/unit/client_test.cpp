@@ -1,0 +1,625 @@
+// The training-side client: the clock thread, the optimizer's protocol and failure policy
+// (against a scripted loopback server and against servers that refuse, fail, answer garbage or
+// hang), and the pipeline simulator's ranks in threads, checked against the planner's evaluator.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "loopback_http.hpp"
+#include "perseus/client/frequency_controller.hpp"
+#include "perseus/client/optimizer.hpp"
+#include "perseus/client/pipeline_sim.hpp"
+#include "perseus/client/sim_gpu.hpp"
+#include "perseus/plan/evaluate.hpp"
+#include "perseus/profile/gpu_model.hpp"
+#include "perseus/schedule/schedule.hpp"
+#include "perseus/wire/protocol.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+using nlohmann::json;
+using perseus::Error;
+using perseus::client::FrequencyController;
+using perseus::client::GpuBackend;
+using perseus::client::OptimizerOptions;
+using perseus::client::PipelineFrequencyOptimizer;
+using perseus::client::SimGpu;
+using perseus::client::SimGpuOptions;
+using perseus::profile::Profile;
+using perseus::test::error_of;
+using perseus::test::LoopbackHttp;
+namespace pipeline = perseus::client::pipeline;
+
+// ---------------------------------------------------------------- the clock thread
+
+// Records every backend call with the thread that made it; can fail or slow down lock_clock.
+class RecordingBackend : public GpuBackend {
+ public:
+  std::vector<int> supported_clocks() const override { return {1000, 800, 600}; }
+  void lock_clock(int mhz) override {
+    if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    if (fail_lock) throw Error("lock denied");
+    add("lock " + std::to_string(mhz));
+  }
+  void reset_clock() override { add("reset_clock"); }
+  void set_power_limit(double w) override { add("limit " + std::to_string(static_cast<int>(w))); }
+  void reset_power_limit() override { add("reset_limit"); }
+  double now_s() override { return 0.0; }
+  double total_energy_j() override { return 0.0; }
+
+  std::vector<std::string> calls() const {
+    std::lock_guard lock(mutex);
+    return log;
+  }
+  std::set<std::thread::id> threads() const {
+    std::lock_guard lock(mutex);
+    return ids;
+  }
+
+  std::atomic<bool> slow{false}, fail_lock{false};
+
+ private:
+  void add(const std::string& call) {
+    std::lock_guard lock(mutex);
+    log.push_back(call);
+    ids.insert(std::this_thread::get_id());
+  }
+  mutable std::mutex mutex;
+  std::vector<std::string> log;
+  std::set<std::thread::id> ids;
+};
+
+TEST(ClientFrequencyController, AppliesChangesOnItsOwnThread) {
+  RecordingBackend gpu;
+  FrequencyController c(gpu);
+  c.lock_clock(1000);
+  c.flush();
+  EXPECT_EQ(gpu.calls(), (std::vector<std::string>{"lock 1000"}));
+  EXPECT_EQ(gpu.threads().count(std::this_thread::get_id()), 0u);
+  c.lock_clock(1000);  // already applied: no driver call
+  c.flush();
+  EXPECT_EQ(gpu.calls().size(), 1u);
+  c.set_power_limit(250.0);
+  c.reset_clock();
+  c.flush();
+  EXPECT_EQ(gpu.calls(), (std::vector<std::string>{"lock 1000", "limit 250", "reset_clock"}));
+  c.reset_power_limit();
+  c.lock_clock(800);
+  c.stop();  // applies what is pending
+  EXPECT_EQ(gpu.calls().back(), "lock 800");
+  EXPECT_EQ(gpu.calls()[3], "reset_limit");
+  EXPECT_EQ(c.applied_changes(), 5u);
+  c.lock_clock(600);  // after stop: ignored
+  c.flush();
+  EXPECT_EQ(gpu.calls().size(), 5u);
+}
+
+TEST(ClientFrequencyController, CoalescesRequestsWhileTheDriverIsBusy) {
+  RecordingBackend gpu;
+  gpu.slow = true;
+  FrequencyController c(gpu);
+  for (int mhz : {1000, 800, 600, 800, 1000, 600}) c.lock_clock(mhz);
+  c.flush();
+  auto calls = gpu.calls();
+  EXPECT_LT(calls.size(), 6u);
+  EXPECT_EQ(calls.back(), "lock 600");
+}
+
+TEST(ClientFrequencyController, ReportsDriverFailuresAndRetriesTheSetting) {
+  RecordingBackend gpu;
+  gpu.fail_lock = true;
+  std::mutex m;
+  std::vector<std::string> errors;
+  FrequencyController c(gpu, [&](const std::string& e) {
+    std::lock_guard lock(m);
+    errors.push_back(e);
+  });
+  c.lock_clock(800);
+  c.flush();
+  gpu.fail_lock = false;
+  c.lock_clock(800);  // the failed setting is unknown, so it is tried again
+  c.flush();
+  EXPECT_EQ(gpu.calls(), (std::vector<std::string>{"lock 800"}));
+  std::lock_guard lock(m);
+  EXPECT_EQ(errors, (std::vector<std::string>{"lock denied"}));
+}
+
+// ---------------------------------------------------------------- the optimizer
+
+// Two stages; forward at 1000/800/600 MHz draws 200/150/100 W, backward 220/160/110 W.
+Profile small_profile() {
+  Profile p("small");
+  for (int s = 0; s < 2; ++s) {
+    double k = s == 0 ? 1.0 : 1.5;
+    p.add(s, "forward", {1000, 0.010 * k, 2.0 * k});
+    p.add(s, "forward", {800, 0.012 * k, 1.8 * k});
+    p.add(s, "forward", {600, 0.016 * k, 1.6 * k});
+    p.add(s, "backward", {1000, 0.020 * k, 4.4 * k});
+    p.add(s, "backward", {800, 0.024 * k, 3.84 * k});
+    p.add(s, "backward", {600, 0.032 * k, 3.52 * k});
+  }
+  return p;
+}
+
+std::unique_ptr<SimGpu> sim(int stage = 0) {
+  return std::make_unique<SimGpu>(small_profile(), SimGpuOptions{stage, 0.0, false, 1.0});
+}
+
+// Collects the optimizer's warnings (from any thread).
+struct Warnings {
+  std::shared_ptr<std::vector<std::string>> lines = std::make_shared<std::vector<std::string>>();
+  std::shared_ptr<std::mutex> mutex = std::make_shared<std::mutex>();
+  std::function<void(const std::string&)> sink() {
+    return [l = lines, m = mutex](const std::string& w) {
+      std::lock_guard lock(*m);
+      l->push_back(w);
+    };
+  }
+};
+
+OptimizerOptions fast_options(const std::string& url, Warnings& w) {
+  OptimizerOptions o;
+  o.server_url = url;
+  o.retries = 2;
+  o.backoff_s = 0.001;
+  o.request_timeout_s = 2.0;
+  o.barrier_timeout_s = 2.0;
+  o.report_every = 2;
+  o.log = w.sink();
+  return o;
+}
+
+void iterate(PipelineFrequencyOptimizer& opt, int n,
+             const std::vector<std::string>& names = {"forward", "backward"}) {
+  for (int i = 0; i < n; ++i) {
+    opt.on_step_begin();
+    for (const auto& name : names) {
+      opt.on_instruction_begin(name);
+      opt.on_instruction_end(name);
+    }
+    opt.on_step_end();
+  }
+}
+
+std::string closed_url() {
+  return "http://127.0.0.1:" + std::to_string(perseus::test::closed_port());
+}
+
+TEST(ClientOptimizer, MeasuresIterationsWithoutAServer) {
+  PipelineFrequencyOptimizer opt(OptimizerOptions{}, sim(1));
+  iterate(opt, 3);
+  ASSERT_EQ(opt.iterations().size(), 3u);
+  for (const auto& it : opt.iterations()) {
+    EXPECT_NEAR(it.time_s, 0.045, 1e-12);  // forward + backward at the highest clock
+    EXPECT_NEAR(it.energy_j, 9.6, 1e-12);
+  }
+  EXPECT_EQ(opt.round(), -1);
+  EXPECT_FALSE(opt.degraded());
+  EXPECT_FALSE(opt.done());
+  EXPECT_EQ(opt.job_id(), "");
+}
+
+TEST(ClientOptimizer, KeepsTrainingAtTheDefaultClockWhenTheServerIsDown) {
+  Warnings w;
+  PipelineFrequencyOptimizer opt(fast_options(closed_url(), w), sim());
+  EXPECT_TRUE(opt.degraded());
+  iterate(opt, 7);  // three window boundaries retry and fail again, silently
+  EXPECT_EQ(opt.iterations().size(), 7u);
+  EXPECT_NEAR(opt.iterations().back().time_s, 0.030, 1e-12);
+  EXPECT_TRUE(opt.degraded());
+  EXPECT_EQ(opt.round(), -1);
+  ASSERT_EQ(w.lines->size(), 1u);
+  EXPECT_CONTAINS(w.lines->front(), "POST http://127.0.0.1:");
+  EXPECT_CONTAINS(w.lines->front(), "/register_job: cannot connect: Connection refused");
+  EXPECT_CONTAINS(w.lines->front(), "(3 attempts); running at the default clock");
+}
+
+TEST(ClientOptimizer, StrictModeThrowsInsteadOfDegrading) {
+  Warnings w;
+  OptimizerOptions o = fast_options(closed_url(), w);
+  o.strict = true;
+  EXPECT_CONTAINS(error_of([&] { PipelineFrequencyOptimizer opt(o, sim()); }),
+                  "Connection refused");
+  EXPECT_TRUE(w.lines->empty());
+}
+
+TEST(ClientOptimizer, RetriesErrorAnswersAndLogsTheirBody) {
+  LoopbackHttp server([](const LoopbackHttp::Request&) {
+    return LoopbackHttp::Reply{500, "scheduler exploded\nat line 3"};
+  });
+  Warnings w;
+  PipelineFrequencyOptimizer opt(fast_options(server.url(), w), sim());
+  EXPECT_EQ(server.count(), 3u);  // 1 + retries
+  ASSERT_EQ(w.lines->size(), 1u);
+  EXPECT_CONTAINS(w.lines->front(), "/register_job: HTTP 500: scheduler exploded at line 3");
+  EXPECT_TRUE(opt.degraded());
+}
+
+TEST(ClientOptimizer, RetriesGarbageAnswers) {
+  LoopbackHttp server([](const LoopbackHttp::Request&) {
+    return LoopbackHttp::Reply{200, "{not json"};
+  });
+  Warnings w;
+  PipelineFrequencyOptimizer opt(fast_options(server.url(), w), sim());
+  EXPECT_EQ(server.count(), 3u);
+  ASSERT_EQ(w.lines->size(), 1u);
+  EXPECT_CONTAINS(w.lines->front(), "unusable answer: malformed JSON");
+  iterate(opt, 2);
+  EXPECT_EQ(server.count(), 6u);  // the window boundary tried again
+  EXPECT_EQ(w.lines->size(), 1u);
+}
+
+TEST(ClientOptimizer, RespectsTheRequestTimeoutWhenTheServerHangs) {
+  LoopbackHttp server([](const LoopbackHttp::Request&) {
+    LoopbackHttp::Reply r;
+    r.hang = true;
+    return r;
+  });
+  Warnings w;
+  OptimizerOptions o = fast_options(server.url(), w);
+  o.request_timeout_s = 0.2;
+  o.retries = 1;
+  auto start = std::chrono::steady_clock::now();
+  PipelineFrequencyOptimizer opt(o, sim());
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(s, 0.4);
+  EXPECT_LT(s, 2.0);
+  EXPECT_EQ(server.count(), 2u);
+  ASSERT_EQ(w.lines->size(), 1u);
+  EXPECT_CONTAINS(w.lines->front(), "no answer within 0.2 s (2 attempts)");
+}
+
+TEST(ClientOptimizer, RejectsInvalidOptions) {
+  OptimizerOptions o;
+  o.report_every = 0;
+  EXPECT_CONTAINS(error_of([&] { PipelineFrequencyOptimizer opt(o, sim()); }),
+                  "optimizer options: field 'report_every': must be >= 1");
+  o = OptimizerOptions{};
+  o.pp_degree = 2;
+  EXPECT_CONTAINS(error_of([&] { PipelineFrequencyOptimizer opt(o, sim()); }),
+                  "field 'world_size': is 1 but pp_degree * dp_degree * tp_degree is 2");
+  o = OptimizerOptions{};
+  o.server_url = "ftp://x";
+  EXPECT_CONTAINS(error_of([&] { PipelineFrequencyOptimizer opt(o, sim()); }),
+                  "field 'server_url': server URL 'ftp://x': must start with http://");
+  EXPECT_CONTAINS(error_of([&] { PipelineFrequencyOptimizer opt(OptimizerOptions{}, nullptr); }),
+                  "no GPU backend");
+}
+
+// A scripted control-plane server: job "job-7", schedules from `plans` by round (the last one
+// is final), results recorded. `failing` makes every request answer 503.
+struct ScriptedServer {
+  std::vector<json> plans;  // per round: the schedule body without "rank" and "round"
+  std::function<json(int rank, int round)> plan_for;  // instead of `plans` when set
+  std::atomic<bool> failing{false};
+  std::mutex m;
+  std::vector<json> results;
+  std::unique_ptr<LoopbackHttp> http;
+
+  explicit ScriptedServer(std::vector<json> p) : plans(std::move(p)) {
+    http = std::make_unique<LoopbackHttp>(
+        [this](const LoopbackHttp::Request& r) { return answer(r); });
+  }
+
+  LoopbackHttp::Reply answer(const LoopbackHttp::Request& r) {
+    if (failing) return {503, "server is restarting"};
+    if (r.target == "/register_job") return {200, "\"job-7\""};
+    if (r.target.rfind("/register_rank/job-7", 0) == 0) return {200, "null"};
+    if (r.target.rfind("/result/job-7", 0) == 0) {
+      std::lock_guard lock(m);
+      results.push_back(json::parse(r.body));
+      return {200, "null"};
+    }
+    int rank = -1, round = -1;
+    if (std::sscanf(r.target.c_str(), "/schedule/job-7?rank=%d&round=%d", &rank, &round) == 2 &&
+        round >= 0) {
+      json s =
+          plan_for
+              ? plan_for(rank, round)
+              : plans[std::min<std::size_t>(static_cast<std::size_t>(round), plans.size() - 1)];
+      s["rank"] = rank;
+      s["round"] = round;
+      s["done"] = static_cast<std::size_t>(round) + 1 >= plans.size();
+      return {200, s.dump()};
+    }
+    return {404, "no route " + r.target};
+  }
+
+  std::vector<std::string> targets() const {
+    std::vector<std::string> out;
+    for (const auto& r : http->requests()) out.push_back(r.method + " " + r.target);
+    return out;
+  }
+};
+
+json clocks(int forward_mhz, int backward_mhz) {
+  return {{"frequencies", json::array({json::array({"forward", forward_mhz}),
+                                       json::array({"backward", backward_mhz})})}};
+}
+
+TEST(ClientOptimizer, FollowsTheServersSchedulesRoundByRound) {
+  ScriptedServer server(std::vector<json>{clocks(800, 600), clocks(600, 1000)});
+  Warnings w;
+  OptimizerOptions o = fast_options(server.http->url(), w);
+  o.scheduler = "all-max";
+  o.job_metadata = "test job";
+  PipelineFrequencyOptimizer opt(o, sim());
+  EXPECT_EQ(opt.job_id(), "job-7");
+  EXPECT_EQ(opt.round(), 0);
+  EXPECT_FALSE(opt.done());
+  iterate(opt, 2);
+  EXPECT_EQ(opt.round(), 1);
+  EXPECT_TRUE(opt.done());
+  iterate(opt, 4);  // the final schedule: no more reports or fetches
+  ASSERT_EQ(opt.iterations().size(), 6u);
+  EXPECT_NEAR(opt.iterations()[0].time_s, 0.012 + 0.032, 1e-12);
+  EXPECT_NEAR(opt.iterations()[0].energy_j, 1.8 + 3.52, 1e-12);
+  EXPECT_NEAR(opt.iterations()[5].time_s, 0.016 + 0.020, 1e-12);
+  EXPECT_TRUE(w.lines->empty());
+  EXPECT_FALSE(opt.degraded());
+  EXPECT_EQ(server.targets(),
+            (std::vector<std::string>{"POST /register_job", "POST /register_rank/job-7",
+                                      "GET /schedule/job-7?rank=0&round=0", "POST /result/job-7",
+                                      "GET /schedule/job-7?rank=0&round=1"}));
+  auto requests = server.http->requests();
+  json job = json::parse(requests[0].body);
+  EXPECT_EQ(job["scheduler"], "all-max");
+  EXPECT_EQ(job["job_metadata"], "test job");
+  EXPECT_EQ(job["world_size"], 1);
+  json rank = json::parse(requests[1].body);
+  EXPECT_EQ(rank["available_frequencies"], json({1000, 800, 600}));
+  ASSERT_EQ(server.results.size(), 1u);
+  auto result = perseus::wire::parse_profiling_result(server.results[0]);
+  EXPECT_EQ(result.round, 0);
+  ASSERT_EQ(result.iter_time.size(), 2u);
+  EXPECT_NEAR(result.iter_time[1], 0.044, 1e-12);
+  ASSERT_EQ(result.time_breakdown["forward"].size(), 2u);
+  ASSERT_EQ(result.time_breakdown["forward"][1].size(), 1u);
+  EXPECT_NEAR(result.time_breakdown["forward"][1][0], 0.012, 1e-12);
+  EXPECT_NEAR(result.energy_breakdown["backward"][0][0], 3.52, 1e-12);
+}
+
+TEST(ClientOptimizer, SetsThePowerLimitOfPowerLimitSchedules) {
+  ScriptedServer server(
+      std::vector<json>{json{{"frequencies", json::array()}, {"power_limit_w", 155.0}}});
+  Warnings w;
+  PipelineFrequencyOptimizer opt(fast_options(server.http->url(), w), sim());
+  EXPECT_TRUE(opt.done());
+  iterate(opt, 1);
+  EXPECT_NEAR(opt.iterations()[0].time_s, 0.012 + 0.032, 1e-12);  // 800 and 600 MHz fit 155 W
+  EXPECT_TRUE(w.lines->empty());
+}
+
+TEST(ClientOptimizer, RunsAtTheDefaultClockWhenTheScheduleDoesNotMatchTheLoop) {
+  ScriptedServer server(std::vector<json>{clocks(800, 600), clocks(600, 600)});
+  Warnings w;
+  PipelineFrequencyOptimizer opt(fast_options(server.http->url(), w), sim());
+  iterate(opt, 2, {"backward", "forward"});
+  EXPECT_NEAR(opt.iterations()[0].time_s, 0.030, 1e-12);  // the default (highest) clocks
+  ASSERT_EQ(w.lines->size(), 1u);
+  EXPECT_CONTAINS(w.lines->front(),
+                  "expects 'forward' as instruction 1 of the iteration, but "
+                  "the training loop ran 'backward'");
+  EXPECT_EQ(opt.round(), 1);  // the protocol goes on
+  Warnings w2;
+  OptimizerOptions strict = fast_options(server.http->url(), w2);
+  strict.strict = true;
+  PipelineFrequencyOptimizer opt2(strict, sim());
+  opt2.on_step_begin();
+  EXPECT_CONTAINS(error_of([&] { opt2.on_instruction_begin("backward"); }), "expects 'forward'");
+}
+
+TEST(ClientOptimizer, RecoversAtTheNextWindowBoundary) {
+  ScriptedServer server(std::vector<json>{clocks(800, 600), clocks(600, 600), clocks(600, 1000)});
+  server.failing = true;
+  Warnings w;
+  PipelineFrequencyOptimizer opt(fast_options(server.http->url(), w), sim());
+  EXPECT_TRUE(opt.degraded());
+  ASSERT_EQ(w.lines->size(), 1u);
+  EXPECT_CONTAINS(w.lines->front(), "HTTP 503: server is restarting");
+  server.failing = false;
+  iterate(opt, 2);
+  EXPECT_FALSE(opt.degraded());
+  EXPECT_EQ(opt.job_id(), "job-7");
+  EXPECT_EQ(opt.round(), 0);
+  iterate(opt, 1);
+  EXPECT_NEAR(opt.iterations().back().time_s, 0.044, 1e-12);
+  EXPECT_EQ(w.lines->size(), 1u);
+}
+
+TEST(ClientOptimizer, SendsAnUnacknowledgedResultAgainBeforeTheNextRound) {
+  // The server cannot plan round 1 without round 0's result: a report it did not take must be
+  // sent again when it is back, not dropped (the job would wait for it forever).
+  ScriptedServer server(std::vector<json>{clocks(800, 600), clocks(600, 1000)});
+  Warnings w;
+  PipelineFrequencyOptimizer opt(fast_options(server.http->url(), w), sim());
+  server.failing = true;  // down when round 0's window ends
+  iterate(opt, 2);
+  EXPECT_TRUE(opt.degraded());
+  EXPECT_TRUE(server.results.empty());
+  server.failing = false;
+  iterate(opt, 2);  // the next boundary: report round 0, then fetch round 1
+  EXPECT_FALSE(opt.degraded());
+  EXPECT_EQ(opt.round(), 1);
+  ASSERT_EQ(server.results.size(), 1u);
+  auto result = perseus::wire::parse_profiling_result(server.results[0]);
+  EXPECT_EQ(result.round, 0);
+  ASSERT_EQ(result.iter_time.size(), 2u);
+  EXPECT_NEAR(result.iter_time[0], 0.044, 1e-12);  // measured under round 0's clocks
+  auto targets = server.targets();
+  ASSERT_GE(targets.size(), 2u);
+  EXPECT_EQ(targets[targets.size() - 2], "POST /result/job-7");
+  EXPECT_EQ(targets.back(), "GET /schedule/job-7?rank=0&round=1");
+}
+
+// ---------------------------------------------------------------- the pipeline simulator
+
+struct SimJob {
+  Profile profile;
+  perseus::schedule::Schedule schedule;
+  int pipelines = 1;
+  double blocking_power_w = 0.0;
+  OptimizerOptions optimizer;
+};
+
+// Runs the job's ranks in threads over socket pairs, the coordinator on this thread.
+pipeline::RunResult run_in_threads(const SimJob& job, const pipeline::StopRule& stop) {
+  const int S = job.schedule.num_stages;
+  const int n = S * job.pipelines;
+  std::vector<pipeline::Channel> coordinator_ends;
+  std::vector<pipeline::RankLinks> links(static_cast<std::size_t>(n));
+  std::vector<pipeline::RankSpec> specs;
+  for (int r = 0; r < n; ++r) {
+    auto [mine, theirs] = pipeline::channel_pair("rank " + std::to_string(r), "coordinator");
+    coordinator_ends.push_back(std::move(mine));
+    links[r].coordinator = std::move(theirs);
+    pipeline::RankSpec spec;
+    spec.stage = r % S;
+    spec.pipeline = r / S;
+    spec.num_stages = S;
+    spec.num_pipelines = job.pipelines;
+    spec.instructions = job.schedule.stages[spec.stage];
+    spec.profile = job.profile;
+    spec.blocking_power_w = job.blocking_power_w;
+    spec.optimizer = job.optimizer;
+    const int stage = spec.stage;
+    specs.push_back(std::move(spec));
+    if (stage > 0) {
+      auto [down, up] = pipeline::channel_pair("stage " + std::to_string(stage),
+                                               "stage " + std::to_string(stage - 1));
+      links[r - 1].next = std::move(down);
+      links[r].prev = std::move(up);
+    }
+  }
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([spec = specs[r], l = std::move(links[r])]() mutable {
+      pipeline::run_rank_reporting(spec, l);
+    });
+  }
+  try {
+    auto result = pipeline::coordinate(coordinator_ends, stop, 60.0);
+    for (auto& t : threads) t.join();
+    return result;
+  } catch (...) {
+    coordinator_ends.clear();  // ranks waiting for the coordinator see it close
+    for (auto& t : threads) t.join();
+    throw;
+  }
+}
+
+TEST(ClientPipelineSim, AllMaxIterationsMatchThePlannersEvaluation) {
+  SimJob job;
+  job.profile = perseus::profile::synthesize_profile(perseus::profile::gpu_model("a100"),
+                                                     perseus::profile::default_model(4));
+  job.schedule = perseus::schedule::make_1f1b(4, 8);
+  job.blocking_power_w = 83.64;
+  auto expected = perseus::plan::evaluate(job.profile, job.schedule,
+                                          perseus::plan::all_max_plan(job.profile, job.schedule),
+                                          job.blocking_power_w);
+  for (int pipelines : {1, 2}) {
+    job.pipelines = pipelines;
+    pipeline::StopRule stop;
+    stop.iterations = 3;
+    auto result = run_in_threads(job, stop);
+    ASSERT_EQ(result.iterations.size(), 3u);
+    EXPECT_TRUE(result.finished);
+    for (const auto& it : result.iterations) {
+      EXPECT_NEAR(it.time_s, expected.time_s, 1e-9 * expected.time_s);
+      EXPECT_NEAR(it.energy_j, pipelines * expected.energy_j, 1e-9 * expected.energy_j);
+      EXPECT_EQ(it.round, -1);
+      EXPECT_FALSE(it.degraded);
+    }
+  }
+  job.schedule = perseus::schedule::make_gpipe(4, 6);
+  job.pipelines = 1;
+  expected = perseus::plan::evaluate(job.profile, job.schedule,
+                                     perseus::plan::all_max_plan(job.profile, job.schedule),
+                                     job.blocking_power_w);
+  auto result = run_in_threads(job, pipeline::StopRule{2, false, 5, 10000});
+  EXPECT_NEAR(result.iterations[1].time_s, expected.time_s, 1e-9 * expected.time_s);
+  EXPECT_NEAR(result.iterations[1].energy_j, expected.energy_j, 1e-9 * expected.energy_j);
+}
+
+TEST(ClientPipelineSim, SharesRankZerosJobIdAndRunsUntilTheFinalSchedule) {
+  SimJob job;
+  job.profile = small_profile();
+  job.schedule = perseus::schedule::make_1f1b(2, 3);
+  ScriptedServer server(std::vector<json>{json::object(), json::object()});
+  server.plan_for = [&](int rank, int round) {
+    json f = json::array();
+    for (const auto& inst : job.schedule.stages[rank % 2]) {
+      f.push_back({perseus::schedule::type_name(inst.type), round == 0 ? 800 : 600});
+    }
+    return json{{"frequencies", f}};
+  };
+  job.pipelines = 2;
+  Warnings w;
+  job.optimizer = fast_options(server.http->url(), w);
+  pipeline::StopRule stop;
+  stop.until_done = true;
+  stop.final_window = 2;
+  auto result = run_in_threads(job, stop);
+  EXPECT_EQ(result.job_id, "job-7");
+  EXPECT_TRUE(result.finished);
+  ASSERT_EQ(result.iterations.size(), 4u);
+  EXPECT_EQ(result.iterations[0].round, 0);
+  EXPECT_FALSE(result.iterations[1].final);
+  EXPECT_TRUE(result.iterations[2].final);
+  EXPECT_EQ(result.iterations[3].round, 1);
+  // Every instruction at 800 MHz, then at 600 MHz: the server's clocks were applied.
+  auto expected = [&](int mhz) {
+    auto plan = perseus::plan::plan_per_instruction(
+        job.schedule, [&](int, const perseus::schedule::Instruction&) { return mhz; });
+    return perseus::plan::evaluate(job.profile, job.schedule, plan, 0.0);
+  };
+  EXPECT_NEAR(result.iterations[0].time_s, expected(800).time_s, 1e-12);
+  EXPECT_NEAR(result.iterations[3].time_s, expected(600).time_s, 1e-12);
+  EXPECT_NEAR(result.iterations[3].energy_j, 2 * expected(600).energy_j, 1e-12);
+  auto targets = server.targets();
+  EXPECT_EQ(std::count(targets.begin(), targets.end(), "POST /register_job"), 1);
+  EXPECT_EQ(std::count(targets.begin(), targets.end(), "POST /result/job-7"), 4);
+  EXPECT_TRUE(w.lines->empty()) << w.lines->front();
+}
+
+TEST(ClientPipelineSim, GivesUpWaitingForTheFinalScheduleWhenTheServerKeepsFailing) {
+  SimJob job;
+  job.profile = small_profile();
+  job.schedule = perseus::schedule::make_1f1b(2, 2);
+  Warnings w;
+  job.optimizer = fast_options(closed_url(), w);
+  job.optimizer.retries = 0;
+  pipeline::StopRule stop;
+  stop.until_done = true;
+  stop.final_window = 2;
+  stop.give_up_degraded = 4;
+  auto result = run_in_threads(job, stop);
+  EXPECT_TRUE(result.gave_up);
+  EXPECT_FALSE(result.finished);
+  EXPECT_EQ(result.iterations.size(), 4u);
+  EXPECT_TRUE(result.iterations[0].degraded);
+  EXPECT_EQ(w.lines->size(), 2u);  // one per rank
+}
+
+TEST(ClientPipelineSim, ReportsTheRankThatFailedFirst) {
+  SimJob job;
+  job.profile = small_profile();
+  job.schedule = perseus::schedule::make_1f1b(2, 3);
+  std::swap(job.schedule.stages[1][0], job.schedule.stages[1][2]);  // stage 1 out of order
+  try {
+    run_in_threads(job, pipeline::StopRule{});
+    ADD_FAILURE() << "no RankFailure";
+  } catch (const pipeline::RankFailure& e) {
+    EXPECT_EQ(e.rank(), 1);
+    EXPECT_CONTAINS(e.what(), "protocol error");
+  }
+}
+
+}  // namespace
