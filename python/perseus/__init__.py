@@ -1,0 +1,35 @@
+"""Perseus: energy optimizer for pipeline-parallel training (Python client).
+
+The training-side client of the Perseus control plane (DESIGN section 7), as a drop-in for
+Zeus's ``PipelineFrequencyOptimizer``::
+
+    import perseus
+    opt = perseus.PipelineFrequencyOptimizer(rank, dp_rank, pp_rank, tp_rank, device_id,
+                                             dp_degree, pp_degree, tp_degree, world_size,
+                                             "http://127.0.0.1:7787")
+    for batch in data:
+        opt.on_step_begin()
+        with opt.instruction("forward"):
+            ...
+        with opt.instruction("backward"):
+            ...
+        opt.on_step_end()
+
+``gpu="sim"`` runs against a simulated GPU that follows a profile CSV (no GPU needed).
+The package imports without torch; torch is imported lazily, only when it is used.
+"""
+
+from perseus._perseus import NvmlGpu, PerseusError, SimGpu
+from perseus.optimizer import PerseusWarning, PipelineFrequencyOptimizer
+from perseus.sync import sync_device
+
+__all__ = [
+    "NvmlGpu",
+    "PerseusError",
+    "PerseusWarning",
+    "PipelineFrequencyOptimizer",
+    "SimGpu",
+    "sync_device",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,236 @@
+"""``PipelineFrequencyOptimizer``: the Python face of the Perseus training-side client.
+
+Same positional arguments as Zeus's ``PipelineFrequencyOptimizer``, so it drops into training
+code written for Zeus. The work (registration, schedules, the clock thread, measurement and
+reporting) happens in the C++ client library; this module picks the GPU backend, shares the job
+id across torch.distributed ranks, routes warnings to Python and adds context managers.
+
+Failure policy (DESIGN section 7): when the server is unreachable or answers garbage, training
+continues at the default clock, a :class:`PerseusWarning` says why and ``degraded`` is True.
+With ``strict=True`` such failures raise :class:`perseus.PerseusError` instead.
+"""
+
+import contextlib
+import os
+import sys
+import warnings
+
+from perseus import _perseus
+from perseus.sync import sync_device
+
+__all__ = ["PerseusWarning", "PipelineFrequencyOptimizer"]
+
+_GPU_KINDS = ("nvml", "sim")
+
+
+class PerseusWarning(RuntimeWarning):
+    """The optimizer fell back to the default clock (or hit another non-fatal problem)."""
+
+
+def _default_log(message):
+    warnings.warn(message, PerseusWarning, stacklevel=2)
+
+
+def _torch_distributed():
+    """torch.distributed when torch is already imported and a process group is initialized."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    dist = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    return dist
+
+
+def _broadcast_job_id(job_id):
+    """Every rank calls this; returns rank 0's job id (torch.distributed.broadcast_object_list)."""
+    dist = _torch_distributed()
+    if dist is None:
+        return job_id
+    box = [job_id]
+    dist.broadcast_object_list(box, src=0)
+    return str(box[0] or "")
+
+
+class PipelineFrequencyOptimizer:
+    """Sets the GPU clock per pipeline instruction following plans from the Perseus server.
+
+    Args (positional, as in Zeus): rank, dp_rank, pp_rank, tp_rank, device_id, dp_degree,
+    pp_degree, tp_degree, world_size, server_url (``None`` or ``""``: no server, default
+    clock), job_metadata.
+
+    Keyword-only:
+        gpu: ``"nvml"`` (the CUDA device ``device_id`` through NVML), ``"sim"`` (a simulated
+            GPU following ``profile``), a :class:`perseus.SimGpu` / :class:`perseus.NvmlGpu`, or
+            any object with the GpuBackend methods (supported_clocks, lock_clock, reset_clock,
+            set_power_limit, reset_power_limit, now_s, total_energy_j).
+        profile: profile CSV for ``gpu="sim"`` (required there).
+        stage: profile stage the simulated GPU runs (default: ``pp_rank``).
+        blocking_power: simulated GPU's power while blocked, in watts (default 0).
+        real_time, time_scale: simulated GPU in real time, ``time_scale`` wall seconds per
+            simulated second (default: virtual time).
+        job_id: join this job instead of registering one. When None and torch.distributed is
+            initialized, rank 0's id is broadcast to every rank.
+        scheduler, scheduler_args: per-job scheduler name and its arguments (a dict).
+        report_every: iterations per reporting window.
+        strict: raise :class:`perseus.PerseusError` on server trouble instead of degrading.
+        request_timeout, barrier_timeout: seconds per HTTP request / for the schedule barrier.
+        retries: retries per request after the first attempt.
+        log: callable taking one warning line (default: ``warnings.warn`` with
+            :class:`PerseusWarning`).
+        share_job_id: callable run by every rank with its job id (rank 0: the registered id,
+            others: "") that returns rank 0's id; for frameworks other than torch.distributed
+            (default: torch.distributed.broadcast_object_list when initialized).
+    """
+
+    def __init__(self, rank, dp_rank, pp_rank, tp_rank, device_id, dp_degree, pp_degree,
+                 tp_degree, world_size, server_url, job_metadata=None, *, gpu="nvml",
+                 profile=None, stage=None, blocking_power=None, real_time=False,
+                 time_scale=1.0, job_id=None, scheduler=None, scheduler_args=None,
+                 report_every=5, strict=False, request_timeout=5.0, barrier_timeout=120.0,
+                 retries=3, log=None, share_job_id=None):
+        self._opt = None
+        self.device_id = device_id
+        self._sync = False
+        self.sim = None  # the SimGpu when the backend is simulated
+        backend = self._make_backend(gpu, device_id, pp_rank, profile, stage, blocking_power,
+                                     real_time, time_scale)
+        if scheduler_args is not None and not isinstance(scheduler_args, dict):
+            raise TypeError(f"scheduler_args must be a dict, not {type(scheduler_args).__name__}")
+        if job_metadata is not None and not isinstance(job_metadata, str):
+            raise TypeError(f"job_metadata must be a str, not {type(job_metadata).__name__}")
+        if log is not None and not callable(log):
+            raise TypeError("log must be callable (it receives one warning line)")
+        if share_job_id is not None and not callable(share_job_id):
+            raise TypeError("share_job_id must be callable")
+        share = share_job_id
+        if share is None and job_id is None and _torch_distributed() is not None:
+            share = _broadcast_job_id
+        self._opt = _perseus._Optimizer(
+            backend, int(rank), int(dp_rank), int(pp_rank), int(tp_rank), int(dp_degree),
+            int(pp_degree), int(tp_degree), int(world_size),
+            server_url=str(server_url or ""),
+            job_metadata=job_metadata,
+            job_id=str(job_id or ""),
+            scheduler=str(scheduler or ""),
+            scheduler_args=scheduler_args,
+            report_every=int(report_every),
+            strict=bool(strict),
+            request_timeout=float(request_timeout),
+            barrier_timeout=float(barrier_timeout),
+            retries=int(retries),
+            log=log if log is not None else _default_log,
+            share_job_id=share,
+        )
+
+    def _make_backend(self, gpu, device_id, pp_rank, profile, stage, blocking_power,
+                      real_time, time_scale):
+        if isinstance(gpu, str):
+            if gpu not in _GPU_KINDS:
+                raise ValueError(f"gpu must be one of {', '.join(map(repr, _GPU_KINDS))} or a "
+                                 f"backend object, not {gpu!r}")
+            if gpu == "sim":
+                if profile is None:
+                    raise ValueError('gpu="sim" needs profile= (a profile CSV path, e.g. from '
+                                     '`perseus profile synth --gpu a100 --stages S --out F`)')
+                self.sim = _perseus.SimGpu(
+                    os.fspath(profile),
+                    stage=int(pp_rank if stage is None else stage),
+                    blocking_power=float(0.0 if blocking_power is None else blocking_power),
+                    real_time=bool(real_time),
+                    time_scale=float(time_scale))
+                return self.sim
+            self._sync = True
+            return _perseus.NvmlGpu(int(device_id))
+        if gpu is None:
+            raise ValueError('gpu must be "nvml", "sim" or a backend object, not None')
+        if isinstance(gpu, _perseus.NvmlGpu):
+            self._sync = True
+        if isinstance(gpu, _perseus.SimGpu):
+            self.sim = gpu
+        return gpu
+
+    # Hooks -----------------------------------------------------------------------------------
+
+    def on_step_begin(self):
+        """Marks the start of a training iteration."""
+        self._opt.on_step_begin()
+
+    def on_step_end(self):
+        """Marks the end of a training iteration (reports every ``report_every`` iterations)."""
+        self._opt.on_step_end()
+
+    def on_instruction_begin(self, name):
+        """Applies the clock planned for the next ``name`` instruction ("forward", "backward")."""
+        if self._sync:
+            sync_device(self.device_id)
+        self._opt.on_instruction_begin(name)
+
+    def on_instruction_end(self, name):
+        """Marks the end of the ``name`` instruction and records its time and energy."""
+        if self._sync:
+            sync_device(self.device_id)
+        self._opt.on_instruction_end(name)
+
+    @contextlib.contextmanager
+    def instruction(self, name):
+        """``with opt.instruction("forward"): ...``; the end hook also runs on exceptions."""
+        self.on_instruction_begin(name)
+        try:
+            yield self
+        finally:
+            self.on_instruction_end(name)
+
+    @contextlib.contextmanager
+    def step(self):
+        """``with opt.step(): ...``: one training iteration (end hook also runs on exceptions)."""
+        self.on_step_begin()
+        try:
+            yield self
+        finally:
+            self.on_step_end()
+
+    # State -----------------------------------------------------------------------------------
+
+    @property
+    def job_id(self):
+        """The job id ("" when running without a server)."""
+        return self._opt.job_id
+
+    @property
+    def round(self):
+        """The schedule round in use (-1 while running at the default clock)."""
+        return self._opt.round
+
+    @property
+    def done(self):
+        """True once the server sent its final schedule."""
+        return self._opt.done
+
+    @property
+    def degraded(self):
+        """True while running at the default clock because the server failed us."""
+        return self._opt.degraded
+
+    @property
+    def iterations(self):
+        """(time_s, energy_j) of every completed iteration, in order."""
+        return self._opt.iterations
+
+    def close(self):
+        """Stops the clock thread and restores the GPU's default clocks (idempotent)."""
+        if self._opt is not None:
+            self._opt.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        if self._opt is None or self._opt.closed:
+            return "<perseus.PipelineFrequencyOptimizer (closed)>"
+        return (f"<perseus.PipelineFrequencyOptimizer job_id={self.job_id!r} "
+                f"round={self.round} degraded={self.degraded}>")

@@ -1,0 +1,407 @@
+// pybind11 module `perseus._perseus`: the training-side client library (DESIGN section 7) for
+// Python. The user-facing API lives in the pure-Python package (perseus/optimizer.py); this
+// module exposes:
+//   PerseusError    perseus::Error (a RuntimeError subclass)
+//   SimGpu          the simulated GPU (profile CSV + stage), drivable from Python
+//   NvmlGpu         the NVML backend (device index, optional library path)
+//   _Optimizer      PipelineFrequencyOptimizer over a SimGpu, an NvmlGpu or any Python object
+//                   with the GpuBackend methods
+// Every call that may block (HTTP, the schedule barrier, real-time simulated instructions,
+// waiting for the clock thread) runs with the GIL released; callbacks into Python (log,
+// share_job_id, Python backends) take it back.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "perseus/client/gpu_backend.hpp"
+#include "perseus/client/nvml_gpu.hpp"
+#include "perseus/client/optimizer.hpp"
+#include "perseus/client/sim_gpu.hpp"
+#include "perseus/profile/csv.hpp"
+#include "perseus/util/error.hpp"
+
+namespace py = pybind11;
+using perseus::client::GpuBackend;
+using perseus::client::IterationMeasurement;
+using perseus::client::NvmlGpu;
+using perseus::client::OptimizerOptions;
+using perseus::client::PipelineFrequencyOptimizer;
+using perseus::client::SimGpu;
+using perseus::client::SimGpuOptions;
+
+namespace {
+
+// Forwards to a backend that Python also holds (a SimGpu created in Python).
+class SharedBackend : public GpuBackend {
+ public:
+  explicit SharedBackend(std::shared_ptr<GpuBackend> gpu) : gpu_(std::move(gpu)) {}
+  std::vector<int> supported_clocks() const override { return gpu_->supported_clocks(); }
+  void lock_clock(int mhz) override { gpu_->lock_clock(mhz); }
+  void reset_clock() override { gpu_->reset_clock(); }
+  void set_power_limit(double watts) override { gpu_->set_power_limit(watts); }
+  void reset_power_limit() override { gpu_->reset_power_limit(); }
+  double now_s() override { return gpu_->now_s(); }
+  double total_energy_j() override { return gpu_->total_energy_j(); }
+  void instruction_begin(const std::string& name) override { gpu_->instruction_begin(name); }
+  void instruction_end(const std::string& name) override { gpu_->instruction_end(name); }
+  bool synchronous_clocks() const override { return gpu_->synchronous_clocks(); }
+
+ private:
+  std::shared_ptr<GpuBackend> gpu_;
+};
+
+// A real GPU through NVML: wall-clock time, the NVML energy counter.
+class NvmlBackend : public GpuBackend {
+ public:
+  explicit NvmlBackend(std::shared_ptr<NvmlGpu> gpu) : gpu_(std::move(gpu)) {}
+  std::vector<int> supported_clocks() const override { return gpu_->supported_clocks(); }
+  void lock_clock(int mhz) override { gpu_->lock_clock(mhz); }
+  void reset_clock() override { gpu_->reset_clock(); }
+  void set_power_limit(double watts) override { gpu_->set_power_limit(watts); }
+  void reset_power_limit() override { gpu_->reset_power_limit(); }
+  double now_s() override {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  double total_energy_j() override { return gpu_->total_energy_j(); }
+
+ private:
+  std::shared_ptr<NvmlGpu> gpu_;
+};
+
+// Any Python object with the GpuBackend methods (supported_clocks, lock_clock, reset_clock,
+// set_power_limit, reset_power_limit, now_s, total_energy_j; optionally instruction_begin,
+// instruction_end, synchronous_clocks). Python exceptions become perseus::Error.
+class PyBackend : public GpuBackend {
+ public:
+  explicit PyBackend(py::object obj) : obj_(std::move(obj)) {
+    for (const char* name : {"supported_clocks", "lock_clock", "reset_clock", "set_power_limit",
+                             "reset_power_limit", "now_s", "total_energy_j"}) {
+      if (!py::hasattr(obj_, name))
+        throw perseus::Error(std::string("gpu backend object has no method '") + name +
+                             "' (expected \"nvml\", \"sim\", a SimGpu, an NvmlGpu or an object "
+                             "with the GpuBackend methods)");
+    }
+    synchronous_ = py::hasattr(obj_, "synchronous_clocks") && call_bool("synchronous_clocks");
+  }
+  ~PyBackend() override {
+    py::gil_scoped_acquire gil;
+    obj_ = py::object();
+  }
+
+  std::vector<int> supported_clocks() const override {
+    return call<std::vector<int>>("supported_clocks");
+  }
+  void lock_clock(int mhz) override { call_void("lock_clock", mhz); }
+  void reset_clock() override { call_void("reset_clock"); }
+  void set_power_limit(double watts) override { call_void("set_power_limit", watts); }
+  void reset_power_limit() override { call_void("reset_power_limit"); }
+  double now_s() override { return call<double>("now_s"); }
+  double total_energy_j() override { return call<double>("total_energy_j"); }
+  void instruction_begin(const std::string& name) override {
+    call_optional("instruction_begin", name);
+  }
+  void instruction_end(const std::string& name) override { call_optional("instruction_end", name); }
+  bool synchronous_clocks() const override { return synchronous_; }
+
+ private:
+  template <class T, class... Args>
+  T call(const char* method, Args&&... args) const {
+    py::gil_scoped_acquire gil;
+    try {
+      return obj_.attr(method)(std::forward<Args>(args)...).template cast<T>();
+    } catch (py::error_already_set& e) {
+      throw perseus::Error(std::string("gpu backend ") + method + ": " + e.what());
+    } catch (py::cast_error& e) {
+      throw perseus::Error(std::string("gpu backend ") + method +
+                           ": bad return value: " + e.what());
+    }
+  }
+  template <class... Args>
+  void call_void(const char* method, Args&&... args) const {
+    py::gil_scoped_acquire gil;
+    try {
+      obj_.attr(method)(std::forward<Args>(args)...);
+    } catch (py::error_already_set& e) {
+      throw perseus::Error(std::string("gpu backend ") + method + ": " + e.what());
+    }
+  }
+  void call_optional(const char* method, const std::string& name) const {
+    py::gil_scoped_acquire gil;
+    if (!py::hasattr(obj_, method)) return;
+    try {
+      obj_.attr(method)(name);
+    } catch (py::error_already_set& e) {
+      throw perseus::Error(std::string("gpu backend ") + method + ": " + e.what());
+    }
+  }
+  bool call_bool(const char* method) const {
+    py::object attr = obj_.attr(method);
+    return py::bool_(PyCallable_Check(attr.ptr()) ? attr() : attr);
+  }
+
+  py::object obj_;
+  bool synchronous_ = false;
+};
+
+// Holds a Python callable so that copies and the final release happen under the GIL (the
+// optimizer may drop its std::function on a thread that does not hold it).
+struct PyCallable {
+  std::shared_ptr<py::object> fn;
+  explicit PyCallable(py::object f)
+      : fn(new py::object(std::move(f)), [](py::object* p) {
+          py::gil_scoped_acquire gil;
+          delete p;
+        }) {}
+};
+
+std::function<void(const std::string&)> make_log(py::object log) {
+  if (log.is_none()) return {};
+  PyCallable c(std::move(log));
+  return [c](const std::string& message) {
+    py::gil_scoped_acquire gil;
+    try {
+      (*c.fn)(message);
+    } catch (py::error_already_set& e) {
+      // A broken logger must not break training: report it through Python's unraisable hook.
+      e.discard_as_unraisable("perseus log callback");
+    }
+  };
+}
+
+std::function<std::string(const std::string&)> make_share(py::object share) {
+  if (share.is_none()) return {};
+  PyCallable c(std::move(share));
+  return [c](const std::string& id) -> std::string {
+    py::gil_scoped_acquire gil;
+    try {
+      return (*c.fn)(id).cast<std::string>();
+    } catch (py::error_already_set& e) {
+      throw perseus::Error(std::string("share_job_id callback failed: ") + e.what());
+    } catch (py::cast_error& e) {
+      throw perseus::Error(std::string("share_job_id callback must return a str: ") + e.what());
+    }
+  };
+}
+
+nlohmann::json to_json(const py::handle& obj) {
+  if (obj.is_none()) return nullptr;
+  if (py::isinstance<py::bool_>(obj)) return obj.cast<bool>();
+  if (py::isinstance<py::int_>(obj)) return obj.cast<long long>();
+  if (py::isinstance<py::float_>(obj)) return obj.cast<double>();
+  if (py::isinstance<py::str>(obj)) return obj.cast<std::string>();
+  if (py::isinstance<py::dict>(obj)) {
+    nlohmann::json out = nlohmann::json::object();
+    for (auto item : obj.cast<py::dict>()) {
+      if (!py::isinstance<py::str>(item.first))
+        throw perseus::Error("scheduler_args: keys must be strings");
+      out[item.first.cast<std::string>()] = to_json(item.second);
+    }
+    return out;
+  }
+  if (py::isinstance<py::list>(obj) || py::isinstance<py::tuple>(obj)) {
+    nlohmann::json out = nlohmann::json::array();
+    for (auto item : obj) out.push_back(to_json(item));
+    return out;
+  }
+  throw perseus::Error("scheduler_args: unsupported value of type " +
+                       py::str(py::type::of(obj).attr("__name__")).cast<std::string>() +
+                       " (use dict, list, str, int, float, bool or None)");
+}
+
+// The Python-facing optimizer. close() (also run by the destructor) restores the GPU's default
+// clocks; it releases the GIL so that the clock thread can finish Python backend calls.
+class Optimizer {
+ public:
+  Optimizer(OptimizerOptions options, std::unique_ptr<GpuBackend> gpu) {
+    py::gil_scoped_release nogil;
+    opt_ = std::make_unique<PipelineFrequencyOptimizer>(std::move(options), std::move(gpu));
+  }
+  ~Optimizer() {
+    if (!opt_) return;
+    if (Py_IsInitialized() && PyGILState_Check()) {
+      py::gil_scoped_release nogil;
+      opt_.reset();
+    } else {
+      opt_.reset();
+    }
+  }
+  void close() {
+    std::unique_ptr<PipelineFrequencyOptimizer> opt = std::move(opt_);
+    py::gil_scoped_release nogil;
+    opt.reset();
+  }
+  bool closed() const { return !opt_; }
+
+  PipelineFrequencyOptimizer& get() {
+    if (!opt_) throw perseus::Error("the frequency optimizer was closed");
+    return *opt_;
+  }
+
+ private:
+  std::unique_ptr<PipelineFrequencyOptimizer> opt_;
+};
+
+std::unique_ptr<GpuBackend> make_backend(py::object gpu) {
+  if (py::isinstance<SimGpu>(gpu)) {
+    return std::make_unique<SharedBackend>(gpu.cast<std::shared_ptr<SimGpu>>());
+  }
+  if (py::isinstance<NvmlGpu>(gpu)) {
+    return std::make_unique<NvmlBackend>(gpu.cast<std::shared_ptr<NvmlGpu>>());
+  }
+  if (py::isinstance<py::str>(gpu)) {
+    throw perseus::Error(
+        "gpu: pass \"nvml\" and \"sim\" through perseus.PipelineFrequencyOptimizer");
+  }
+  return std::make_unique<PyBackend>(std::move(gpu));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_perseus, m) {
+  m.doc() = "Perseus training-side client (C++ extension); use the `perseus` package.";
+
+  py::register_exception<perseus::Error>(m, "PerseusError", PyExc_RuntimeError);
+  m.attr("PerseusError").attr("__doc__") =
+      "An error from the Perseus client library: bad input, unusable arguments, or (strict "
+      "mode) a failed server request.";
+
+  py::class_<SimGpu, std::shared_ptr<SimGpu>>(
+      m, "SimGpu",
+      "A simulated GPU whose instruction time and energy follow one stage of a profile CSV.\n"
+      "Virtual mode (default): time advances only by instructions and wait_until().\n"
+      "Real-time mode: instruction_end() sleeps until the profiled duration times time_scale\n"
+      "has passed since instruction_begin(); now() is wall time divided by time_scale.")
+      .def(py::init([](const std::string& profile, int stage, double blocking_power, bool real_time,
+                       double time_scale) {
+             SimGpuOptions o;
+             o.stage = stage;
+             o.blocking_power_w = blocking_power;
+             o.real_time = real_time;
+             o.time_scale = time_scale;
+             return std::make_shared<SimGpu>(perseus::profile::read_profile_csv(profile), o);
+           }),
+           py::arg("profile"), py::arg("stage") = 0, py::arg("blocking_power") = 0.0,
+           py::arg("real_time") = false, py::arg("time_scale") = 1.0)
+      .def("supported_clocks", &SimGpu::supported_clocks,
+           "Profiled SM clocks (MHz), highest first.")
+      .def("lock_clock", &SimGpu::lock_clock, py::arg("mhz"))
+      .def("reset_clock", &SimGpu::reset_clock)
+      .def("set_power_limit", &SimGpu::set_power_limit, py::arg("watts"))
+      .def("reset_power_limit", &SimGpu::reset_power_limit)
+      .def("now", &SimGpu::now_s, "Simulated time in seconds.")
+      .def("now_s", &SimGpu::now_s)
+      .def("total_energy", &SimGpu::total_energy_j, "Energy counter in joules.")
+      .def("total_energy_j", &SimGpu::total_energy_j)
+      .def("instruction_begin", &SimGpu::instruction_begin, py::arg("name"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("instruction_end", &SimGpu::instruction_end, py::arg("name"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("wait_until", &SimGpu::wait_until, py::arg("t"),
+           "Virtual mode: block at blocking power until simulated time t (no-op if t <= now).",
+           py::call_guard<py::gil_scoped_release>())
+      .def("current_clock", &SimGpu::current_clock, py::arg("instruction"))
+      .def_property_readonly("synchronous_clocks", &SimGpu::synchronous_clocks);
+
+  py::class_<NvmlGpu, std::shared_ptr<NvmlGpu>>(
+      m, "NvmlGpu", "A real GPU through NVML (libnvidia-ml loaded at run time).")
+      .def(py::init<int, const std::string&>(), py::arg("index") = 0,
+           py::arg("library") = "libnvidia-ml.so.1")
+      .def("supported_clocks", &NvmlGpu::supported_clocks)
+      .def("lock_clock", &NvmlGpu::lock_clock, py::arg("mhz"))
+      .def("reset_clock", &NvmlGpu::reset_clock)
+      .def("set_power_limit", &NvmlGpu::set_power_limit, py::arg("watts"))
+      .def("reset_power_limit", &NvmlGpu::reset_power_limit)
+      .def("total_energy", &NvmlGpu::total_energy_j)
+      .def("total_energy_j", &NvmlGpu::total_energy_j);
+
+  py::class_<Optimizer>(m, "_Optimizer")
+      .def(py::init([](py::object gpu, int rank, int dp_rank, int pp_rank, int tp_rank,
+                       int dp_degree, int pp_degree, int tp_degree, int world_size,
+                       std::string server_url, py::object job_metadata, std::string job_id,
+                       std::string scheduler, py::object scheduler_args, int report_every,
+                       bool strict, double request_timeout, double barrier_timeout, int retries,
+                       double backoff, py::object log, py::object share_job_id) {
+             OptimizerOptions o;
+             o.rank = rank;
+             o.dp_rank = dp_rank;
+             o.pp_rank = pp_rank;
+             o.tp_rank = tp_rank;
+             o.dp_degree = dp_degree;
+             o.pp_degree = pp_degree;
+             o.tp_degree = tp_degree;
+             o.world_size = world_size;
+             o.server_url = std::move(server_url);
+             if (!job_metadata.is_none()) o.job_metadata = job_metadata.cast<std::string>();
+             o.job_id = std::move(job_id);
+             o.scheduler = std::move(scheduler);
+             if (!scheduler_args.is_none()) {
+               o.scheduler_args = to_json(scheduler_args);
+               if (!o.scheduler_args.is_object())
+                 throw perseus::Error("scheduler_args must be a dict");
+             }
+             o.report_every = report_every;
+             o.strict = strict;
+             o.request_timeout_s = request_timeout;
+             o.barrier_timeout_s = barrier_timeout;
+             o.retries = retries;
+             o.backoff_s = backoff;
+             o.log = make_log(std::move(log));
+             o.share_job_id = make_share(std::move(share_job_id));
+             std::unique_ptr<GpuBackend> backend = make_backend(std::move(gpu));
+             return std::make_unique<Optimizer>(std::move(o), std::move(backend));
+           }),
+           py::arg("gpu"), py::arg("rank"), py::arg("dp_rank"), py::arg("pp_rank"),
+           py::arg("tp_rank"), py::arg("dp_degree"), py::arg("pp_degree"), py::arg("tp_degree"),
+           py::arg("world_size"), py::arg("server_url") = "", py::arg("job_metadata") = py::none(),
+           py::arg("job_id") = "", py::arg("scheduler") = "",
+           py::arg("scheduler_args") = py::none(), py::arg("report_every") = 5,
+           py::arg("strict") = false, py::arg("request_timeout") = 5.0,
+           py::arg("barrier_timeout") = 120.0, py::arg("retries") = 3, py::arg("backoff") = 0.2,
+           py::arg("log") = py::none(), py::arg("share_job_id") = py::none())
+      .def("on_step_begin",
+           [](Optimizer& o) {
+             py::gil_scoped_release nogil;
+             o.get().on_step_begin();
+           })
+      .def("on_step_end",
+           [](Optimizer& o) {
+             py::gil_scoped_release nogil;
+             o.get().on_step_end();
+           })
+      .def(
+          "on_instruction_begin",
+          [](Optimizer& o, const std::string& name) {
+            py::gil_scoped_release nogil;
+            o.get().on_instruction_begin(name);
+          },
+          py::arg("name"))
+      .def(
+          "on_instruction_end",
+          [](Optimizer& o, const std::string& name) {
+            py::gil_scoped_release nogil;
+            o.get().on_instruction_end(name);
+          },
+          py::arg("name"))
+      .def("close", &Optimizer::close)
+      .def_property_readonly("closed", &Optimizer::closed)
+      .def_property_readonly("job_id", [](Optimizer& o) { return o.get().job_id(); })
+      .def_property_readonly("round", [](Optimizer& o) { return o.get().round(); })
+      .def_property_readonly("done", [](Optimizer& o) { return o.get().done(); })
+      .def_property_readonly("degraded", [](Optimizer& o) { return o.get().degraded(); })
+      .def_property_readonly("iterations",
+                             [](Optimizer& o) {
+                               std::vector<std::pair<double, double>> out;
+                               for (const IterationMeasurement& it : o.get().iterations())
+                                 out.emplace_back(it.time_s, it.energy_j);
+                               return out;
+                             })
+      .def("gpu_now", [](Optimizer& o) { return o.get().gpu().now_s(); })
+      .def("gpu_total_energy", [](Optimizer& o) { return o.get().gpu().total_energy_j(); });
+}

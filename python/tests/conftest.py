@@ -1,0 +1,60 @@
+"""Shared fixtures: the perseus binary (PERSEUS_BIN), synthetic profiles, a closed port."""
+
+import csv
+import os
+import shutil
+import socket
+import subprocess
+
+import pytest
+
+
+def _perseus_bin():
+    path = os.environ.get("PERSEUS_BIN") or shutil.which("perseus")
+    if path and os.path.isfile(path) and os.access(path, os.X_OK):
+        return path
+    return None
+
+
+@pytest.fixture(scope="session")
+def perseus_bin():
+    path = _perseus_bin()
+    if path is None:
+        pytest.skip("no perseus binary: set PERSEUS_BIN")
+    return path
+
+
+def synth_profile(perseus_bin, stages, out):
+    subprocess.run([perseus_bin, "profile", "synth", "--gpu", "a100", "--stages", str(stages),
+                    "--out", str(out)], check=True, capture_output=True, text=True)
+    return str(out)
+
+
+@pytest.fixture(scope="session")
+def profile2(perseus_bin, tmp_path_factory):
+    """A 2-stage A100 profile CSV (`perseus profile synth --gpu a100 --stages 2`)."""
+    return synth_profile(perseus_bin, 2, tmp_path_factory.mktemp("profile") / "a100x2.csv")
+
+
+def read_rows(path):
+    """{(stage, instruction): {mhz: (time_s, energy_j)}} from a profile CSV."""
+    rows = {}
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            key = (int(r["stage"]), r["instruction"])
+            rows.setdefault(key, {})[int(r["frequency"])] = (float(r["time"]), float(r["energy"]))
+    return rows
+
+
+@pytest.fixture(scope="session")
+def profile2_rows(profile2):
+    return read_rows(profile2)
+
+
+@pytest.fixture
+def closed_port_url():
+    """http://127.0.0.1:P where nothing listens on P."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"

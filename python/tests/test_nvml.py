@@ -1,0 +1,57 @@
+"""perseus.NvmlGpu through the real dlopen path, with the C++ tests' fake libnvidia-ml
+($PERSEUS_FAKE_NVML; those tests are skipped without it)."""
+
+import os
+
+import pytest
+
+import perseus
+
+FAKE = os.environ.get("PERSEUS_FAKE_NVML", "")
+needs_fake = pytest.mark.skipif(not os.path.isfile(FAKE),
+                                reason="PERSEUS_FAKE_NVML (the fake libnvidia-ml) not built")
+
+
+def test_missing_library_raises():
+    with pytest.raises(perseus.PerseusError, match="libnvidia-ml"):
+        perseus.NvmlGpu(0, library="/nonexistent/libnvidia-ml.so.1")
+
+
+@needs_fake
+def test_fake_nvml_device(tmp_path, monkeypatch):
+    log = tmp_path / "nvml.log"
+    monkeypatch.setenv("FAKE_NVML_LOG", str(log))
+    gpu = perseus.NvmlGpu(0, library=FAKE)
+    clocks = gpu.supported_clocks()
+    assert clocks and clocks == sorted(clocks, reverse=True)
+    e0 = gpu.total_energy()
+    assert gpu.total_energy() > e0
+    gpu.lock_clock(clocks[-1])
+    gpu.reset_clock()
+    text = log.read_text()
+    assert f"nvmlDeviceSetGpuLockedClocks {clocks[-1]} {clocks[-1]}" in text
+    assert "nvmlDeviceResetGpuLockedClocks" in text
+
+
+@needs_fake
+def test_bad_device_index_raises():
+    with pytest.raises(perseus.PerseusError):
+        perseus.NvmlGpu(3, library=FAKE)
+
+
+@needs_fake
+def test_optimizer_with_nvml_backend_restores_clocks(tmp_path, monkeypatch):
+    log = tmp_path / "nvml.log"
+    monkeypatch.setenv("FAKE_NVML_LOG", str(log))
+    gpu = perseus.NvmlGpu(0, library=FAKE)
+    opt = perseus.PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 1, 1, 1, None, gpu=gpu)
+    for _ in range(2):
+        with opt.step():
+            with opt.instruction("forward"):
+                pass
+            with opt.instruction("backward"):
+                pass
+    assert len(opt.iterations) == 2
+    assert all(t >= 0 and e > 0 for t, e in opt.iterations)  # wall clock, NVML energy counter
+    opt.close()
+    assert "nvmlDeviceResetGpuLockedClocks" in log.read_text()

@@ -1,0 +1,251 @@
+"""perseus.PipelineFrequencyOptimizer without a server (simulated GPU, Python backends)."""
+
+import threading
+import warnings
+
+import pytest
+
+import perseus
+
+
+def make(profile_path, server_url="", **kw):
+    kw.setdefault("gpu", "sim")
+    kw.setdefault("profile", profile_path)
+    kw.setdefault("retries", 0)
+    kw.setdefault("request_timeout", 1.0)
+    kw.setdefault("barrier_timeout", 5.0)
+    return perseus.PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 2, 1, 2, server_url, **kw)
+
+
+class Recording(perseus.PipelineFrequencyOptimizer):
+    """Records the hook calls the context managers make."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.calls = []
+
+    def on_instruction_begin(self, name):
+        self.calls.append(("begin", name))
+        super().on_instruction_begin(name)
+
+    def on_instruction_end(self, name):
+        self.calls.append(("end", name))
+        super().on_instruction_end(name)
+
+    def on_step_begin(self):
+        self.calls.append(("step_begin",))
+        super().on_step_begin()
+
+    def on_step_end(self):
+        self.calls.append(("step_end",))
+        super().on_step_end()
+
+
+def recording(profile, **kw):
+    return Recording(0, 0, 0, 0, 0, 1, 2, 1, 2, None, gpu="sim", profile=profile, **kw)
+
+
+def test_no_server_runs_at_default_clock(profile2, profile2_rows):
+    logged = []
+    with make(profile2, log=logged.append) as opt:
+        assert opt.round == -1
+        assert not opt.done
+        assert opt.sim is not None
+        fwd = profile2_rows[(0, "forward")]
+        bwd = profile2_rows[(0, "backward")]
+        for _ in range(3):
+            with opt.step():
+                with opt.instruction("forward"):
+                    pass
+                with opt.instruction("backward"):
+                    pass
+        its = opt.iterations
+        assert len(its) == 3
+        # Virtual time: an iteration is exactly F + B at the highest clock.
+        t = fwd[max(fwd)][0] + bwd[max(bwd)][0]
+        e = fwd[max(fwd)][1] + bwd[max(bwd)][1]
+        for time_s, energy_j in its:
+            assert time_s == pytest.approx(t, rel=1e-6)
+            assert energy_j == pytest.approx(e, rel=1e-6)
+        assert opt.sim.now() == pytest.approx(3 * t, rel=1e-6)
+
+
+def test_context_managers_call_begin_and_end(profile2):
+    opt = recording(profile2)
+    with opt.step():
+        with opt.instruction("forward"):
+            pass
+        with opt.instruction("backward"):
+            pass
+    assert opt.calls == [("step_begin",), ("begin", "forward"), ("end", "forward"),
+                         ("begin", "backward"), ("end", "backward"), ("step_end",)]
+    opt.close()
+
+
+def test_context_managers_end_on_exception(profile2, profile2_rows):
+    opt = recording(profile2)
+    fwd = profile2_rows[(0, "forward")]
+    with pytest.raises(KeyError):
+        with opt.step():
+            with opt.instruction("forward"):
+                raise KeyError("boom")
+    assert opt.calls == [("step_begin",), ("begin", "forward"), ("end", "forward"),
+                         ("step_end",)]
+    # The instruction really ended: simulated time advanced by it, and training goes on.
+    assert opt.sim.now() == pytest.approx(fwd[max(fwd)][0], rel=1e-6)
+    with opt.step():
+        with opt.instruction("forward"):
+            pass
+    assert len(opt.iterations) == 2
+    opt.close()
+
+
+def test_unreachable_server_degrades_with_warning(profile2, closed_port_url):
+    logged = []
+    opt = make(profile2, closed_port_url, log=logged.append)
+    for _ in range(4):
+        opt.on_step_begin()
+        opt.on_instruction_begin("forward")
+        opt.on_instruction_end("forward")
+        opt.on_instruction_begin("backward")
+        opt.on_instruction_end("backward")
+        opt.on_step_end()
+    assert opt.degraded
+    assert opt.round == -1
+    assert len(opt.iterations) == 4
+    assert logged, "a warning must say why the optimizer runs at the default clock"
+    assert all(isinstance(m, str) and m for m in logged)
+    opt.close()
+
+
+def test_unreachable_server_default_log_is_a_python_warning(profile2, closed_port_url):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        opt = make(profile2, closed_port_url, report_every=1)
+        with opt.step():
+            with opt.instruction("forward"):
+                pass
+        assert opt.degraded
+        opt.close()
+    assert any(issubclass(w.category, perseus.PerseusWarning) for w in caught), \
+        [str(w.message) for w in caught]
+
+
+def test_strict_raises(profile2, closed_port_url):
+    with pytest.raises(perseus.PerseusError):
+        opt = make(profile2, closed_port_url, strict=True)
+        # A client may defer its first request; then the first hook must raise.
+        with opt.step():
+            with opt.instruction("forward"):
+                pass
+
+
+def test_closed_optimizer_raises(profile2):
+    opt = make(profile2)
+    opt.close()
+    opt.close()  # idempotent
+    with pytest.raises(perseus.PerseusError):
+        opt.on_step_begin()
+
+
+class PyBackend:
+    """A GPU backend written in Python (duck-typed GpuBackend)."""
+
+    def __init__(self):
+        self.t = 0.0
+        self.energy = 0.0
+        self.calls = []
+        self.lock = threading.Lock()
+
+    def supported_clocks(self):
+        return [1500, 1200, 900]
+
+    def lock_clock(self, mhz):
+        with self.lock:
+            self.calls.append(("lock_clock", mhz))
+
+    def reset_clock(self):
+        with self.lock:
+            self.calls.append(("reset_clock",))
+
+    def set_power_limit(self, watts):
+        with self.lock:
+            self.calls.append(("set_power_limit", watts))
+
+    def reset_power_limit(self):
+        with self.lock:
+            self.calls.append(("reset_power_limit",))
+
+    def now_s(self):
+        return self.t
+
+    def total_energy_j(self):
+        return self.energy
+
+    def instruction_begin(self, name):
+        with self.lock:
+            self.calls.append(("instruction_begin", name))
+
+    def instruction_end(self, name):
+        with self.lock:
+            self.calls.append(("instruction_end", name))
+        self.t += 0.25
+        self.energy += 50.0
+
+    synchronous_clocks = True
+
+
+def test_python_backend_object(profile2):
+    gpu = PyBackend()
+    opt = make(profile2, gpu=gpu, profile=None)
+    for _ in range(2):
+        with opt.step():
+            with opt.instruction("forward"):
+                pass
+            with opt.instruction("backward"):
+                pass
+    assert opt.iterations == [pytest.approx((0.5, 100.0))] * 2
+    names = [c for c in gpu.calls if c[0].startswith("instruction")]
+    assert names == [("instruction_begin", "forward"), ("instruction_end", "forward"),
+                     ("instruction_begin", "backward"), ("instruction_end", "backward")] * 2
+    opt.close()
+
+
+def test_sim_gpu_object_is_shared(profile2):
+    gpu = perseus.SimGpu(profile2, stage=1, blocking_power=80.0)
+    opt = make(profile2, gpu=gpu, profile=None)
+    assert opt.sim is gpu
+    with opt.step():
+        with opt.instruction("forward"):
+            pass
+    assert gpu.now() > 0 and gpu.total_energy() > 0
+    assert opt.iterations[0][0] == pytest.approx(gpu.now(), rel=1e-6)
+    opt.close()
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"gpu": "tpu"}, ValueError, "gpu must be one of"),
+    ({"gpu": None}, ValueError, "gpu"),
+    ({"gpu": "sim", "profile": None}, ValueError, "profile"),
+    ({"scheduler_args": "microbatches=4"}, TypeError, "scheduler_args"),
+    ({"scheduler_args": {"bad": object()}}, perseus.PerseusError, "scheduler_args"),
+    ({"log": "stderr"}, TypeError, "log"),
+    ({"job_metadata": {"a": 1}}, TypeError, "job_metadata"),
+    ({"stage": 7}, perseus.PerseusError, ""),
+    ({"gpu": object(), "profile": None}, perseus.PerseusError, "gpu backend"),
+])
+def test_bad_arguments(profile2, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        make(profile2, **kwargs)
+
+
+def test_missing_profile_file(tmp_path):
+    with pytest.raises(perseus.PerseusError, match="missing.csv"):
+        make(str(tmp_path / "missing.csv"))
+
+
+def test_invalid_options_raise(profile2):
+    # Rank outside the world: invalid options are errors even when not strict.
+    with pytest.raises(perseus.PerseusError):
+        perseus.PipelineFrequencyOptimizer(5, 0, 0, 0, 0, 1, 2, 1, 2, None, gpu="sim",
+                                           profile=profile2)

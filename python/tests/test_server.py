@@ -1,0 +1,249 @@
+"""End to end against a real `perseus serve` (skipped while the binary has no `serve`)."""
+
+import json
+import os
+import queue
+import re
+import subprocess
+import sys
+import threading
+import urllib.request
+
+import pytest
+
+import perseus
+
+MICROBATCHES = 3
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLE = os.path.join(HERE, "..", "..", "examples", "pytorch_pipeline", "train.py")
+
+
+def serve_available(perseus_bin):
+    try:
+        res = subprocess.run([perseus_bin, "serve", "--help"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return res.returncode == 0
+
+
+@pytest.fixture
+def server(perseus_bin, tmp_path):
+    if not serve_available(perseus_bin):
+        pytest.skip("`perseus serve --help` fails: no server command yet")
+    cmd = [perseus_bin, "serve", "--port", "0", "--store", str(tmp_path / "store.db"),
+           "--output-dir", str(tmp_path / "out"), "--scheduler", "all-max", "--scheduler-args",
+           json.dumps({"microbatches": MICROBATCHES})]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = queue.Queue()
+
+    def pump(stream, tag):
+        for line in stream:
+            lines.put((tag, line))
+        lines.put((tag, None))
+
+    for stream, tag in ((proc.stdout, "out"), (proc.stderr, "err")):
+        threading.Thread(target=pump, args=(stream, tag), daemon=True).start()
+    seen, url = [], None
+    try:
+        while url is None:
+            tag, line = lines.get(timeout=30)
+            if line is None:
+                if proc.poll() is not None:
+                    break
+                continue
+            seen.append(line)
+            m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
+            if tag == "out" and m:
+                url = m.group(1)
+    except queue.Empty:
+        pass
+    if url is None:
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"server did not start: {' '.join(cmd)}\n{''.join(seen)}")
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def get_json(url):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.loads(r.read().decode())
+
+
+def one_f_one_b(stages, stage, microbatches):
+    order, f, b = [], 0, 0
+    for _ in range(min(stages - stage, microbatches)):
+        order.append("forward")
+        f += 1
+    while b < microbatches:
+        order.append("backward")
+        b += 1
+        if f < microbatches:
+            order.append("forward")
+            f += 1
+    return order
+
+
+class ShareJobId:
+    """Thread-based stand-in for torch.distributed's broadcast of rank 0's job id."""
+
+    def __init__(self):
+        self.event = threading.Event()
+        self.job_id = ""
+
+    def __call__(self, job_id):
+        if job_id:
+            self.job_id = job_id
+            self.event.set()
+            return job_id
+        self.event.wait(60)
+        return self.job_id
+
+
+def run_ranks(server, profile, stages, iterations, report_every, **kwargs):
+    """Runs `stages` ranks (one pipeline, one thread each) with simulated GPUs in virtual time
+    through `iterations` 1F1B iterations; returns per-rank results and the warnings logged."""
+    share = ShareJobId()
+    results, errors, logs = {}, [], []
+
+    def rank_main(rank):
+        try:
+            opt = perseus.PipelineFrequencyOptimizer(
+                rank, 0, rank, 0, 0, 1, stages, 1, stages, server,
+                json.dumps({"test": "two_ranks"}), gpu="sim", profile=profile,
+                blocking_power=83.64, report_every=report_every, share_job_id=share,
+                barrier_timeout=60.0, log=logs.append, **kwargs)
+            rounds = []
+            for _ in range(iterations):
+                with opt.step():
+                    for name in one_f_one_b(stages, rank, MICROBATCHES):
+                        with opt.instruction(name):
+                            pass
+                rounds.append(opt.round)
+            results[rank] = dict(job_id=opt.job_id, rounds=rounds, done=opt.done,
+                                 degraded=opt.degraded, iterations=opt.iterations,
+                                 clock=opt.sim.current_clock("forward"),
+                                 clocks=opt.sim.supported_clocks())
+            opt.close()
+        except BaseException as e:  # reported in the main thread
+            errors.append((rank, repr(e)))
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(stages)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a rank hung"
+    assert not errors, errors
+    assert not logs, logs
+    job_id = results[0]["job_id"]
+    assert job_id and all(r["job_id"] == job_id for r in results.values())
+    for rank, r in results.items():
+        assert not r["degraded"], rank
+        assert r["rounds"] == sorted(r["rounds"]), r["rounds"]
+        assert len(r["iterations"]) == iterations
+    return job_id, results
+
+
+def test_two_ranks_all_max(server, profile2):
+    stages, iterations = 2, 6
+    job_id, results = run_ranks(server, profile2, stages, iterations, report_every=2)
+    for r in results.values():
+        assert r["done"]  # all-max is final at once
+        assert r["rounds"] == [0] * iterations
+        assert r["clock"] == max(r["clocks"])  # the highest clock is locked
+
+    status = get_json(f"{server}/jobs/{job_id}")
+    assert status["job_id"] == job_id
+    assert status["scheduler"] == "all-max"
+    assert status["ranks_registered"] == stages
+    assert status["round"] == 0
+    assert status["state"] == "done"
+    assert not status.get("error")
+    assert job_id in json.dumps(get_json(f"{server}/jobs"))
+
+
+def test_two_ranks_profiler_rounds_and_results(server, profile2, profile2_rows, tmp_path):
+    """A per-job scheduler (the instruction profiler) sweeps 3 clocks, one round each: rounds
+    advance, results are accepted, and the profile it writes matches the simulated GPUs'."""
+    stages, report_every = 2, 2
+    clocks = sorted(profile2_rows[(0, "forward")], reverse=True)[:3]
+    out = tmp_path / "measured.csv"
+    args = {"microbatches": MICROBATCHES, "max_frequency": clocks[0],
+            "min_frequency": clocks[-1], "output": str(out), "skip_iterations": 0,
+            "patience": 10}
+    job_id, results = run_ranks(server, profile2, stages, report_every * 5, report_every,
+                                scheduler="profiler", scheduler_args=args)
+    for r in results.values():
+        assert r["done"]
+        assert r["rounds"][0] == 0
+        assert r["rounds"][-1] == len(clocks)  # one round per clock, then the final one
+        assert set(range(len(clocks) + 1)) <= set(r["rounds"])
+
+    status = get_json(f"{server}/jobs/{job_id}")
+    assert status["scheduler"] == "profiler"
+    assert status["round"] == len(clocks)
+    assert status["state"] == "done"
+    assert not status.get("error")
+    last = status["last_results"]  # results of a complete round were accepted
+    assert last["round"] == len(clocks) - 1
+    assert [s["iterations"] for s in last["stages"]] == [report_every] * stages
+
+    # Virtual time: what the client measured and reported is exactly the simulated profile.
+    from conftest import read_rows
+    measured = read_rows(out)
+    for (stage, name), rows in measured.items():
+        assert set(rows) == set(clocks)
+        for mhz, (t, e) in rows.items():
+            t0, e0 = profile2_rows[(stage, name)][mhz]
+            assert t == pytest.approx(t0, rel=1e-6)
+            assert e == pytest.approx(e0, rel=1e-6)
+
+
+def test_example_against_server(server, perseus_bin):
+    env = dict(os.environ, PERSEUS_BIN=perseus_bin)
+    cmd = [sys.executable, EXAMPLE, "--server", server, "--stages", "2", "--iterations", "4",
+           "--microbatches", str(MICROBATCHES), "--report-every", "2", "--check"]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240)
+    assert res.returncode == 0, res.stdout + res.stderr
+    m = re.search(r"^job (\S+):", res.stdout, re.M)
+    assert m, res.stdout
+    job_id = m.group(1)
+    status = get_json(f"{server}/jobs/{job_id}")
+    assert status["ranks_registered"] == 2
+    assert "(degraded)" not in res.stdout, res.stdout
+    assert "check passed" in res.stdout
+
+
+def test_nvml_backend_locks_planned_clock(server, tmp_path, monkeypatch):
+    """One rank on the fake libnvidia-ml: the all-max plan locks the highest clock through the
+    NVML backend, and closing the optimizer resets it."""
+    fake = os.environ.get("PERSEUS_FAKE_NVML", "")
+    if not os.path.isfile(fake):
+        pytest.skip("PERSEUS_FAKE_NVML (the fake libnvidia-ml) not built")
+    log = tmp_path / "nvml.log"
+    monkeypatch.setenv("FAKE_NVML_LOG", str(log))
+    gpu = perseus.NvmlGpu(0, library=fake)
+    top = gpu.supported_clocks()[0]
+    logs = []
+    opt = perseus.PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 1, 1, 1, server, gpu=gpu,
+                                             report_every=2, log=logs.append)
+    for _ in range(4):
+        with opt.step():
+            for name in one_f_one_b(1, 0, MICROBATCHES):
+                with opt.instruction(name):
+                    pass
+    assert not logs, logs
+    assert opt.round == 0 and opt.done and not opt.degraded
+    opt.close()
+    text = log.read_text()
+    assert f"nvmlDeviceSetGpuLockedClocks {top} {top}" in text
+    lines = text.splitlines()
+    last_lock = max(i for i, line in enumerate(lines)
+                    if line.startswith("nvmlDeviceSetGpuLockedClocks"))
+    assert "nvmlDeviceResetGpuLockedClocks" in lines[last_lock + 1:]  # restored on close
