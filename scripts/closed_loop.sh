@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The whole Perseus loop on simulated GPUs, every step a real process talking to a real server:
+#   1. start `perseus serve` (SQLite store, loopback, any free port)
+#   2. profile: a simulated pipeline job runs under the instruction profiler, which sweeps the
+#      SM clock from high to low and writes the profile CSV and the measured blocking power
+#   3. plan: `perseus plan` computes the time-energy frontier from the measured profile
+#   4. run: the same job under all-max, then under the fastest frontier plan (point solution)
+#   5. print measured time and energy of the plan against all-max (and write summary.txt)
+# Usage: closed_loop.sh OUT_DIR STAGES MICROBATCHES ITERATIONS [GPU]
+# The simulated GPUs run the embedded default profile (`perseus profile synth --gpu GPU`).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+perseus=${PERSEUS_BIN:-$root/build/src/perseus}
+out=$(mkdir -p "$1" && cd "$1" && pwd)
+stages=$2 microbatches=$3 iterations=$4 gpu=${5:-a100}
+declare -A blocking=([a100]=83.64 [a40]=70.38 [h100]=110)
+
+"$perseus" serve --port 0 --store "$out/store.sqlite" --output-dir "$out/server" \
+  > "$out/server.log" 2>&1 &
+server_pid=$!
+trap 'kill $server_pid 2>/dev/null || true' EXIT
+for _ in $(seq 200); do grep -q listening "$out/server.log" && break; sleep 0.05; done
+url=$(grep -o 'http://[0-9.:]*' "$out/server.log")
+echo "server        $url (store $out/store.sqlite)"
+
+# The simulated GPUs: the embedded default profile (what a real cluster would be measured as).
+"$perseus" profile synth --gpu "$gpu" --stages "$stages" --out "$out/gpus.csv" >/dev/null
+simulate() {  # scheduler, scheduler args (JSON), output file, extra options...
+  "$perseus" simulate-training --server "$url" --profile "$out/gpus.csv" \
+    --microbatches "$microbatches" --blocking-power "${blocking[$gpu]}" --quiet \
+    --scheduler "$1" --scheduler-args "$2" --out "$3" "${@:4}"
+}
+
+echo "1/4 profiling with the instruction profiler ..."
+simulate profiler "{\"microbatches\": $microbatches, \"output\": \"$out/profile.csv\"}" \
+  "$out/profile-run.json" --until-done
+p_block=$(printf "%.2f" "$(cat "$out/profile.csv.blocking_power")")
+echo "    measured $(($(wc -l < "$out/profile.csv") - 1)) profile rows, blocking power $p_block W"
+
+echo "2/4 planning the frontier ..."
+"$perseus" plan --profile "$out/profile.csv" --stages "$stages" --microbatches "$microbatches" \
+  --blocking-power "$p_block" --out "$out/frontier" --quiet > "$out/plan.log"
+fastest=$(awk -F, 'NR > 1 && (best == "" || $4 < best) {best = $4; index_ = $1} END {print index_}' \
+  "$out/frontier/frontier.csv")
+"$perseus" plan export --frontier "$out/frontier" --index "$fastest" --out "$out/plans" >/dev/null
+plan_file=$(ls "$out"/plans/*.json | head -1)
+
+echo "3/4 running all-max ..."
+simulate all-max "{\"microbatches\": $microbatches}" "$out/all-max.json" \
+  --iterations "$iterations"
+echo "4/4 running the fastest frontier plan (point solution) ..."
+simulate point-solution "{\"solution_path\": \"$plan_file\"}" "$out/plan.json" \
+  --iterations "$iterations"
+
+/usr/bin/python3 - "$out" <<'PY' | tee "$out/summary.txt"
+import json, sys
+out = sys.argv[1]
+base = json.load(open(f"{out}/all-max.json"))["final_schedule"]
+plan = json.load(open(f"{out}/plan.json"))["final_schedule"]
+print(f"all_max_time_s      {base['mean_time_s']:.6f}")
+print(f"all_max_energy_j    {base['mean_energy_j']:.3f}")
+print(f"plan_time_s         {plan['mean_time_s']:.6f}")
+print(f"plan_energy_j       {plan['mean_energy_j']:.3f}")
+print(f"energy_saving_pct   {100 * (1 - plan['mean_energy_j'] / base['mean_energy_j']):.2f}")
+print(f"slowdown_pct        {100 * (plan['mean_time_s'] / base['mean_time_s'] - 1):.2f}")
+PY
