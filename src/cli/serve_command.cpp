@@ -36,8 +36,7 @@ void serve(const ServeArgs& a) {
   server::ServerSettings settings;
   settings.store_path = a.store;
   settings.scheduler = a.scheduler;
-  settings.scheduler_args =
-      naming("--scheduler-args", [&] { return wire::parse_json(a.args); });
+  settings.scheduler_args = naming("--scheduler-args", [&] { return wire::parse_json(a.args); });
   require(settings.scheduler_args.is_object(), "--scheduler-args must be a JSON object");
   settings.output_dir = a.output_dir;
   raise_open_file_limit();
@@ -84,8 +83,7 @@ void add_export(CLI::App& app) {
   cmd->callback([args] {
     server::Store store(args->store);
     int rounds = server::export_job(store.load(args->job), args->out);
-    std::printf("exported %d round(s) of %s to %s\n", rounds, args->job.c_str(),
-                args->out.c_str());
+    std::printf("exported %d round(s) of %s to %s\n", rounds, args->job.c_str(), args->out.c_str());
   });
 }
 

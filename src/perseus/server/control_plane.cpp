@@ -44,7 +44,8 @@ Target parse_target(const std::string& target) {
   std::size_t start = 0;
   while (start <= rest.size()) {
     auto end = rest.find('&', start);
-    std::string pair = rest.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    std::string pair =
+        rest.substr(start, end == std::string::npos ? std::string::npos : end - start);
     auto eq = pair.find('=');
     if (!pair.empty()) {
       t.query[percent_decode(pair.substr(0, eq))] =
@@ -133,8 +134,9 @@ Reply ControlPlane::register_job(const json& body) {
   auto info = wire::parse_job_info(body);
   if (!info.scheduler) {
     if (settings_.scheduler.empty()) {
-      return error_reply(422, "field 'scheduler': missing, and the server has no default "
-                              "scheduler (perseus serve --scheduler)");
+      return error_reply(422,
+                         "field 'scheduler': missing, and the server has no default "
+                         "scheduler (perseus serve --scheduler)");
     }
     info.scheduler = settings_.scheduler;
     if (!info.scheduler_args) info.scheduler_args = settings_.scheduler_args;
@@ -187,8 +189,8 @@ void ControlPlane::handle(const std::string& method, const std::string& target,
       std::string id = id_after(path, route.prefix);
       if (id.empty()) continue;
       if (route.post ? !post : !get) {
-        return reply(error_reply(405, std::string(route.post ? "POST" : "GET") + " only: " +
-                                          method + " " + path));
+        return reply(error_reply(
+            405, std::string(route.post ? "POST" : "GET") + " only: " + method + " " + path));
       }
       Job* job = find(id);
       if (!job) return reply(error_reply(404, "unknown job '" + id + "'"));

@@ -14,9 +14,8 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "perseus/server/job.hpp"
 #include "perseus/server/store.hpp"

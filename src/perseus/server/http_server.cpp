@@ -44,10 +44,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void read() {
     parser_.emplace();
     parser_->body_limit(kBodyLimit);
-    http::async_read(socket_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                       self->on_read(ec);
-                     });
+    http::async_read(
+        socket_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
   }
 
   void on_read(beast::error_code ec) {
@@ -63,9 +62,8 @@ class Session : public std::enable_shared_from_this<Session> {
     auto request = parser_->release();
     keep_alive_ = request.keep_alive();
     plane_.handle(std::string(request.method_string()), std::string(request.target()),
-                  request.body(), [self = shared_from_this()](const HttpAnswer& answer) {
-                    self->answer(answer);
-                  });
+                  request.body(),
+                  [self = shared_from_this()](const HttpAnswer& answer) { self->answer(answer); });
   }
 
   void answer(const HttpAnswer& answer) {
@@ -105,8 +103,7 @@ struct HttpServer::Impl {
     if (!ec) acceptor.bind(endpoint, ec);
     if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) {
-      throw Error("cannot listen on " + address + ":" + std::to_string(port) + ": " +
-                  ec.message());
+      throw Error("cannot listen on " + address + ":" + std::to_string(port) + ": " + ec.message());
     }
     signals.async_wait([this](beast::error_code, int) { io.stop(); });
     accept();
@@ -134,9 +131,13 @@ HttpServer::HttpServer(ControlPlane& plane, const std::string& address, unsigned
 
 HttpServer::~HttpServer() = default;
 
-unsigned short HttpServer::port() const { return impl_->acceptor.local_endpoint().port(); }
+unsigned short HttpServer::port() const {
+  return impl_->acceptor.local_endpoint().port();
+}
 
-void HttpServer::run() { impl_->io.run(); }
+void HttpServer::run() {
+  impl_->io.run();
+}
 
 void HttpServer::stop() {
   asio::post(impl_->io, [this] { impl_->io.stop(); });

@@ -74,8 +74,12 @@ Breakdown combine_breakdowns(const std::vector<const Breakdown*>& parts,
   return out;
 }
 
-double max_of(double a, double b) { return std::max(a, b); }
-double sum_of(double a, double b) { return a + b; }
+double max_of(double a, double b) {
+  return std::max(a, b);
+}
+double sum_of(double a, double b) {
+  return a + b;
+}
 
 // The stored JobInfo carries the assigned id, which a registration body must not.
 wire::JobInfo stored_info(const StoredJob& stored) {
@@ -92,7 +96,9 @@ double mean(const std::vector<double>& values) {
 
 }  // namespace
 
-Reply error_reply(int status, const std::string& detail) { return {status, {{"detail", detail}}}; }
+Reply error_reply(int status, const std::string& detail) {
+  return {status, {{"detail", detail}}};
+}
 
 json round_to_json(const Round& round) {
   json pipelines = json::object();
@@ -144,8 +150,8 @@ Job::Job(Store& store, const StoredJob& stored, std::filesystem::path output_dir
 }
 
 int Job::registered() const {
-  return static_cast<int>(std::count_if(ranks_.begin(), ranks_.end(),
-                                        [](const auto& r) { return r.has_value(); }));
+  return static_cast<int>(
+      std::count_if(ranks_.begin(), ranks_.end(), [](const auto& r) { return r.has_value(); }));
 }
 
 std::string Job::state() const {
@@ -249,8 +255,8 @@ void Job::try_release(int round) {
 std::string Job::schedule_text(int rank, int round,
                                std::map<const StagePlan*, std::string>& cache) const {
   const auto& info = *ranks_[static_cast<std::size_t>(rank)];
-  const StagePlan* plan = &plan_for(rounds_[static_cast<std::size_t>(round)], info.dp_rank,
-                                    info.pp_rank);
+  const StagePlan* plan =
+      &plan_for(rounds_[static_cast<std::size_t>(round)], info.dp_rank, info.pp_rank);
   auto it = cache.find(plan);
   if (it == cache.end()) {
     json body = wire::to_json(schedule_for(rank, round));
@@ -286,8 +292,8 @@ void Job::request_schedule(int rank, std::optional<int> round, Responder respond
   }
   if (!error_.empty()) return respond(error_reply(500, error_));
   if (!ranks_[static_cast<std::size_t>(rank)]) {
-    return respond(error_reply(409, "rank " + std::to_string(rank) + " of job " + id_ +
-                                        " has not registered"));
+    return respond(error_reply(
+        409, "rank " + std::to_string(rank) + " of job " + id_ + " has not registered"));
   }
   int r = round.value_or(next_round_[static_cast<std::size_t>(rank)]);
   int computed = static_cast<int>(rounds_.size());
@@ -296,9 +302,9 @@ void Job::request_schedule(int rank, std::optional<int> round, Responder respond
     return respond({200, wire::to_json(schedule_for(rank, r))});
   }
   if (r > computed) {
-    return respond(error_reply(409, "round " + std::to_string(r) + " is not the next round for rank " +
-                                        std::to_string(rank) + " (next: " +
-                                        std::to_string(computed) + ")"));
+    return respond(error_reply(409, "round " + std::to_string(r) +
+                                        " is not the next round for rank " + std::to_string(rank) +
+                                        " (next: " + std::to_string(computed) + ")"));
   }
   auto& barrier = asked_[r];
   barrier.asked.resize(ranks_.size(), 0);

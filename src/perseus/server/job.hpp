@@ -14,11 +14,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "perseus/server/scheduler.hpp"
 #include "perseus/server/store.hpp"
@@ -49,7 +48,8 @@ using Responder = std::function<void(const Reply&)>;
 class Job {
  public:
   // A new job; stores it. `scheduler` and `args` are the effective scheduler for this job.
-  Job(Store& store, std::string job_id, const wire::JobInfo& info, std::filesystem::path output_dir);
+  Job(Store& store, std::string job_id, const wire::JobInfo& info,
+      std::filesystem::path output_dir);
   // Rebuilds a stored job by replaying its history through a fresh scheduler.
   Job(Store& store, const StoredJob& stored, std::filesystem::path output_dir);
 
@@ -66,8 +66,7 @@ class Job {
   std::string state() const;
 
  private:
-  Job(Store& store, std::string job_id, wire::JobInfo info, std::filesystem::path output_dir,
-      bool);
+  Job(Store& store, std::string job_id, wire::JobInfo info, std::filesystem::path output_dir, bool);
   bool start_scheduler();
   bool replay_round(const StoredJob& stored, std::size_t r);
   void compute_round();

@@ -10,11 +10,20 @@ std::string escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -55,8 +64,8 @@ std::string render_status_page(const std::vector<nlohmann::json>& jobs, double u
        << "<meta http-equiv=\"refresh\" content=\"5\"><link rel=\"icon\" href=\"data:,\">"
        << "<title>Perseus control plane</title>"
        << "<style>" << kStyle << "</style></head><body>"
-       << "<h1>Perseus control plane</h1><p>" << jobs.size() << " job(s), up "
-       << fixed(uptime_s, 0) << " s. JSON: <a href=\"/jobs\">/jobs</a>, "
+       << "<h1>Perseus control plane</h1><p>" << jobs.size() << " job(s), up " << fixed(uptime_s, 0)
+       << " s. JSON: <a href=\"/jobs\">/jobs</a>, "
        << "<a href=\"/healthz\">/healthz</a>.</p>";
   if (jobs.empty()) {
     html << "<p>No jobs yet.</p>";

@@ -2,10 +2,9 @@
 // last measured results. Self-contained (inline CSS, no scripts); refreshes itself every 5 s.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace perseus::server {
 

@@ -152,15 +152,14 @@ void Store::mark_released(const std::string& job_id, int round) {
   write("UPDATE rounds SET released = 1 WHERE job_id = ?1 AND round = ?2", {job_id}, {round});
 }
 
-void Store::add_result(const std::string& job_id, int round, int rank,
-                       const nlohmann::json& body) {
+void Store::add_result(const std::string& job_id, int round, int rank, const nlohmann::json& body) {
   write("INSERT INTO results (job_id, body, round, rank) VALUES (?1, ?2, ?3, ?4)",
         {job_id, body.dump()}, {round, rank});
 }
 
 void Store::add_straggler(const std::string& job_id, int round, const nlohmann::json& body) {
-  write("INSERT INTO stragglers (job_id, body, round) VALUES (?1, ?2, ?3)",
-        {job_id, body.dump()}, {round});
+  write("INSERT INTO stragglers (job_id, body, round) VALUES (?1, ?2, ?3)", {job_id, body.dump()},
+        {round});
 }
 
 void Store::set_error(const std::string& job_id, const std::string& error) {
@@ -173,7 +172,9 @@ bool Store::has_job(const std::string& job_id) const {
   return s.step();
 }
 
-std::vector<StoredJob> Store::load() const { return load_where(""); }
+std::vector<StoredJob> Store::load() const {
+  return load_where("");
+}
 
 StoredJob Store::load(const std::string& job_id) const {
   auto jobs = load_where(job_id);
@@ -202,9 +203,8 @@ std::vector<StoredJob> Store::load_where(const std::string& job_id) const {
       jobs.push_back({s.text(0), parse_stored(s.text(1), path_), {}, {}, {}, {}, {}, s.text(2)});
     }
   }
-  query("SELECT job_id, body FROM ranks" + filter + "seq", [&](Statement& s, StoredJob& job) {
-    job.ranks.push_back(parse_stored(s.text(1), path_));
-  });
+  query("SELECT job_id, body FROM ranks" + filter + "seq",
+        [&](Statement& s, StoredJob& job) { job.ranks.push_back(parse_stored(s.text(1), path_)); });
   query("SELECT job_id, plans, released FROM rounds" + filter + "round",
         [&](Statement& s, StoredJob& job) {
           job.rounds.push_back(parse_stored(s.text(1), path_));
@@ -216,11 +216,10 @@ std::vector<StoredJob> Store::load_where(const std::string& job_id) const {
           if (job.results.size() <= round) job.results.resize(round + 1);
           job.results[round].push_back(parse_stored(s.text(1), path_));
         });
-  query("SELECT job_id, body, round FROM stragglers" + filter + "seq",
-        [&](Statement& s, StoredJob& job) {
-          job.stragglers.emplace_back(static_cast<int>(s.integer(2)),
-                                      parse_stored(s.text(1), path_));
-        });
+  query("SELECT job_id, body, round FROM stragglers" + filter + "seq", [&](Statement& s,
+                                                                           StoredJob& job) {
+    job.stragglers.emplace_back(static_cast<int>(s.integer(2)), parse_stored(s.text(1), path_));
+  });
   return jobs;
 }
 

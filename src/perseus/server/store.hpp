@@ -7,10 +7,9 @@
 
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -20,8 +19,8 @@ namespace perseus::server {
 // One job as stored: everything needed to rebuild its state.
 struct StoredJob {
   std::string job_id;
-  nlohmann::json info;            // wire::JobInfo as JSON (with the effective scheduler)
-  std::vector<nlohmann::json> ranks;  // wire::RankInfo bodies, in registration order
+  nlohmann::json info;                 // wire::JobInfo as JSON (with the effective scheduler)
+  std::vector<nlohmann::json> ranks;   // wire::RankInfo bodies, in registration order
   std::vector<nlohmann::json> rounds;  // per round: the Round as JSON
   std::vector<bool> released;          // per round: its barrier was released to the ranks
   // results[round] = ProfilingResult bodies of that round, in arrival order

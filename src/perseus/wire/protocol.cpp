@@ -79,8 +79,10 @@ std::optional<std::string> optional_string(const json& body, const std::string& 
 }  // namespace
 
 json to_json(const JobInfo& info) {
-  json j = {{"job_id", info.job_id},       {"pp_degree", info.pp_degree},
-            {"dp_degree", info.dp_degree}, {"tp_degree", info.tp_degree},
+  json j = {{"job_id", info.job_id},
+            {"pp_degree", info.pp_degree},
+            {"dp_degree", info.dp_degree},
+            {"tp_degree", info.tp_degree},
             {"world_size", info.world_size}};
   j["job_metadata"] = info.job_metadata ? json(*info.job_metadata) : json(nullptr);
   if (info.scheduler) j["scheduler"] = *info.scheduler;
