@@ -10,9 +10,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <mutex>
-#include <thread>
-#include <utility>  // std::exchange, needed by Boost 1.74's asio/awaitable.hpp
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -20,7 +17,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <utility>  // std::exchange, needed by Boost 1.74's asio/awaitable.hpp
 #include <vector>
 
 namespace asio = boost::asio;
@@ -41,8 +41,8 @@ struct Settings {
 struct JobState {
   std::string id;
   int ranks = 0;
-  std::vector<int> asked;             // per round: ranks that sent the request
-  std::vector<Clock::time_point> last_ask;  // per round: when the last one was sent
+  std::vector<int> asked;                     // per round: ranks that sent the request
+  std::vector<Clock::time_point> last_ask;    // per round: when the last one was sent
   std::vector<std::vector<double>> answered;  // per round: answer time - last_ask, per rank
 };
 
@@ -60,44 +60,43 @@ double seconds_since(Clock::time_point t) {
 
 class Rank : public std::enable_shared_from_this<Rank> {
  public:
-  Rank(asio::io_context& io, const tcp::resolver::results_type& endpoints, JobState& job,
-       int rank, int rounds)
+  Rank(asio::io_context& io, const tcp::resolver::results_type& endpoints, JobState& job, int rank,
+       int rounds)
       : stream_(io), endpoints_(endpoints), job_(job), rank_(rank), rounds_(rounds) {}
 
   void start() {
-    stream_.async_connect(endpoints_, [self = shared_from_this()](beast::error_code ec,
-                                                                  const tcp::endpoint&) {
-      if (ec) return self->fail("connect", ec);
-      self->ask();
-    });
+    stream_.async_connect(endpoints_,
+                          [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
+                            if (ec) return self->fail("connect", ec);
+                            self->ask();
+                          });
   }
 
  private:
-  void send(http::verb verb, const std::string& target, std::string body,
-            void (Rank::*next)()) {
+  void send(http::verb verb, const std::string& target, std::string body, void (Rank::*next)()) {
     request_ = {verb, target, 11};
     request_.set(http::field::host, "load");
     request_.set(http::field::content_type, "application/json");
     request_.body() = std::move(body);
     request_.prepare_payload();
-    http::async_write(stream_, request_, [self = shared_from_this(), next](beast::error_code ec,
-                                                                           std::size_t) {
-      if (ec) return self->fail("write", ec);
-      self->response_ = {};
-      http::async_read(self->stream_, self->buffer_, self->response_,
-                       [self, next](beast::error_code ec2, std::size_t) {
-                         if (ec2) return self->fail("read", ec2);
-                         ++requests;
-                         if (self->response_.result() != http::status::ok) {
-                           std::fprintf(stderr, "rank %d: HTTP %d: %s\n", self->rank_,
-                                        self->response_.result_int(),
-                                        self->response_.body().c_str());
-                           ++failures;
-                           return;
-                         }
-                         ((*self).*next)();
-                       });
-    });
+    http::async_write(stream_, request_,
+                      [self = shared_from_this(), next](beast::error_code ec, std::size_t) {
+                        if (ec) return self->fail("write", ec);
+                        self->response_ = {};
+                        http::async_read(self->stream_, self->buffer_, self->response_,
+                                         [self, next](beast::error_code ec2, std::size_t) {
+                                           if (ec2) return self->fail("read", ec2);
+                                           ++requests;
+                                           if (self->response_.result() != http::status::ok) {
+                                             std::fprintf(stderr, "rank %d: HTTP %d: %s\n",
+                                                          self->rank_, self->response_.result_int(),
+                                                          self->response_.body().c_str());
+                                             ++failures;
+                                             return;
+                                           }
+                                           ((*self).*next)();
+                                         });
+                      });
   }
 
   void ask() {
@@ -107,8 +106,8 @@ class Rank : public std::enable_shared_from_this<Rank> {
       if (++job_.asked[r] == job_.ranks) job_.last_ask[r] = Clock::now();
     }
     send(http::verb::get,
-         "/schedule/" + job_.id + "?rank=" + std::to_string(rank_) + "&round=" +
-             std::to_string(round_),
+         "/schedule/" + job_.id + "?rank=" + std::to_string(rank_) +
+             "&round=" + std::to_string(round_),
          "", &Rank::on_schedule);
   }
 
@@ -118,14 +117,13 @@ class Rank : public std::enable_shared_from_this<Rank> {
     std::unique_lock guard(lock);
     job_.answered[r].push_back(std::chrono::duration<double>(now - job_.last_ask[r]).count());
     if (static_cast<int>(job_.answered[r].size()) == job_.ranks) {
-      round_latencies.push_back(*std::max_element(job_.answered[r].begin(),
-                                                  job_.answered[r].end()));
-      all_latencies.insert(all_latencies.end(), job_.answered[r].begin(),
-                           job_.answered[r].end());
+      round_latencies.push_back(
+          *std::max_element(job_.answered[r].begin(), job_.answered[r].end()));
+      all_latencies.insert(all_latencies.end(), job_.answered[r].begin(), job_.answered[r].end());
     }
     guard.unlock();
-    std::string body = "{\"rank\":" + std::to_string(rank_) + ",\"round\":" +
-                       std::to_string(round_) +
+    std::string body = "{\"rank\":" + std::to_string(rank_) +
+                       ",\"round\":" + std::to_string(round_) +
                        ",\"iter_time\":[1.0,1.0],\"iter_energy\":[400.0,400.0]}";
     send(http::verb::post, "/result/" + job_.id, std::move(body), &Rank::on_result);
   }
@@ -185,13 +183,20 @@ int main(int argc, char** argv) {
   Settings s;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string key = argv[i], value = argv[i + 1];
-    if (key == "--port") s.port = value;
-    else if (key == "--jobs") s.jobs = std::atoi(value.c_str());
-    else if (key == "--ranks") s.ranks = std::atoi(value.c_str());
-    else if (key == "--rounds") s.rounds = std::atoi(value.c_str());
-    else if (key == "--pp") s.pp = std::atoi(value.c_str());
-    else if (key == "--threads") s.threads = std::max(1, std::atoi(value.c_str()));
-    else if (key == "--scheduler-args") s.scheduler_args = value;
+    if (key == "--port")
+      s.port = value;
+    else if (key == "--jobs")
+      s.jobs = std::atoi(value.c_str());
+    else if (key == "--ranks")
+      s.ranks = std::atoi(value.c_str());
+    else if (key == "--rounds")
+      s.rounds = std::atoi(value.c_str());
+    else if (key == "--pp")
+      s.pp = std::atoi(value.c_str());
+    else if (key == "--threads")
+      s.threads = std::max(1, std::atoi(value.c_str()));
+    else if (key == "--scheduler-args")
+      s.scheduler_args = value;
     else {
       std::fprintf(stderr, "load_client: unknown option %s\n", key.c_str());
       return 2;
@@ -228,8 +233,9 @@ int main(int argc, char** argv) {
     job.answered.resize(static_cast<std::size_t>(s.rounds));
     for (int r = 0; r < s.ranks; ++r) {
       // Megatron order: data parallelism varies fastest, then pipeline stage.
-      std::string rank = "{\"rank\":" + std::to_string(r) + ",\"dp_rank\":" +
-                         std::to_string(r % dp) + ",\"pp_rank\":" + std::to_string(r / dp) +
+      std::string rank = "{\"rank\":" + std::to_string(r) +
+                         ",\"dp_rank\":" + std::to_string(r % dp) +
+                         ",\"pp_rank\":" + std::to_string(r / dp) +
                          ",\"tp_rank\":0,\"available_frequencies\":[1410]}";
       blocking(io, s, http::verb::post, "/register_rank/" + job.id, rank);
     }
