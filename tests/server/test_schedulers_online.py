@@ -1,0 +1,72 @@
+"""Schedulers that react to what the job reports, driven over HTTP: the frontier scheduler
+moves the other pipelines to a cheaper plan after a straggler report, and bad reports get a 400
+naming the field."""
+import csv
+import subprocess
+
+from conftest import PERSEUS, rank_info, result_body
+
+
+def make_frontier(tmp_path, stages=4, microbatches=4):
+    profile = tmp_path / "profile.csv"
+    subprocess.run([PERSEUS, "profile", "synth", "--gpu", "a100", "--stages", str(stages),
+                    "--out", str(profile)], check=True, capture_output=True)
+    frontier = tmp_path / "frontier"
+    subprocess.run([PERSEUS, "plan", "--profile", str(profile), "--stages", str(stages),
+                    "--microbatches", str(microbatches), "--blocking-power", "83.64",
+                    "--out", str(frontier), "--quiet"], check=True, capture_output=True)
+    rows = list(csv.DictReader(open(frontier / "frontier.csv")))
+    return frontier, rows
+
+
+def test_frontier_scheduler_reacts_to_a_straggler(server_factory, tmp_path):
+    frontier, rows = make_frontier(tmp_path)
+    freqs = list(range(1410, 854, -15))
+    server = server_factory()
+    job_id = server.register_job(pp=4, dp=2, scheduler="frontier",
+                                 scheduler_args={"frontier": str(frontier)})
+    for rank in range(8):
+        assert server.post(f"/register_rank/{job_id}", rank_info(rank, 4, 2, 1, freqs))[0] == 200
+    round0 = server.schedules(job_id, range(8))
+    plans0 = {rank: body["frequencies"] for rank, (status, body) in round0.items()}
+    assert plans0[0] == plans0[1]  # both pipelines run the fastest plan (stage 0)
+    # Pipeline 1 will be 10% slower than the fastest plan.
+    status, answer = server.post(f"/straggler/{job_id}", {"dp_rank": 1, "factor": 1.1})
+    assert (status, answer) == (200, None)
+    for rank in range(8):
+        names = [n for n, _ in plans0[rank]]
+        assert server.post(f"/result/{job_id}", result_body(rank, names, round_=0))[0] == 200
+    round1 = server.schedules(job_id, range(8), round_=1)
+    plans1 = {rank: body["frequencies"] for rank, (status, body) in round1.items()}
+    # Megatron order: rank = stage * dp + dp_rank. The straggler keeps the fastest plan; the
+    # other pipeline slows down to a cheaper plan.
+    for stage in range(4):
+        assert plans1[stage * 2 + 1] == plans0[stage * 2 + 1]
+    slower = sum(mhz for s in range(4) for _, mhz in plans1[s * 2])
+    faster = sum(mhz for s in range(4) for _, mhz in plans1[s * 2 + 1])
+    assert slower < faster
+    status, job = server.get(f"/jobs/{job_id}")
+    assert job["scheduler_status"], job
+    assert "1" in job["current_plan"]["pipelines"]
+
+
+def test_bad_straggler_reports(server_factory, tmp_path):
+    frontier, _ = make_frontier(tmp_path)
+    server = server_factory()
+    job_id = server.register_job(pp=4, dp=2, scheduler="frontier",
+                                 scheduler_args={"frontier": str(frontier)})
+    status, answer = server.post(f"/straggler/{job_id}", {"dp_rank": 0, "factor": 1.2})
+    assert status == 409 and "has not started" in answer["detail"]
+    freqs = list(range(1410, 854, -15))
+    for rank in range(8):
+        server.post(f"/register_rank/{job_id}", rank_info(rank, 4, 2, 1, freqs))
+    for body, reason in [({"dp_rank": 5, "factor": 1.2}, "dp_rank"),
+                         ({"dp_rank": 0, "factor": 0.5}, "factor"),
+                         ({"dp_rank": 0}, "")]:
+        status, answer = server.post(f"/straggler/{job_id}", body)
+        assert status == 400 and reason in answer["detail"], (body, answer)
+    # A scheduler without straggler support says so.
+    other = server.register_job(pp=1, scheduler="all-max", scheduler_args={"microbatches": 2})
+    server.register_ranks(other, pp=1)
+    status, answer = server.post(f"/straggler/{other}", {"dp_rank": 0, "factor": 1.2})
+    assert status == 400 and "straggler" in answer["detail"]
