@@ -10,7 +10,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <boost/asio.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
@@ -20,7 +21,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <utility>  // std::exchange, needed by Boost 1.74's asio/awaitable.hpp
+#include <utility>  // before Boost: 1.74's asio/awaitable.hpp uses std::exchange unincluded
 #include <vector>
 
 namespace asio = boost::asio;

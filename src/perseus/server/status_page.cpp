@@ -1,39 +1,14 @@
 #include "perseus/server/status_page.hpp"
 
-#include <cstdio>
 #include <sstream>
+
+#include "perseus/report/svg.hpp"
 
 namespace perseus::server {
 namespace {
 
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-std::string fixed(double value, int digits) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
-  return buffer;
-}
+using report::escape;
+using report::fixed;
 
 // "time s / energy J" of the last complete round, summed over stages for energy.
 std::string last_results(const nlohmann::json& job) {

@@ -14,9 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-bool positive(double v) {
-  return v > 0.0;
-}
 bool at_least_one(double v) {
   return v >= 1.0;
 }

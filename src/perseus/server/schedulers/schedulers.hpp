@@ -28,6 +28,11 @@ std::unique_ptr<Scheduler> make_zeus_per_stage(const JobSpec& job);
 
 // Reads the fields of a JSON object with one-line errors: "<context>: <noun> 'name' must be ...".
 // The constructor rejects a non-object (null counts as empty) and names outside `known`.
+// Checks for number(): v > 0.
+inline bool positive(double v) {
+  return v > 0.0;
+}
+
 class ArgReader {
  public:
   ArgReader(std::string context, const nlohmann::json& args, std::vector<std::string> known,

@@ -20,9 +20,6 @@ namespace {
 
 using nlohmann::json;
 
-bool positive(double v) {
-  return v > 0.0;
-}
 bool unit_interval(double v) {
   return v >= 0.0 && v <= 1.0;
 }
