@@ -9,12 +9,13 @@ class App;
 
 namespace perseus::cli {
 
-void add_profile_command(CLI::App& app);  // perseus profile synth|check
-void add_plan_command(CLI::App& app);     // perseus plan [evaluate|export]
+void add_profile_command(CLI::App& app);   // perseus profile synth|check
+void add_plan_command(CLI::App& app);      // perseus plan [evaluate|export]
 void add_emulate_command(CLI::App& app);   // perseus emulate [cluster]
 void add_baseline_command(CLI::App& app);  // perseus baseline all-max|uniform|envpipe|zeus-*
 void add_report_command(CLI::App& app);    // perseus report
 void add_serve_command(CLI::App& app);     // perseus serve | export-job
 void add_simulate_command(CLI::App& app);  // perseus simulate-training
+void add_search_command(CLI::App& app);    // perseus search [evaluate|grid]
 
 }  // namespace perseus::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   perseus::cli::add_report_command(app);
   perseus::cli::add_serve_command(app);
   perseus::cli::add_simulate_command(app);
+  perseus::cli::add_search_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,371 @@
+#include "perseus/search/database.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <set>
+#include <tuple>
+
+#include "perseus/util/error.hpp"
+#include "perseus/util/files.hpp"
+
+namespace perseus::search {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kCollectiveNames[kNumCollectives] = {"all_gather", "all_reduce",
+                                                           "reduce_scatter", "all_to_all"};
+constexpr const char* kOpColumns[9] = {"op_name",     "forward-compute", "backward-compute",
+                                       "input_size",  "output_size",     "weights",
+                                       "activations", "fwd_reserved",    "bwd_reserved"};
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+// One CSV line: its 1-based number and its trimmed fields.
+struct Row {
+  long line = 0;
+  std::vector<std::string_view> fields;
+};
+
+// The non-blank lines of a small unquoted CSV file. `text` must outlive the rows.
+std::vector<Row> split_csv(const std::string& text) {
+  std::vector<Row> rows;
+  std::string_view rest(text);
+  long line = 0;
+  while (!rest.empty()) {
+    ++line;
+    std::size_t end = rest.find('\n');
+    std::string_view l = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+    if (trim(l).empty()) continue;
+    Row row{line, {}};
+    std::size_t start = 0;
+    while (true) {
+      std::size_t comma = l.find(',', start);
+      row.fields.push_back(trim(l.substr(start, comma - start)));
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+double parse_number(std::string_view s, const std::string& file, long line,
+                    const std::string& column) {
+  double v = 0.0;
+  const char* first = s.data();
+  const char* last = s.data() + s.size();
+  if (!s.empty() && *first == '+') ++first;
+  auto [ptr, ec] = std::from_chars(first, last, v);
+  if (s.empty() || ec != std::errc() || ptr != last || !std::isfinite(v)) {
+    throw Error(located(file, line, column, "bad number '" + std::string(s) + "'"));
+  }
+  if (v < 0.0) {
+    throw Error(located(file, line, column, "negative value " + std::string(s)));
+  }
+  return v;
+}
+
+void expect_columns(const Row& row, std::size_t n, const std::string& file,
+                    const std::string& what) {
+  if (row.fields.size() != n) {
+    throw Error(located(file, row.line, "",
+                        "expected " + std::to_string(n) + " columns (" + what + "), found " +
+                            std::to_string(row.fields.size())));
+  }
+}
+
+// Consumes `lit` from the front of `s`.
+bool eat(std::string_view& s, std::string_view lit) {
+  if (s.substr(0, lit.size()) != lit) return false;
+  s.remove_prefix(lit.size());
+  return true;
+}
+
+// Consumes a positive decimal integer (no sign, at most 6 digits).
+bool eat_int(std::string_view& s, int& out) {
+  std::size_t n = 0;
+  while (n < s.size() && n < 7 && s[n] >= '0' && s[n] <= '9') ++n;
+  if (n == 0 || n > 6) return false;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + n, out);
+  if (ec != std::errc()) return false;
+  s.remove_prefix(n);
+  return true;
+}
+
+struct ProfileFile {
+  int mbs = 0, tp = 0, algo = 0;
+  fs::path path;
+};
+
+struct CollectiveFile {
+  Collective collective;
+  int num_gpus = 0;
+  fs::path path;
+};
+
+std::vector<double> read_bandwidth(const fs::path& path) {
+  const std::string file = path.string();
+  std::string text = read_file(path);
+  auto rows = split_csv(text);
+  if (rows.size() < 2) {
+    throw Error(located(file, 0, "",
+                        "expected a header of message sizes and one line of bandwidths (GB/s)"));
+  }
+  if (rows.size() > 2) {
+    throw Error(located(file, rows[2].line, "", "unexpected extra line (expected 2 lines)"));
+  }
+  const Row& header = rows[0];
+  const Row& values = rows[1];
+  if (values.fields.size() != header.fields.size()) {
+    throw Error(located(file, values.line, "",
+                        "expected " + std::to_string(header.fields.size()) +
+                            " bandwidths (one per message size in the header), found " +
+                            std::to_string(values.fields.size())));
+  }
+  std::vector<double> out;
+  for (std::size_t i = 0; i < values.fields.size(); ++i) {
+    std::string column = std::string(header.fields[i]) + " MB";
+    double v = parse_number(values.fields[i], file, values.line, column);
+    if (v <= 0.0) throw Error(located(file, values.line, column, "bandwidth must be positive"));
+    out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* collective_name(Collective c) {
+  return kCollectiveNames[static_cast<int>(c)];
+}
+
+Database Database::load(const fs::path& dir, const std::string& prefix) {
+  if (!fs::is_directory(dir)) {
+    throw Error(located(dir.string(), 0, "", "database directory not found"));
+  }
+  Database db;
+  db.dir_ = dir;
+  db.prefix_ = prefix;
+
+  std::vector<ProfileFile> profile_files;
+  std::vector<CollectiveFile> collective_files;
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::directory_iterator(dir)) entries.push_back(e.path());
+  std::sort(entries.begin(), entries.end());
+  for (const auto& p : entries) {
+    const std::string name = p.filename().string();
+    std::string_view s(name);
+    ProfileFile pf;
+    pf.path = p;
+    if (eat(s, prefix) && eat(s, "_mbs") && eat_int(s, pf.mbs) && eat(s, "_tp") &&
+        eat_int(s, pf.tp) && eat(s, "_algo") && eat_int(s, pf.algo) && s == ".csv") {
+      if (pf.mbs <= 0 || pf.tp <= 0) {
+        throw Error(located(p.string(), 0, "", "microbatch size and tp degree must be positive"));
+      }
+      profile_files.push_back(pf);
+      continue;
+    }
+    s = name;
+    if (eat(s, "prim_") && eat(s, prefix) && eat(s, "_")) {
+      for (int c = 0; c < kNumCollectives; ++c) {
+        std::string_view t = s;
+        CollectiveFile cf{static_cast<Collective>(c), 0, p};
+        if (eat(t, kCollectiveNames[c]) && eat(t, "_") && eat_int(t, cf.num_gpus) &&
+            t == "gpus.csv" && cf.num_gpus > 0) {
+          collective_files.push_back(cf);
+          break;
+        }
+      }
+    }
+  }
+  if (profile_files.empty()) {
+    throw Error(located(dir.string(), 0, "",
+                        "no operator profiles " + prefix + "_mbs<M>_tp<T>_algo<A>.csv found"));
+  }
+
+  std::set<int> mbs_set, tp_set;
+  int max_algo = 0;
+  for (const auto& f : profile_files) {
+    mbs_set.insert(f.mbs);
+    tp_set.insert(f.tp);
+    max_algo = std::max(max_algo, f.algo);
+  }
+  db.mbs_.assign(mbs_set.begin(), mbs_set.end());
+  db.tps_.assign(tp_set.begin(), tp_set.end());
+  db.num_algos_ = max_algo + 1;
+  db.mbs_lookup_.assign(static_cast<std::size_t>(db.mbs_.back()) + 1, -1);
+  for (std::size_t i = 0; i < db.mbs_.size(); ++i) db.mbs_lookup_[db.mbs_[i]] = static_cast<int>(i);
+  db.tp_lookup_.assign(static_cast<std::size_t>(db.tps_.back()) + 1, -1);
+  for (std::size_t i = 0; i < db.tps_.size(); ++i) db.tp_lookup_[db.tps_[i]] = static_cast<int>(i);
+
+  // The operator list comes from the smallest-microbatch tp1 algo0 file, as in the reference.
+  const ProfileFile* base = nullptr;
+  for (const auto& f : profile_files) {
+    if (f.tp == 1 && f.algo == 0 && (base == nullptr || f.mbs < base->mbs)) base = &f;
+  }
+  if (base == nullptr) {
+    throw Error(
+        located(dir.string(), 0, "",
+                "no " + prefix + "_mbs<M>_tp1_algo0.csv found (it defines the operator list)"));
+  }
+  // Read the base file first so that its rows define the operator order.
+  std::vector<const ProfileFile*> order{base};
+  for (const auto& f : profile_files) {
+    if (&f != base) order.push_back(&f);
+  }
+  // Rows view the file texts, so the vector must never reallocate.
+  std::vector<std::tuple<const ProfileFile*, std::string, std::vector<Row>>> parsed;
+  parsed.reserve(order.size());
+  for (const ProfileFile* f : order) {
+    const std::string file = f->path.string();
+    std::string text = read_file(f->path);
+    parsed.emplace_back(f, std::move(text), std::vector<Row>{});
+    auto& rows = std::get<2>(parsed.back());
+    rows = split_csv(std::get<1>(parsed.back()));
+    if (rows.empty()) throw Error(located(file, 0, "", "empty file (expected a header line)"));
+    expect_columns(rows[0], 9, file,
+                   "op_name,forward-compute,backward-compute,input_size,output_size,weights,"
+                   "activations,fwd_reserved,bwd_reserved");
+    if (rows[0].fields[0] != "op_name") {
+      throw Error(located(file, rows[0].line, "", "header must start with 'op_name'"));
+    }
+    if (f == base) {
+      for (std::size_t r = 1; r < rows.size(); ++r) {
+        expect_columns(rows[r], 9, file, "one operator per line");
+        std::string name(rows[r].fields[0]);
+        if (name.empty()) throw Error(located(file, rows[r].line, "op_name", "empty name"));
+        if (!db.op_lookup_.emplace(name, static_cast<int>(db.op_names_.size())).second) {
+          throw Error(located(file, rows[r].line, "op_name", "duplicate operator '" + name + "'"));
+        }
+        db.op_names_.push_back(name);
+      }
+      if (db.op_names_.empty()) throw Error(located(file, 0, "", "no operators listed"));
+      std::size_t n = db.op_names_.size() * db.mbs_.size() * db.tps_.size() *
+                      static_cast<std::size_t>(db.num_algos_);
+      db.profiles_.assign(n, OpProfile{});
+      db.present_.assign(n, 0);
+    }
+  }
+  for (auto& [f, text, rows] : parsed) {
+    const std::string file = f->path.string();
+    int m = db.mbs_index(f->mbs), t = db.tp_index(f->tp);
+    std::vector<bool> seen(db.op_names_.size(), false);
+    for (std::size_t r = 1; r < rows.size(); ++r) {
+      const Row& row = rows[r];
+      expect_columns(row, 9, file, "one operator per line");
+      std::string name(row.fields[0]);
+      int op = db.op_index(name);
+      if (op < 0) {
+        throw Error(located(
+            file, row.line, "op_name",
+            "unknown operator '" + name + "' (not in " + base->path.filename().string() + ")"));
+      }
+      if (seen[static_cast<std::size_t>(op)]) {
+        throw Error(located(file, row.line, "op_name", "duplicate operator '" + name + "'"));
+      }
+      seen[static_cast<std::size_t>(op)] = true;
+      double v[8];
+      for (int c = 0; c < 8; ++c)
+        v[c] = parse_number(row.fields[c + 1], file, row.line, kOpColumns[c + 1]);
+      std::size_t k = db.slot(op, m, t, f->algo);
+      db.profiles_[k] = OpProfile{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+      db.present_[k] = 1;
+    }
+  }
+
+  for (const auto& cf : collective_files) {
+    const std::string file = cf.path.string();
+    std::string text = read_file(cf.path);
+    auto rows = split_csv(text);
+    if (rows.empty()) throw Error(located(file, 0, "", "empty file (expected a header line)"));
+    expect_columns(rows[0], 2, file, "data_size(MB),time(ms)");
+    CollectiveTable table{cf.collective, cf.num_gpus, {}};
+    for (std::size_t r = 1; r < rows.size(); ++r) {
+      const Row& row = rows[r];
+      expect_columns(row, 2, file, "data_size(MB),time(ms)");
+      long long size = 0;
+      std::string_view s = row.fields[0];
+      auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), size);
+      if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || size < 0) {
+        throw Error(located(file, row.line, "data_size(MB)",
+                            "bad size '" + std::string(s) + "' (expected a whole number of MB)"));
+      }
+      double ms = parse_number(row.fields[1], file, row.line, "time(ms)");
+      if (!table.ms_by_mb.emplace(size, ms).second) {
+        throw Error(located(file, row.line, "data_size(MB)", "duplicate size " + std::string(s)));
+      }
+    }
+    db.collectives_.push_back(std::move(table));
+  }
+
+  const fs::path intra = dir / "p2p_intra_node.csv";
+  if (!fs::exists(intra)) {
+    throw Error(located(intra.string(), 0, "", "point-to-point bandwidth table not found"));
+  }
+  db.intra_gbps_ = read_bandwidth(intra);
+  const fs::path inter = dir / "p2p_inter_node.csv";
+  if (fs::exists(inter)) {
+    db.inter_gbps_ = read_bandwidth(inter);
+    db.has_inter_ = true;
+  } else {
+    db.inter_gbps_ = db.intra_gbps_;
+  }
+  return db;
+}
+
+int Database::op_index(std::string_view name) const {
+  auto it = op_lookup_.find(std::string(name));
+  return it == op_lookup_.end() ? -1 : it->second;
+}
+
+bool Database::has_collective(Collective c, int num_gpus) const {
+  for (const auto& t : collectives_) {
+    if (t.collective == c && t.num_gpus == num_gpus) return true;
+  }
+  return false;
+}
+
+std::optional<double> Database::collective_ms(Collective c, int num_gpus, double size_mb) const {
+  for (const auto& t : collectives_) {
+    if (t.collective != c || t.num_gpus != num_gpus) continue;
+    // '{:.0f}'.format(size) in the reference: round half to even.
+    auto key = static_cast<long long>(std::nearbyint(size_mb));
+    if (auto it = t.ms_by_mb.find(key); it != t.ms_by_mb.end()) return it->second;
+    key = static_cast<long long>(std::nearbyint(size_mb - 1.0));
+    if (auto it = t.ms_by_mb.find(key); it != t.ms_by_mb.end()) return it->second;
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+double Database::p2p_us(double size_mb, bool inter_node) const {
+  if (!(size_mb > 0.0)) return size_mb;  // the reference divides by a bandwidth of 1
+  const std::vector<double>& band = inter_node ? inter_gbps_ : intra_gbps_;
+  const int n = static_cast<int>(band.size());
+  int index = static_cast<int>(std::log(size_mb) / std::log(2.0));  // int(math.log(size, 2))
+  if (index >= 1) index -= 1;
+  double gbps;
+  if (index >= n) {
+    gbps = band.back();
+  } else if (index >= 0) {
+    gbps = band[static_cast<std::size_t>(index)];
+  } else {
+    // Python's negative indexing (sizes below 1 MB); the reference fails below -n, we clamp.
+    index += n;
+    gbps = band[static_cast<std::size_t>(std::max(index, 0))];
+  }
+  return size_mb / (gbps * 0.001);
+}
+
+}  // namespace perseus::search

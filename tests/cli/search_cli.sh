@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# `perseus search evaluate | search | search grid` on the Aceso reference data: evaluate writes
+# every golden per-stage table byte for byte; the search's best GPT-1.3B and T5-770M configurations
+# are at least as fast as the reference's and evaluate to the tables it wrote; the grid reproduces
+# the reference's Megatron-LM baseline; bad inputs exit 1 with one `perseus: error:` line.
+# Usage: bash search_cli.sh <perseus-binary> <shared-data-dir>
+set -euo pipefail
+perseus=$1
+data=$2/aceso
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/lib.sh"
+
+if [[ ! -d $data/miniset ]]; then
+  echo "search_cli: aceso data not found at $data, skipped"
+  exit 0
+fi
+
+# evaluate: the golden tables, byte for byte.
+for s in 1 2 3 4; do
+  for m in gpt_1_3B:run_gpt_small t5_770M:run_t5_small; do
+    name=${m%%:*} dir=${m##*:}
+    "$perseus" search evaluate --config "$data/golden/$dir/${name}_${s}stages.json" \
+      --database "$data/miniset" --out "$tmp/info.csv" > "$tmp/stdout"
+    cmp -s "$tmp/info.csv" "$data/golden/$dir/info_${name}_${s}stages.csv" ||
+      fail "evaluate $name ${s} stages differs from the golden table"
+    grep -q '^iteration time: ' "$tmp/stdout" || fail "evaluate prints no iteration time"
+  done
+done
+"$perseus" search evaluate --config "$data/single_gpu_configs/gpt_350M_mbs8_recomp.json" \
+  --database "$data/eurosys-gpt350M" --out "$tmp/info.csv" > /dev/null
+cmp -s "$tmp/info.csv" "$data/golden/cost_model_1gpu/info_gpt350M.csv" ||
+  fail "evaluate gpt 350M differs from the golden table"
+"$perseus" search evaluate --database "$data/miniset" \
+  --config "$data/golden/megatron_grid_gpt_small/gpt_1_3B_24layers_megatron_est_73654.json" \
+  > "$tmp/stdout"
+grep -q '^iteration time: 73654.74 ms' "$tmp/stdout" || fail "megatron config: $(cat "$tmp/stdout")"
+
+# search: at least as fast as the reference; its tables re-evaluate identically.
+common=(--database "$data/miniset" --num-layers 24 --gpus-per-node 4 --global-batch-size 512
+  --micro-batch-sizes 1,2,4,8 --memory-limit 12000)
+check_search() {  # name size reference_ms
+  local name=$1 size=$2 reference=$3
+  "$perseus" search "${common[@]}" --model "$name" --model-size "$size" --out "$tmp/$name" \
+    > "$tmp/$name.txt"
+  local best
+  best=$(awk '/^best:/ {print $4}' "$tmp/$name.txt")
+  awk -v b="$best" -v r="$reference" 'BEGIN {exit !(b != "" && b <= r)}' ||
+    fail "search $name: best $best ms is slower than the reference $reference ms"
+  for json in "$tmp/$name/${name}_${size}_"*stages.json; do
+    local info
+    info=$tmp/$name/info_$(basename "${json%.json}").csv
+    "$perseus" search evaluate --config "$json" --database "$data/miniset" --memory-limit 12000 \
+      --out "$tmp/again.csv" > /dev/null || fail "search $name: $json does not evaluate"
+    cmp -s "$tmp/again.csv" "$info" || fail "search $name: $json evaluates differently"
+  done
+  [[ -f $tmp/$name/best.json ]] || fail "search $name: no best.json"
+}
+check_search gpt 1_3B 58760.92
+check_search t5 770M 33659.50
+
+"$perseus" search grid "${common[@]}" --model gpt --model-size 1_3B > "$tmp/grid.txt"
+grep -q '^best: 4 stages, 73654.74 ms' "$tmp/grid.txt" || fail "grid: $(cat "$tmp/grid.txt")"
+
+# Bad inputs.
+expect_error "--database is required" search --gpus-per-node 4 --global-batch-size 512 \
+  --memory-limit 12000 --model-size 1_3B --num-layers 24
+expect_error "database directory not found" search evaluate --database "$tmp/none" \
+  --config "$data/golden/run_gpt_small/gpt_1_3B_4stages.json"
+sed 's/"micro_batch_size": 1/"micro_batch_size": 16/' \
+  "$data/golden/run_gpt_small/gpt_1_3B_4stages.json" > "$tmp/mbs16.json"
+expect_error "no profile for mbs 16" search evaluate --database "$data/miniset" \
+  --config "$tmp/mbs16.json"
+expect_error "--micro-batch-sizes: 3 was not profiled" search --database "$data/miniset" \
+  --num-layers 24 --gpus-per-node 4 --global-batch-size 512 --memory-limit 12000 --model gpt \
+  --model-size 1_3B --micro-batch-sizes 1,3
+expect_error "no configuration fits the memory limit of 100 MB" search grid --database \
+  "$data/miniset" --num-layers 24 --gpus-per-node 4 --global-batch-size 512 --memory-limit 100 \
+  --model gpt --model-size 1_3B --quiet
+# A stage whose data-parallel degree is not a power of two (3 GPUs).
+/usr/bin/python3 - "$data/golden/run_gpt_small/gpt_1_3B_2stages.json" "$tmp/dp3.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["num_gpus"][0] = c["model_parallel_size_of_each_op"][0][0] * 3
+c["data_parallel_size_of_each_op"][0] = [3] * len(c["data_parallel_size_of_each_op"][0])
+json.dump(c, open(sys.argv[2], "w"))
+PY
+expect_error "'data_parallel_size_of_each_op[0][0]': must be a power of two, got 3" \
+  search evaluate --database "$data/miniset" --config "$tmp/dp3.json"
+echo "search_cli: ok"
