@@ -243,15 +243,9 @@ pipeline::RunResult run_ranks(const Setup& setup, const pipeline::StopRule& stop
       pipeline::RankLinks mine = std::move(links[r]);
       links.clear();
       parent_ends.clear();
-      pipeline::RankSpec spec;
-      spec.stage = r % S;
-      spec.pipeline = r / S;
-      spec.num_stages = S;
-      spec.num_pipelines = setup.pipelines;
-      spec.instructions = setup.schedule.stages[spec.stage];
-      spec.profile = setup.profile;
-      spec.blocking_power_w = setup.blocking_power_w;
-      spec.optimizer = setup.optimizer;
+      pipeline::RankSpec spec =
+          pipeline::rank_spec(r, setup.schedule, setup.pipelines, setup.profile,
+                              setup.blocking_power_w, setup.optimizer);
       spec.optimizer.log = [r](const std::string& message) {
         std::fprintf(stderr, "perseus: warning: rank %d: %s\n", r, message.c_str());
         std::fflush(stderr);

@@ -10,15 +10,9 @@ server_pid=
 trap 'kill $server_pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 source "$(dirname "$0")/lib.sh"
 
-start_server() {  # on a fixed port, so the clients find it again after the restart
-  "$perseus" serve --port "$port" --store "$tmp/store.sqlite" --output-dir "$tmp/out" \
-    > "$tmp/server.log" 2>&1 &
-  server_pid=$!
-  for _ in $(seq 100); do grep -q listening "$tmp/server.log" && return; sleep 0.05; done
-  fail "server did not start: $(cat "$tmp/server.log")"
-}
+# A fixed port, so the clients find the server again after the restart.
 port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-start_server
+start_server "$port"
 /usr/bin/python3 -c "print([[1410] * 8 for _ in range(4)])" > "$tmp/plan.py"
 rounds=120
 "$perseus" simulate-training --server "http://127.0.0.1:$port" --stages 4 --microbatches 4 \
@@ -42,7 +36,7 @@ done
 kill -9 $server_pid
 wait $server_pid 2>/dev/null || true
 sleep 0.3
-start_server
+start_server "$port"
 grep -q "1 job(s) restored" "$tmp/server.log" || fail "restart did not restore the job"
 wait $run_pid || fail "the clients failed: $(cat "$tmp/clients.log")"
 kill $server_pid

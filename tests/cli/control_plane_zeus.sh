@@ -10,10 +10,7 @@ server_pid=
 trap 'kill $server_pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 source "$(dirname "$0")/lib.sh"
 
-"$perseus" serve --port 0 --store "$tmp/store.sqlite" --output-dir "$tmp/out" > "$tmp/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 100); do grep -q listening "$tmp/server.log" && break; sleep 0.05; done
-url=$(grep -o 'http://[0-9.:]*' "$tmp/server.log") || fail "server did not start"
+start_server 0
 
 for scheduler in zeus-global zeus-per-stage; do
   "$perseus" simulate-training --server "$url" --stages 4 --microbatches 4 --blocking-power 83.64 \

@@ -31,3 +31,20 @@ agree() {
 
 # value_of KEY FILE: the second word of the line whose first word is KEY (`key value` output).
 value_of() { awk -v k="$1" '$1 == k { print $2 }' "$2"; }
+
+# start_server PORT: starts `perseus serve` on PORT (0: any free port) with the store and output
+# under $tmp, waits until it listens, and sets $server_pid and $url. The caller's EXIT trap
+# should kill $server_pid.
+start_server() {
+  "$perseus" serve --port "$1" --store "$tmp/store.sqlite" --output-dir "$tmp/out" \
+    > "$tmp/server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 100); do
+    if grep -q listening "$tmp/server.log"; then
+      url=$(grep -o 'http://[0-9.:]*' "$tmp/server.log")
+      return
+    fi
+    sleep 0.05
+  done
+  fail "server did not start: $(cat "$tmp/server.log")"
+}

@@ -468,15 +468,8 @@ pipeline::RunResult run_in_threads(const SimJob& job, const pipeline::StopRule& 
     auto [mine, theirs] = pipeline::channel_pair("rank " + std::to_string(r), "coordinator");
     coordinator_ends.push_back(std::move(mine));
     links[r].coordinator = std::move(theirs);
-    pipeline::RankSpec spec;
-    spec.stage = r % S;
-    spec.pipeline = r / S;
-    spec.num_stages = S;
-    spec.num_pipelines = job.pipelines;
-    spec.instructions = job.schedule.stages[spec.stage];
-    spec.profile = job.profile;
-    spec.blocking_power_w = job.blocking_power_w;
-    spec.optimizer = job.optimizer;
+    pipeline::RankSpec spec = pipeline::rank_spec(r, job.schedule, job.pipelines, job.profile,
+                                                  job.blocking_power_w, job.optimizer);
     const int stage = spec.stage;
     specs.push_back(std::move(spec));
     if (stage > 0) {

@@ -164,6 +164,21 @@ std::pair<Channel, Channel> channel_pair(const std::string& peer_of_first,
 
 // ---- one rank ----
 
+RankSpec rank_spec(int rank, const schedule::Schedule& schedule, int num_pipelines,
+                   const profile::Profile& profile, double blocking_power_w,
+                   const OptimizerOptions& optimizer) {
+  RankSpec spec;
+  spec.stage = rank % schedule.num_stages;
+  spec.pipeline = rank / schedule.num_stages;
+  spec.num_stages = schedule.num_stages;
+  spec.num_pipelines = num_pipelines;
+  spec.instructions = schedule.stages[static_cast<std::size_t>(spec.stage)];
+  spec.profile = profile;
+  spec.blocking_power_w = blocking_power_w;
+  spec.optimizer = optimizer;
+  return spec;
+}
+
 void run_rank(const RankSpec& spec, RankLinks& links) {
   const int S = spec.num_stages;
   auto owned_gpu = std::make_unique<SimGpu>(

@@ -83,6 +83,12 @@ struct RankSpec {
   int rank() const { return pipeline * num_stages + stage; }
 };
 
+// The spec of rank `rank` (pipeline rank / S, stage rank % S) of a job of `num_pipelines`
+// pipelines running `schedule`.
+RankSpec rank_spec(int rank, const schedule::Schedule& schedule, int num_pipelines,
+                   const profile::Profile& profile, double blocking_power_w,
+                   const OptimizerOptions& optimizer);
+
 struct RankLinks {
   Channel prev;         // stage - 1 (absent on the first stage)
   Channel next;         // stage + 1 (absent on the last stage)

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "perseus/util/error.hpp"
-#include "perseus/util/files.hpp"
 
 namespace perseus::search {
 
@@ -156,14 +155,7 @@ Config config_from_json(const ojson& j, const std::string& source) {
 }
 
 Config read_config(const std::filesystem::path& path) {
-  const std::string text = read_file(path);
-  ojson j;
-  try {
-    j = ojson::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(located(path.string(), 0, "", std::string("invalid JSON: ") + e.what()));
-  }
-  return config_from_json(j, path.string());
+  return config_from_json(read_json_file(path), path.string());
 }
 
 ojson config_to_json(const Config& c) {

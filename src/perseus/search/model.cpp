@@ -218,15 +218,17 @@ ModelDesc model_desc_from_json(const ojson& j, const std::string& source) {
   return d;
 }
 
-ModelDesc read_model_file(const std::filesystem::path& path) {
+ojson read_json_file(const std::filesystem::path& path) {
   const std::string text = read_file(path);
-  ojson j;
   try {
-    j = ojson::parse(text);
+    return ojson::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(located(path.string(), 0, "", std::string("invalid JSON: ") + e.what()));
   }
-  return model_desc_from_json(j, path.string());
+}
+
+ModelDesc read_model_file(const std::filesystem::path& path) {
+  return model_desc_from_json(read_json_file(path), path.string());
 }
 
 Model Model::build(const ModelDesc& desc, const Database& db) {

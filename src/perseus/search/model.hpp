@@ -115,4 +115,8 @@ class Model {
 
 const char* family_name(ModelFamily f);
 
+// Reads a JSON file keeping member order; throws perseus::Error naming the file when it cannot
+// be read or is not valid JSON.
+nlohmann::ordered_json read_json_file(const std::filesystem::path& path);
+
 }  // namespace perseus::search
