@@ -13,7 +13,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
@@ -37,7 +36,7 @@ using perseus::client::SimGpuOptions;
 
 namespace {
 
-// Forwards to a backend that Python also holds (a SimGpu created in Python).
+// Forwards to a backend that Python also holds (a SimGpu or an NvmlGpu created in Python).
 class SharedBackend : public GpuBackend {
  public:
   explicit SharedBackend(std::shared_ptr<GpuBackend> gpu) : gpu_(std::move(gpu)) {}
@@ -54,25 +53,6 @@ class SharedBackend : public GpuBackend {
 
  private:
   std::shared_ptr<GpuBackend> gpu_;
-};
-
-// A real GPU through NVML: wall-clock time, the NVML energy counter.
-class NvmlBackend : public GpuBackend {
- public:
-  explicit NvmlBackend(std::shared_ptr<NvmlGpu> gpu) : gpu_(std::move(gpu)) {}
-  std::vector<int> supported_clocks() const override { return gpu_->supported_clocks(); }
-  void lock_clock(int mhz) override { gpu_->lock_clock(mhz); }
-  void reset_clock() override { gpu_->reset_clock(); }
-  void set_power_limit(double watts) override { gpu_->set_power_limit(watts); }
-  void reset_power_limit() override { gpu_->reset_power_limit(); }
-  double now_s() override {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
-  double total_energy_j() override { return gpu_->total_energy_j(); }
-
- private:
-  std::shared_ptr<NvmlGpu> gpu_;
 };
 
 // Any Python object with the GpuBackend methods (supported_clocks, lock_clock, reset_clock,
@@ -253,7 +233,7 @@ std::unique_ptr<GpuBackend> make_backend(py::object gpu) {
     return std::make_unique<SharedBackend>(gpu.cast<std::shared_ptr<SimGpu>>());
   }
   if (py::isinstance<NvmlGpu>(gpu)) {
-    return std::make_unique<NvmlBackend>(gpu.cast<std::shared_ptr<NvmlGpu>>());
+    return std::make_unique<SharedBackend>(gpu.cast<std::shared_ptr<NvmlGpu>>());
   }
   if (py::isinstance<py::str>(gpu)) {
     throw perseus::Error(
