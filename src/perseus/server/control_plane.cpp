@@ -1,6 +1,6 @@
 #include "perseus/server/control_plane.hpp"
 
-#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <ctime>
 #include <optional>
@@ -90,12 +90,6 @@ HttpAnswer as_http(const Reply& reply) {
 }
 
 }  // namespace
-
-bool known_scheduler(const std::string& name) {
-  const auto& names = scheduler_names();
-  return std::find(names.begin(), names.end(), name) != names.end() || name == "PointSolution" ||
-         name == "InstructionProfiler";
-}
 
 ControlPlane::ControlPlane(ServerSettings settings)
     : settings_(std::move(settings)), store_(settings_.store_path) {

@@ -62,7 +62,4 @@ class ControlPlane {
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 
-// Whether `name` is a scheduler the server knows (names and the Zeus class-name aliases).
-bool known_scheduler(const std::string& name);
-
 }  // namespace perseus::server

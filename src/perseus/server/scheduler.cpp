@@ -43,6 +43,13 @@ const std::vector<std::string>& scheduler_names() {
   return names;
 }
 
+bool known_scheduler(const std::string& name) {
+  for (const auto& entry : registry()) {
+    if (entry.first == name) return true;
+  }
+  return false;
+}
+
 std::unique_ptr<Scheduler> make_scheduler(const std::string& name, const JobSpec& job) {
   for (const auto& [known, factory] : registry()) {
     if (known == name) return factory(job);

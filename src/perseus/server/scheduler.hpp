@@ -78,5 +78,7 @@ class Scheduler {
 // (naming the argument).
 std::unique_ptr<Scheduler> make_scheduler(const std::string& name, const JobSpec& job);
 const std::vector<std::string>& scheduler_names();
+// Whether make_scheduler knows `name` (a name above or a Zeus class-name alias).
+bool known_scheduler(const std::string& name);
 
 }  // namespace perseus::server
