@@ -29,12 +29,12 @@ json round_schedules(const Round& round, const std::vector<json>& ranks) {
   for (const auto& rank : ranks) {
     const StagePlan& plan =
         plan_for(round, rank.at("dp_rank").get<int>(), rank.at("pp_rank").get<int>());
-    json states = json::array(), freqs = json::array();
+    json states = json::array();
     for (const auto& [name, mhz] : plan.frequencies) {
       states.push_back(plan.power_limit_w ? json(*plan.power_limit_w) : json(mhz));
-      freqs.push_back(json::array({name, mhz}));
     }
-    out.push_back({{"rank", rank.at("rank")}, {"power_states", states}, {"frequencies", freqs}});
+    out.push_back(
+        {{"rank", rank.at("rank")}, {"power_states", states}, {"frequencies", plan.frequencies}});
   }
   return out;
 }

@@ -13,18 +13,14 @@ namespace {
 using nlohmann::json;
 
 json stage_plan_to_json(const StagePlan& plan) {
-  json freqs = json::array();
-  for (const auto& [name, mhz] : plan.frequencies) freqs.push_back(json::array({name, mhz}));
-  json j = {{"frequencies", std::move(freqs)}};
+  json j = {{"frequencies", plan.frequencies}};  // [[name, MHz], ...]
   if (plan.power_limit_w) j["power_limit_w"] = *plan.power_limit_w;
   return j;
 }
 
 StagePlan stage_plan_from_json(const json& j) {
   StagePlan plan;
-  for (const auto& pair : j.at("frequencies")) {
-    plan.frequencies.emplace_back(pair.at(0).get<std::string>(), pair.at(1).get<int>());
-  }
+  j.at("frequencies").get_to(plan.frequencies);
   if (j.contains("power_limit_w")) plan.power_limit_w = j["power_limit_w"].get<double>();
   return plan;
 }
@@ -299,7 +295,8 @@ void Job::request_schedule(int rank, std::optional<int> round, Responder respond
   int computed = static_cast<int>(rounds_.size());
   if (computed > 0 && rounds_.back().done && r >= computed) r = computed - 1;
   if (r < computed && released_[static_cast<std::size_t>(r)]) {
-    return respond({200, wire::to_json(schedule_for(rank, r))});
+    std::map<const StagePlan*, std::string> cache;
+    return respond({200, nullptr, schedule_text(rank, r, cache)});
   }
   if (r > computed) {
     return respond(error_reply(409, "round " + std::to_string(r) +

@@ -99,10 +99,8 @@ json to_json(const RankInfo& info) {
 }
 
 json to_json(const FrequencySchedule& schedule) {
-  json freqs = json::array();
-  for (const auto& [name, mhz] : schedule.frequencies) freqs.push_back(json::array({name, mhz}));
   json j = {{"rank", schedule.rank},
-            {"frequencies", std::move(freqs)},
+            {"frequencies", schedule.frequencies},  // [[name, MHz], ...]
             {"round", schedule.round},
             {"done", schedule.done}};
   if (schedule.power_limit_w) j["power_limit_w"] = *schedule.power_limit_w;
