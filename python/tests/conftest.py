@@ -58,3 +58,12 @@ def closed_port_url():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     return f"http://127.0.0.1:{port}"
+
+
+def train(opt, iterations, names=("forward", "backward")):
+    """Runs `iterations` training steps through the hooks, one instruction per name."""
+    for _ in range(iterations):
+        with opt.step():
+            for name in names:
+                with opt.instruction(name):
+                    pass

@@ -6,6 +6,7 @@ import os
 import pytest
 
 import perseus
+from conftest import train
 
 FAKE = os.environ.get("PERSEUS_FAKE_NVML", "")
 needs_fake = pytest.mark.skipif(not os.path.isfile(FAKE),
@@ -45,12 +46,7 @@ def test_optimizer_with_nvml_backend_restores_clocks(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_NVML_LOG", str(log))
     gpu = perseus.NvmlGpu(0, library=FAKE)
     opt = perseus.PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 1, 1, 1, None, gpu=gpu)
-    for _ in range(2):
-        with opt.step():
-            with opt.instruction("forward"):
-                pass
-            with opt.instruction("backward"):
-                pass
+    train(opt, 2)
     assert len(opt.iterations) == 2
     assert all(t >= 0 and e > 0 for t, e in opt.iterations)  # wall clock, NVML energy counter
     opt.close()

@@ -6,6 +6,7 @@ import warnings
 import pytest
 
 import perseus
+from conftest import train
 
 
 def make(profile_path, server_url="", **kw):
@@ -53,12 +54,7 @@ def test_no_server_runs_at_default_clock(profile2, profile2_rows):
         assert opt.sim is not None
         fwd = profile2_rows[(0, "forward")]
         bwd = profile2_rows[(0, "backward")]
-        for _ in range(3):
-            with opt.step():
-                with opt.instruction("forward"):
-                    pass
-                with opt.instruction("backward"):
-                    pass
+        train(opt, 3)
         its = opt.iterations
         assert len(its) == 3
         # Virtual time: an iteration is exactly F + B at the highest clock.
@@ -198,12 +194,7 @@ class PyBackend:
 def test_python_backend_object(profile2):
     gpu = PyBackend()
     opt = make(profile2, gpu=gpu, profile=None)
-    for _ in range(2):
-        with opt.step():
-            with opt.instruction("forward"):
-                pass
-            with opt.instruction("backward"):
-                pass
+    train(opt, 2)
     assert opt.iterations == [pytest.approx((0.5, 100.0))] * 2
     names = [c for c in gpu.calls if c[0].startswith("instruction")]
     assert names == [("instruction_begin", "forward"), ("instruction_end", "forward"),

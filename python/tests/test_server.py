@@ -12,6 +12,7 @@ import urllib.request
 import pytest
 
 import perseus
+from conftest import train
 
 MICROBATCHES = 3
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -120,10 +121,7 @@ def run_ranks(server, profile, stages, iterations, report_every, **kwargs):
                 barrier_timeout=60.0, log=logs.append, **kwargs)
             rounds = []
             for _ in range(iterations):
-                with opt.step():
-                    for name in one_f_one_b(stages, rank, MICROBATCHES):
-                        with opt.instruction(name):
-                            pass
+                train(opt, 1, one_f_one_b(stages, rank, MICROBATCHES))
                 rounds.append(opt.round)
             results[rank] = dict(job_id=opt.job_id, rounds=rounds, done=opt.done,
                                  degraded=opt.degraded, iterations=opt.iterations,
@@ -233,11 +231,7 @@ def test_nvml_backend_locks_planned_clock(server, tmp_path, monkeypatch):
     logs = []
     opt = perseus.PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 1, 1, 1, server, gpu=gpu,
                                              report_every=2, log=logs.append)
-    for _ in range(4):
-        with opt.step():
-            for name in one_f_one_b(1, 0, MICROBATCHES):
-                with opt.instruction(name):
-                    pass
+    train(opt, 4, one_f_one_b(1, 0, MICROBATCHES))
     assert not logs, logs
     assert opt.round == 0 and opt.done and not opt.degraded
     opt.close()
