@@ -16,11 +16,13 @@ Zeus's ``PipelineFrequencyOptimizer``::
         opt.on_step_end()
 
 ``gpu="sim"`` runs against a simulated GPU that follows a profile CSV (no GPU needed).
+``perseus.gpu_probe()`` reports, read-only, what a GPU's NVML offers energy measurement.
 The package imports without torch; torch is imported lazily, only when it is used.
 """
 
 from perseus._perseus import NvmlGpu, PerseusError, SimGpu
 from perseus.optimizer import PerseusWarning, PipelineFrequencyOptimizer
+from perseus.probe import gpu_probe
 from perseus.sync import sync_device
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "PerseusWarning",
     "PipelineFrequencyOptimizer",
     "SimGpu",
+    "gpu_probe",
     "sync_device",
 ]
 

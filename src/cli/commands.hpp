@@ -17,5 +17,6 @@ void add_report_command(CLI::App& app);    // perseus report
 void add_serve_command(CLI::App& app);     // perseus serve | export-job
 void add_simulate_command(CLI::App& app);  // perseus simulate-training
 void add_search_command(CLI::App& app);    // perseus search [evaluate|grid]
+void add_gpu_command(CLI::App& app);       // perseus gpu probe
 
 }  // namespace perseus::cli

@@ -1,28 +1,170 @@
-// A fake libnvidia-ml.so.1 for tests: the NVML functions the client uses, loaded through the
-// same dlopen path as the real driver library. It records every call, one line each, in the
-// file named by $FAKE_NVML_LOG (if set), simulates one device whose energy counter advances
-// 1.5 J per query, and fails nvmlDeviceSetGpuLockedClocks with NVML_ERROR_NO_PERMISSION when
-// $FAKE_NVML_DENY_LOCK is set.
+// A fake libnvidia-ml.so.1 for tests: the NVML functions Perseus uses, loaded through the same
+// dlopen path as the driver's library, modelling the measured behaviour of a real H100
+// (shared/data/gpu/h100-nvml.md).
+//
+// Every call, reads included, is appended to the file named by $FAKE_NVML_LOG (if set), one line
+// each, the call name first, so tests can check what was (and was not) asked of the driver.
+// $FAKE_NVML_DENY_LOCK (read at each call) fails nvmlDeviceSetGpuLockedClocks with
+// NVML_ERROR_NO_PERMISSION. Read when a session starts (the first nvmlInit_v2, or the first after
+// the last nvmlShutdown):
+//   FAKE_NVML_DEVICES     number of devices (default 1, at most 16), all alike
+// Read at every nvmlInit_v2 (a change while a session is open carries each counter on from its
+// current value, so counters never go back):
+//   FAKE_NVML_POWER_W     the constant power draw of every device in watts (default 300)
+//   FAKE_NVML_REFRESH_MS  the energy counter is refreshed every this many milliseconds of steady
+//                         time since the session started (default 100; 0: at every read); a read
+//                         in between returns the value of the last refresh
+//   FAKE_NVML_READ_MS     how long one nvmlDeviceGetTotalEnergyConsumption call blocks its caller
+//                         (default 4; 0 allowed); it returns the counter as of the call's end
+// Device N has the UUID GPU-0000000N-fa4e-4000-8000-00000000000N (N in hex), the name
+// "Fake NVIDIA H100 80GB HBM3" and driver "580.159.04"; its counter starts at (N + 1) x 1000 J
+// when a session starts. Device queries outside a session fail with NVML_ERROR_UNINITIALIZED, as
+// the real library's do.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 namespace {
 
-struct Device {
-  unsigned long long energy_mj = 1000000;
-  unsigned power_limit_mw = 400000;
-};
-Device device;
+// nvmlReturn_t values of the NVML API reference.
+constexpr int kSuccess = 0, kUninitialized = 1, kInvalidArgument = 2, kNoPermission = 4,
+              kNotFound = 6, kInsufficientSize = 7;
 
-void record(const char* format, unsigned a = 0, unsigned b = 0) {
+constexpr unsigned kMaxDevices = 16;
+constexpr unsigned kDefaultLimitMw = 400000;
+constexpr const char* kName = "Fake NVIDIA H100 80GB HBM3";
+constexpr const char* kDriver = "580.159.04";
+
+using Clock = std::chrono::steady_clock;
+
+struct Device {
+  std::atomic<unsigned> power_limit_mw{kDefaultLimitMw};
+  unsigned long long base_mj = 0;  // the counter at counter_start (guarded by session_mutex)
+};
+Device devices[kMaxDevices];
+
+struct CounterSettings {
+  double power_w = 300.0;
+  long long refresh_ns = 100000000;
+  long long read_ns = 4000000;
+  bool operator==(const CounterSettings&) const = default;
+};
+
+// Guarded by session_mutex, except device_count: set before session_open, while no device is open.
+std::mutex session_mutex;
+int init_count = 0;
+unsigned device_count = 1;
+CounterSettings counter;
+Clock::time_point counter_start;
+std::atomic<bool> session_open{false};
+
+bool in_session() {
+  return session_open.load(std::memory_order_acquire);
+}
+
+// Appends one line to $FAKE_NVML_LOG with a single write (no locks or allocation: the client's
+// signal handler calls the reset functions).
+void record(const char* format, ...) {
   const char* path = std::getenv("FAKE_NVML_LOG");
   if (path == nullptr) return;
-  std::FILE* log = std::fopen(path, "a");
-  if (log == nullptr) return;
-  std::fprintf(log, format, a, b);
-  std::fputc('\n', log);
-  std::fclose(log);
+  char line[256];
+  va_list args;
+  va_start(args, format);
+  int n = std::vsnprintf(line, sizeof(line) - 1, format, args);
+  va_end(args);
+  if (n < 0) return;
+  if (n > static_cast<int>(sizeof(line)) - 2) n = static_cast<int>(sizeof(line)) - 2;
+  line[n++] = '\n';
+  int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  ssize_t written = ::write(fd, line, static_cast<size_t>(n));
+  (void)written;
+  ::close(fd);
+}
+
+double env_number(const char* name, double fallback, double lo, double hi) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  char* end = nullptr;
+  double value = std::strtod(text, &end);
+  if (*end != '\0' || !(value >= lo && value <= hi)) return fallback;
+  return value;
+}
+
+CounterSettings counter_settings_from_env() {
+  CounterSettings s;
+  s.power_w = env_number("FAKE_NVML_POWER_W", 300.0, 0.0, 1e5);
+  s.refresh_ns = std::llround(env_number("FAKE_NVML_REFRESH_MS", 100.0, 0.0, 1e6) * 1e6);
+  s.read_ns = std::llround(env_number("FAKE_NVML_READ_MS", 4.0, 0.0, 1e6) * 1e6);
+  return s;
+}
+
+// The device behind a handle of the current session, or nullptr.
+Device* device_of(void* handle) {
+  for (unsigned i = 0; i < device_count; ++i) {
+    if (handle == &devices[i]) return &devices[i];
+  }
+  return nullptr;
+}
+
+unsigned index_of(const Device* d) {
+  return static_cast<unsigned>(d - devices);
+}
+
+// kSuccess when a session is open and `handle` is one of its devices.
+int check_device(void* handle) {
+  if (!in_session()) return kUninitialized;
+  return device_of(handle) != nullptr ? kSuccess : kInvalidArgument;
+}
+
+// The counter as of `now` (session_mutex held): its value at counter_start plus power x the time
+// since, rounded down to the last refresh.
+unsigned long long energy_mj(const Device& d, Clock::time_point now) {
+  long long elapsed =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now - counter_start).count();
+  if (counter.refresh_ns > 0) elapsed -= elapsed % counter.refresh_ns;
+  return d.base_mj +
+         static_cast<unsigned long long>(counter.power_w * 1e-6 * static_cast<double>(elapsed));
+}
+
+// A new session (session_mutex held): fresh devices and counters.
+void start_session(const CounterSettings& settings) {
+  device_count = static_cast<unsigned>(env_number("FAKE_NVML_DEVICES", 1, 0, kMaxDevices));
+  for (unsigned i = 0; i < kMaxDevices; ++i) {
+    devices[i].power_limit_mw = kDefaultLimitMw;
+    devices[i].base_mj = (i + 1ULL) * 1000000ULL;
+  }
+  counter = settings;
+  counter_start = Clock::now();
+}
+
+// New counter settings in an open session (session_mutex held): each counter goes on from the
+// value it has now.
+void change_counter(const CounterSettings& settings) {
+  const Clock::time_point now = Clock::now();
+  for (unsigned i = 0; i < device_count; ++i) devices[i].base_mj = energy_mj(devices[i], now);
+  counter = settings;
+  counter_start = now;
+}
+
+void uuid_of(unsigned index, char* out, size_t size) {
+  std::snprintf(out, size, "GPU-%08x-fa4e-4000-8000-%012x", index, index);
+}
+
+int copy_string(const char* text, char* out, unsigned length) {
+  if (out == nullptr) return kInvalidArgument;
+  if (std::strlen(text) >= length) return kInsufficientSize;
+  std::strcpy(out, text);
+  return kSuccess;
 }
 
 // Copies `n` values into `out` if it has room; the NVML "count then fill" protocol.
@@ -30,7 +172,7 @@ int fill(const unsigned* values, unsigned n, unsigned* count, unsigned* out) {
   bool room = out != nullptr && *count >= n;
   if (room) std::memcpy(out, values, n * sizeof(unsigned));
   *count = n;
-  return room ? 0 : 7;  // NVML_SUCCESS or NVML_ERROR_INSUFFICIENT_SIZE
+  return room ? kSuccess : kInsufficientSize;
 }
 
 }  // namespace
@@ -42,62 +184,168 @@ using nvmlDevice_t = nvmlDevice_st*;
 
 int nvmlInit_v2() {
   record("nvmlInit_v2");
-  return 0;
+  const CounterSettings settings = counter_settings_from_env();
+  std::lock_guard<std::mutex> lock(session_mutex);
+  if (init_count++ == 0) {
+    start_session(settings);
+    session_open.store(true, std::memory_order_release);
+  } else if (!(settings == counter)) {
+    change_counter(settings);
+  }
+  return kSuccess;
 }
 
 int nvmlShutdown() {
   record("nvmlShutdown");
-  return 0;
+  std::lock_guard<std::mutex> lock(session_mutex);
+  if (init_count == 0) return kUninitialized;
+  if (--init_count == 0) session_open.store(false, std::memory_order_release);
+  return kSuccess;
 }
 
 const char* nvmlErrorString(int rc) {
-  return rc == 4 ? "Insufficient Permissions" : "Unknown Error";
+  record("nvmlErrorString %d", rc);
+  switch (rc) {
+    case kSuccess:
+      return "Success";
+    case kUninitialized:
+      return "Uninitialized";
+    case kInvalidArgument:
+      return "Invalid Argument";
+    case kNoPermission:
+      return "Insufficient Permissions";
+    case kNotFound:
+      return "Not Found";
+    case kInsufficientSize:
+      return "Insufficient Size";
+    default:
+      return "Unknown Error";
+  }
+}
+
+int nvmlSystemGetDriverVersion(char* version, unsigned length) {
+  record("nvmlSystemGetDriverVersion");
+  if (!in_session()) return kUninitialized;
+  return copy_string(kDriver, version, length);
+}
+
+int nvmlDeviceGetCount_v2(unsigned* count) {
+  record("nvmlDeviceGetCount_v2");
+  if (!in_session()) return kUninitialized;
+  if (count == nullptr) return kInvalidArgument;
+  *count = device_count;
+  return kSuccess;
 }
 
 int nvmlDeviceGetHandleByIndex_v2(unsigned index, nvmlDevice_t* out) {
   record("nvmlDeviceGetHandleByIndex_v2 %u", index);
-  if (index != 0) return 2;  // NVML_ERROR_INVALID_ARGUMENT
-  *out = reinterpret_cast<nvmlDevice_t>(&device);
-  return 0;
+  if (!in_session()) return kUninitialized;
+  if (index >= device_count || out == nullptr) return kInvalidArgument;
+  *out = reinterpret_cast<nvmlDevice_t>(&devices[index]);
+  return kSuccess;
 }
 
-int nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t, unsigned* count, unsigned* out) {
+int nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* out) {
+  record("nvmlDeviceGetHandleByUUID %s", uuid != nullptr ? uuid : "(null)");
+  if (!in_session()) return kUninitialized;
+  if (uuid == nullptr || out == nullptr) return kInvalidArgument;
+  char text[64];
+  for (unsigned i = 0; i < device_count; ++i) {
+    uuid_of(i, text, sizeof(text));
+    if (std::strcmp(uuid, text) == 0) {
+      *out = reinterpret_cast<nvmlDevice_t>(&devices[i]);
+      return kSuccess;
+    }
+  }
+  return kNotFound;
+}
+
+int nvmlDeviceGetIndex(nvmlDevice_t device, unsigned* index) {
+  record("nvmlDeviceGetIndex");
+  if (int rc = check_device(device); rc != kSuccess) return rc;
+  if (index == nullptr) return kInvalidArgument;
+  *index = index_of(device_of(device));
+  return kSuccess;
+}
+
+int nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned length) {
+  record("nvmlDeviceGetUUID");
+  if (int rc = check_device(device); rc != kSuccess) return rc;
+  char text[64];
+  uuid_of(index_of(device_of(device)), text, sizeof(text));
+  return copy_string(text, uuid, length);
+}
+
+int nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned length) {
+  record("nvmlDeviceGetName");
+  if (int rc = check_device(device); rc != kSuccess) return rc;
+  return copy_string(kName, name, length);
+}
+
+int nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t device, unsigned* count, unsigned* out) {
+  record("nvmlDeviceGetSupportedMemoryClocks");
+  if (int rc = check_device(device); rc != kSuccess) return rc;
   static const unsigned clocks[] = {405, 1215};
   return fill(clocks, 2, count, out);
 }
 
-int nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t, unsigned memory, unsigned* count,
+int nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t device, unsigned memory, unsigned* count,
                                          unsigned* out) {
+  record("nvmlDeviceGetSupportedGraphicsClocks %u", memory);
+  if (int rc = check_device(device); rc != kSuccess) return rc;
   static const unsigned high[] = {1005, 1410, 1395, 1380};
   static const unsigned low[] = {600};
   return memory == 1215 ? fill(high, 4, count, out) : fill(low, 1, count, out);
 }
 
-int nvmlDeviceSetGpuLockedClocks(nvmlDevice_t, unsigned min_mhz, unsigned max_mhz) {
+int nvmlDeviceSetGpuLockedClocks(nvmlDevice_t device, unsigned min_mhz, unsigned max_mhz) {
   record("nvmlDeviceSetGpuLockedClocks %u %u", min_mhz, max_mhz);
-  return std::getenv("FAKE_NVML_DENY_LOCK") != nullptr ? 4 : 0;
+  if (int rc = check_device(device); rc != kSuccess) return rc;
+  return std::getenv("FAKE_NVML_DENY_LOCK") != nullptr ? kNoPermission : kSuccess;
 }
 
-int nvmlDeviceResetGpuLockedClocks(nvmlDevice_t) {
+int nvmlDeviceResetGpuLockedClocks(nvmlDevice_t device) {
   record("nvmlDeviceResetGpuLockedClocks");
-  return 0;
+  return check_device(device);
 }
 
-int nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t, unsigned long long* energy_mj) {
-  device.energy_mj += 1500;
-  *energy_mj = device.energy_mj;
-  return 0;
+int nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long* energy_mj_out) {
+  record("nvmlDeviceGetTotalEnergyConsumption");
+  if (int rc = check_device(device); rc != kSuccess) return rc;
+  if (energy_mj_out == nullptr) return kInvalidArgument;
+  std::unique_lock<std::mutex> lock(session_mutex);
+  const long long read_ns = counter.read_ns;
+  lock.unlock();
+  if (read_ns > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(read_ns));
+  lock.lock();
+  const Device* d = device_of(device);
+  if (d == nullptr) return kInvalidArgument;  // a new session with fewer devices meanwhile
+  *energy_mj_out = energy_mj(*d, Clock::now());
+  return kSuccess;
 }
 
-int nvmlDeviceSetPowerManagementLimit(nvmlDevice_t, unsigned milliwatts) {
+int nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned* milliwatts) {
+  record("nvmlDeviceGetPowerUsage");
+  if (int rc = check_device(device); rc != kSuccess) return rc;
+  if (milliwatts == nullptr) return kInvalidArgument;
+  std::lock_guard<std::mutex> lock(session_mutex);
+  *milliwatts = static_cast<unsigned>(std::lround(counter.power_w * 1000.0));
+  return kSuccess;
+}
+
+int nvmlDeviceSetPowerManagementLimit(nvmlDevice_t device, unsigned milliwatts) {
   record("nvmlDeviceSetPowerManagementLimit %u", milliwatts);
-  device.power_limit_mw = milliwatts;
-  return 0;
+  if (int rc = check_device(device); rc != kSuccess) return rc;
+  device_of(device)->power_limit_mw = milliwatts;
+  return kSuccess;
 }
 
-int nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t, unsigned* milliwatts) {
-  *milliwatts = 400000;
-  return 0;
+int nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t device, unsigned* milliwatts) {
+  record("nvmlDeviceGetPowerManagementDefaultLimit");
+  if (int rc = check_device(device); rc != kSuccess) return rc;
+  if (milliwatts == nullptr) return kInvalidArgument;
+  *milliwatts = kDefaultLimitMw;
+  return kSuccess;
 }
 
 }  // extern "C"

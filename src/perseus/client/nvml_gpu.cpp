@@ -9,8 +9,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <mutex>
+#include <string_view>
 
 #include "perseus/util/error.hpp"
 
@@ -34,6 +36,13 @@ using DeviceFn = nvmlReturn_t (*)(nvmlDevice_t);
 using EnergyFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
 using SetLimitFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned);
 using GetLimitFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*);
+using PowerUsageFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*);
+using CountFn = nvmlReturn_t (*)(unsigned*);
+using DeviceTextFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned);
+using SystemTextFn = nvmlReturn_t (*)(char*, unsigned);
+// Large enough for every string NVML returns (NVML_DEVICE_NAME_V2_BUFFER_SIZE,
+// NVML_DEVICE_UUID_V2_BUFFER_SIZE and NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE are 96, 96, 80).
+constexpr unsigned kNvmlTextSize = 96;
 
 // What the signal handler needs to restore one device: prepared outside the handler, read there
 // through atomics only.
@@ -120,7 +129,77 @@ void unregister_live(RestoreRecord* record) {
   }
 }
 
+// The comma-separated entries of a CUDA_VISIBLE_DEVICES value, surrounding blanks removed.
+std::vector<std::string> visible_entries(std::string_view list) {
+  std::vector<std::string> entries;
+  while (true) {
+    std::size_t comma = list.find(',');
+    std::string_view entry = list.substr(0, comma);
+    std::size_t first = entry.find_first_not_of(" \t");
+    std::size_t last = entry.find_last_not_of(" \t");
+    entries.emplace_back(first == std::string_view::npos ? std::string_view{}
+                                                         : entry.substr(first, last - first + 1));
+    if (comma == std::string_view::npos) return entries;
+    list.remove_prefix(comma + 1);
+  }
+}
+
+// The device index an all-digits entry names, or -1 when the entry is not one.
+int index_entry(const std::string& entry) {
+  if (entry.empty() || entry.size() > 6 ||
+      entry.find_first_not_of("0123456789") != std::string::npos) {
+    return -1;
+  }
+  return std::stoi(entry);
+}
+
+// The index of the only UUID starting with `prefix`; `what` names the entry in errors.
+int match_uuid(const std::string& prefix, const std::vector<std::string>& uuids,
+               const std::string& what) {
+  int match = -1, matches = 0;
+  for (std::size_t i = 0; i < uuids.size(); ++i) {
+    if (uuids[i].starts_with(prefix)) {
+      match = static_cast<int>(i);
+      ++matches;
+    }
+  }
+  if (matches == 0) {
+    throw Error(what + " matches none of the " + std::to_string(uuids.size()) + " NVML devices");
+  }
+  if (matches > 1) {
+    throw Error(what + " is ambiguous: it is a prefix of " + std::to_string(matches) +
+                " NVML devices' UUIDs");
+  }
+  return match;
+}
+
 }  // namespace
+
+int cuda_to_nvml_index(int cuda_index, const char* cuda_visible_devices,
+                       const std::function<std::vector<std::string>()>& nvml_uuids) {
+  if (cuda_index < 0) {
+    throw Error("CUDA device index must be >= 0, got " + std::to_string(cuda_index));
+  }
+  if (cuda_visible_devices == nullptr || *cuda_visible_devices == '\0') return cuda_index;
+  const std::string list = cuda_visible_devices;
+  const std::vector<std::string> entries = visible_entries(list);
+  if (static_cast<std::size_t>(cuda_index) >= entries.size()) {
+    throw Error("CUDA device " + std::to_string(cuda_index) +
+                " is not visible: CUDA_VISIBLE_DEVICES=" + list + " lists " +
+                std::to_string(entries.size()) + " device(s)");
+  }
+  const std::string& entry = entries[static_cast<std::size_t>(cuda_index)];
+  const std::string what =
+      "CUDA_VISIBLE_DEVICES entry '" + entry + "' (CUDA device " + std::to_string(cuda_index) + ")";
+  if (int index = index_entry(entry); index >= 0) return index;
+  if (entry.starts_with("MIG-")) {
+    throw Error(what + " is a MIG instance; Perseus controls whole GPUs only");
+  }
+  if (!entry.starts_with("GPU-")) {
+    throw Error(what + " is neither a device index nor a GPU- UUID");
+  }
+  return match_uuid(entry, nvml_uuids(), what);
+}
 
 struct NvmlGpu::Impl {
   std::string library;
@@ -135,7 +214,12 @@ struct NvmlGpu::Impl {
   EnergyFn total_energy = nullptr;
   SetLimitFn set_power_limit = nullptr;
   GetLimitFn default_power_limit = nullptr;
+  PowerUsageFn power_usage = nullptr;
+  CountFn device_count = nullptr;
+  DeviceTextFn device_name = nullptr, device_uuid = nullptr;
+  SystemTextFn driver_version = nullptr;
   nvmlDevice_t device = nullptr;
+  int nvml_index = 0;
   RestoreRecord restore;  // also what this process changed (clock_locked, limit_changed)
 
   template <typename Fn>
@@ -168,6 +252,51 @@ struct NvmlGpu::Impl {
     resolve(total_energy, "nvmlDeviceGetTotalEnergyConsumption");
     resolve(set_power_limit, "nvmlDeviceSetPowerManagementLimit");
     resolve(default_power_limit, "nvmlDeviceGetPowerManagementDefaultLimit");
+    resolve(power_usage, "nvmlDeviceGetPowerUsage");
+    resolve(device_count, "nvmlDeviceGetCount_v2");
+    resolve(device_name, "nvmlDeviceGetName");
+    resolve(device_uuid, "nvmlDeviceGetUUID");
+    resolve(driver_version, "nvmlSystemGetDriverVersion");
+  }
+
+  // Calls an NVML query that fills a string buffer.
+  std::string text(const std::function<nvmlReturn_t(char*, unsigned)>& query,
+                   const char* call) const {
+    char buffer[kNvmlTextSize] = {};
+    check(query(buffer, kNvmlTextSize), call);
+    buffer[kNvmlTextSize - 1] = '\0';
+    return buffer;
+  }
+
+  std::string uuid_of(nvmlDevice_t d) const {
+    return text([&](char* t, unsigned n) { return device_uuid(d, t, n); }, "nvmlDeviceGetUUID");
+  }
+
+  // The UUIDs of all NVML devices, in index order.
+  std::vector<std::string> all_uuids() const {
+    unsigned count = 0;
+    check(device_count(&count), "nvmlDeviceGetCount_v2");
+    std::vector<std::string> uuids;
+    for (unsigned i = 0; i < count; ++i) {
+      nvmlDevice_t d = nullptr;
+      check(device_by_index(i, &d), "nvmlDeviceGetHandleByIndex_v2");
+      uuids.push_back(uuid_of(d));
+    }
+    return uuids;
+  }
+
+  // Opens CUDA device `cuda_index` (CUDA_VISIBLE_DEVICES applies).
+  void open_device(int cuda_index) {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    nvml_index = cuda_to_nvml_index(cuda_index, visible, [this] { return all_uuids(); });
+    nvmlReturn_t rc = device_by_index(static_cast<unsigned>(nvml_index), &device);
+    if (rc == kNvmlSuccess) return;
+    std::string where;
+    if (visible != nullptr && *visible != '\0') {
+      where = " (CUDA device " + std::to_string(cuda_index) +
+              " under CUDA_VISIBLE_DEVICES=" + visible + ")";
+    }
+    throw Error("NVML device " + std::to_string(nvml_index) + where + ": " + error_string(rc));
   }
 
   // Calls an NVML "count then fill" query.
@@ -191,12 +320,12 @@ NvmlGpu::NvmlGpu(int index, const std::string& library) : impl_(std::make_unique
     if (impl_->handle != nullptr) dlclose(impl_->handle);
     throw;
   }
-  nvmlReturn_t rc = impl_->device_by_index(static_cast<unsigned>(index), &impl_->device);
-  if (rc != kNvmlSuccess) {
-    std::string why = impl_->error_string(rc);
+  try {
+    impl_->open_device(index);
+  } catch (...) {
     impl_->shutdown();
     dlclose(impl_->handle);
-    throw Error("NVML device " + std::to_string(index) + ": " + why);
+    throw;
   }
   impl_->restore.reset_locked_clocks = impl_->reset_locked_clocks;
   impl_->restore.set_power_limit = impl_->set_power_limit;
@@ -281,6 +410,30 @@ void NvmlGpu::reset_power_limit() {
 
 double NvmlGpu::now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string NvmlGpu::name() const {
+  const Impl& n = *impl_;
+  return n.text([&](char* t, unsigned size) { return n.device_name(n.device, t, size); },
+                "nvmlDeviceGetName");
+}
+
+std::string NvmlGpu::uuid() const {
+  return impl_->uuid_of(impl_->device);
+}
+
+std::string NvmlGpu::driver_version() const {
+  return impl_->text(impl_->driver_version, "nvmlSystemGetDriverVersion");
+}
+
+int NvmlGpu::nvml_index() const {
+  return impl_->nvml_index;
+}
+
+double NvmlGpu::power_usage_w() const {
+  unsigned milliwatts = 0;
+  impl_->check(impl_->power_usage(impl_->device, &milliwatts), "nvmlDeviceGetPowerUsage");
+  return static_cast<double>(milliwatts) / 1000.0;
 }
 
 }  // namespace perseus::client

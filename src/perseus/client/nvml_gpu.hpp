@@ -2,8 +2,10 @@
 // with dlopen at run time, so Perseus has no build-time dependency on CUDA and runs (without
 // this backend) on machines that have no driver. One NvmlGpu controls one device: supported SM
 // clocks, locking the SM clock, the total energy counter, and the power limit. The destructor
-// restores the default clocks and power limit it changed. Every NVML failure becomes a
-// perseus::Error naming the call and NVML's own message.
+// restores the default clocks and power limit it changed (nothing else). Every NVML failure
+// becomes a perseus::Error naming the call and NVML's own message. Devices are named by CUDA
+// device index, mapped to NVML through CUDA_VISIBLE_DEVICES the way CUDA maps them
+// (cuda_to_nvml_index).
 //
 // Restore on signals: live NvmlGpu objects are kept in a process-wide registry. The first
 // NvmlGpu installs handlers for SIGINT and SIGTERM (once per process; a signal whose disposition
@@ -19,6 +21,7 @@
 // until the client next asks for a different clock or limit.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,11 +30,23 @@
 
 namespace perseus::client {
 
+// The NVML index of CUDA device `cuda_index`, mapped the way CUDA maps it. `cuda_visible_devices`
+// is the value of CUDA_VISIBLE_DEVICES (nullptr or empty: unset, the NVML index is `cuda_index`);
+// otherwise entry `cuda_index` of its comma-separated list names the device: an integer NVML
+// index (NVML numbers devices in PCI bus order, which is CUDA's with CUDA_DEVICE_ORDER=PCI_BUS_ID
+// and, on machines with identical GPUs, its default) or a GPU- UUID or a unique prefix of one.
+// `nvml_uuids` returns the UUIDs of all NVML devices in index order; it is called only for a UUID
+// entry. Throws a perseus::Error naming CUDA_VISIBLE_DEVICES and the entry when the list has no
+// entry `cuda_index`, the entry is a MIG- instance or malformed, or a UUID matches no device or
+// several.
+int cuda_to_nvml_index(int cuda_index, const char* cuda_visible_devices,
+                       const std::function<std::vector<std::string>()>& nvml_uuids);
+
 class NvmlGpu : public GpuBackend {
  public:
-  // Loads `library` (default: the driver's libnvidia-ml.so.1), initializes NVML and opens device
-  // `index`. Throws perseus::Error when the library or one of its symbols is missing, or NVML
-  // fails.
+  // Loads `library` (default: the driver's libnvidia-ml.so.1), initializes NVML and opens CUDA
+  // device `index` (CUDA_VISIBLE_DEVICES applies, see cuda_to_nvml_index). Throws perseus::Error
+  // when the library or one of its symbols is missing, the device does not exist, or NVML fails.
   explicit NvmlGpu(int index = 0, const std::string& library = "libnvidia-ml.so.1");
   ~NvmlGpu() override;
   NvmlGpu(const NvmlGpu&) = delete;
@@ -50,6 +65,13 @@ class NvmlGpu : public GpuBackend {
   void reset_power_limit() override;
   // Steady-clock seconds (the host's monotonic clock).
   double now_s() override;
+
+  // Read-only queries; none of them changes a setting.
+  std::string name() const;            // e.g. "NVIDIA H100 80GB HBM3"
+  std::string uuid() const;            // "GPU-" and 32 hex digits
+  std::string driver_version() const;  // e.g. "580.159.04"
+  int nvml_index() const;              // the NVML index of this device
+  double power_usage_w() const;        // the driver's current power reading, in watts
 
  private:
   struct Impl;

@@ -1,0 +1,25 @@
+"""Read-only GPU probe: ``perseus gpu probe`` from Python (DESIGN section 9).
+
+``perseus.gpu_probe(device=0)`` opens the CUDA device ``device`` through NVML
+(``CUDA_VISIBLE_DEVICES`` applies), changes nothing on it, polls its total-energy counter for
+``duration`` seconds and returns a dict with the same fields as ``perseus gpu probe --json``:
+``name``, ``driver``, ``uuid``, ``nvml_index``, ``cuda_index``, ``sm_clocks_mhz`` (highest
+first), ``duration_s``, ``counter_reads``, ``counter_changes``, ``refresh_period_s``
+(``{"mean", "min", "max"}`` or ``None`` with fewer than two counter changes), ``read_cost_s``
+(``{"mean", "max"}``) and ``power_w`` (``{"readings", "mean", "counter_slope"}``).
+"""
+
+import json
+
+from perseus import _perseus
+
+DEFAULT_LIBRARY = "libnvidia-ml.so.1"
+
+
+def gpu_probe(device=0, library=None, duration=1.5):
+    """Probes CUDA device ``device`` read-only; raises perseus.PerseusError on failure.
+
+    ``library`` is the NVML library to load (default: the driver's libnvidia-ml.so.1).
+    """
+    text = _perseus._gpu_probe(int(device), library or DEFAULT_LIBRARY, float(duration))
+    return json.loads(text)

@@ -1,0 +1,61 @@
+"""perseus.gpu_probe through the real dlopen path, with the C++ tests' fake libnvidia-ml
+($PERSEUS_FAKE_NVML; those tests are skipped without it): the fields of `perseus gpu probe
+--json`, measurements that match the fake's configured counter, and no mutating NVML call."""
+
+import os
+
+import pytest
+
+import perseus
+
+FAKE = os.environ.get("PERSEUS_FAKE_NVML", "")
+needs_fake = pytest.mark.skipif(not os.path.isfile(FAKE),
+                                reason="PERSEUS_FAKE_NVML (the fake libnvidia-ml) not built")
+MUTATING = ("nvmlDeviceSet", "nvmlDeviceReset", "nvmlDeviceClear", "nvmlSystemSet")
+
+
+@pytest.fixture
+def fake_env(tmp_path, monkeypatch):
+    """A 2-device fake with a 40 ms counter refresh, 2 ms reads and 180 W; returns the call log."""
+    log = tmp_path / "nvml.log"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    for name, value in {"FAKE_NVML_LOG": str(log), "FAKE_NVML_DEVICES": "2",
+                        "FAKE_NVML_REFRESH_MS": "40", "FAKE_NVML_READ_MS": "2",
+                        "FAKE_NVML_POWER_W": "180"}.items():
+        monkeypatch.setenv(name, value)
+    return log
+
+
+@needs_fake
+def test_probe_measures_the_fake_counter_read_only(fake_env, monkeypatch):
+    uuid = "GPU-00000001-fa4e-4000-8000-000000000001"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", uuid)
+    p = perseus.gpu_probe(device=0, library=FAKE, duration=0.8)
+    assert p["name"] == "Fake NVIDIA H100 80GB HBM3"
+    assert p["driver"] == "580.159.04"
+    assert (p["uuid"], p["nvml_index"], p["cuda_index"]) == (uuid, 1, 0)
+    assert p["sm_clocks_mhz"] == [1410, 1395, 1380, 1005]
+    assert p["refresh_period_s"]["mean"] == pytest.approx(0.040, rel=0.1)
+    assert 0.8 * 0.002 <= p["read_cost_s"]["mean"] <= 3 * 0.002
+    assert p["power_w"]["mean"] == pytest.approx(180, rel=0.02)
+    assert p["power_w"]["counter_slope"] == pytest.approx(180, rel=0.02)
+    assert p["counter_reads"] > p["counter_changes"] >= 10
+    lines = fake_env.read_text().splitlines()
+    assert lines.count("nvmlDeviceGetTotalEnergyConsumption") == p["counter_reads"]
+    assert not [line for line in lines if line.startswith(MUTATING)]
+
+
+@needs_fake
+def test_probe_errors_raise(fake_env, monkeypatch):
+    with pytest.raises(perseus.PerseusError, match="NVML device 5"):
+        perseus.gpu_probe(device=5, library=FAKE, duration=0.1)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-0000000")
+    with pytest.raises(perseus.PerseusError, match="ambiguous"):
+        perseus.gpu_probe(library=FAKE, duration=0.1)
+    with pytest.raises(perseus.PerseusError, match="probe duration"):
+        perseus.gpu_probe(library=FAKE, duration=-1)
+
+
+def test_probe_without_a_library_raises():
+    with pytest.raises(perseus.PerseusError, match="cannot load NVML"):
+        perseus.gpu_probe(library="/nonexistent/libnvidia-ml.so.1", duration=0.1)

@@ -1,0 +1,93 @@
+// `perseus gpu probe`: what a GPU's NVML offers energy measurement (DESIGN section 9), found with
+// read-only NVML calls: identity, supported SM clocks, the energy counter's refresh period and
+// read cost, and the power drawn while probing. Prints `key value` lines, or JSON with --json.
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "cli/commands.hpp"
+#include "perseus/client/gpu_probe.hpp"
+#include "perseus/util/progress.hpp"
+
+namespace perseus::cli {
+
+namespace {
+
+struct ProbeArgs {
+  client::ProbeOptions options;
+  bool json = false;
+};
+
+std::string join_clocks(const std::vector<int>& clocks) {
+  std::string out;
+  for (int mhz : clocks) out += (out.empty() ? "" : " ") + std::to_string(mhz);
+  return out;
+}
+
+void print_probe(const client::GpuProbe& p) {
+  std::printf("name %s\n", p.name.c_str());
+  std::printf("uuid %s\n", p.uuid.c_str());
+  std::printf("driver %s\n", p.driver.c_str());
+  std::printf("cuda_index %d\n", p.cuda_index);
+  std::printf("nvml_index %d\n", p.nvml_index);
+  std::printf("sm_clocks_mhz %s (%zu clocks)\n", join_clocks(p.clocks_mhz).c_str(),
+              p.clocks_mhz.size());
+  std::printf("counter_changes %d (in %d reads over %.2f s)\n", p.counter_changes, p.counter_reads,
+              p.duration_s);
+  if (p.refresh) {
+    std::printf("refresh_period_ms %.1f (min %.1f, max %.1f)\n", p.refresh->mean_s * 1e3,
+                p.refresh->min_s * 1e3, p.refresh->max_s * 1e3);
+  } else {
+    std::printf(
+        "refresh_period_ms unknown (fewer than 2 counter changes; try a longer "
+        "--duration)\n");
+  }
+  std::printf("read_cost_ms %.3f (max %.3f)\n", p.read_mean_s * 1e3, p.read_max_s * 1e3);
+  std::printf("power_w %.1f (mean of %d NVML power readings)\n", p.power_mean_w, p.power_readings);
+  if (p.counter_power_w) {
+    std::printf("counter_power_w %.1f (energy counter slope)\n", *p.counter_power_w);
+  } else {
+    std::printf("counter_power_w unknown\n");
+  }
+}
+
+void run_probe(ProbeArgs a) {
+  ProgressBar bar("gpu probe: polling the energy counter", 100);
+  a.options.progress = [&bar](double done) { bar.update(std::lround(done * 100.0)); };
+  client::GpuProbe probe = client::probe_gpu(a.options);
+  bar.finish();
+  if (a.json) {
+    std::printf("%s\n", client::to_json(probe).dump(2).c_str());
+  } else {
+    print_probe(probe);
+  }
+}
+
+void add_probe(CLI::App& parent) {
+  auto a = std::make_shared<ProbeArgs>();
+  CLI::App* cmd = parent.add_subcommand(
+      "probe",
+      "Read-only: a GPU's identity, SM clocks, energy-counter refresh period and read cost, and "
+      "power (changes no setting)");
+  cmd->add_option("--device", a->options.device,
+                  "CUDA device index (CUDA_VISIBLE_DEVICES applies: integer or GPU- UUID entries)")
+      ->capture_default_str();
+  cmd->add_option("--library", a->options.library, "NVML library to load")->capture_default_str();
+  cmd->add_option("--duration", a->options.duration_s,
+                  "Seconds to poll the energy counter (at most 600)")
+      ->capture_default_str();
+  cmd->add_flag("--json", a->json, "Print JSON instead of `key value` lines");
+  cmd->callback([a] { run_probe(*a); });
+}
+
+}  // namespace
+
+void add_gpu_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("gpu", "Inspect the local GPUs through NVML (read-only)");
+  cmd->require_subcommand(1);
+  add_probe(*cmd);
+}
+
+}  // namespace perseus::cli

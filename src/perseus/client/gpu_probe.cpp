@@ -1,0 +1,141 @@
+#include "perseus/client/gpu_probe.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "perseus/client/nvml_gpu.hpp"
+#include "perseus/util/error.hpp"
+
+namespace perseus::client {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+constexpr double kMaxDurationS = 600.0;
+// Reads that return faster than this are spaced out to it: enough resolution for counters
+// refreshed every few milliseconds, without flooding a driver whose reads cost nothing.
+constexpr auto kMinReadSpacing = std::chrono::milliseconds(1);
+
+double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+// A read that returned a new counter value: when (the middle of the read, seconds since polling
+// began) and the value.
+struct Change {
+  double t_s = 0.0;
+  double energy_j = 0.0;
+};
+
+struct Polling {
+  double elapsed_s = 0.0;
+  std::vector<double> read_costs_s;
+  std::vector<Change> changes;
+  std::vector<double> power_w;
+};
+
+Polling poll_counter(NvmlGpu& gpu, const ProbeOptions& options) {
+  Polling p;
+  const Clock::time_point start = Clock::now();
+  const auto end = start + std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::duration<double>(options.duration_s));
+  double last = 0.0;
+  for (Clock::time_point t0 = start; t0 < end; t0 = Clock::now()) {
+    const double energy = gpu.total_energy_j();
+    const Clock::time_point t1 = Clock::now();
+    if (!p.read_costs_s.empty() && energy != last) {
+      p.changes.push_back({seconds(t0 - start) + seconds(t1 - t0) / 2.0, energy});
+    }
+    p.read_costs_s.push_back(seconds(t1 - t0));
+    last = energy;
+    p.power_w.push_back(gpu.power_usage_w());
+    if (options.progress) options.progress(std::min(1.0, seconds(t1 - start) / options.duration_s));
+    std::this_thread::sleep_until(t0 + kMinReadSpacing);
+  }
+  p.elapsed_s = seconds(Clock::now() - start);
+  return p;
+}
+
+double mean(const std::vector<double>& values) {
+  double sum = 0.0;
+  for (double v : values) sum += v;
+  return values.empty() ? 0.0 : sum / static_cast<double>(values.size());
+}
+
+// The refresh intervals and the counter's slope, from two or more observed changes.
+void summarize_changes(const std::vector<Change>& changes, GpuProbe& probe) {
+  probe.counter_changes = static_cast<int>(changes.size());
+  if (changes.size() < 2) return;
+  GpuProbe::Intervals r;
+  r.min_s = changes[1].t_s - changes[0].t_s;
+  for (std::size_t i = 1; i < changes.size(); ++i) {
+    const double interval = changes[i].t_s - changes[i - 1].t_s;
+    r.min_s = std::min(r.min_s, interval);
+    r.max_s = std::max(r.max_s, interval);
+  }
+  const double span_s = changes.back().t_s - changes.front().t_s;
+  r.mean_s = span_s / static_cast<double>(changes.size() - 1);
+  probe.refresh = r;
+  probe.counter_power_w = (changes.back().energy_j - changes.front().energy_j) / span_s;
+}
+
+json number_or_null(const std::optional<double>& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
+}  // namespace
+
+GpuProbe probe_gpu(const ProbeOptions& options) {
+  if (!(options.duration_s > 0.0 && options.duration_s <= kMaxDurationS)) {
+    throw Error("probe duration must be a number of seconds in (0, 600], got " +
+                std::to_string(options.duration_s));
+  }
+  NvmlGpu gpu(options.device, options.library);
+  GpuProbe probe;
+  probe.name = gpu.name();
+  probe.driver = gpu.driver_version();
+  probe.uuid = gpu.uuid();
+  probe.nvml_index = gpu.nvml_index();
+  probe.cuda_index = options.device;
+  probe.clocks_mhz = gpu.supported_clocks();
+
+  const Polling polled = poll_counter(gpu, options);
+  probe.duration_s = polled.elapsed_s;
+  probe.counter_reads = static_cast<int>(polled.read_costs_s.size());
+  probe.read_mean_s = mean(polled.read_costs_s);
+  probe.read_max_s = *std::max_element(polled.read_costs_s.begin(), polled.read_costs_s.end());
+  probe.power_readings = static_cast<int>(polled.power_w.size());
+  probe.power_mean_w = mean(polled.power_w);
+  summarize_changes(polled.changes, probe);
+  return probe;
+}
+
+json to_json(const GpuProbe& probe) {
+  json refresh = nullptr;
+  if (probe.refresh) {
+    refresh = {{"mean", probe.refresh->mean_s},
+               {"min", probe.refresh->min_s},
+               {"max", probe.refresh->max_s}};
+  }
+  return {{"name", probe.name},
+          {"driver", probe.driver},
+          {"uuid", probe.uuid},
+          {"nvml_index", probe.nvml_index},
+          {"cuda_index", probe.cuda_index},
+          {"sm_clocks_mhz", probe.clocks_mhz},
+          {"duration_s", probe.duration_s},
+          {"counter_reads", probe.counter_reads},
+          {"counter_changes", probe.counter_changes},
+          {"refresh_period_s", refresh},
+          {"read_cost_s", {{"mean", probe.read_mean_s}, {"max", probe.read_max_s}}},
+          {"power_w",
+           {{"readings", probe.power_readings},
+            {"mean", probe.power_mean_w},
+            {"counter_slope", number_or_null(probe.counter_power_w)}}}};
+}
+
+}  // namespace perseus::client

@@ -1,0 +1,52 @@
+// `perseus gpu probe` (DESIGN section 9): what one GPU's NVML offers energy measurement, found
+// with read-only calls (nothing on the GPU is changed): identity, supported SM clocks, how often
+// the total-energy counter is refreshed and what one read of it costs, and the power it draws
+// while probed (idle unless something else runs on it).
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace perseus::client {
+
+struct ProbeOptions {
+  int device = 0;  // CUDA device index (CUDA_VISIBLE_DEVICES applies, as in NvmlGpu)
+  std::string library = "libnvidia-ml.so.1";
+  double duration_s = 1.5;  // how long to poll the energy counter, in (0, 600]
+  // Called while polling with the fraction of `duration_s` done (optional).
+  std::function<void(double)> progress;
+};
+
+struct GpuProbe {
+  std::string name, driver, uuid;
+  int nvml_index = 0, cuda_index = 0;
+  std::vector<int> clocks_mhz;  // supported SM clocks, highest first
+  double duration_s = 0.0;      // how long the counter was polled
+  int counter_reads = 0;        // energy-counter reads while polling
+  int counter_changes = 0;      // reads that returned a new value
+  // Seconds between consecutive observed counter changes (empty with fewer than two changes).
+  struct Intervals {
+    double mean_s = 0.0, min_s = 0.0, max_s = 0.0;
+  };
+  std::optional<Intervals> refresh;
+  double read_mean_s = 0.0, read_max_s = 0.0;  // time one nvmlDeviceGetTotalEnergyConsumption took
+  int power_readings = 0;
+  double power_mean_w = 0.0;  // mean of the nvmlDeviceGetPowerUsage readings
+  // Energy between the first and the last observed change over the time between them (empty with
+  // fewer than two changes).
+  std::optional<double> counter_power_w;
+};
+
+// Opens the device read-only and polls its energy counter for `options.duration_s`. Throws
+// perseus::Error (one line) for bad options, a missing library or device, or a failed NVML call.
+GpuProbe probe_gpu(const ProbeOptions& options);
+
+// {"name", "driver", "uuid", "nvml_index", "cuda_index", "sm_clocks_mhz": [...], "duration_s",
+//  "counter_reads", "counter_changes", "refresh_period_s": {"mean", "min", "max"} or null,
+//  "read_cost_s": {"mean", "max"}, "power_w": {"readings", "mean", "counter_slope" (or null)}}
+nlohmann::json to_json(const GpuProbe& probe);
+
+}  // namespace perseus::client

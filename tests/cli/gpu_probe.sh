@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# `perseus gpu probe` against the fake libnvidia-ml ($FAKE_NVML_LIBRARY, set by ctest): human and
+# --json output match the fake's configured counter, CUDA_VISIBLE_DEVICES selects by UUID, bad
+# devices and options are one-line errors, progress stays off a non-terminal stderr, and the
+# driver is never asked to change anything.
+# Usage: FAKE_NVML_LIBRARY=<libnvidia-ml.so.1> bash gpu_probe.sh <perseus-binary> <shared-data-dir>
+set -euo pipefail
+perseus=$(realpath "$1")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+source "$(dirname "$0")/lib.sh"
+
+lib=${FAKE_NVML_LIBRARY:-}
+[[ -f $lib ]] || fail "FAKE_NVML_LIBRARY (the fake libnvidia-ml) not set or missing: '$lib'"
+unset CUDA_VISIBLE_DEVICES
+export FAKE_NVML_LOG=$tmp/nvml.log FAKE_NVML_REFRESH_MS=50 FAKE_NVML_READ_MS=2 FAKE_NVML_POWER_W=250
+
+# within VALUE EXPECTED FRACTION: VALUE is within FRACTION of EXPECTED.
+within() {
+  awk -v v="$1" -v e="$2" -v f="$3" 'BEGIN { d = v - e; if (d < 0) d = -d; exit !(v != "" && d <= f * e) }'
+}
+
+out=$("$perseus" gpu --help)
+[[ $out == *probe* ]] || fail "gpu --help lacks probe: $out"
+out=$("$perseus" gpu probe --help)
+for option in --device --library --duration --json; do
+  [[ $out == *"$option"* ]] || fail "gpu probe --help lacks $option: $out"
+done
+
+# Human-readable: `key value` lines; nothing on stderr (not a terminal: no progress note).
+"$perseus" gpu probe --library "$lib" --duration 0.6 > "$tmp/probe.txt" 2> "$tmp/stderr" ||
+  fail "gpu probe failed: $(cat "$tmp/stderr")"
+[[ ! -s $tmp/stderr ]] || fail "gpu probe wrote to a non-terminal stderr: $(cat "$tmp/stderr")"
+grep -qx "name Fake NVIDIA H100 80GB HBM3" "$tmp/probe.txt" || fail "no name: $(cat "$tmp/probe.txt")"
+grep -qx "driver 580.159.04" "$tmp/probe.txt" || fail "no driver: $(cat "$tmp/probe.txt")"
+[[ $(value_of uuid "$tmp/probe.txt") == GPU-00000000-fa4e-4000-8000-000000000000 ]] ||
+  fail "wrong uuid: $(cat "$tmp/probe.txt")"
+[[ $(value_of sm_clocks_mhz "$tmp/probe.txt") == 1410 ]] || fail "clocks: $(cat "$tmp/probe.txt")"
+within "$(value_of refresh_period_ms "$tmp/probe.txt")" 50 0.1 ||
+  fail "refresh period not ~50 ms: $(cat "$tmp/probe.txt")"
+within "$(value_of read_cost_ms "$tmp/probe.txt")" 2 2 || fail "read cost: $(cat "$tmp/probe.txt")"
+within "$(value_of power_w "$tmp/probe.txt")" 250 0.02 || fail "power: $(cat "$tmp/probe.txt")"
+within "$(value_of counter_power_w "$tmp/probe.txt")" 250 0.02 ||
+  fail "counter slope: $(cat "$tmp/probe.txt")"
+
+# --json, on the device CUDA_VISIBLE_DEVICES names by UUID (second entry: CUDA device 1).
+uuid=GPU-00000002-fa4e-4000-8000-000000000002
+FAKE_NVML_DEVICES=3 CUDA_VISIBLE_DEVICES="0,$uuid" \
+  "$perseus" gpu probe --device 1 --library "$lib" --duration 0.6 --json > "$tmp/probe.json" ||
+  fail "gpu probe --json failed"
+/usr/bin/python3 - "$tmp/probe.json" "$uuid" <<'PY' || fail "bad JSON: $(cat "$tmp/probe.json")"
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["uuid"] == sys.argv[2] and p["nvml_index"] == 2 and p["cuda_index"] == 1, p
+assert p["name"] == "Fake NVIDIA H100 80GB HBM3" and p["driver"] == "580.159.04", p
+assert p["sm_clocks_mhz"] == [1410, 1395, 1380, 1005], p
+assert abs(p["refresh_period_s"]["mean"] - 0.05) <= 0.005, p
+assert p["refresh_period_s"]["min"] <= p["refresh_period_s"]["mean"] <= p["refresh_period_s"]["max"]
+assert 0.8 * 0.002 <= p["read_cost_s"]["mean"] <= 3 * 0.002, p
+assert abs(p["power_w"]["mean"] - 250) <= 5 and abs(p["power_w"]["counter_slope"] - 250) <= 5, p
+assert p["counter_changes"] >= 8 and p["counter_reads"] > p["counter_changes"], p
+PY
+
+# Errors: one line, exit status 1.
+expect_error "NVML device 4: Invalid Argument" gpu probe --device 4 --library "$lib" --duration 0.1
+CUDA_VISIBLE_DEVICES=MIG-4f2e0c11-1d2b-5b5a-9c3f-2a7a0e9d3c21 expect_error \
+  "CUDA_VISIBLE_DEVICES entry 'MIG-4f2e0c11-1d2b-5b5a-9c3f-2a7a0e9d3c21' (CUDA device 0) is a MIG" \
+  gpu probe --library "$lib" --duration 0.1
+FAKE_NVML_DEVICES=2 CUDA_VISIBLE_DEVICES=GPU-0000000 expect_error \
+  "CUDA_VISIBLE_DEVICES entry 'GPU-0000000' (CUDA device 0) is ambiguous" \
+  gpu probe --library "$lib" --duration 0.1
+CUDA_VISIBLE_DEVICES=GPU-ffff expect_error "'GPU-ffff' (CUDA device 0) matches none" \
+  gpu probe --library "$lib" --duration 0.1
+expect_error "probe duration must be a number of seconds in (0, 600]" \
+  gpu probe --library "$lib" --duration 0
+expect_error "cannot load NVML ($tmp/none.so)" gpu probe --library "$tmp/none.so"
+
+# Read-only: the driver saw reads, and never a set, reset or clear call.
+grep -q '^nvmlDeviceGetTotalEnergyConsumption$' "$FAKE_NVML_LOG" || fail "no counter reads logged"
+if grep -E '^nvml(DeviceSet|DeviceReset|DeviceClear|SystemSet)' "$FAKE_NVML_LOG"; then
+  fail "gpu probe made a mutating NVML call (above)"
+fi
+echo "ok"
