@@ -7,7 +7,11 @@
 #   4. run: the same job under all-max, then under the fastest frontier plan (point solution)
 #   5. print measured time and energy of the plan against all-max (and write summary.txt)
 # Usage: closed_loop.sh OUT_DIR STAGES MICROBATCHES ITERATIONS [GPU]
-# The simulated GPUs run the embedded default profile (`perseus profile synth --gpu GPU`).
+# The simulated GPUs run the embedded default profile (`perseus profile synth --gpu GPU`) with a
+# realistic energy counter (100 ms refresh, 4 ms reads). Environment: PERSEUS_SIM_OPTS adds
+# options to every `simulate-training` (e.g. "--counter ideal" or "--attribution deltas"),
+# PERSEUS_SYNTH_OPTS to `profile synth` (e.g. "--forward-time 0.003"), PERSEUS_PROFILER_ARGS
+# fields to the profiler's arguments (e.g. '"target_stderr": 0.005').
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 perseus=${PERSEUS_BIN:-$root/build/src/perseus}
@@ -24,15 +28,17 @@ url=$(grep -o 'http://[0-9.:]*' "$out/server.log")
 echo "server        $url (store $out/store.sqlite)"
 
 # The simulated GPUs: the embedded default profile (what a real cluster would be measured as).
-"$perseus" profile synth --gpu "$gpu" --stages "$stages" --out "$out/gpus.csv" >/dev/null
+"$perseus" profile synth --gpu "$gpu" --stages "$stages" --out "$out/gpus.csv" \
+  ${PERSEUS_SYNTH_OPTS:-} >/dev/null
 simulate() {  # scheduler, scheduler args (JSON), output file, extra options...
   "$perseus" simulate-training --server "$url" --profile "$out/gpus.csv" \
     --microbatches "$microbatches" --blocking-power "${blocking[$gpu]}" --quiet \
-    --scheduler "$1" --scheduler-args "$2" --out "$3" "${@:4}"
+    --scheduler "$1" --scheduler-args "$2" --out "$3" ${PERSEUS_SIM_OPTS:-} "${@:4}"
 }
 
 echo "1/4 profiling with the instruction profiler ..."
-simulate profiler "{\"microbatches\": $microbatches, \"output\": \"$out/profile.csv\"}" \
+simulate profiler \
+  "{\"microbatches\": $microbatches, \"output\": \"$out/profile.csv\"${PERSEUS_PROFILER_ARGS:+, $PERSEUS_PROFILER_ARGS}}" \
   "$out/profile-run.json" --until-done
 p_block=$(printf "%.2f" "$(cat "$out/profile.csv.blocking_power")")
 echo "    measured $(($(wc -l < "$out/profile.csv") - 1)) profile rows, blocking power $p_block W"

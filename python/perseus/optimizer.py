@@ -69,6 +69,16 @@ class PipelineFrequencyOptimizer:
         blocking_power: simulated GPU's power while blocked, in watts (default 0).
         real_time, time_scale: simulated GPU in real time, ``time_scale`` wall seconds per
             simulated second (default: virtual time).
+        counter: the simulated GPU's energy counter, ``"realistic"`` (refreshed every 100 ms,
+            4 ms per read, as measured on an H100; the default) or ``"ideal"`` (exact reads);
+            counter_options: a dict overriding refresh_period_s, refresh_jitter_s,
+            read_latency_s, sampled_fraction (0.25 models A100/H100 partial sampling), noise,
+            seed.
+        observe: observe-only mode: measure and report, never lock a clock or set a power
+            limit (nor reset them).
+        attribution: how counter energy is attributed to instructions: ``"fit"`` (least
+            squares, default), ``"overlap"`` or ``"deltas"`` (README, "Measuring energy").
+        sampler_period: minimum seconds between two energy-counter reads (0: back to back).
         job_id: join this job instead of registering one. When None and torch.distributed is
             initialized, rank 0's id is broadcast to every rank.
         scheduler, scheduler_args: per-job scheduler name and its arguments (a dict).
@@ -88,13 +98,14 @@ class PipelineFrequencyOptimizer:
                  profile=None, stage=None, blocking_power=None, real_time=False,
                  time_scale=1.0, job_id=None, scheduler=None, scheduler_args=None,
                  report_every=5, strict=False, request_timeout=5.0, barrier_timeout=120.0,
-                 retries=3, log=None, share_job_id=None):
+                 retries=3, log=None, share_job_id=None, counter="realistic",
+                 counter_options=None, observe=False, attribution="fit", sampler_period=0.0):
         self._opt = None
         self.device_id = device_id
         self._sync = False
         self.sim = None  # the SimGpu when the backend is simulated
         backend = self._make_backend(gpu, device_id, pp_rank, profile, stage, blocking_power,
-                                     real_time, time_scale)
+                                     real_time, time_scale, counter, counter_options)
         if scheduler_args is not None and not isinstance(scheduler_args, dict):
             raise TypeError(f"scheduler_args must be a dict, not {type(scheduler_args).__name__}")
         if job_metadata is not None and not isinstance(job_metadata, str):
@@ -121,10 +132,13 @@ class PipelineFrequencyOptimizer:
             retries=int(retries),
             log=log if log is not None else _default_log,
             share_job_id=share,
+            observe=bool(observe),
+            attribution=str(attribution),
+            sampler_period=float(sampler_period),
         )
 
     def _make_backend(self, gpu, device_id, pp_rank, profile, stage, blocking_power,
-                      real_time, time_scale):
+                      real_time, time_scale, counter, counter_options):
         if isinstance(gpu, str):
             if gpu not in _GPU_KINDS:
                 raise ValueError(f"gpu must be one of {', '.join(map(repr, _GPU_KINDS))} or a "
@@ -138,7 +152,9 @@ class PipelineFrequencyOptimizer:
                     stage=int(pp_rank if stage is None else stage),
                     blocking_power=float(0.0 if blocking_power is None else blocking_power),
                     real_time=bool(real_time),
-                    time_scale=float(time_scale))
+                    time_scale=float(time_scale),
+                    counter=str(counter),
+                    counter_options=dict(counter_options or {}))
                 return self.sim
             self._sync = True
             return _perseus.NvmlGpu(int(device_id))
@@ -214,7 +230,10 @@ class PipelineFrequencyOptimizer:
 
     @property
     def iterations(self):
-        """(time_s, energy_j) of every completed iteration, in order."""
+        """(time_s, energy_j) of every iteration whose reporting window closed, in order.
+
+        Energy is attributed from the GPU's energy counter when a window of ``report_every``
+        iterations closes, so the latest iterations appear once their window is complete."""
         return self._opt.iterations
 
     def close(self):

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "perseus/client/gpu_backend.hpp"
+#include "perseus/client/gpu_probe.hpp"
 #include "perseus/client/nvml_gpu.hpp"
 #include "perseus/client/optimizer.hpp"
 #include "perseus/client/sim_gpu.hpp"
@@ -50,10 +51,43 @@ class SharedBackend : public GpuBackend {
   void instruction_begin(const std::string& name) override { gpu_->instruction_begin(name); }
   void instruction_end(const std::string& name) override { gpu_->instruction_end(name); }
   bool synchronous_clocks() const override { return gpu_->synchronous_clocks(); }
+  std::unique_ptr<perseus::client::EnergySampler> start_energy_sampler(
+      const perseus::client::SamplerOptions& options,
+      std::function<void(const std::string&)> on_error) override {
+    return gpu_->start_energy_sampler(options, std::move(on_error));
+  }
 
  private:
   std::shared_ptr<GpuBackend> gpu_;
 };
+
+// A simulated GPU's energy counter: "realistic" or "ideal", then the fields given in
+// `options` (refresh_period_s, refresh_jitter_s, read_latency_s, sampled_fraction, noise, seed).
+perseus::client::CounterOptions counter_from(const std::string& name, const py::dict& options) {
+  auto c = perseus::client::CounterOptions::named(name);
+  for (const auto& [key, value] : options) {
+    const auto field = key.cast<std::string>();
+    if (field == "refresh_period_s") {
+      c.refresh_period_s = value.cast<double>();
+    } else if (field == "refresh_jitter_s") {
+      c.refresh_jitter_s = value.cast<double>();
+    } else if (field == "read_latency_s") {
+      c.read_latency_s = value.cast<double>();
+    } else if (field == "sampled_fraction") {
+      c.sampled_fraction = value.cast<double>();
+    } else if (field == "noise") {
+      c.noise = value.cast<double>();
+    } else if (field == "seed") {
+      c.seed = value.cast<std::uint64_t>();
+    } else {
+      throw perseus::Error("counter_options: unknown field '" + field +
+                           "' (expected refresh_period_s, refresh_jitter_s, read_latency_s, "
+                           "sampled_fraction, noise or seed)");
+    }
+  }
+  c.validate();
+  return c;
+}
 
 // Any Python object with the GpuBackend methods (supported_clocks, lock_clock, reset_clock,
 // set_power_limit, reset_power_limit, now_s, total_energy_j; optionally instruction_begin,
@@ -259,16 +293,20 @@ PYBIND11_MODULE(_perseus, m) {
       "Real-time mode: instruction_end() sleeps until the profiled duration times time_scale\n"
       "has passed since instruction_begin(); now() is wall time divided by time_scale.")
       .def(py::init([](const std::string& profile, int stage, double blocking_power, bool real_time,
-                       double time_scale) {
+                       double time_scale, const std::string& counter, py::dict counter_options) {
              SimGpuOptions o;
              o.stage = stage;
              o.blocking_power_w = blocking_power;
              o.real_time = real_time;
              o.time_scale = time_scale;
+             o.counter = counter_from(counter, counter_options);
              return std::make_shared<SimGpu>(perseus::profile::read_profile_csv(profile), o);
            }),
            py::arg("profile"), py::arg("stage") = 0, py::arg("blocking_power") = 0.0,
-           py::arg("real_time") = false, py::arg("time_scale") = 1.0)
+           py::arg("real_time") = false, py::arg("time_scale") = 1.0,
+           py::arg("counter") = "realistic", py::arg("counter_options") = py::dict())
+      .def("true_energy", &SimGpu::true_energy_j,
+           "Exact energy consumed so far in joules (what the counter would read if ideal).")
       .def("supported_clocks", &SimGpu::supported_clocks,
            "Profiled SM clocks (MHz), highest first.")
       .def("lock_clock", &SimGpu::lock_clock, py::arg("mhz"))
@@ -307,8 +345,12 @@ PYBIND11_MODULE(_perseus, m) {
                        std::string server_url, py::object job_metadata, std::string job_id,
                        std::string scheduler, py::object scheduler_args, int report_every,
                        bool strict, double request_timeout, double barrier_timeout, int retries,
-                       double backoff, py::object log, py::object share_job_id) {
+                       double backoff, py::object log, py::object share_job_id, bool observe,
+                       const std::string& attribution, double sampler_period) {
              OptimizerOptions o;
+             o.observe = observe;
+             o.attribution = perseus::client::parse_attribution(attribution);
+             o.sampler_period_s = sampler_period;
              o.rank = rank;
              o.dp_rank = dp_rank;
              o.pp_rank = pp_rank;
@@ -344,7 +386,9 @@ PYBIND11_MODULE(_perseus, m) {
            py::arg("scheduler_args") = py::none(), py::arg("report_every") = 5,
            py::arg("strict") = false, py::arg("request_timeout") = 5.0,
            py::arg("barrier_timeout") = 120.0, py::arg("retries") = 3, py::arg("backoff") = 0.2,
-           py::arg("log") = py::none(), py::arg("share_job_id") = py::none())
+           py::arg("log") = py::none(), py::arg("share_job_id") = py::none(),
+           py::arg("observe") = false, py::arg("attribution") = "fit",
+           py::arg("sampler_period") = 0.0)
       .def("on_step_begin",
            [](Optimizer& o) {
              py::gil_scoped_release nogil;
@@ -384,4 +428,24 @@ PYBIND11_MODULE(_perseus, m) {
                              })
       .def("gpu_now", [](Optimizer& o) { return o.get().gpu().now_s(); })
       .def("gpu_total_energy", [](Optimizer& o) { return o.get().gpu().total_energy_j(); });
+
+  // ---- gpu probe (issue 11) ----
+  // `perseus gpu probe` from Python: the probe's JSON text (perseus.gpu_probe parses it). Reads
+  // only; the GIL is released while the counter is polled.
+  m.def(
+      "_gpu_probe",
+      [](int device, const std::string& library, double duration) {
+        perseus::client::ProbeOptions options;
+        options.device = device;
+        options.library = library;
+        options.duration_s = duration;
+        perseus::client::GpuProbe probe;
+        {
+          py::gil_scoped_release nogil;
+          probe = perseus::client::probe_gpu(options);
+        }
+        return perseus::client::to_json(probe).dump();
+      },
+      py::arg("device") = 0, py::arg("library") = "libnvidia-ml.so.1", py::arg("duration") = 1.5);
+  // ---- end gpu probe (issue 11) ----
 }

@@ -1,6 +1,7 @@
 """perseus.PipelineFrequencyOptimizer without a server (simulated GPU, Python backends)."""
 
 import threading
+import time
 import warnings
 
 import pytest
@@ -11,6 +12,9 @@ from conftest import train
 
 def make(profile_path, server_url="", **kw):
     kw.setdefault("gpu", "sim")
+    if kw["gpu"] == "sim":
+        kw.setdefault("counter", "ideal")  # exact energies
+    kw.setdefault("report_every", 1)  # every iteration's energy is attributed at its end
     kw.setdefault("profile", profile_path)
     kw.setdefault("retries", 0)
     kw.setdefault("request_timeout", 1.0)
@@ -43,7 +47,8 @@ class Recording(perseus.PipelineFrequencyOptimizer):
 
 
 def recording(profile, **kw):
-    return Recording(0, 0, 0, 0, 0, 1, 2, 1, 2, None, gpu="sim", profile=profile, **kw)
+    return Recording(0, 0, 0, 0, 0, 1, 2, 1, 2, None, gpu="sim", profile=profile,
+                     counter="ideal", report_every=1, **kw)
 
 
 def test_no_server_runs_at_default_clock(profile2, profile2_rows):
@@ -150,6 +155,7 @@ class PyBackend:
     def __init__(self):
         self.t = 0.0
         self.energy = 0.0
+        self.readers = set()  # threads that read the energy counter
         self.calls = []
         self.lock = threading.Lock()
 
@@ -176,6 +182,7 @@ class PyBackend:
         return self.t
 
     def total_energy_j(self):
+        self.readers.add(threading.get_ident())
         return self.energy
 
     def instruction_begin(self, name):
@@ -195,7 +202,12 @@ def test_python_backend_object(profile2):
     gpu = PyBackend()
     opt = make(profile2, gpu=gpu, profile=None)
     train(opt, 2)
-    assert opt.iterations == [pytest.approx((0.5, 100.0))] * 2
+    # Times are exact; the counter is read by the sampler thread only, never by the hooks.
+    assert [t for t, _ in opt.iterations] == [pytest.approx(0.5)] * 2
+    deadline = time.monotonic() + 10.0
+    while not gpu.readers and time.monotonic() < deadline:
+        time.sleep(0.01)  # the sampler thread needs the GIL to read a Python backend
+    assert gpu.readers and threading.get_ident() not in gpu.readers
     names = [c for c in gpu.calls if c[0].startswith("instruction")]
     assert names == [("instruction_begin", "forward"), ("instruction_end", "forward"),
                      ("instruction_begin", "backward"), ("instruction_end", "backward")] * 2
@@ -203,13 +215,13 @@ def test_python_backend_object(profile2):
 
 
 def test_sim_gpu_object_is_shared(profile2):
-    gpu = perseus.SimGpu(profile2, stage=1, blocking_power=80.0)
+    gpu = perseus.SimGpu(profile2, stage=1, blocking_power=80.0, counter="ideal")
     opt = make(profile2, gpu=gpu, profile=None)
     assert opt.sim is gpu
     with opt.step():
         with opt.instruction("forward"):
             pass
-    assert gpu.now() > 0 and gpu.total_energy() > 0
+    assert gpu.now() > 0 and gpu.true_energy() > 0
     assert opt.iterations[0][0] == pytest.approx(gpu.now(), rel=1e-6)
     opt.close()
 

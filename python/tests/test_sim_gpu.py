@@ -10,6 +10,7 @@ BLOCK_W = 83.64
 
 
 def sim(profile, stage=0, **kw):
+    kw.setdefault("counter", "ideal")  # exact energies
     return perseus.SimGpu(profile, stage=stage, blocking_power=BLOCK_W, **kw)
 
 
@@ -118,3 +119,27 @@ def test_malformed_profile_names_file(tmp_path):
     path.write_text("stage,instruction,frequency,time\n0,forward,1410,0.1\n")
     with pytest.raises(perseus.PerseusError, match="bad.csv"):
         perseus.SimGpu(str(path))
+
+
+def test_realistic_counter_changes_only_at_refreshes(profile2, profile2_rows):
+    gpu = sim(profile2, counter="realistic", counter_options={"refresh_jitter_s": 0.0})
+    fwd = profile2_rows[(0, "forward")][max(profile2_rows[(0, "forward")])]
+    n = int(0.25 / fwd[0]) + 1  # a quarter second of forwards
+    for _ in range(n):
+        gpu.instruction_begin("forward")
+        gpu.instruction_end("forward")
+    truth = gpu.true_energy()
+    assert truth == pytest.approx(n * fwd[1], rel=1e-9)
+    # The counter holds the value of the last refresh (at 0.2 s), below the true energy.
+    read = gpu.total_energy()
+    assert 0 < read < truth
+    assert read == pytest.approx(truth * 0.2 / gpu.now(), rel=1e-6)
+
+
+def test_counter_options_are_checked(profile2):
+    with pytest.raises(perseus.PerseusError, match="refresh_period_s"):
+        sim(profile2, counter="realistic", counter_options={"refresh_period_s": -1.0})
+    with pytest.raises(perseus.PerseusError, match="unknown field 'bogus'"):
+        sim(profile2, counter="realistic", counter_options={"bogus": 1.0})
+    with pytest.raises(perseus.PerseusError, match="unknown energy counter"):
+        sim(profile2, counter="perfect")

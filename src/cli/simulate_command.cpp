@@ -2,7 +2,7 @@
 // time, against a running control-plane server. The command forks one process per rank
 // (stages x pipelines), each with its own PipelineFrequencyOptimizer and SimGpu; neighbouring
 // stages exchange activations and gradients over socket pairs and the parent synchronizes the
-// iteration ends (perseus/client/pipeline_sim.hpp). The parent prints a summary and writes the
+// iteration ends (perseus/pipeline_sim/). The parent prints a summary and writes the
 // per-iteration pipeline time and summed energy as JSON.
 #include <signal.h>
 #include <sys/prctl.h>
@@ -23,7 +23,8 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "perseus/client/http_client.hpp"
-#include "perseus/client/pipeline_sim.hpp"
+#include "perseus/pipeline_sim/coordinator.hpp"
+#include "perseus/pipeline_sim/rank.hpp"
 #include "perseus/profile/csv.hpp"
 #include "perseus/profile/gpu_model.hpp"
 #include "perseus/util/files.hpp"
@@ -33,7 +34,7 @@ namespace perseus::cli {
 
 namespace {
 
-namespace pipeline = client::pipeline;
+namespace pipeline = pipeline_sim;
 using nlohmann::json;
 
 constexpr int kMaxRanks = 512;  // processes this command forks at most
@@ -46,6 +47,9 @@ struct SimulateArgs {
   int stages = 0, pipelines = 1, microbatches = 0, iterations = 20, max_iterations = 10000;
   int report_every = 5;
   double blocking_power = -1.0, timeout = 600.0;
+  // The simulated GPUs' energy counter and how the clients attribute it.
+  std::string counter = "realistic", attribution = "fit";
+  client::CounterOptions counter_options;
   bool until_done = false, has_iterations = false, has_job_metadata = false, strict = false;
   bool quiet = false;
 };
@@ -56,6 +60,7 @@ struct Setup {
   schedule::Schedule schedule;
   int pipelines = 1;
   double blocking_power_w = 0.0;
+  client::CounterOptions counter;
   client::OptimizerOptions optimizer;
 };
 
@@ -105,7 +110,15 @@ Setup make_setup(const SimulateArgs& a) {
   s.pipelines = a.pipelines;
   s.blocking_power_w = a.blocking_power;
 
+  s.counter = a.counter_options;
+  if (a.counter == "ideal") {
+    s.counter.ideal = true;
+    s.counter.read_latency_s = 0.0;
+  }
+  naming("--counter-*", [&] { s.counter.validate(); });
+
   client::OptimizerOptions& o = s.optimizer;
+  o.attribution = naming("--attribution", [&] { return client::parse_attribution(a.attribution); });
   o.server_url = a.server;
   o.report_every = a.report_every;
   o.strict = a.strict;
@@ -246,6 +259,7 @@ pipeline::RunResult run_ranks(const Setup& setup, const pipeline::StopRule& stop
       pipeline::RankSpec spec =
           pipeline::rank_spec(r, setup.schedule, setup.pipelines, setup.profile,
                               setup.blocking_power_w, setup.optimizer);
+      spec.counter = setup.counter;
       spec.optimizer.log = [r](const std::string& message) {
         std::fprintf(stderr, "perseus: warning: rank %d: %s\n", r, message.c_str());
         std::fflush(stderr);
@@ -384,6 +398,35 @@ void run_simulate(const SimulateArgs& a) {
               std::to_string(a.max_iterations) + " iterations");
 }
 
+void add_counter_options(CLI::App& cmd, SimulateArgs& a) {
+  client::CounterOptions& c = a.counter_options;
+  cmd.add_option("--counter", a.counter,
+                 "Energy counter of the simulated GPUs: realistic (refreshed every 100 ms, 4 ms "
+                 "per read, as measured on an H100) or ideal (exact, free reads)")
+      ->check(CLI::IsMember({"realistic", "ideal"}))
+      ->capture_default_str();
+  cmd.add_option("--counter-refresh", c.refresh_period_s, "Counter refresh period in seconds")
+      ->capture_default_str();
+  cmd.add_option("--counter-jitter", c.refresh_jitter_s,
+                 "Refresh intervals vary by up to this many seconds")
+      ->capture_default_str();
+  cmd.add_option("--counter-read-latency", c.read_latency_s,
+                 "Seconds one counter read blocks the reader")
+      ->capture_default_str();
+  cmd.add_option("--counter-sampled-fraction", c.sampled_fraction,
+                 "Share of each refresh window the power sensor sees (0.25 on A100/H100)")
+      ->capture_default_str();
+  cmd.add_option("--counter-noise", c.noise,
+                 "Relative standard deviation of each refresh's increment")
+      ->capture_default_str();
+  cmd.add_option("--counter-seed", c.seed, "Seed of the counters' jitter and noise")
+      ->capture_default_str();
+  cmd.add_option("--attribution", a.attribution,
+                 "How clients attribute counter energy to instructions: fit, overlap or deltas")
+      ->check(CLI::IsMember({"fit", "overlap", "deltas"}))
+      ->capture_default_str();
+}
+
 }  // namespace
 
 void add_simulate_command(CLI::App& app) {
@@ -419,6 +462,7 @@ void add_simulate_command(CLI::App& app) {
                   "Write per-iteration pipeline time and summed energy (and the job id) as JSON");
   cmd->add_option("--timeout", a->timeout, "Give up after this many seconds (0: no limit)")
       ->capture_default_str();
+  add_counter_options(*cmd, *a);
   cmd->add_flag("--strict", a->strict,
                 "Fail when the server fails instead of running at the default clock");
   cmd->add_flag("--quiet", a->quiet, "Print nothing on success");

@@ -14,8 +14,9 @@
 #include "loopback_http.hpp"
 #include "perseus/client/frequency_controller.hpp"
 #include "perseus/client/optimizer.hpp"
-#include "perseus/client/pipeline_sim.hpp"
 #include "perseus/client/sim_gpu.hpp"
+#include "perseus/pipeline_sim/coordinator.hpp"
+#include "perseus/pipeline_sim/rank.hpp"
 #include "perseus/plan/evaluate.hpp"
 #include "perseus/profile/gpu_model.hpp"
 #include "perseus/schedule/schedule.hpp"
@@ -27,6 +28,7 @@ namespace {
 
 using nlohmann::json;
 using perseus::Error;
+using perseus::client::CounterOptions;
 using perseus::client::FrequencyController;
 using perseus::client::GpuBackend;
 using perseus::client::OptimizerOptions;
@@ -36,7 +38,7 @@ using perseus::client::SimGpuOptions;
 using perseus::profile::Profile;
 using perseus::test::error_of;
 using perseus::test::LoopbackHttp;
-namespace pipeline = perseus::client::pipeline;
+namespace pipeline = perseus::pipeline_sim;
 
 // ---------------------------------------------------------------- the clock thread
 
@@ -137,7 +139,8 @@ TEST(ClientFrequencyController, ReportsDriverFailuresAndRetriesTheSetting) {
 using perseus::test::small_profile;
 
 std::unique_ptr<SimGpu> sim(int stage = 0) {
-  return std::make_unique<SimGpu>(small_profile(), SimGpuOptions{stage, 0.0, false, 1.0});
+  return std::make_unique<SimGpu>(
+      small_profile(), SimGpuOptions{stage, 0.0, false, 1.0, CounterOptions::named("ideal")});
 }
 
 // Collects the optimizer's warnings (from any thread).
@@ -181,8 +184,11 @@ std::string closed_url() {
 }
 
 TEST(ClientOptimizer, MeasuresIterationsWithoutAServer) {
-  PipelineFrequencyOptimizer opt(OptimizerOptions{}, sim(1));
-  iterate(opt, 3);
+  OptimizerOptions o;
+  o.report_every = 3;
+  PipelineFrequencyOptimizer opt(o, sim(1));
+  iterate(opt, 5);
+  // Energy is attributed when a window closes: the first 3 iterations are measured so far.
   ASSERT_EQ(opt.iterations().size(), 3u);
   for (const auto& it : opt.iterations()) {
     EXPECT_NEAR(it.time_s, 0.045, 1e-12);  // forward + backward at the highest clock
@@ -198,8 +204,8 @@ TEST(ClientOptimizer, KeepsTrainingAtTheDefaultClockWhenTheServerIsDown) {
   Warnings w;
   PipelineFrequencyOptimizer opt(fast_options(closed_url(), w), sim());
   EXPECT_TRUE(opt.degraded());
-  iterate(opt, 7);  // three window boundaries retry and fail again, silently
-  EXPECT_EQ(opt.iterations().size(), 7u);
+  iterate(opt, 7);                         // three window boundaries retry and fail again, silently
+  EXPECT_EQ(opt.iterations().size(), 6u);  // three closed windows of 2
   EXPECT_NEAR(opt.iterations().back().time_s, 0.030, 1e-12);
   EXPECT_TRUE(opt.degraded());
   EXPECT_EQ(opt.round(), -1);
@@ -380,7 +386,7 @@ TEST(ClientOptimizer, SetsThePowerLimitOfPowerLimitSchedules) {
   Warnings w;
   PipelineFrequencyOptimizer opt(fast_options(server.http->url(), w), sim());
   EXPECT_TRUE(opt.done());
-  iterate(opt, 1);
+  iterate(opt, 2);
   EXPECT_NEAR(opt.iterations()[0].time_s, 0.012 + 0.032, 1e-12);  // 800 and 600 MHz fit 155 W
   EXPECT_TRUE(w.lines->empty());
 }
@@ -417,7 +423,7 @@ TEST(ClientOptimizer, RecoversAtTheNextWindowBoundary) {
   EXPECT_FALSE(opt.degraded());
   EXPECT_EQ(opt.job_id(), "job-7");
   EXPECT_EQ(opt.round(), 0);
-  iterate(opt, 1);
+  iterate(opt, 2);  // one window on round 0, attributed when it closes
   EXPECT_NEAR(opt.iterations().back().time_s, 0.044, 1e-12);
   EXPECT_EQ(w.lines->size(), 1u);
 }

@@ -3,8 +3,12 @@
 // the NVML backend (a real GPU, loaded at run time) and the simulated GPU (a profile).
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "perseus/client/energy_sampler.hpp"
 
 namespace perseus::client {
 
@@ -19,8 +23,15 @@ class GpuBackend {
   virtual void reset_power_limit() = 0;
   // Seconds on this backend's clock (wall clock for real GPUs, simulated time for the simulator).
   virtual double now_s() = 0;
-  // Energy counter in joules (monotonic).
+  // One read of the energy counter, in joules (monotonic). On a real GPU it blocks for
+  // milliseconds and changes only every ~100 ms: the client never calls it on the training
+  // thread, only from the energy sampler.
   virtual double total_energy_j() = 0;
+  // Starts sampling the energy counter (perseus/client/energy_sampler.hpp). Default: a thread
+  // that calls total_energy_j() back to back (at most every options.min_period_s). Read failures
+  // stop the sampling and go to `on_error`.
+  virtual std::unique_ptr<EnergySampler> start_energy_sampler(
+      const SamplerOptions& options, std::function<void(const std::string&)> on_error);
   // Called by the client around each instruction, after the clock for it was applied. A real GPU
   // ignores them; the simulator advances its time and energy by the profiled instruction.
   virtual void instruction_begin(const std::string& /*name*/) {}

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -13,6 +14,8 @@
 
 #include "perseus/client/frequency_controller.hpp"
 #include "perseus/client/http_client.hpp"
+#include "perseus/client/measurement_window.hpp"
+#include "perseus/client/server_session.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/wire/protocol.hpp"
 
@@ -22,30 +25,10 @@ namespace {
 
 using nlohmann::json;
 
-// A request to the server failed for good (after retries); the message says why.
-class ServerFailure : public Error {
- public:
-  using Error::Error;
-};
-
 std::string number(double v) {
   std::ostringstream out;
   out << v;
   return out.str();
-}
-
-// The server's answer text, as one short line for a warning.
-std::string one_line(const std::string& text, std::size_t max = 300) {
-  std::string out;
-  for (char c : text) {
-    if (out.size() >= max) {
-      out += "...";
-      break;
-    }
-    out += (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
-  }
-  while (!out.empty() && out.back() == ' ') out.pop_back();
-  return out;
 }
 
 void check_options(const OptimizerOptions& o) {
@@ -85,6 +68,7 @@ void check_options(const OptimizerOptions& o) {
   seconds("request_timeout_s", o.request_timeout_s, false);
   seconds("barrier_timeout_s", o.barrier_timeout_s, false);
   seconds("backoff_s", o.backoff_s, true);
+  seconds("sampler_period_s", o.sampler_period_s, true);
   if (o.retries < 0) throw bad("retries", "must be >= 0, got " + std::to_string(o.retries));
   if (!o.scheduler_args.is_object()) throw bad("scheduler_args", "must be a JSON object");
   if (!o.server_url.empty()) {
@@ -102,47 +86,34 @@ void stderr_warning(const std::string& message) {
   std::fflush(stderr);
 }
 
-// Per instruction name: the measurements of its occurrences in one iteration.
-using Occurrences = std::map<std::string, std::vector<double>>;
-
 }  // namespace
 
+// The hook state machine: schedule in use, clock requests, windows, failure policy.
 struct PipelineFrequencyOptimizer::Impl {
   OptimizerOptions opt;
   std::unique_ptr<GpuBackend> gpu;
   std::unique_ptr<FrequencyController> controller;
-  std::unique_ptr<HttpClient> http;
+  std::unique_ptr<EnergySampler> sampler;
+  std::unique_ptr<MeasurementWindow> window;
+  std::unique_ptr<ServerSession> session;
   bool sync_clocks = false;
 
-  // Warnings (the clock thread logs too) and failures to rethrow in strict mode.
+  // Warnings (the clock and sampler threads log too) and failures to rethrow in strict mode.
   std::mutex log_mutex;
   std::set<std::string> logged;
   std::string pending_error;  // strict: a clock-thread failure to throw on the training thread
 
   // Server state.
-  std::string job_id;
-  bool rank_registered = false;
   std::optional<wire::FrequencySchedule> schedule;  // in use (nullopt: default clock)
   int next_round = 0;
-  // A window's result the server has not acknowledged: sent again at the next boundary, before
-  // anything else, because the server cannot plan the next round without it.
-  std::optional<std::string> unsent_result;
   bool done = false, degraded = false;
   bool limit_set = false;  // a schedule's power limit is set
-
-  // The reporting window.
-  int window_iterations = 0;
-  std::vector<double> window_time, window_energy;
-  std::vector<Occurrences> window_time_bd, window_energy_bd;
-  bool mismatch = false;  // the loop's instructions do not match the schedule: default clock
+  bool mismatch = false;   // the loop's instructions do not match the schedule: default clock
 
   // The iteration in progress.
   bool in_step = false;
-  double step_t0 = 0.0, step_e0 = 0.0;
   std::size_t position = 0;  // next schedule entry
-  Occurrences iter_time_bd, iter_energy_bd;
   std::string running;
-  double instr_t0 = 0.0, instr_e0 = 0.0;
   std::vector<IterationMeasurement> iterations;
 
   // ---- logging and failures ----
@@ -201,185 +172,32 @@ struct PipelineFrequencyOptimizer::Impl {
     return decltype(f())();
   }
 
+  double now() {
+    return guarded("now_s", [&] { return gpu->now_s(); });
+  }
+
   void sync() {
     if (sync_clocks) controller->flush();
     rethrow_clock_error();
   }
 
-  // ---- server requests ----
+  // ---- clock requests (none in observe-only mode) ----
 
-  // One request with bounded retries; `accept` turns the parsed JSON answer into the result and
-  // throws perseus::Error when it is unacceptable (retried like garbage).
-  template <typename Accept>
-  auto call(bool post, const std::string& target, const std::string& body, double timeout_s,
-            Accept&& accept) -> decltype(accept(json())) {
-    std::string last;
-    const int attempts = 1 + opt.retries;
-    double delay = opt.backoff_s;
-    for (int attempt = 1; attempt <= attempts; ++attempt) {
-      if (attempt > 1 && delay > 0.0) {
-        std::this_thread::sleep_for(std::chrono::duration<double>(delay));
-        delay *= 2.0;
-      }
-      try {
-        HttpResponse r = post ? http->post(target, body, timeout_s) : http->get(target, timeout_s);
-        if (!r.ok()) {
-          last = std::string(post ? "POST " : "GET ") + http->url_of(target) + ": HTTP " +
-                 std::to_string(r.status) + (r.body.empty() ? "" : ": " + one_line(r.body));
-          continue;
-        }
-        try {
-          return accept(wire::parse_json(r.body));
-        } catch (const Error& e) {
-          last = std::string(post ? "POST " : "GET ") + http->url_of(target) +
-                 ": unusable answer: " + e.what();
-        }
-      } catch (const HttpError& e) {
-        last = e.what();
-      }
-    }
-    throw ServerFailure(last + " (" + std::to_string(attempts) +
-                        (attempts == 1 ? " attempt)" : " attempts)"));
+  void lock_clock(int mhz) {
+    if (!opt.observe) controller->lock_clock(mhz);
   }
 
-  std::string register_job() {
-    wire::JobInfo info;
-    info.pp_degree = opt.pp_degree;
-    info.dp_degree = opt.dp_degree;
-    info.tp_degree = opt.tp_degree;
-    info.world_size = opt.world_size;
-    info.job_metadata = opt.job_metadata;
-    if (!opt.scheduler.empty()) info.scheduler = opt.scheduler;
-    if (!opt.scheduler_args.empty()) info.scheduler_args = opt.scheduler_args;
-    return call(true, wire::kRegisterJobPath, wire::to_json(info).dump(), opt.request_timeout_s,
-                [](const json& answer) {
-                  if (!answer.is_string() || answer.get<std::string>().empty()) {
-                    throw Error("expected the job id as a non-empty JSON string, got " +
-                                one_line(answer.dump(), 80));
-                  }
-                  return answer.get<std::string>();
-                });
-  }
-
-  // Finds this job's id (registering it on rank 0); throws ServerFailure when it stays unknown.
-  void resolve_job_id() {
-    if (!job_id.empty()) return;
-    if (!opt.job_id.empty()) {
-      job_id = opt.job_id;
-      return;
-    }
-    if (const char* env = std::getenv("PERSEUS_JOB_ID"); env != nullptr && *env != '\0') {
-      job_id = env;
-      return;
-    }
-    std::string mine;
-    std::optional<ServerFailure> failure;
-    if (opt.rank == 0) {
-      try {
-        mine = register_job();
-      } catch (const ServerFailure& f) {
-        failure = f;
-      }
-    }
-    // Every rank takes part in the exchange, also when rank 0 failed (it passes "").
-    if (opt.share_job_id) {
-      try {
-        job_id = opt.share_job_id(mine);
-      } catch (const std::exception& e) {
-        throw ServerFailure(std::string("share_job_id failed: ") + e.what());
-      }
-    } else if (opt.rank == 0) {
-      job_id = mine;
-    }
-    if (failure) throw *failure;
-    if (job_id.empty()) {
-      throw ServerFailure(opt.share_job_id
-                              ? "rank 0 did not register the job (it shared an empty job id)"
-                              : "rank " + std::to_string(opt.rank) +
-                                    " has no job id: set options.job_id, PERSEUS_JOB_ID or "
-                                    "options.share_job_id");
+  void default_clock() {
+    if (opt.observe) return;
+    controller->reset_clock();
+    if (limit_set) {
+      controller->reset_power_limit();
+      limit_set = false;
     }
   }
 
-  void register_rank() {
-    wire::RankInfo info;
-    info.rank = opt.rank;
-    info.dp_rank = opt.dp_rank;
-    info.pp_rank = opt.pp_rank;
-    info.tp_rank = opt.tp_rank;
-    info.available_frequencies = gpu->supported_clocks();
-    call(true, wire::kRegisterRankPath + job_id, wire::to_json(info).dump(), opt.request_timeout_s,
-         [](const json&) { return 0; });
-  }
-
-  wire::FrequencySchedule fetch_schedule(int round) {
-    std::string target = wire::kSchedulePath + job_id + "?rank=" + std::to_string(opt.rank) +
-                         "&round=" + std::to_string(round);
-    return call(false, target, "", opt.barrier_timeout_s, [&](const json& answer) {
-      wire::FrequencySchedule s = wire::parse_frequency_schedule(answer);
-      if (s.rank != opt.rank) {
-        throw Error("schedule is for rank " + std::to_string(s.rank) + ", not " +
-                    std::to_string(opt.rank));
-      }
-      if (s.power_limit_w && !(*s.power_limit_w > 0.0)) {
-        throw Error("field 'power_limit_w': must be positive");
-      }
-      for (std::size_t i = 0; i < s.frequencies.size(); ++i) {
-        if (s.frequencies[i].first.empty()) {
-          throw Error("field 'frequencies[" + std::to_string(i) + "]': empty instruction name");
-        }
-      }
-      return s;
-    });
-  }
-
-  // The window's measurements as the result body of the round in use.
-  std::string result_body() {
-    wire::ProfilingResult result;
-    result.rank = opt.rank;
-    result.iter_time = window_time;
-    result.iter_energy = window_energy;
-    result.round = schedule->round;
-    auto fold = [&](const std::vector<Occurrences>& per_iteration,
-                    std::map<std::string, std::vector<std::vector<double>>>& out) {
-      for (const auto& iteration : per_iteration) {
-        for (const auto& [name, values] : iteration) out[name];
-      }
-      for (auto& [name, rows] : out) {
-        for (const auto& iteration : per_iteration) {
-          auto it = iteration.find(name);
-          rows.push_back(it == iteration.end() ? std::vector<double>{} : it->second);
-        }
-      }
-    };
-    fold(window_time_bd, result.time_breakdown);
-    fold(window_energy_bd, result.energy_breakdown);
-    return wire::to_json(result).dump();
-  }
-
-  // Posts the unacknowledged result (reports are idempotent on the server); throws
-  // ServerFailure and keeps it when the server does not take it.
-  void post_unsent_result() {
-    call(true, wire::kResultPath + job_id, *unsent_result, opt.request_timeout_s,
-         [](const json&) { return 0; });
-    unsent_result.reset();
-  }
-
-  // ---- state changes ----
-
-  void reset_window() {
-    window_iterations = 0;
-    window_time.clear();
-    window_energy.clear();
-    window_time_bd.clear();
-    window_energy_bd.clear();
-    mismatch = false;
-  }
-
-  void apply(wire::FrequencySchedule s) {
-    next_round = s.round + 1;
-    done = s.done;
-    degraded = false;
+  void apply_power_limit(const wire::FrequencySchedule& s) {
+    if (opt.observe) return;
     if (s.power_limit_w) {
       controller->reset_clock();
       controller->set_power_limit(*s.power_limit_w);
@@ -388,17 +206,49 @@ struct PipelineFrequencyOptimizer::Impl {
       controller->reset_power_limit();
       limit_set = false;
     }
-    schedule = std::move(s);
-    reset_window();
-    sync();
   }
 
-  void default_clock() {
-    controller->reset_clock();
-    if (limit_set) {
-      controller->reset_power_limit();
-      limit_set = false;
+  // ---- the reporting window ----
+
+  // The window's measurements as the result body of the round in use.
+  std::string result_body(WindowMeasurements& m) {
+    wire::ProfilingResult result;
+    result.rank = opt.rank;
+    result.iter_time = m.iter_time;
+    result.iter_energy = m.iter_energy;
+    result.round = schedule->round;
+    result.time_breakdown = std::move(m.time_breakdown);
+    result.energy_breakdown = std::move(m.energy_breakdown);
+    result.energy_stderr = std::move(m.energy_stderr_j);
+    result.attribution = to_string(m.method);
+    return wire::to_json(result).dump();
+  }
+
+  // Attributes the window's energy; returns its measurements.
+  WindowMeasurements close_window() {
+    WindowMeasurements m = window->close();
+    for (std::size_t i = 0; i < m.iter_time.size(); ++i) {
+      iterations.push_back({m.iter_time[i], m.iter_energy[i]});
     }
+    if (!m.iter_time.empty() && !m.measured) {
+      warn_once("the GPU's energy counter did not change during a reporting window of " +
+                number(std::accumulate(m.iter_time.begin(), m.iter_time.end(), 0.0)) +
+                " s (real counters refresh about every 100 ms); its energy reads as 0 J: report "
+                "over more iterations (report_every)");
+    }
+    return m;
+  }
+
+  // ---- state changes ----
+
+  void apply(wire::FrequencySchedule s) {
+    next_round = s.round + 1;
+    done = s.done;
+    degraded = false;
+    mismatch = false;
+    apply_power_limit(s);
+    schedule = std::move(s);
+    sync();
   }
 
   void degrade(const std::string& why) {
@@ -408,35 +258,35 @@ struct PipelineFrequencyOptimizer::Impl {
           std::to_string(opt.report_every) + " iterations");
     }
     degraded = true;
+    mismatch = false;
     schedule.reset();
     default_clock();
-    reset_window();
     sync();
+  }
+
+  std::string server_problem(const ServerFailure& f) const {
+    return std::string("control-plane server ") + opt.server_url + ": " + f.what();
   }
 
   // Registers what is missing and fetches the next round's schedule.
   void advance() {
     try {
-      resolve_job_id();
-      if (!rank_registered) {
-        register_rank();
-        rank_registered = true;
-      }
-      apply(fetch_schedule(next_round));
+      session->ensure_registered(gpu->supported_clocks());
+      apply(session->fetch_schedule(next_round));
     } catch (const ServerFailure& f) {
-      degrade(std::string("control-plane server ") + opt.server_url + ": " + f.what());
+      degrade(server_problem(f));
     }
   }
 
   void window_boundary() {
-    if (schedule && !degraded) unsent_result = result_body();
-    if (unsent_result) {
-      try {
-        post_unsent_result();
-      } catch (const ServerFailure& f) {
-        degrade(std::string("control-plane server ") + opt.server_url + ": " + f.what());
-        return;
-      }
+    WindowMeasurements m = close_window();
+    if (!session || done) return;
+    if (schedule && !degraded) session->queue_result(result_body(m));
+    try {
+      session->post_pending();
+    } catch (const ServerFailure& f) {
+      degrade(server_problem(f));
+      return;
     }
     advance();
   }
@@ -452,6 +302,35 @@ struct PipelineFrequencyOptimizer::Impl {
                   "'; running at the default clock until the next schedule");
     return false;
   }
+
+  // The clock the instruction at `position` runs at (0: default), locking it when planned.
+  int clock_for(const std::string& name) {
+    if (!schedule || mismatch || schedule->power_limit_w) return 0;
+    int mhz = 0;
+    if (schedule_entry_matches(name)) {
+      mhz = schedule->frequencies[position].second;
+      lock_clock(mhz);
+    } else {
+      mismatch = true;
+      default_clock();
+    }
+    sync();
+    return mhz;
+  }
+
+  void check_iteration_length() {
+    if (!schedule || mismatch || schedule->power_limit_w ||
+        position == schedule->frequencies.size()) {
+      return;
+    }
+    local_problem("the training loop ran " + std::to_string(position) +
+                  " instructions in an iteration but the schedule for rank " +
+                  std::to_string(opt.rank) + " has " +
+                  std::to_string(schedule->frequencies.size()));
+    mismatch = true;
+    default_clock();
+    sync();
+  }
 };
 
 PipelineFrequencyOptimizer::PipelineFrequencyOptimizer(OptimizerOptions options,
@@ -465,14 +344,21 @@ PipelineFrequencyOptimizer::PipelineFrequencyOptimizer(OptimizerOptions options,
   m.sync_clocks = m.gpu->synchronous_clocks();
   m.controller = std::make_unique<FrequencyController>(
       *m.gpu, [&m](const std::string& message) { m.on_clock_error(message); });
+  SamplerOptions sampling;
+  sampling.min_period_s = m.opt.sampler_period_s;
+  m.sampler = m.gpu->start_energy_sampler(
+      sampling, [&m](const std::string& message) { m.warn_once(message); });
+  m.window = std::make_unique<MeasurementWindow>(*m.sampler, m.opt.attribution);
   if (m.opt.server_url.empty()) return;
-  m.http = std::make_unique<HttpClient>(m.opt.server_url, m.opt.request_timeout_s);
+  m.session = std::make_unique<ServerSession>(m.opt);
   m.advance();
 }
 
 PipelineFrequencyOptimizer::~PipelineFrequencyOptimizer() {
   Impl& m = *impl_;
+  m.sampler.reset();
   m.controller->stop();
+  if (m.opt.observe) return;
   try {
     m.gpu->reset_clock();
   } catch (...) {  // restoring is best effort; never throw from a destructor
@@ -488,81 +374,50 @@ void PipelineFrequencyOptimizer::on_step_begin() {
   m.rethrow_clock_error();
   m.in_step = true;
   m.position = 0;
-  m.iter_time_bd.clear();
-  m.iter_energy_bd.clear();
-  m.step_t0 = m.guarded("now_s", [&] { return m.gpu->now_s(); });
-  m.step_e0 = m.guarded("total_energy_j", [&] { return m.gpu->total_energy_j(); });
+  m.window->step_begin(m.now());
 }
 
 void PipelineFrequencyOptimizer::on_instruction_begin(const std::string& name) {
   Impl& m = *impl_;
   // Power-limit schedules set their limit once per round; clock schedules lock per instruction.
-  if (m.schedule && !m.mismatch && !m.schedule->power_limit_w) {
-    if (m.schedule_entry_matches(name)) {
-      m.controller->lock_clock(m.schedule->frequencies[m.position].second);
-    } else {
-      m.mismatch = true;
-      m.controller->reset_clock();
-    }
-    m.sync();
-  }
+  const int mhz = m.clock_for(name);
   ++m.position;
   m.running = name;
-  m.instr_t0 = m.guarded("now_s", [&] { return m.gpu->now_s(); });
-  m.instr_e0 = m.guarded("total_energy_j", [&] { return m.gpu->total_energy_j(); });
+  m.window->instruction_begin(m.now(), name, mhz);
   m.guarded("instruction_begin", [&] { m.gpu->instruction_begin(name); });
 }
 
 void PipelineFrequencyOptimizer::on_instruction_end(const std::string& name) {
   Impl& m = *impl_;
   m.guarded("instruction_end", [&] { m.gpu->instruction_end(name); });
-  double t = m.guarded("now_s", [&] { return m.gpu->now_s(); });
-  double e = m.guarded("total_energy_j", [&] { return m.gpu->total_energy_j(); });
+  const double t = m.now();
   if (m.running != name) {
     m.local_problem("on_instruction_end('" + name + "') does not follow on_instruction_begin('" +
                     name + "'); its measurement is dropped");
     return;
   }
   m.running.clear();
-  if (!m.in_step) return;
-  m.iter_time_bd[name].push_back(t - m.instr_t0);
-  m.iter_energy_bd[name].push_back(e - m.instr_e0);
+  m.window->instruction_end(t);
 }
 
 void PipelineFrequencyOptimizer::on_step_end() {
   Impl& m = *impl_;
-  double t = m.guarded("now_s", [&] { return m.gpu->now_s(); });
-  double e = m.guarded("total_energy_j", [&] { return m.gpu->total_energy_j(); });
+  const double t = m.now();
   m.rethrow_clock_error();
   if (!m.in_step) {
     m.local_problem("on_step_end without on_step_begin; the iteration is not measured");
     return;
   }
   m.in_step = false;
-  m.iterations.push_back({t - m.step_t0, e - m.step_e0});
-  if (!m.http || m.done) return;
-  if (m.schedule && !m.mismatch && !m.schedule->power_limit_w &&
-      m.position != m.schedule->frequencies.size()) {
-    m.local_problem("the training loop ran " + std::to_string(m.position) +
-                    " instructions in an iteration but the schedule for rank " +
-                    std::to_string(m.opt.rank) + " has " +
-                    std::to_string(m.schedule->frequencies.size()));
-    m.mismatch = true;
-    m.controller->reset_clock();
-    m.sync();
-  }
-  m.window_time.push_back(t - m.step_t0);
-  m.window_energy.push_back(e - m.step_e0);
-  m.window_time_bd.push_back(std::move(m.iter_time_bd));
-  m.window_energy_bd.push_back(std::move(m.iter_energy_bd));
-  m.iter_time_bd.clear();
-  m.iter_energy_bd.clear();
-  if (++m.window_iterations < m.opt.report_every) return;
+  m.window->step_end(t);
+  if (m.session && !m.done) m.check_iteration_length();
+  if (m.window->iterations() < static_cast<std::size_t>(m.opt.report_every)) return;
   m.window_boundary();
 }
 
 const std::string& PipelineFrequencyOptimizer::job_id() const {
-  return impl_->job_id;
+  static const std::string none;
+  return impl_->session ? impl_->session->job_id() : none;
 }
 
 int PipelineFrequencyOptimizer::round() const {

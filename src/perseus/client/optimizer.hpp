@@ -17,6 +17,16 @@
 // round's schedule, used from the next step on; a schedule with done=true is kept for good and
 // nothing more is reported.
 //
+// Measurement (DESIGN section 9): the hooks only record timestamps (the backend's now_s()) and
+// instruction names; they never read the energy counter, which on a real GPU blocks for ~4 ms.
+// A sampler reads the counter continuously (GpuBackend::start_energy_sampler), and when a
+// reporting window closes its energy is attributed to the window's iterations and instructions
+// (perseus/client/attribution.hpp; `attribution`, default fit). Iterations therefore get their
+// energy when their window closes, also without a server.
+//
+// Observe-only mode (`observe`): measures and reports like any client but never locks a clock,
+// sets a power limit or resets either (the schedules' clocks are recorded, not applied).
+//
 // Warnings: one when the client starts running at the default clock (with the server's answer
 // or the transport error, and the number of attempts); retries at later window boundaries stay
 // silent until one succeeds. A loop whose instructions do not match the schedule gets one warning
@@ -32,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "perseus/client/attribution.hpp"
 #include "perseus/client/gpu_backend.hpp"
 
 namespace perseus::client {
@@ -56,6 +67,9 @@ struct OptimizerOptions {
   int retries = 3;                   // attempts after the first, per request
   double backoff_s = 0.2;            // first retry delay, doubled each retry
   bool strict = false;               // throw perseus::Error instead of degrading
+  bool observe = false;              // never change a GPU setting (see above)
+  AttributionMethod attribution = AttributionMethod::kFit;
+  double sampler_period_s = 0.0;  // minimum time between two energy-counter reads
   // Where warnings go (default: stderr, one line each, prefixed "perseus: warning: ").
   std::function<void(const std::string&)> log;
 };
@@ -86,7 +100,7 @@ class PipelineFrequencyOptimizer {
   bool done() const;
   // True while running at the default clock because the server failed us.
   bool degraded() const;
-  // Measured time and energy of every completed iteration, in order.
+  // Measured time and energy of every iteration whose reporting window closed, in order.
   const std::vector<IterationMeasurement>& iterations() const;
   GpuBackend& gpu();
 

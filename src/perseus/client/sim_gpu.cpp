@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -28,7 +29,10 @@ double average_power(const profile::Measurement& m) {
 }  // namespace
 
 SimGpu::SimGpu(profile::Profile profile, SimGpuOptions options)
-    : profile_(std::move(profile)), options_(options) {
+    : profile_(std::move(profile)),
+      options_(options),
+      trace_(options.blocking_power_w),
+      counter_(trace_, options.counter) {
   const int stages = profile_.num_stages();
   if (options_.stage < 0 || options_.stage >= stages) {
     throw Error("simulated GPU: stage " + std::to_string(options_.stage) + " is not in profile " +
@@ -144,11 +148,29 @@ double SimGpu::now_s() {
   return (wall_s() - wall_origin_s_) / options_.time_scale;
 }
 
-double SimGpu::total_energy_j() {
-  if (!options_.real_time) return energy_j_;
+double SimGpu::counter_value_at(double t_s) {
+  std::lock_guard lock(trace_mutex_);
+  double value = counter_.value_at(t_s);
+  // Later reads sample later times; the counter needs the trace from its last refresh on.
+  trace_.forget_before(options_.counter.ideal ? t_s : counter_.last_refresh_s());
+  return value;
+}
+
+double SimGpu::true_energy_j() {
   double now = now_s();
-  double busy = busy_s_ + (running_.empty() ? 0.0 : std::max(0.0, now - begin_s_));
-  return energy_j_ + options_.blocking_power_w * std::max(0.0, now - busy);
+  std::lock_guard lock(trace_mutex_);
+  return trace_.energy_at(now);
+}
+
+double SimGpu::total_energy_j() {
+  const double latency = options_.counter.read_latency_s;
+  if (!options_.real_time) return counter_value_at(now_s_);
+  // The device answers from the middle of the call.
+  auto pause = std::chrono::duration<double>(0.5 * latency * options_.time_scale);
+  std::this_thread::sleep_for(pause);
+  double value = counter_value_at(now_s());
+  std::this_thread::sleep_for(pause);
+  return value;
 }
 
 void SimGpu::instruction_begin(const std::string& name) {
@@ -156,9 +178,12 @@ void SimGpu::instruction_begin(const std::string& name) {
     throw Error(where() + ": instruction_begin('" + name + "') while '" + running_ +
                 "' is still running");
   }
-  running_mhz_ = row_for(name).frequency_mhz;
+  const profile::Measurement& m = row_for(name);
+  running_mhz_ = m.frequency_mhz;
   running_ = name;
   begin_s_ = now_s();
+  std::lock_guard lock(trace_mutex_);
+  trace_.add_busy(begin_s_, begin_s_ + m.time_s, average_power(m));
 }
 
 void SimGpu::instruction_end(const std::string& name) {
@@ -167,15 +192,12 @@ void SimGpu::instruction_end(const std::string& name) {
                 "')" + (running_.empty() ? "" : " ('" + running_ + "' is running)"));
   }
   const profile::Measurement& m = profile_.at(options_.stage, name, running_mhz_);
+  // Real time: sleeping longer than asked is time spent blocked, not running.
   if (options_.real_time) {
     sleep_until_sim(begin_s_ + m.time_s);
-    // Sleeping longer than asked is time spent blocked, not running.
-    busy_s_ += m.time_s;
   } else {
     now_s_ += m.time_s;
-    busy_s_ += m.time_s;
   }
-  energy_j_ += m.energy_j;
   running_.clear();
 }
 
@@ -184,9 +206,66 @@ void SimGpu::wait_until(double t_s) {
     if (t_s > now_s()) sleep_until_sim(t_s);
     return;
   }
-  if (t_s <= now_s_) return;
-  energy_j_ += options_.blocking_power_w * (t_s - now_s_);
-  now_s_ = t_s;
+  now_s_ = std::max(now_s_, t_s);
+}
+
+// ---- the virtual-time energy sampler ----
+
+// The reads a sampler thread would have made, back to back from time 0 (each taking the read
+// latency, +-5 % seeded jitter, at least the minimum period apart), over the simulated time
+// that has passed; an ideal counter is observed exactly at every change of power.
+class SimGpu::VirtualSampler : public EnergySampler {
+ public:
+  VirtualSampler(SimGpu& gpu, const SamplerOptions& options)
+      : gpu_(gpu),
+        options_(options),
+        series_(options.capacity),
+        random_(gpu.options_.counter.seed ^ 0x5eed5eedULL) {}
+
+  std::vector<CounterSample> series(double from_s, double to_s) override {
+    catch_up(gpu_.now_s());
+    return series_.between(from_s, to_s);
+  }
+  void forget_before(double t_s) override { series_.forget_before(t_s); }
+  std::size_t reads() override { return series_.reads(); }
+
+ private:
+  void catch_up(double now) {
+    const CounterOptions& c = gpu_.options_.counter;
+    if (c.ideal) {
+      if (series_.size() == 0) series_.add_exact(0.0, 0.0);
+      std::vector<double> times;
+      {
+        std::lock_guard lock(gpu_.trace_mutex_);
+        times = gpu_.trace_.boundaries(observed_s_, now);
+      }
+      times.push_back(now);
+      for (double t : times) series_.add_exact(t, gpu_.counter_value_at(t));
+      observed_s_ = now;
+      return;
+    }
+    std::uniform_real_distribution<double> jitter(0.95, 1.05);
+    if (cost_s_ < 0.0) cost_s_ = c.read_latency_s * jitter(random_);
+    while (next_read_s_ + cost_s_ <= now) {
+      series_.add_read(next_read_s_, next_read_s_ + cost_s_,
+                       gpu_.counter_value_at(next_read_s_ + 0.5 * cost_s_));
+      next_read_s_ += std::max({cost_s_, options_.min_period_s, 1e-6});
+      cost_s_ = c.read_latency_s * jitter(random_);
+    }
+  }
+
+  SimGpu& gpu_;
+  SamplerOptions options_;
+  CounterSeries series_;
+  std::mt19937_64 random_;
+  double next_read_s_ = 0.0, observed_s_ = 0.0;
+  double cost_s_ = -1.0;  // the next read's duration (drawn once)
+};
+
+std::unique_ptr<EnergySampler> SimGpu::start_energy_sampler(
+    const SamplerOptions& options, std::function<void(const std::string&)> on_error) {
+  if (options_.real_time) return GpuBackend::start_energy_sampler(options, std::move(on_error));
+  return std::make_unique<VirtualSampler>(*this, options);
 }
 
 }  // namespace perseus::client

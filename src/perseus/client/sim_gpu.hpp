@@ -5,20 +5,29 @@
 // it); with both a locked clock and a limit, the limit chooses among the clocks at or below the
 // lock. Time between instructions is spent blocked at the blocking power.
 //
+// The energy counter behaves like a real GPU's (perseus/client/energy_counter.hpp; by default
+// refreshed every 100 ms, 4 ms per read): total_energy_j() is what one read returns, and
+// true_energy_j() the exact energy, for judging what the client measured. With
+// `counter.ideal` every read is exact and free.
+//
 // Clock and limit setters are called by the client's clock thread, the rest by the training
 // thread; the client flushes its clock thread before each instruction (synchronous_clocks), so
-// the two never overlap.
+// the two never overlap. Counter reads may come from a sampler thread (real-time mode).
 //
 // Two time modes:
 //   virtual    time is a number advanced by instructions and wait_until(); deterministic. The
-//              caller carries timestamps between processes (pipeline neighbours).
+//              caller carries timestamps between processes (pipeline neighbours). The energy
+//              sampler is virtual too: it computes the reads a sampler thread would have made
+//              (back to back, each taking the read latency) over the time that has passed.
 //   real-time  instruction_end sleeps until the profiled duration (times time_scale) has passed
 //              since instruction_begin; now_s() is wall-clock time divided by time_scale.
 #pragma once
 
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "perseus/client/energy_counter.hpp"
 #include "perseus/client/gpu_backend.hpp"
 #include "perseus/profile/profile.hpp"
 
@@ -29,6 +38,7 @@ struct SimGpuOptions {
   double blocking_power_w = 0.0;  // power while not running an instruction
   bool real_time = false;
   double time_scale = 1.0;  // real-time mode: wall seconds per simulated second
+  CounterOptions counter;   // the energy counter (default: a realistic one)
 };
 
 class SimGpu : public GpuBackend {
@@ -42,7 +52,14 @@ class SimGpu : public GpuBackend {
   void set_power_limit(double watts) override;
   void reset_power_limit() override;
   double now_s() override;
+  // One counter read: the value of the last refresh; real-time mode blocks for the read latency.
   double total_energy_j() override;
+  // The exact energy consumed so far (what an ideal counter would read now).
+  double true_energy_j();
+  // Virtual time: a deterministic sampler over the simulated counter; real time: the default
+  // sampler thread.
+  std::unique_ptr<EnergySampler> start_energy_sampler(
+      const SamplerOptions& options, std::function<void(const std::string&)> on_error) override;
   void instruction_begin(const std::string& name) override;
   void instruction_end(const std::string& name) override;
   bool synchronous_clocks() const override { return true; }
@@ -61,18 +78,23 @@ class SimGpu : public GpuBackend {
   void sleep_until_sim(double t_s) const;
   std::string where() const;
 
+  class VirtualSampler;
+  // The counter's value sampled at t (<= now), dropping trace history it no longer needs.
+  double counter_value_at(double t_s);
+
   profile::Profile profile_;
   SimGpuOptions options_;
   std::vector<int> clocks_;
   int locked_mhz_ = 0;          // 0: default (highest) clock
   double power_limit_w_ = 0.0;  // 0: none
   double now_s_ = 0.0;
-  double energy_j_ = 0.0;
   double begin_s_ = 0.0;
   double wall_origin_s_ = 0.0;
-  double busy_s_ = 0.0;  // simulated seconds spent running instructions
   std::string running_;  // the instruction between instruction_begin and _end ("" if none)
   int running_mhz_ = 0;
+  std::mutex trace_mutex_;  // trace_ and counter_ (a sampler thread reads the counter)
+  PowerTrace trace_;
+  EnergyCounter counter_;
 };
 
 }  // namespace perseus::client

@@ -184,8 +184,11 @@ Profile parse_profile_csv(std::istream& in, const std::string& source) {
   return profile;
 }
 
-void write_profile_csv(const Profile& profile, std::ostream& out) {
-  out << "stage,instruction,frequency,time,energy\n";
+void write_profile_csv(const Profile& profile, std::ostream& out,
+                       const std::vector<ExtraColumn>& extra) {
+  out << "stage,instruction,frequency,time,energy";
+  for (const auto& column : extra) out << "," << column.name;
+  out << "\n";
   char buf[128];
   for (int stage = 0; stage < profile.num_stages(); ++stage) {
     for (const auto& instruction : profile.instructions(stage)) {
@@ -194,9 +197,17 @@ void write_profile_csv(const Profile& profile, std::ostream& out) {
         return a.frequency_mhz > b.frequency_mhz;
       });
       for (const auto& m : rows) {
-        std::snprintf(buf, sizeof buf, "%d,%s,%d,%.17g,%.17g\n", stage, instruction.c_str(),
+        std::snprintf(buf, sizeof buf, "%d,%s,%d,%.17g,%.17g", stage, instruction.c_str(),
                       m.frequency_mhz, m.time_s, m.energy_j);
         out << buf;
+        for (const auto& column : extra) {
+          auto v = column.value(stage, instruction, m.frequency_mhz);
+          out << ",";
+          if (!v) continue;
+          std::snprintf(buf, sizeof buf, "%.17g", *v);
+          out << buf;
+        }
+        out << "\n";
       }
     }
   }

@@ -3,8 +3,11 @@
 // perseus::Error that names the file, line and field.
 #pragma once
 
+#include <functional>
 #include <iosfwd>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "perseus/profile/profile.hpp"
 
@@ -14,7 +17,15 @@ namespace perseus::profile {
 Profile read_profile_csv(const std::string& path);
 // Parses and validates CSV text; `source` names it in error messages.
 Profile parse_profile_csv(std::istream& in, const std::string& source);
-// Writes the profile in the canonical column order, sorted by stage, instruction, clock.
-void write_profile_csv(const Profile& profile, std::ostream& out);
+// An extra column written after the required ones: its value for a row (stage, instruction,
+// clock), empty when it has none.
+struct ExtraColumn {
+  std::string name;
+  std::function<std::optional<double>(int stage, const std::string& instruction, int mhz)> value;
+};
+// Writes the profile in the canonical column order, sorted by stage, instruction, clock, then
+// the extra columns (readers ignore columns they do not know).
+void write_profile_csv(const Profile& profile, std::ostream& out,
+                       const std::vector<ExtraColumn>& extra = {});
 
 }  // namespace perseus::profile

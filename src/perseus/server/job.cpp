@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <set>
 
@@ -66,6 +67,24 @@ Breakdown combine_breakdowns(const std::vector<const Breakdown*>& parts,
       for (const auto* part : parts) lists.push_back(&part->at(name)[i]);
       rows.push_back(combine(lists, op));
     }
+  }
+  return out;
+}
+
+// Standard errors of summed energies: the root of the summed squares, for the instructions every
+// rank reported one for.
+std::map<std::string, double> combine_stderr(
+    const std::vector<const std::map<std::string, double>*>& parts) {
+  std::map<std::string, double> out;
+  for (const auto& [name, first] : *parts.front()) {
+    double variance = 0.0;
+    bool everywhere = true;
+    for (const auto* part : parts) {
+      auto it = part->find(name);
+      everywhere = everywhere && it != part->end();
+      if (it != part->end()) variance += it->second * it->second;
+    }
+    if (everywhere) out[name] = std::sqrt(variance);
   }
   return out;
 }
@@ -355,6 +374,7 @@ std::vector<StageResult> Job::aggregate(int round) const {
   for (int stage = 0; stage < info_.pp_degree; ++stage) {
     std::vector<const std::vector<double>*> times, energies;
     std::vector<const Breakdown*> time_parts, energy_parts;
+    std::vector<const std::map<std::string, double>*> stderr_parts;
     for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
       if (ranks_[rank]->pp_rank != stage) continue;
       const auto& result = *results_[static_cast<std::size_t>(round)][rank];
@@ -362,12 +382,14 @@ std::vector<StageResult> Job::aggregate(int round) const {
       energies.push_back(&result.iter_energy);
       time_parts.push_back(&result.time_breakdown);
       energy_parts.push_back(&result.energy_breakdown);
+      stderr_parts.push_back(&result.energy_stderr);
     }
     auto& agg = out[static_cast<std::size_t>(stage)];
     agg.iter_time = combine(times, max_of);
     agg.iter_energy = combine(energies, sum_of);
     agg.time_breakdown = combine_breakdowns(time_parts, max_of);
     agg.energy_breakdown = combine_breakdowns(energy_parts, sum_of);
+    agg.energy_stderr = combine_stderr(stderr_parts);
   }
   return out;
 }

@@ -56,6 +56,9 @@ struct StageResult {
   // breakdown[instruction][iteration][occurrence]: max (time) and sum (energy) over ranks.
   std::map<std::string, std::vector<std::vector<double>>> time_breakdown;
   std::map<std::string, std::vector<std::vector<double>>> energy_breakdown;
+  // Per instruction: standard error (J) of the window's mean energy of one occurrence, combined
+  // over the stage's ranks; absent when some rank did not report one (e.g. a Zeus client).
+  std::map<std::string, double> energy_stderr;
 };
 
 class Scheduler {

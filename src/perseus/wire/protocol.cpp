@@ -69,6 +69,16 @@ Breakdown breakdown(const json& body, const std::string& field) {
   return out;
 }
 
+// An optional object of numbers ({"forward": 0.01, ...}).
+std::map<std::string, double> number_map(const json& body, const std::string& field) {
+  std::map<std::string, double> out;
+  auto it = body.find(field);
+  if (it == body.end() || it->is_null()) return out;
+  if (!it->is_object()) bad(field, "must be an object of numbers");
+  for (const auto& [name, value] : it->items()) out[name] = as_number(value, field + "." + name);
+  return out;
+}
+
 std::optional<std::string> optional_string(const json& body, const std::string& field) {
   auto it = body.find(field);
   if (it == body.end() || it->is_null()) return std::nullopt;
@@ -114,6 +124,8 @@ json to_json(const ProfilingResult& result) {
             {"time_breakdown", result.time_breakdown},
             {"energy_breakdown", result.energy_breakdown}};
   if (result.round) j["round"] = *result.round;
+  if (!result.energy_stderr.empty()) j["energy_stderr"] = result.energy_stderr;
+  if (result.attribution) j["attribution"] = *result.attribution;
   return j;
 }
 
@@ -189,6 +201,8 @@ ProfilingResult parse_profiling_result(const json& body) {
   if (body.contains("round") && !body["round"].is_null()) {
     result.round = int_field(body, "round", 0);
   }
+  result.energy_stderr = number_map(body, "energy_stderr");
+  result.attribution = optional_string(body, "attribution");
   return result;
 }
 

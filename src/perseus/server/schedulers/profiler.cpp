@@ -1,12 +1,19 @@
-// "profiler" (Zeus's InstructionProfiler): sweeps the available clocks from high to low, one
-// round per clock with every stage at that clock, and averages each instruction's measured time
-// and energy. Stops once every stage's energy has been above its lowest for `patience` clocks in
-// a row (past the minimum of the U-shaped energy curve) or the clocks run out, then writes the
-// profile CSV and the blocking power measured at the highest clock.
+// "profiler" (Zeus's InstructionProfiler): sweeps the available clocks from high to low, with
+// every stage at one clock per round, and averages each instruction's measured time and energy.
+// A clock's round is repeated (at most `max_windows` rounds) until every (stage, instruction)
+// energy estimate's standard error, as the clients report it, is at most `target_stderr` of the
+// estimate; Perseus clients fit the repeated windows together, so the last window's estimate is
+// kept. Clients that report no standard error (Zeus's) get one round per clock. Stops once every
+// stage's energy has been above its lowest for `patience` clocks in a row (past the minimum of
+// the U-shaped energy curve) or the clocks run out, then writes the profile CSV (with an
+// `energy_stderr` column, relative), the blocking power measured at the highest clock
+// (`<csv>.blocking_power`) and a summary (`<csv>.json`: rounds, measured seconds, worst error).
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 #include "perseus/profile/csv.hpp"
 #include "perseus/profile/profile.hpp"
@@ -57,12 +64,14 @@ class Profiler : public Scheduler {
   explicit Profiler(const JobSpec& job) : context_(context_of("profiler")) {
     ArgReader args(context_, job.args,
                    with_schedule_args({"output", "patience", "min_frequency", "max_frequency",
-                                       "skip_iterations"}));
+                                       "skip_iterations", "target_stderr", "max_windows"}));
     sched_ = schedule_arg(args, job.pp_degree);
     max_clock_ = max_clock(context_, job);
     clocks_ = sweep_clocks(args, job);
     patience_ = args.integer("patience", 1, 3);
     skip_ = static_cast<std::size_t>(args.integer("skip_iterations", 0, 1));
+    target_stderr_ = args.number("target_stderr", positive, "a number > 0", 0.01);
+    max_windows_ = args.integer("max_windows", 1, 10);
     output_ = output_path(job, args.text("output", "profile.csv"));
     args.naming("output", [&] {
       ensure_writable_dir(output_.parent_path().empty() ? fs::path(".") : output_.parent_path());
@@ -82,9 +91,16 @@ class Profiler : public Scheduler {
   void observe(const std::vector<StageResult>& results) override {
     if (done_) throw Error(context_ + ": results after the final round");
     auto windows = summarize_all(context_, results, sched_, skip_);
+    for (const auto& w : windows)
+      measured_s_ += w.iter_time_s / static_cast<double>(results.size());
+    ++rounds_;
+    const double error = worst_relative_stderr(results, windows);
+    if (error > target_stderr_ && ++repeats_ < max_windows_) return;  // measure this clock again
+    worst_stderr_ = std::max(worst_stderr_, error);
+    repeats_ = 0;
     if (measured_ == 0) blocking_power_w_ = blocking_power(windows);
     try {
-      record(windows, clocks_[measured_]);
+      record(windows, results, clocks_[measured_]);
     } catch (const Error& e) {
       throw Error(context_ + ": " + e.what());
     }
@@ -95,6 +111,8 @@ class Profiler : public Scheduler {
   nlohmann::json status() const override {
     return {{"frequency", done_ ? max_clock_ : clocks_[measured_]},
             {"measured", measured_},
+            {"rounds", rounds_},
+            {"measured_s", measured_s_},
             {"output", output_.string()},
             {"blocking_power_w",
              blocking_power_w_ ? nlohmann::json(*blocking_power_w_) : nlohmann::json(nullptr)},
@@ -102,12 +120,36 @@ class Profiler : public Scheduler {
   }
 
  private:
+  // The largest relative standard error of an instruction's energy over the stages; 0 when the
+  // clients report none (nothing to wait for).
+  static double worst_relative_stderr(const std::vector<StageResult>& results,
+                                      const std::vector<StageWindow>& windows) {
+    double worst = 0.0;
+    for (std::size_t s = 0; s < windows.size(); ++s) {
+      for (const auto& [name, mean] : windows[s].instructions) {
+        auto it = results[s].energy_stderr.find(name);
+        if (it == results[s].energy_stderr.end()) continue;
+        worst = std::max(worst, mean.energy_j > 0.0 ? it->second / mean.energy_j : 0.0);
+      }
+    }
+    return worst;
+  }
+
   // Adds the clock's rows to the profile and tracks each stage's energy against its lowest.
-  void record(const std::vector<StageWindow>& windows, int mhz) {
+  void record(const std::vector<StageWindow>& windows, const std::vector<StageResult>& results,
+              int mhz) {
     for (std::size_t s = 0; s < windows.size(); ++s) {
       double energy = 0.0;
       for (const auto& [name, mean] : windows[s].instructions) {
-        profile_.add(static_cast<int>(s), name, {mhz, mean.time_s, mean.energy_j, 0});
+        profile::Measurement row;
+        row.frequency_mhz = mhz;
+        row.time_s = mean.time_s;
+        row.energy_j = mean.energy_j;
+        profile_.add(static_cast<int>(s), name, row);
+        auto se = results[s].energy_stderr.find(name);
+        if (se != results[s].energy_stderr.end() && mean.energy_j > 0.0) {
+          stderr_[{static_cast<int>(s), name, mhz}] = se->second / mean.energy_j;
+        }
         energy += mean.energy_j;
       }
       if (measured_ == 0 || energy < lowest_[s]) {
@@ -127,8 +169,19 @@ class Profiler : public Scheduler {
     try {
       profile_.validate();
       std::ostringstream csv;
-      profile::write_profile_csv(profile_, csv);
+      profile::ExtraColumn column{"energy_stderr", [&](int s, const std::string& name, int mhz) {
+                                    auto it = stderr_.find({s, name, mhz});
+                                    return it == stderr_.end() ? std::optional<double>()
+                                                               : std::optional(it->second);
+                                  }};
+      profile::write_profile_csv(profile_, csv, {column});
       write_file_atomic(output_, csv.str());
+      nlohmann::json summary = {{"clocks", measured_},
+                                {"rounds", rounds_},
+                                {"measured_s", measured_s_},
+                                {"target_stderr", target_stderr_},
+                                {"worst_stderr", worst_stderr_}};
+      write_file_atomic(output_.string() + ".json", summary.dump(2) + "\n");
       if (blocking_power_w_) {
         std::ostringstream text;
         text.precision(17);
@@ -154,6 +207,13 @@ class Profiler : public Scheduler {
   std::size_t measured_ = 0;
   std::optional<double> blocking_power_w_;
   bool done_ = false;
+  double target_stderr_ = 0.01;  // relative
+  int max_windows_ = 10;         // rounds per clock at most
+  int repeats_ = 0;              // extra rounds of the current clock so far
+  int rounds_ = 0;
+  double measured_s_ = 0.0;    // seconds of measured iterations (one pipeline)
+  double worst_stderr_ = 0.0;  // largest relative standard error kept in the profile
+  std::map<std::tuple<int, std::string, int>, double> stderr_;  // relative, per row
 };
 
 }  // namespace

@@ -1,0 +1,83 @@
+// Attributing a GPU's energy to instructions from a coarse energy counter (DESIGN section 9).
+// The training thread records when each instruction ran; a sampler records when the counter
+// changed and to what (perseus/client/energy_sampler.hpp). When a reporting window closes, this
+// turns both into energy per instruction occurrence and per iteration.
+//
+// Methods (README "Measuring energy"):
+//   fit      least squares over the counter intervals: the energy of each interval between two
+//            observed changes is modelled as sum_k P_k x (time spent on k in the interval), with
+//            one average power P_k per instruction key (name and clock), one for idle time inside
+//            iterations and one for time outside them. An occurrence's energy is P_k x its
+//            duration. Standard errors come from the residuals (sigma^2 (X'X)^-1). Needs more
+//            intervals than unknowns and activity mixes that differ between intervals; falls
+//            back to `overlap` otherwise.
+//   overlap  constant power between two observed changes; an occurrence gets the energy of the
+//            counter intervals it overlaps, pro rata. Exact for long instructions, biased for
+//            instructions shorter than the refresh period (the energy of an interval is spread
+//            over everything in it).
+//   deltas   the counter's value at the end minus at the start of each occurrence: what reading
+//            the counter around every instruction gives (kept to show why it is wrong: an
+//            occurrence inside one refresh interval reads 0 J).
+//
+// Iteration energy is the counter's own difference over the iteration, with the counter linearly
+// interpolated between observed changes (deltas: the step function), so the energies of a
+// window's iterations add up to the counter's total over the window. After the last observed
+// change the counter is extrapolated with the fitted model (fit) or the last interval's power.
+//
+// Complexity: O(intervals + occurrences + intervals x keys^2 + keys^3).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "perseus/client/energy_sampler.hpp"
+
+namespace perseus::client {
+
+enum class AttributionMethod { kFit, kOverlap, kDeltas };
+
+// "fit", "overlap", "deltas"; parse throws perseus::Error naming the unknown method.
+std::string to_string(AttributionMethod method);
+AttributionMethod parse_attribution(const std::string& name);
+
+struct TimedSpan {
+  double begin_s = 0.0, end_s = 0.0;
+  std::size_t key = 0;  // < AttributionInput::num_keys
+};
+
+struct AttributionInput {
+  std::vector<std::pair<double, double>> iterations;  // [begin, end], in order, disjoint
+  std::vector<TimedSpan> spans;                       // inside iterations, in order, disjoint
+  std::size_t num_keys = 0;
+  // What the GPU did before this time is not known: counter intervals starting earlier are not
+  // fitted.
+  double known_from_s = 0.0;
+  std::vector<CounterSample> counter;  // observed changes, in time order
+};
+
+struct KeyEstimate {
+  double power_w = 0.0;         // average power of the key's occurrences
+  double power_stderr_w = 0.0;  // standard error of power_w (infinity when unknown)
+  std::size_t occurrences = 0;
+  double seconds = 0.0;  // total duration of the occurrences
+};
+
+struct Attribution {
+  AttributionMethod method = AttributionMethod::kFit;  // the method used (after any fallback)
+  std::vector<double> span_energy_j;                   // one per input span
+  std::vector<double> iteration_energy_j;              // one per input iteration
+  std::vector<KeyEstimate> keys;                       // one per key
+  double idle_power_w = 0.0;                           // fit only (0 otherwise)
+  std::size_t intervals = 0;                           // counter intervals fitted
+  bool measured = false;  // false: the counter did not change at all (energies are 0)
+};
+
+// Relative tolerance below which a pivot of the normal equations counts as zero (the fit's
+// unknowns are not identifiable and `overlap` is used instead).
+inline constexpr double kFitSingularTolerance = 1e-9;
+
+Attribution attribute(const AttributionInput& input, AttributionMethod method);
+
+}  // namespace perseus::client

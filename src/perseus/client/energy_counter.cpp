@@ -1,0 +1,129 @@
+#include "perseus/client/energy_counter.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "perseus/util/error.hpp"
+
+namespace perseus::client {
+
+namespace {
+
+std::string number(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+void check(bool ok, const char* field, const std::string& problem, double value) {
+  if (!ok) {
+    throw Error(std::string("counter option '") + field + "': " + problem + ", got " +
+                number(value));
+  }
+}
+
+}  // namespace
+
+void CounterOptions::validate() const {
+  check(std::isfinite(refresh_period_s) && refresh_period_s > 0.0, "refresh_period_s",
+        "must be a positive number of seconds", refresh_period_s);
+  check(std::isfinite(refresh_jitter_s) && refresh_jitter_s >= 0.0 &&
+            refresh_jitter_s < refresh_period_s,
+        "refresh_jitter_s", "must be >= 0 and less than the refresh period", refresh_jitter_s);
+  check(std::isfinite(read_latency_s) && read_latency_s >= 0.0, "read_latency_s",
+        "must be a number of seconds >= 0", read_latency_s);
+  check(sampled_fraction > 0.0 && sampled_fraction <= 1.0, "sampled_fraction", "must be in (0, 1]",
+        sampled_fraction);
+  check(std::isfinite(noise) && noise >= 0.0 && noise < 1.0, "noise", "must be in [0, 1)", noise);
+}
+
+CounterOptions CounterOptions::named(const std::string& name) {
+  CounterOptions o;
+  if (name == "ideal") {
+    o.ideal = true;
+    o.read_latency_s = 0.0;
+    return o;
+  }
+  if (name == "realistic") return o;
+  throw Error("unknown energy counter '" + name + "' (expected realistic or ideal)");
+}
+
+// ---- PowerTrace ----
+
+void PowerTrace::add_busy(double begin_s, double end_s, double power_w) {
+  if (!segments_.empty() && begin_s < segments_.back().end_s) {
+    throw Error("power trace: segment starting at " + number(begin_s) +
+                " s overlaps the previous one (ends at " + number(segments_.back().end_s) + " s)");
+  }
+  double before = extra_forgotten_j_;
+  if (!segments_.empty()) {
+    const Segment& last = segments_.back();
+    before = last.extra_before_j + (last.power_w - base_power_w_) * (last.end_s - last.begin_s);
+  }
+  if (end_s > begin_s) segments_.push_back({begin_s, end_s, power_w, before});
+}
+
+double PowerTrace::energy_at(double t_s) const {
+  // The last segment starting at or before t.
+  auto it = std::upper_bound(segments_.begin(), segments_.end(), t_s,
+                             [](double t, const Segment& s) { return t < s.begin_s; });
+  double extra = extra_forgotten_j_;
+  if (it != segments_.begin()) {
+    const Segment& s = *std::prev(it);
+    extra = s.extra_before_j + (s.power_w - base_power_w_) * (std::min(t_s, s.end_s) - s.begin_s);
+  }
+  return base_power_w_ * t_s + extra;
+}
+
+std::vector<double> PowerTrace::boundaries(double from_s, double to_s) const {
+  std::vector<double> out;
+  for (const Segment& s : segments_) {
+    if (s.begin_s > to_s) break;
+    for (double t : {s.begin_s, s.end_s}) {
+      if (t > from_s && t <= to_s) out.push_back(t);
+    }
+  }
+  return out;
+}
+
+void PowerTrace::forget_before(double t_s) {
+  while (!segments_.empty() && segments_.front().end_s < t_s) {
+    const Segment& s = segments_.front();
+    extra_forgotten_j_ = s.extra_before_j + (s.power_w - base_power_w_) * (s.end_s - s.begin_s);
+    segments_.pop_front();
+  }
+}
+
+// ---- EnergyCounter ----
+
+EnergyCounter::EnergyCounter(const PowerTrace& trace, CounterOptions options)
+    : trace_(trace), options_(options), random_(options.seed) {
+  options_.validate();
+  next_refresh_s_ = options_.refresh_period_s;
+}
+
+void EnergyCounter::refresh() {
+  const double r = next_refresh_s_;
+  const double window = r - last_refresh_s_;
+  const double seen = window * options_.sampled_fraction;
+  // The sensor sees the last `seen` seconds of the window and scales them to the whole window.
+  double increment = (trace_.energy_at(r) - trace_.energy_at(r - seen)) * (window / seen);
+  if (options_.noise > 0.0) {
+    increment *= 1.0 + options_.noise * std::normal_distribution<double>(0.0, 1.0)(random_);
+  }
+  value_j_ += std::max(0.0, increment);
+  last_refresh_s_ = r;
+  const double jitter = options_.refresh_jitter_s;
+  next_refresh_s_ =
+      r + options_.refresh_period_s +
+      (jitter > 0.0 ? std::uniform_real_distribution<double>(-jitter, jitter)(random_) : 0.0);
+}
+
+double EnergyCounter::value_at(double t_s) {
+  if (options_.ideal) return trace_.energy_at(t_s);
+  while (next_refresh_s_ <= t_s) refresh();
+  return value_j_;
+}
+
+}  // namespace perseus::client

@@ -1,0 +1,83 @@
+// A model of a real GPU's energy counter, for the simulated GPU (DESIGN section 9). Measured on
+// an H100 (../shared/data/gpu/h100-nvml.md): the NVML total-energy counter is refreshed about
+// every 100 ms (intervals 69-118 ms under load) and a read in between returns the last refresh's
+// value; one read blocks the caller for about 4 ms; on A100/H100 the power sensor sees only about
+// 25 % of each refresh window (Yang et al., SC'24), so the increment of a refresh is the sampled
+// part's average power times the window.
+//
+// PowerTrace is the true power of a GPU over time (busy segments at their power, a base power
+// elsewhere); EnergyCounter turns it into what a read returns. An `ideal` counter returns the
+// true energy at any time, for unit tests that need exact numbers.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace perseus::client {
+
+struct CounterOptions {
+  bool ideal = false;               // exact value at every read, reads free
+  double refresh_period_s = 0.100;  // the counter changes only at refreshes
+  double refresh_jitter_s = 0.010;  // each refresh interval is period + U(-jitter, +jitter)
+  double read_latency_s = 0.004;    // one read blocks the caller this long
+  double sampled_fraction = 1.0;    // share of each refresh window the power sensor sees
+  double noise = 0.0;               // relative standard deviation of each refresh's increment
+  std::uint64_t seed = 1;
+
+  // Throws perseus::Error naming the field ("counter option 'refresh_period_s': ...").
+  void validate() const;
+  // The realistic default (above) or the ideal counter, by name: "realistic" or "ideal".
+  static CounterOptions named(const std::string& name);
+};
+
+// Piecewise-constant power over time: busy segments at their own power, `base_power_w` between
+// them. Segments are added in time order and never overlap.
+class PowerTrace {
+ public:
+  explicit PowerTrace(double base_power_w = 0.0) : base_power_w_(base_power_w) {}
+
+  // Throws perseus::Error when the segment starts before the previous one ended.
+  void add_busy(double begin_s, double end_s, double power_w);
+  // Joules consumed from time 0 to `t_s` (t_s at or after the oldest kept segment's start).
+  double energy_at(double t_s) const;
+  // Segment boundaries (begin and end times) in (from_s, to_s], in order.
+  std::vector<double> boundaries(double from_s, double to_s) const;
+  // Drops segments that ended before `t_s` (energy_at stays exact for times >= t_s).
+  void forget_before(double t_s);
+
+ private:
+  struct Segment {
+    double begin_s, end_s, power_w;
+    double extra_before_j;  // sum of (power - base) x duration of earlier segments
+  };
+  double base_power_w_;
+  std::deque<Segment> segments_;
+  double extra_forgotten_j_ = 0.0;  // the same sum over forgotten segments
+};
+
+// What reads of a GPU's energy counter return over a power trace. Reads must come in
+// non-decreasing time order (one reader: a sampler thread or a virtual-time sampler).
+class EnergyCounter {
+ public:
+  EnergyCounter(const PowerTrace& trace, CounterOptions options);
+
+  // The counter value (joules) a read sampling the device at `t_s` returns.
+  double value_at(double t_s);
+  // Time of the latest refresh at or before the last value_at (0 before any).
+  double last_refresh_s() const { return last_refresh_s_; }
+  const CounterOptions& options() const { return options_; }
+
+ private:
+  void refresh();  // applies the refresh at next_refresh_s_
+
+  const PowerTrace& trace_;
+  CounterOptions options_;
+  std::mt19937_64 random_;
+  double last_refresh_s_ = 0.0, next_refresh_s_ = 0.0;
+  double value_j_ = 0.0;
+};
+
+}  // namespace perseus::client

@@ -1,0 +1,109 @@
+#include "perseus/client/energy_sampler.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+
+#include "perseus/client/gpu_backend.hpp"
+
+namespace perseus::client {
+
+// ---- CounterSeries ----
+
+void CounterSeries::push(double t_s, double energy_j) {
+  samples_.push_back({t_s, energy_j});
+  while (samples_.size() > capacity_) samples_.pop_front();
+}
+
+void CounterSeries::add_read(double begin_s, double end_s, double energy_j) {
+  const double mid = 0.5 * (begin_s + end_s);
+  ++reads_;
+  if (!have_read_) {
+    push(mid, energy_j);
+  } else if (energy_j != last_value_j_) {
+    push(0.5 * (last_mid_s_ + mid), energy_j);
+  }
+  have_read_ = true;
+  last_mid_s_ = mid;
+  last_value_j_ = energy_j;
+}
+
+void CounterSeries::add_exact(double t_s, double energy_j) {
+  ++reads_;
+  if (!samples_.empty() && t_s <= samples_.back().t_s) return;
+  push(t_s, energy_j);
+}
+
+std::vector<CounterSample> CounterSeries::between(double from_s, double to_s) const {
+  auto first = std::upper_bound(samples_.begin(), samples_.end(), from_s,
+                                [](double t, const CounterSample& s) { return t < s.t_s; });
+  if (first != samples_.begin()) --first;
+  std::vector<CounterSample> out;
+  for (auto it = first; it != samples_.end() && it->t_s <= to_s; ++it) out.push_back(*it);
+  return out;
+}
+
+void CounterSeries::forget_before(double t_s) {
+  while (samples_.size() > 1 && samples_[1].t_s < t_s) samples_.pop_front();
+}
+
+// ---- ThreadSampler ----
+
+std::unique_ptr<EnergySampler> GpuBackend::start_energy_sampler(
+    const SamplerOptions& options, std::function<void(const std::string&)> on_error) {
+  return std::make_unique<ThreadSampler>(*this, options, std::move(on_error));
+}
+
+ThreadSampler::ThreadSampler(GpuBackend& gpu, SamplerOptions options,
+                             std::function<void(const std::string&)> on_error)
+    : gpu_(gpu), options_(options), on_error_(std::move(on_error)), series_(options.capacity) {
+  thread_ = std::thread([this] { run(); });
+}
+
+ThreadSampler::~ThreadSampler() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void ThreadSampler::run() {
+  using clock = std::chrono::steady_clock;
+  const auto period = std::chrono::duration_cast<clock::duration>(
+      std::chrono::duration<double>(options_.min_period_s));
+  try {
+    while (true) {
+      const auto started = clock::now();
+      const double begin = gpu_.now_s();
+      const double value = gpu_.total_energy_j();
+      const double end = gpu_.now_s();
+      std::unique_lock lock(mutex_);
+      series_.add_read(begin, end, value);
+      if (stopping_) return;
+      if (period.count() > 0) wake_.wait_until(lock, started + period, [&] { return stopping_; });
+      if (stopping_) return;
+    }
+  } catch (const std::exception& e) {
+    if (on_error_)
+      on_error_(std::string("energy counter read failed, sampling stopped: ") + e.what());
+  }
+}
+
+std::vector<CounterSample> ThreadSampler::series(double from_s, double to_s) {
+  std::lock_guard lock(mutex_);
+  return series_.between(from_s, to_s);
+}
+
+void ThreadSampler::forget_before(double t_s) {
+  std::lock_guard lock(mutex_);
+  series_.forget_before(t_s);
+}
+
+std::size_t ThreadSampler::reads() {
+  std::lock_guard lock(mutex_);
+  return series_.reads();
+}
+
+}  // namespace perseus::client

@@ -1,0 +1,102 @@
+// Sampling a GPU's energy counter off the training thread (DESIGN section 9). A real counter is
+// refreshed every ~100 ms and one read blocks for ~4 ms, so the training thread never reads it:
+// a sampler reads it continuously and keeps a bounded series of the value's observed changes,
+// from which the reporting window attributes energy (perseus/client/attribution.hpp).
+//
+// A change is timestamped at the midpoint between the previous read and the read that saw it
+// (each read's own midpoint), so the timestamp's error is at most half the read period.
+//
+// ThreadSampler reads any GpuBackend on its own thread (NVML, the real-time simulated GPU, a
+// Python backend); the virtual-time simulated GPU has its own deterministic sampler
+// (SimGpu::start_energy_sampler).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace perseus::client {
+
+class GpuBackend;
+
+struct CounterSample {
+  double t_s = 0.0;       // when the counter took this value (backend clock)
+  double energy_j = 0.0;  // the counter's value
+};
+
+struct SamplerOptions {
+  double min_period_s = 0.0;     // at least this long from one read's start to the next
+  std::size_t capacity = 65536;  // changes kept (oldest dropped first)
+};
+
+// The observed changes of a counter. Not thread-safe (the samplers lock around it).
+class CounterSeries {
+ public:
+  explicit CounterSeries(std::size_t capacity) : capacity_(capacity) {}
+  // One read that began at `begin_s`, ended at `end_s` and returned `energy_j`.
+  void add_read(double begin_s, double end_s, double energy_j);
+  // An exactly timed value (ideal counters).
+  void add_exact(double t_s, double energy_j);
+  // The changes with from_s <= t <= to_s, preceded by the last change before from_s if any.
+  std::vector<CounterSample> between(double from_s, double to_s) const;
+  // Drops changes before t_s except the last one before it.
+  void forget_before(double t_s);
+  std::size_t size() const { return samples_.size(); }
+  std::size_t reads() const { return reads_; }
+
+ private:
+  void push(double t_s, double energy_j);
+
+  std::size_t capacity_;
+  std::deque<CounterSample> samples_;
+  bool have_read_ = false;
+  double last_mid_s_ = 0.0, last_value_j_ = 0.0;
+  std::size_t reads_ = 0;
+};
+
+class EnergySampler {
+ public:
+  virtual ~EnergySampler() = default;
+  // The observed changes from the last one at or before `from_s` through `to_s` (a virtual
+  // sampler first catches up with its GPU's time). Never blocks on the counter.
+  virtual std::vector<CounterSample> series(double from_s, double to_s) = 0;
+  // Memory bound: changes before t_s (but the last one before it) are no longer needed.
+  virtual void forget_before(double t_s) = 0;
+  // Counter reads made so far.
+  virtual std::size_t reads() = 0;
+};
+
+// Reads `gpu.total_energy_j()` (timed by `gpu.now_s()`) on its own thread until destroyed. A
+// failing read stops the sampler and is passed once to `on_error`.
+class ThreadSampler : public EnergySampler {
+ public:
+  ThreadSampler(GpuBackend& gpu, SamplerOptions options,
+                std::function<void(const std::string&)> on_error = {});
+  ~ThreadSampler() override;
+  ThreadSampler(const ThreadSampler&) = delete;
+  ThreadSampler& operator=(const ThreadSampler&) = delete;
+
+  std::vector<CounterSample> series(double from_s, double to_s) override;
+  void forget_before(double t_s) override;
+  std::size_t reads() override;
+
+ private:
+  void run();
+
+  GpuBackend& gpu_;
+  SamplerOptions options_;
+  std::function<void(const std::string&)> on_error_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  CounterSeries series_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace perseus::client

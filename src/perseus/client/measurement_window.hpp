@@ -1,0 +1,77 @@
+// The client's reporting window (DESIGN section 9): the hooks record only timestamps and
+// instruction names here (no driver call on the training thread); when the window closes, the
+// energy sampler's counter series is turned into energy per instruction occurrence and per
+// iteration (perseus/client/attribution.hpp). The previous window's timeline is kept, so counter
+// intervals that straddle the window start can be fitted too.
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "perseus/client/attribution.hpp"
+#include "perseus/client/energy_sampler.hpp"
+
+namespace perseus::client {
+
+struct WindowMeasurements {
+  std::vector<double> iter_time, iter_energy;  // one per iteration
+  // breakdown[instruction][iteration][occurrence]
+  std::map<std::string, std::vector<std::vector<double>>> time_breakdown, energy_breakdown;
+  // Per instruction: standard error (J) of the mean energy of one occurrence; absent when
+  // unknown.
+  std::map<std::string, double> energy_stderr_j;
+  AttributionMethod method = AttributionMethod::kFit;  // used (after any fallback)
+  bool measured = false;                               // the counter changed during the window
+};
+
+class MeasurementWindow {
+ public:
+  MeasurementWindow(EnergySampler& sampler, AttributionMethod method, double history_s = 120.0)
+      : sampler_(sampler), method_(method), history_s_(history_s) {}
+
+  // Timestamps on the GPU backend's clock. `mhz` is the clock asked for (0: default).
+  void step_begin(double t_s);
+  void instruction_begin(double t_s, const std::string& name, int mhz);
+  void instruction_end(double t_s);
+  void step_end(double t_s);
+  void abandon_step() { in_step_ = false; }
+
+  // Completed iterations in the window.
+  std::size_t iterations() const { return current_.iterations.size(); }
+  // Attributes the window's energy and starts the next window.
+  WindowMeasurements close();
+
+ private:
+  struct Span {
+    double begin_s, end_s;
+    std::size_t name;  // index into names_
+    int mhz;
+    std::size_t iteration;  // index into the timeline's iterations
+  };
+  struct Timeline {
+    std::vector<std::pair<double, double>> iterations;
+    std::vector<Span> spans;
+  };
+
+  std::size_t name_index(const std::string& name);
+  void start_next();
+  WindowMeasurements measurements(const Attribution& a, std::size_t first_span,
+                                  std::size_t first_iteration,
+                                  const std::vector<std::size_t>& span_keys,
+                                  const std::vector<std::pair<std::size_t, int>>& keys) const;
+
+  EnergySampler& sampler_;
+  AttributionMethod method_;
+  double history_s_;
+  std::vector<std::string> names_;
+  std::deque<Timeline> history_;  // earlier windows, oldest first
+  Timeline current_;
+  bool in_step_ = false, in_instruction_ = false;
+  double step_begin_s_ = 0.0;
+  Span open_{};
+};
+
+}  // namespace perseus::client

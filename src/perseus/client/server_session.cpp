@@ -1,0 +1,164 @@
+#include "perseus/client/server_session.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+namespace perseus::client {
+
+using nlohmann::json;
+
+std::string one_line(const std::string& text, std::size_t max) {
+  std::string out;
+  for (char c : text) {
+    if (out.size() >= max) {
+      out += "...";
+      break;
+    }
+    out += (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+ServerSession::ServerSession(const OptimizerOptions& options)
+    : opt_(options), http_(options.server_url, options.request_timeout_s) {}
+
+// One request with bounded retries; `accept` turns the parsed JSON answer into the result and
+// throws perseus::Error when it is unacceptable (retried like garbage).
+template <typename Accept>
+auto ServerSession::call(bool post, const std::string& target, const std::string& body,
+                         double timeout_s, Accept&& accept) -> decltype(accept(json())) {
+  std::string last;
+  const int attempts = 1 + opt_.retries;
+  double delay = opt_.backoff_s;
+  for (int attempt = 1; attempt <= attempts; ++attempt) {
+    if (attempt > 1 && delay > 0.0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+      delay *= 2.0;
+    }
+    try {
+      HttpResponse r = post ? http_.post(target, body, timeout_s) : http_.get(target, timeout_s);
+      if (!r.ok()) {
+        last = std::string(post ? "POST " : "GET ") + http_.url_of(target) + ": HTTP " +
+               std::to_string(r.status) + (r.body.empty() ? "" : ": " + one_line(r.body));
+        continue;
+      }
+      try {
+        return accept(wire::parse_json(r.body));
+      } catch (const Error& e) {
+        last = std::string(post ? "POST " : "GET ") + http_.url_of(target) +
+               ": unusable answer: " + e.what();
+      }
+    } catch (const HttpError& e) {
+      last = e.what();
+    }
+  }
+  throw ServerFailure(last + " (" + std::to_string(attempts) +
+                      (attempts == 1 ? " attempt)" : " attempts)"));
+}
+
+std::string ServerSession::register_job() {
+  wire::JobInfo info;
+  info.pp_degree = opt_.pp_degree;
+  info.dp_degree = opt_.dp_degree;
+  info.tp_degree = opt_.tp_degree;
+  info.world_size = opt_.world_size;
+  info.job_metadata = opt_.job_metadata;
+  if (!opt_.scheduler.empty()) info.scheduler = opt_.scheduler;
+  if (!opt_.scheduler_args.empty()) info.scheduler_args = opt_.scheduler_args;
+  return call(true, wire::kRegisterJobPath, wire::to_json(info).dump(), opt_.request_timeout_s,
+              [](const json& answer) {
+                if (!answer.is_string() || answer.get<std::string>().empty()) {
+                  throw Error("expected the job id as a non-empty JSON string, got " +
+                              one_line(answer.dump(), 80));
+                }
+                return answer.get<std::string>();
+              });
+}
+
+// Finds this job's id (registering it on rank 0); throws ServerFailure when it stays unknown.
+void ServerSession::resolve_job_id() {
+  if (!job_id_.empty()) return;
+  if (!opt_.job_id.empty()) {
+    job_id_ = opt_.job_id;
+    return;
+  }
+  if (const char* env = std::getenv("PERSEUS_JOB_ID"); env != nullptr && *env != '\0') {
+    job_id_ = env;
+    return;
+  }
+  std::string mine;
+  std::optional<ServerFailure> failure;
+  if (opt_.rank == 0) {
+    try {
+      mine = register_job();
+    } catch (const ServerFailure& f) {
+      failure = f;
+    }
+  }
+  // Every rank takes part in the exchange, also when rank 0 failed (it passes "").
+  if (opt_.share_job_id) {
+    try {
+      job_id_ = opt_.share_job_id(mine);
+    } catch (const std::exception& e) {
+      throw ServerFailure(std::string("share_job_id failed: ") + e.what());
+    }
+  } else if (opt_.rank == 0) {
+    job_id_ = mine;
+  }
+  if (failure) throw *failure;
+  if (job_id_.empty()) {
+    throw ServerFailure(opt_.share_job_id
+                            ? "rank 0 did not register the job (it shared an empty job id)"
+                            : "rank " + std::to_string(opt_.rank) +
+                                  " has no job id: set options.job_id, PERSEUS_JOB_ID or "
+                                  "options.share_job_id");
+  }
+}
+
+void ServerSession::ensure_registered(const std::vector<int>& clocks) {
+  resolve_job_id();
+  if (rank_registered_) return;
+  wire::RankInfo info;
+  info.rank = opt_.rank;
+  info.dp_rank = opt_.dp_rank;
+  info.pp_rank = opt_.pp_rank;
+  info.tp_rank = opt_.tp_rank;
+  info.available_frequencies = clocks;
+  call(true, wire::kRegisterRankPath + job_id_, wire::to_json(info).dump(), opt_.request_timeout_s,
+       [](const json&) { return 0; });
+  rank_registered_ = true;
+}
+
+wire::FrequencySchedule ServerSession::fetch_schedule(int round) {
+  std::string target = wire::kSchedulePath + job_id_ + "?rank=" + std::to_string(opt_.rank) +
+                       "&round=" + std::to_string(round);
+  return call(false, target, "", opt_.barrier_timeout_s, [&](const json& answer) {
+    wire::FrequencySchedule s = wire::parse_frequency_schedule(answer);
+    if (s.rank != opt_.rank) {
+      throw Error("schedule is for rank " + std::to_string(s.rank) + ", not " +
+                  std::to_string(opt_.rank));
+    }
+    if (s.power_limit_w && !(*s.power_limit_w > 0.0)) {
+      throw Error("field 'power_limit_w': must be positive");
+    }
+    for (std::size_t i = 0; i < s.frequencies.size(); ++i) {
+      if (s.frequencies[i].first.empty()) {
+        throw Error("field 'frequencies[" + std::to_string(i) + "]': empty instruction name");
+      }
+    }
+    return s;
+  });
+}
+
+// Posts the unacknowledged result (reports are idempotent on the server); throws
+// ServerFailure and keeps it when the server does not take it.
+void ServerSession::post_pending() {
+  if (!unsent_result_) return;
+  call(true, wire::kResultPath + job_id_, *unsent_result_, opt_.request_timeout_s,
+       [](const json&) { return 0; });
+  unsent_result_.reset();
+}
+
+}  // namespace perseus::client

@@ -1,0 +1,69 @@
+// A pipeline-parallel training job on simulated GPUs in virtual time (DESIGN section 7), the
+// engine of `perseus simulate-training`: one rank per (pipeline, stage), each with its own
+// PipelineFrequencyOptimizer and SimGpu, talking to the control-plane server like a real job.
+// Ranks run in separate processes (the command) or threads (tests); they exchange messages over
+// connected stream sockets (socketpair, perseus/pipeline_sim/channel.hpp), never shared memory:
+//
+//   neighbours    stage s sends "F m t" to s+1 after forward m, s+1 sends "B m t" to s after
+//                 backward m; t is the sender's virtual time at the end of the instruction. The
+//                 receiver calls SimGpu::wait_until(t) before the instruction that needs it, so
+//                 every instruction starts when its GPU is free and its input has arrived: the
+//                 iteration time is the schedule DAG's critical path.
+//   coordinator   at the end of each iteration every rank sends its virtual time ("END i t"), the
+//                 coordinator answers the maximum ("GO t"), each rank waits until then (blocked,
+//                 at blocking power: the gradient all-reduce) and calls on_step_end, so every
+//                 rank's measured iteration spans the whole pipeline iteration. Then each rank
+//                 reports the iteration ("ITER ...") and the coordinator says whether to go on
+//                 ("NEXT 1|0"). The coordinator also relays rank 0's job id to every rank
+//                 (OptimizerOptions::share_job_id: "JOB id" from each rank, "JOB id0" back).
+//
+// The coordinator's side is perseus/pipeline_sim/coordinator.hpp. This module is not part of the
+// client library: a training process links the client only.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "perseus/client/energy_counter.hpp"
+#include "perseus/client/optimizer.hpp"
+#include "perseus/pipeline_sim/channel.hpp"
+#include "perseus/profile/profile.hpp"
+#include "perseus/schedule/schedule.hpp"
+
+namespace perseus::pipeline_sim {
+
+struct RankSpec {
+  int stage = 0;
+  int pipeline = 0;
+  int num_stages = 1;
+  int num_pipelines = 1;
+  std::vector<schedule::Instruction> instructions;  // this stage's order in one iteration
+  profile::Profile profile;
+  double blocking_power_w = 0.0;
+  client::CounterOptions counter;  // the simulated GPU's energy counter (seed + rank per rank)
+  // Server, job and reporting options; run_rank fills rank, degrees and share_job_id.
+  client::OptimizerOptions optimizer;
+
+  int rank() const { return pipeline * num_stages + stage; }
+};
+
+// The spec of rank `rank` (pipeline rank / S, stage rank % S) of a job of `num_pipelines`
+// pipelines running `schedule`.
+RankSpec rank_spec(int rank, const schedule::Schedule& schedule, int num_pipelines,
+                   const profile::Profile& profile, double blocking_power_w,
+                   const client::OptimizerOptions& optimizer);
+
+struct RankLinks {
+  Channel prev;         // stage - 1 (absent on the first stage)
+  Channel next;         // stage + 1 (absent on the last stage)
+  Channel coordinator;  // the process or thread running coordinate()
+};
+
+// Runs one rank until the coordinator says stop. Throws perseus::Error (PeerClosed when a peer
+// went away first).
+void run_rank(const RankSpec& spec, RankLinks& links);
+// run_rank for a process or thread of its own: catches every exception, tells the coordinator
+// ("ERR message") and returns the message ("" on success).
+std::string run_rank_reporting(const RankSpec& spec, RankLinks& links);
+
+}  // namespace perseus::pipeline_sim
