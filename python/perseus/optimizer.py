@@ -236,6 +236,15 @@ class PipelineFrequencyOptimizer:
         iterations closes, so the latest iterations appear once their window is complete."""
         return self._opt.iterations
 
+    @property
+    def last_window(self):
+        """The last closed reporting window's measurements, as a dict: ``iter_time``,
+        ``iter_energy``, ``time_breakdown`` / ``energy_breakdown`` (instruction -> iteration ->
+        occurrences), ``energy_stderr`` (instruction -> standard error in J of the mean energy
+        of one occurrence), ``attribution`` (method used) and ``measured`` (the counter
+        changed). Available without a server; empty lists before the first window closes."""
+        return self._opt.last_window
+
     def close(self):
         """Stops the clock thread and restores the GPU's default clocks (idempotent)."""
         if self._opt is not None:

@@ -426,6 +426,19 @@ PYBIND11_MODULE(_perseus, m) {
                                  out.emplace_back(it.time_s, it.energy_j);
                                return out;
                              })
+      .def_property_readonly("last_window",
+                             [](Optimizer& o) {
+                               const auto& w = o.get().last_window();
+                               py::dict d;
+                               d["iter_time"] = w.iter_time;
+                               d["iter_energy"] = w.iter_energy;
+                               d["time_breakdown"] = w.time_breakdown;
+                               d["energy_breakdown"] = w.energy_breakdown;
+                               d["energy_stderr"] = w.energy_stderr_j;
+                               d["attribution"] = perseus::client::to_string(w.method);
+                               d["measured"] = w.measured;
+                               return d;
+                             })
       .def("gpu_now", [](Optimizer& o) { return o.get().gpu().now_s(); })
       .def("gpu_total_energy", [](Optimizer& o) { return o.get().gpu().total_energy_j(); });
 

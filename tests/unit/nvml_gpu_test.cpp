@@ -14,12 +14,15 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 
 #include "perseus/client/gpu_probe.hpp"
+#include "perseus/client/optimizer.hpp"
+#include "scripted_server.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -311,6 +314,68 @@ TEST(IsMutatingCall, RecognizesTheCallsTheClientMakes) {
   EXPECT_TRUE(is_mutating_call("nvmlDeviceResetGpuLockedClocks"));
   EXPECT_TRUE(is_mutating_call("nvmlDeviceSetPowerManagementLimit 400000"));
   EXPECT_FALSE(is_mutating_call("nvmlDeviceGetPowerManagementDefaultLimit"));
+}
+
+// The client in observe-only mode over the NVML backend: it fetches a schedule with clocks,
+// measures, reports and is destroyed without asking the driver for any change; the same run
+// without `observe` locks and resets the clock (so the check can fail).
+TEST_F(Nvml, ObserveOnlyClientNeverChangesTheDevice) {
+  env_.set("FAKE_NVML_READ_MS", "1");
+  auto run = [](bool observe) {
+    perseus::test::ScriptedServer server(std::vector<nlohmann::json>{
+        perseus::test::clocks(1395, 1005), perseus::test::clocks(1380, 1005)});
+    CallLog log;
+    std::mutex mutex;
+    std::vector<std::string> warnings;
+    {
+      perseus::client::OptimizerOptions o;
+      o.server_url = server.http->url();
+      o.report_every = 2;
+      o.retries = 1;
+      o.backoff_s = 0.001;
+      o.request_timeout_s = 2.0;
+      o.barrier_timeout_s = 2.0;
+      o.sampler_period_s = 0.002;
+      o.observe = observe;
+      o.log = [&](const std::string& w) {
+        std::lock_guard lock(mutex);
+        warnings.push_back(w);
+      };
+      perseus::client::PipelineFrequencyOptimizer opt(
+          o, std::make_unique<NvmlGpu>(0, FAKE_NVML_LIBRARY));
+      EXPECT_EQ(opt.round(), 0);
+      for (int i = 0; i < 4; ++i) {
+        opt.on_step_begin();
+        for (const char* name : {"forward", "backward"}) {
+          opt.on_instruction_begin(name);
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          opt.on_instruction_end(name);
+        }
+        opt.on_step_end();
+      }
+      EXPECT_EQ(opt.round(), 1);  // round 0 was reported and round 1 fetched
+      EXPECT_FALSE(opt.degraded());
+      EXPECT_EQ(opt.iterations().size(), 4u);
+    }
+    EXPECT_EQ(server.result_count(), 1u);
+    std::lock_guard lock(mutex);
+    EXPECT_TRUE(warnings.empty()) << warnings.front();
+    return log.text();
+  };
+
+  const std::string observed = run(true);
+  std::istringstream lines(observed);
+  int reads = 0;
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_FALSE(is_mutating_call(line)) << line;
+    if (line == "nvmlDeviceGetTotalEnergyConsumption") ++reads;
+  }
+  EXPECT_GT(reads, 0);  // the sampler read the counter: the log saw the whole run
+  EXPECT_CONTAINS(observed, "nvmlShutdown");
+
+  const std::string controlled = run(false);
+  EXPECT_CONTAINS(controlled, "nvmlDeviceSetGpuLockedClocks ");  // the schedule's clocks
+  EXPECT_CONTAINS(controlled, "nvmlDeviceResetGpuLockedClocks");
 }
 
 // The probe measures what the fake is configured to do, and asks the driver for no change.

@@ -153,7 +153,14 @@ class Counter {
                                [](double x, const CounterSample& c) { return x < c.t_s; });
     const CounterSample& hi = *it;
     const CounterSample& lo = *std::prev(it);
-    return lo.energy_j + (hi.energy_j - lo.energy_j) * (t - lo.t_s) / (hi.t_s - lo.t_s);
+    // Within an interval the counter's increment is spread in proportion to the fitted model's
+    // energy (constant power without a model), so idle gaps do not take a busy share.
+    double share = (t - lo.t_s) / (hi.t_s - lo.t_s);
+    if (model_) {
+      const double whole = model_energy(lo.t_s, hi.t_s);
+      if (whole > 0.0) share = std::clamp(model_energy(lo.t_s, t) / whole, 0.0, 1.0);
+    }
+    return lo.energy_j + (hi.energy_j - lo.energy_j) * share;
   }
 
   // The value a read at t would have returned (the last change at or before t).
@@ -165,13 +172,17 @@ class Counter {
 
  private:
   // Energy over [a, b] outside the observed changes: the model's, else interval k's power.
-  double extrapolated(double a, double b, std::size_t k) const {
-    if (model_) {
-      auto occupancy = activity_.occupancy(a, b);
-      double e = 0.0;
-      for (std::size_t r = 0; r < occupancy.size(); ++r) e += model_->power[r] * occupancy[r];
-      return e;
+  double model_energy(double a, double b) const {
+    auto occupancy = activity_.occupancy(a, b);
+    double e = 0.0;
+    for (std::size_t r = 0; r < occupancy.size(); ++r) {
+      e += std::max(0.0, model_->power[r]) * occupancy[r];
     }
+    return e;
+  }
+
+  double extrapolated(double a, double b, std::size_t k) const {
+    if (model_) return model_energy(a, b);
     const CounterSample &lo = s_[k], &hi = s_[k + 1];
     return (hi.energy_j - lo.energy_j) / (hi.t_s - lo.t_s) * (b - a);
   }

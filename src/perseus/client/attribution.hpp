@@ -19,10 +19,12 @@
 //            the counter around every instruction gives (kept to show why it is wrong: an
 //            occurrence inside one refresh interval reads 0 J).
 //
-// Iteration energy is the counter's own difference over the iteration, with the counter linearly
-// interpolated between observed changes (deltas: the step function), so the energies of a
-// window's iterations add up to the counter's total over the window. After the last observed
-// change the counter is extrapolated with the fitted model (fit) or the last interval's power.
+// Iteration energy is the counter's own difference over the iteration, with the counter
+// interpolated between observed changes (fit: in proportion to the fitted model's energy, so an
+// idle gap between iterations does not take a busy share; overlap: linearly; deltas: the step
+// function), so the energies of a window's iterations add up to the counter's total. After the last
+// observed change the counter is extrapolated with the fitted model (fit) or the last interval's
+// power.
 //
 // Complexity: O(intervals + occurrences + intervals x keys^2 + keys^3).
 #pragma once

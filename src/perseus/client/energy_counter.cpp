@@ -10,12 +10,6 @@ namespace perseus::client {
 
 namespace {
 
-std::string number(double v) {
-  std::ostringstream out;
-  out << v;
-  return out.str();
-}
-
 void check(bool ok, const char* field, const std::string& problem, double value) {
   if (!ok) {
     throw Error(std::string("counter option '") + field + "': " + problem + ", got " +

@@ -43,7 +43,7 @@ class CounterSeries {
   void add_read(double begin_s, double end_s, double energy_j);
   // An exactly timed value (ideal counters).
   void add_exact(double t_s, double energy_j);
-  // The changes with from_s <= t <= to_s, preceded by the last change before from_s if any.
+  // The changes with from_s < t <= to_s, preceded by the last change at or before from_s.
   std::vector<CounterSample> between(double from_s, double to_s) const;
   // Drops changes before t_s except the last one before it.
   void forget_before(double t_s);

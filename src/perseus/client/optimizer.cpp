@@ -25,12 +25,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string number(double v) {
-  std::ostringstream out;
-  out << v;
-  return out.str();
-}
-
 void check_options(const OptimizerOptions& o) {
   auto bad = [](const std::string& field, const std::string& problem) {
     return Error("optimizer options: field '" + field + "': " + problem);
@@ -115,6 +109,7 @@ struct PipelineFrequencyOptimizer::Impl {
   std::size_t position = 0;  // next schedule entry
   std::string running;
   std::vector<IterationMeasurement> iterations;
+  WindowMeasurements last_window;
 
   // ---- logging and failures ----
 
@@ -227,6 +222,7 @@ struct PipelineFrequencyOptimizer::Impl {
   // Attributes the window's energy; returns its measurements.
   WindowMeasurements close_window() {
     WindowMeasurements m = window->close();
+    if (!m.iter_time.empty()) last_window = m;
     for (std::size_t i = 0; i < m.iter_time.size(); ++i) {
       iterations.push_back({m.iter_time[i], m.iter_energy[i]});
     }
@@ -434,6 +430,10 @@ bool PipelineFrequencyOptimizer::degraded() const {
 
 const std::vector<IterationMeasurement>& PipelineFrequencyOptimizer::iterations() const {
   return impl_->iterations;
+}
+
+const WindowMeasurements& PipelineFrequencyOptimizer::last_window() const {
+  return impl_->last_window;
 }
 
 GpuBackend& PipelineFrequencyOptimizer::gpu() {

@@ -44,6 +44,7 @@
 
 #include "perseus/client/attribution.hpp"
 #include "perseus/client/gpu_backend.hpp"
+#include "perseus/client/measurement_window.hpp"
 
 namespace perseus::client {
 
@@ -102,6 +103,9 @@ class PipelineFrequencyOptimizer {
   bool degraded() const;
   // Measured time and energy of every iteration whose reporting window closed, in order.
   const std::vector<IterationMeasurement>& iterations() const;
+  // The measurements of the last closed reporting window (per-instruction breakdowns, standard
+  // errors, attribution method), also without a server; empty before the first.
+  const WindowMeasurements& last_window() const;
   GpuBackend& gpu();
 
  private:

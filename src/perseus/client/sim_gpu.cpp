@@ -16,12 +16,6 @@ namespace perseus::client {
 
 namespace {
 
-std::string number(double v) {
-  std::ostringstream out;
-  out << v;
-  return out.str();
-}
-
 double average_power(const profile::Measurement& m) {
   return m.energy_j / m.time_s;
 }

@@ -13,12 +13,6 @@ namespace {
 
 using Key = std::pair<int, std::string>;
 
-std::string number(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", x);
-  return buf;
-}
-
 std::string what(int stage, const std::string& instruction) {
   return "stage " + std::to_string(stage) + " instruction '" + instruction + "'";
 }

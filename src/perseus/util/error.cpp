@@ -1,5 +1,7 @@
 #include "perseus/util/error.hpp"
 
+#include <cstdio>
+
 namespace perseus {
 
 std::string located(const std::string& file, long line, const std::string& field,
@@ -11,6 +13,12 @@ std::string located(const std::string& file, long line, const std::string& field
   if (!field.empty()) out.append("field '").append(field).append("': ");
   out.append(problem);
   return out;
+}
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
 }  // namespace perseus

@@ -17,4 +17,7 @@ class Error : public std::runtime_error {
 std::string located(const std::string& file, long line, const std::string& field,
                     const std::string& problem);
 
+// A number as error messages show it (the shortest of %g's forms: "0.1", "1e+06").
+std::string number(double v);
+
 }  // namespace perseus

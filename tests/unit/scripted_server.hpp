@@ -1,0 +1,78 @@
+// A scripted control-plane server on loopback for the client tests (client_test.cpp,
+// nvml_gpu_test.cpp): job "job-7", schedules from `plans` by round (the last one is final),
+// results recorded.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "loopback_http.hpp"
+
+namespace perseus::test {
+
+// `failing` makes every request answer 503.
+struct ScriptedServer {
+  using json = nlohmann::json;
+  std::vector<json> plans;  // per round: the schedule body without "rank" and "round"
+  std::function<json(int rank, int round)> plan_for;  // instead of `plans` when set
+  std::atomic<bool> failing{false};
+  std::mutex m;
+  std::vector<json> results;
+  std::unique_ptr<LoopbackHttp> http;
+
+  explicit ScriptedServer(std::vector<json> p) : plans(std::move(p)) {
+    http = std::make_unique<LoopbackHttp>(
+        [this](const LoopbackHttp::Request& r) { return answer(r); });
+  }
+
+  LoopbackHttp::Reply answer(const LoopbackHttp::Request& r) {
+    if (failing) return {503, "server is restarting"};
+    if (r.target == "/register_job") return {200, "\"job-7\""};
+    if (r.target.rfind("/register_rank/job-7", 0) == 0) return {200, "null"};
+    if (r.target.rfind("/result/job-7", 0) == 0) {
+      std::lock_guard lock(m);
+      results.push_back(json::parse(r.body));
+      return {200, "null"};
+    }
+    int rank = -1, round = -1;
+    if (std::sscanf(r.target.c_str(), "/schedule/job-7?rank=%d&round=%d", &rank, &round) == 2 &&
+        round >= 0) {
+      json s =
+          plan_for
+              ? plan_for(rank, round)
+              : plans[std::min<std::size_t>(static_cast<std::size_t>(round), plans.size() - 1)];
+      s["rank"] = rank;
+      s["round"] = round;
+      s["done"] = static_cast<std::size_t>(round) + 1 >= plans.size();
+      return {200, s.dump()};
+    }
+    return {404, "no route " + r.target};
+  }
+
+  std::vector<std::string> targets() const {
+    std::vector<std::string> out;
+    for (const auto& r : http->requests()) out.push_back(r.method + " " + r.target);
+    return out;
+  }
+
+  std::size_t result_count() {
+    std::lock_guard lock(m);
+    return results.size();
+  }
+};
+
+// A schedule body locking forward and backward at the given clocks.
+inline nlohmann::json clocks(int forward_mhz, int backward_mhz) {
+  return {
+      {"frequencies", nlohmann::json::array({nlohmann::json::array({"forward", forward_mhz}),
+                                             nlohmann::json::array({"backward", backward_mhz})})}};
+}
+
+}  // namespace perseus::test
