@@ -110,11 +110,8 @@ Setup make_setup(const SimulateArgs& a) {
   s.pipelines = a.pipelines;
   s.blocking_power_w = a.blocking_power;
 
-  s.counter = a.counter_options;
-  if (a.counter == "ideal") {
-    s.counter.ideal = true;
-    s.counter.read_latency_s = 0.0;
-  }
+  // An ideal counter ignores the realistic counter's settings.
+  s.counter = a.counter == "ideal" ? client::CounterOptions::named("ideal") : a.counter_options;
   naming("--counter-*", [&] { s.counter.validate(); });
 
   client::OptimizerOptions& o = s.optimizer;

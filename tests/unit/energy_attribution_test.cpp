@@ -111,6 +111,43 @@ TEST(EnergyCounter, AReadBetweenRefreshesReturnsTheLastRefreshsValue) {
   EXPECT_DOUBLE_EQ(counter.last_refresh_s(), 0.7);
 }
 
+TEST(EnergyCounter, AReadOfAnEarlierTimeGetsThatTimesRefresh) {
+  PowerTrace trace(100.0);
+  EnergyCounter counter(trace, steady_counter());
+  EXPECT_NEAR(counter.value_at(0.73), 70.0, 1e-9);  // a reader at the present ...
+  EXPECT_NEAR(counter.value_at(0.25), 20.0, 1e-9);  // ... and one catching up on the past
+  EXPECT_EQ(counter.value_at(0.05), 0.0);
+  EXPECT_NEAR(counter.value_at(0.8), 80.0, 1e-9);
+}
+
+// A direct read of the present (Python's SimGpu.total_energy) between two catch-ups of the
+// virtual sampler leaves the sampler's series as it would have been without it.
+TEST(EnergyCounter, ADirectReadDoesNotDisturbTheVirtualSampler) {
+  for (const char* name : {"realistic", "ideal"}) {
+    std::vector<std::vector<CounterSample>> series;
+    for (bool direct_read : {false, true}) {
+      SimGpu gpu(perseus::test::small_profile(),
+                 SimGpuOptions{0, 40.0, false, 1.0, CounterOptions::named(name)});
+      auto sampler = gpu.start_energy_sampler(SamplerOptions{}, {});
+      for (int i = 0; i < 40; ++i) {
+        gpu.instruction_begin("forward");
+        gpu.instruction_end("forward");
+        gpu.wait_until(gpu.now_s() + 0.003 * (i % 7));
+        if (direct_read && i == 20) {
+          EXPECT_GT(gpu.total_energy_j(), 0.0) << name;
+        }
+      }
+      series.push_back(sampler->series(0.0, kInf));
+    }
+    ASSERT_EQ(series[0].size(), series[1].size()) << name;
+    ASSERT_GT(series[0].size(), 3u) << name;
+    for (std::size_t k = 0; k < series[0].size(); ++k) {
+      EXPECT_EQ(series[0][k].t_s, series[1][k].t_s) << name << " change " << k;
+      EXPECT_EQ(series[0][k].energy_j, series[1][k].energy_j) << name << " change " << k;
+    }
+  }
+}
+
 TEST(EnergyCounter, AtARefreshItReadsTheTracesEnergy) {
   PowerTrace trace(80.0);
   std::mt19937_64 random(7);

@@ -99,15 +99,19 @@ EnergyCounter::EnergyCounter(const PowerTrace& trace, CounterOptions options)
 
 void EnergyCounter::refresh() {
   const double r = next_refresh_s_;
-  const double window = r - last_refresh_s_;
+  const double window = r - last_refresh_s();
   const double seen = window * options_.sampled_fraction;
   // The sensor sees the last `seen` seconds of the window and scales them to the whole window.
   double increment = (trace_.energy_at(r) - trace_.energy_at(r - seen)) * (window / seen);
   if (options_.noise > 0.0) {
     increment *= 1.0 + options_.noise * std::normal_distribution<double>(0.0, 1.0)(random_);
   }
-  value_j_ += std::max(0.0, increment);
-  last_refresh_s_ = r;
+  const double previous = refreshes_.empty() ? before_history_j_ : refreshes_.back().second;
+  refreshes_.emplace_back(r, previous + std::max(0.0, increment));
+  if (refreshes_.size() > kRefreshHistory) {
+    before_history_j_ = refreshes_.front().second;
+    refreshes_.pop_front();
+  }
   const double jitter = options_.refresh_jitter_s;
   next_refresh_s_ =
       r + options_.refresh_period_s +
@@ -117,7 +121,9 @@ void EnergyCounter::refresh() {
 double EnergyCounter::value_at(double t_s) {
   if (options_.ideal) return trace_.energy_at(t_s);
   while (next_refresh_s_ <= t_s) refresh();
-  return value_j_;
+  auto after = std::upper_bound(refreshes_.begin(), refreshes_.end(), t_s,
+                                [](double t, const auto& refresh) { return t < refresh.first; });
+  return after == refreshes_.begin() ? before_history_j_ : std::prev(after)->second;
 }
 
 }  // namespace perseus::client

@@ -10,10 +10,12 @@
 // true energy at any time, for unit tests that need exact numbers.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace perseus::client {
@@ -58,16 +60,20 @@ class PowerTrace {
   double extra_forgotten_j_ = 0.0;  // the same sum over forgotten segments
 };
 
-// What reads of a GPU's energy counter return over a power trace. Reads must come in
-// non-decreasing time order (one reader: a sampler thread or a virtual-time sampler).
+// What reads of a GPU's energy counter return over a power trace. Refreshes are computed up to
+// the latest time read and the last kRefreshHistory of them are kept, so readers at different
+// times (a sampler catching up on the past, a direct read of the present) all get the value of
+// the refresh at or before their own time; the trace is only needed from the latest refresh on.
 class EnergyCounter {
  public:
+  static constexpr std::size_t kRefreshHistory = 65536;  // ~1.8 h at 100 ms
+
   EnergyCounter(const PowerTrace& trace, CounterOptions options);
 
   // The counter value (joules) a read sampling the device at `t_s` returns.
   double value_at(double t_s);
-  // Time of the latest refresh at or before the last value_at (0 before any).
-  double last_refresh_s() const { return last_refresh_s_; }
+  // Time of the latest refresh computed so far (0 before any).
+  double last_refresh_s() const { return refreshes_.empty() ? 0.0 : refreshes_.back().first; }
   const CounterOptions& options() const { return options_; }
 
  private:
@@ -76,8 +82,9 @@ class EnergyCounter {
   const PowerTrace& trace_;
   CounterOptions options_;
   std::mt19937_64 random_;
-  double last_refresh_s_ = 0.0, next_refresh_s_ = 0.0;
-  double value_j_ = 0.0;
+  double next_refresh_s_ = 0.0;
+  std::deque<std::pair<double, double>> refreshes_;  // (time, value), oldest first
+  double before_history_j_ = 0.0;                    // the value before the oldest kept refresh
 };
 
 }  // namespace perseus::client

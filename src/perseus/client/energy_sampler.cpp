@@ -101,9 +101,4 @@ void ThreadSampler::forget_before(double t_s) {
   series_.forget_before(t_s);
 }
 
-std::size_t ThreadSampler::reads() {
-  std::lock_guard lock(mutex_);
-  return series_.reads();
-}
-
 }  // namespace perseus::client

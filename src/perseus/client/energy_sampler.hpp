@@ -68,8 +68,6 @@ class EnergySampler {
   virtual std::vector<CounterSample> series(double from_s, double to_s) = 0;
   // Memory bound: changes before t_s (but the last one before it) are no longer needed.
   virtual void forget_before(double t_s) = 0;
-  // Counter reads made so far.
-  virtual std::size_t reads() = 0;
 };
 
 // Reads `gpu.total_energy_j()` (timed by `gpu.now_s()`) on its own thread until destroyed. A
@@ -84,7 +82,6 @@ class ThreadSampler : public EnergySampler {
 
   std::vector<CounterSample> series(double from_s, double to_s) override;
   void forget_before(double t_s) override;
-  std::size_t reads() override;
 
  private:
   void run();

@@ -53,10 +53,7 @@ void MeasurementWindow::start_next() {
 }
 
 WindowMeasurements MeasurementWindow::close() {
-  if (current_.iterations.empty()) {
-    start_next();
-    return {};
-  }
+  if (current_.iterations.empty()) return {};
   // One timeline: the earlier windows', then this one's.
   AttributionInput in;
   std::vector<std::pair<std::size_t, int>> keys;  // (name, mhz) of each key

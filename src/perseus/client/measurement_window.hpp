@@ -37,7 +37,6 @@ class MeasurementWindow {
   void instruction_begin(double t_s, const std::string& name, int mhz);
   void instruction_end(double t_s);
   void step_end(double t_s);
-  void abandon_step() { in_step_ = false; }
 
   // Completed iterations in the window.
   std::size_t iterations() const { return current_.iterations.size(); }

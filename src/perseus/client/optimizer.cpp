@@ -1,15 +1,11 @@
 #include "perseus/client/optimizer.hpp"
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <mutex>
 #include <numeric>
 #include <set>
-#include <sstream>
-#include <thread>
 #include <utility>
 
 #include "perseus/client/frequency_controller.hpp"
@@ -22,8 +18,6 @@
 namespace perseus::client {
 
 namespace {
-
-using nlohmann::json;
 
 void check_options(const OptimizerOptions& o) {
   auto bad = [](const std::string& field, const std::string& problem) {

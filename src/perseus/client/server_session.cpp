@@ -8,7 +8,10 @@ namespace perseus::client {
 
 using nlohmann::json;
 
-std::string one_line(const std::string& text, std::size_t max) {
+namespace {
+
+// The text of a server's answer as one short line for a warning.
+std::string one_line(const std::string& text, std::size_t max = 300) {
   std::string out;
   for (char c : text) {
     if (out.size() >= max) {
@@ -20,6 +23,8 @@ std::string one_line(const std::string& text, std::size_t max) {
   while (!out.empty() && out.back() == ' ') out.pop_back();
   return out;
 }
+
+}  // namespace
 
 ServerSession::ServerSession(const OptimizerOptions& options)
     : opt_(options), http_(options.server_url, options.request_timeout_s) {}

@@ -54,7 +54,4 @@ class ServerSession {
   std::optional<std::string> unsent_result_;
 };
 
-// The text of a server's answer as one short line for a warning.
-std::string one_line(const std::string& text, std::size_t max = 300);
-
 }  // namespace perseus::client

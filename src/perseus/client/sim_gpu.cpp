@@ -142,11 +142,14 @@ double SimGpu::now_s() {
   return (wall_s() - wall_origin_s_) / options_.time_scale;
 }
 
-double SimGpu::counter_value_at(double t_s) {
+double SimGpu::counter_value_at(double t_s, bool forget_older) {
   std::lock_guard lock(trace_mutex_);
   double value = counter_.value_at(t_s);
-  // Later reads sample later times; the counter needs the trace from its last refresh on.
-  trace_.forget_before(options_.counter.ideal ? t_s : counter_.last_refresh_s());
+  if (!options_.counter.ideal) {
+    trace_.forget_before(counter_.last_refresh_s());
+  } else if (forget_older) {
+    trace_.forget_before(t_s);
+  }
   return value;
 }
 
@@ -158,11 +161,12 @@ double SimGpu::true_energy_j() {
 
 double SimGpu::total_energy_j() {
   const double latency = options_.counter.read_latency_s;
-  if (!options_.real_time) return counter_value_at(now_s_);
+  // A direct read of the present: the virtual sampler may still read earlier times.
+  if (!options_.real_time) return counter_value_at(now_s_, false);
   // The device answers from the middle of the call.
   auto pause = std::chrono::duration<double>(0.5 * latency * options_.time_scale);
   std::this_thread::sleep_for(pause);
-  double value = counter_value_at(now_s());
+  double value = counter_value_at(now_s(), true);
   std::this_thread::sleep_for(pause);
   return value;
 }
@@ -221,7 +225,6 @@ class SimGpu::VirtualSampler : public EnergySampler {
     return series_.between(from_s, to_s);
   }
   void forget_before(double t_s) override { series_.forget_before(t_s); }
-  std::size_t reads() override { return series_.reads(); }
 
  private:
   void catch_up(double now) {
@@ -234,7 +237,7 @@ class SimGpu::VirtualSampler : public EnergySampler {
         times = gpu_.trace_.boundaries(observed_s_, now);
       }
       times.push_back(now);
-      for (double t : times) series_.add_exact(t, gpu_.counter_value_at(t));
+      for (double t : times) series_.add_exact(t, gpu_.counter_value_at(t, true));
       observed_s_ = now;
       return;
     }
@@ -242,7 +245,7 @@ class SimGpu::VirtualSampler : public EnergySampler {
     if (cost_s_ < 0.0) cost_s_ = c.read_latency_s * jitter(random_);
     while (next_read_s_ + cost_s_ <= now) {
       series_.add_read(next_read_s_, next_read_s_ + cost_s_,
-                       gpu_.counter_value_at(next_read_s_ + 0.5 * cost_s_));
+                       gpu_.counter_value_at(next_read_s_ + 0.5 * cost_s_, true));
       next_read_s_ += std::max({cost_s_, options_.min_period_s, 1e-6});
       cost_s_ = c.read_latency_s * jitter(random_);
     }

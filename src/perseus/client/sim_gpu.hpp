@@ -79,8 +79,10 @@ class SimGpu : public GpuBackend {
   std::string where() const;
 
   class VirtualSampler;
-  // The counter's value sampled at t (<= now), dropping trace history it no longer needs.
-  double counter_value_at(double t_s);
+  // The counter's value sampled at t (<= now). `forget_older`: no read will ask for an earlier
+  // time again (a reader that moves forward), so an ideal counter's trace before t may go; a
+  // realistic counter's trace is kept from its latest refresh on either way.
+  double counter_value_at(double t_s, bool forget_older);
 
   profile::Profile profile_;
   SimGpuOptions options_;
