@@ -11,6 +11,7 @@
 #include "perseus/server/dump_export.hpp"
 #include "perseus/server/http_server.hpp"
 #include "perseus/server/scheduler.hpp"
+#include "perseus/util/log.hpp"
 #include "perseus/wire/protocol.hpp"
 
 namespace perseus::cli {
@@ -19,7 +20,10 @@ namespace {
 struct ServeArgs {
   std::string address = "127.0.0.1", store = "perseus-store.sqlite", scheduler, args = "{}";
   std::string output_dir = "perseus-out";
+  std::string log_level = "info", log_file;
   int port = 7787;
+  server::HttpLimits limits;
+  int max_ranks = server::ServerSettings{}.max_ranks, max_jobs = server::ServerSettings{}.max_jobs;
 };
 
 // One connection per waiting rank: allow as many open files as the hard limit permits.
@@ -31,7 +35,7 @@ void raise_open_file_limit() {
   }
 }
 
-void serve(const ServeArgs& a) {
+void serve(ServeArgs a) {
   require(a.port >= 0 && a.port <= 65535, "--port must be in 0..65535");
   server::ServerSettings settings;
   settings.store_path = a.store;
@@ -39,13 +43,41 @@ void serve(const ServeArgs& a) {
   settings.scheduler_args = naming("--scheduler-args", [&] { return wire::parse_json(a.args); });
   require(settings.scheduler_args.is_object(), "--scheduler-args must be a JSON object");
   settings.output_dir = a.output_dir;
+  require(a.max_ranks >= 1, "--max-ranks must be >= 1");
+  require(a.max_jobs >= 1, "--max-jobs must be >= 1");
+  settings.max_ranks = a.max_ranks;
+  settings.max_jobs = a.max_jobs;
+  a.limits.validate();
+  log::configure(log::parse_level(a.log_level), a.log_file);
   raise_open_file_limit();
   server::ControlPlane plane(settings);
-  server::HttpServer http(plane, a.address, static_cast<unsigned short>(a.port));
+  server::HttpServer http(plane, a.address, static_cast<unsigned short>(a.port), a.limits);
   std::printf("listening on http://%s:%u (store %s, %zu job(s) restored)\n", a.address.c_str(),
               http.port(), a.store.c_str(), plane.num_jobs());
   std::fflush(stdout);
   http.run();
+}
+
+// What one peer may cost the server: request sizes, deadlines, jobs and ranks.
+void add_limit_options(CLI::App* cmd, ServeArgs& a) {
+  cmd->add_option("--max-body", a.limits.max_body,
+                  "bytes of one result or straggler report body (other requests: 64 KiB)")
+      ->capture_default_str();
+  cmd->add_option("--max-inflight-bytes", a.limits.max_inflight_bytes,
+                  "bytes of request bodies read at once over all connections (more: 503)")
+      ->capture_default_str();
+  cmd->add_option("--header-timeout", a.limits.header_timeout_s,
+                  "seconds a request header may take from its first byte")
+      ->capture_default_str();
+  cmd->add_option("--body-timeout", a.limits.body_timeout_s,
+                  "seconds a request body, or taking an answer, may take")
+      ->capture_default_str();
+  cmd->add_option("--idle-timeout", a.limits.idle_timeout_s,
+                  "seconds a connection may wait between requests")
+      ->capture_default_str();
+  cmd->add_option("--max-ranks", a.max_ranks, "world_size of one job at most")
+      ->capture_default_str();
+  cmd->add_option("--max-jobs", a.max_jobs, "jobs in the store at most")->capture_default_str();
 }
 
 void add_serve(CLI::App& app) {
@@ -67,6 +99,10 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--output-dir", args->output_dir,
                   "where schedulers write files (one folder per job)")
       ->capture_default_str();
+  add_limit_options(cmd, *args);
+  cmd->add_option("--log-level", args->log_level, "debug, info, warn or error")
+      ->capture_default_str();
+  cmd->add_option("--log-file", args->log_file, "append the log here instead of stderr");
   cmd->callback([args] { serve(*args); });
 }
 

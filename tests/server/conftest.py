@@ -4,6 +4,7 @@ Run with Debian's /usr/bin/python3 -m pytest; PERSEUS_BIN names the perseus bina
 import json
 import os
 import re
+import resource
 import socket
 import subprocess
 import threading
@@ -18,23 +19,34 @@ PERSEUS = os.environ.get("PERSEUS_BIN", "perseus")
 class Server:
     """One `perseus serve` process; kill() and start() again reuse the same store."""
 
-    def __init__(self, workdir, scheduler=None, scheduler_args=None):
+    def __init__(self, workdir, scheduler=None, scheduler_args=None, extra=(), fd_limit=None):
         self.workdir = workdir
+        self.fd_limit = fd_limit
         self.store = str(workdir / "store.sqlite")
         self.args = [PERSEUS, "serve", "--port", "0", "--store", self.store,
                      "--output-dir", str(workdir / "out")]
         if scheduler:
             self.args += ["--scheduler", scheduler,
                           "--scheduler-args", json.dumps(scheduler_args or {})]
+        self.args += list(extra)
         self.proc = None
         self.start()
 
     def start(self):
-        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, cwd=self.workdir)
+        limit = self.fd_limit
+
+        def lower_fd_limit():
+            if limit:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+        # stderr (the server's log) goes to a file: a pipe nobody reads would fill and block it.
+        self.log = self.workdir / "server.log"
+        with open(self.log, "a") as log:
+            self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=log, text=True,
+                                         cwd=self.workdir, preexec_fn=lower_fd_limit)
         line = self.proc.stdout.readline()
         match = re.search(r"listening on (http://[\d.]+:(\d+))", line)
-        assert match, f"server did not start: {line!r} {self.proc.stderr.read()}"
+        assert match, f"server did not start: {line!r} {self.log.read_text()}"
         self.url, self.port = match.group(1), int(match.group(2))
 
     def kill(self):
@@ -125,10 +137,10 @@ def raw_request(port, text):
 def server_factory(tmp_path):
     servers = []
 
-    def make(scheduler=None, scheduler_args=None, name="server"):
+    def make(scheduler=None, scheduler_args=None, name="server", extra=(), fd_limit=None):
         workdir = tmp_path / name
         workdir.mkdir(exist_ok=True)
-        servers.append(Server(workdir, scheduler, scheduler_args))
+        servers.append(Server(workdir, scheduler, scheduler_args, extra, fd_limit))
         return servers[-1]
 
     yield make

@@ -64,7 +64,7 @@ std::optional<int> query_int(const Target& t, const std::string& name) {
   int value = -1;
   auto [p, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), value);
   if (ec != std::errc() || p != it->second.data() + it->second.size() || value < 0) {
-    throw Error("query '" + name + "': '" + it->second + "' is not an integer >= 0");
+    throw RequestError(422, "query '" + name + "': '" + it->second + "' is not an integer >= 0");
   }
   return value;
 }
@@ -85,10 +85,6 @@ std::string sanitized(const std::string& text) {
   return out;
 }
 
-HttpAnswer as_http(const Reply& reply) {
-  return {reply.status, "application/json", reply.text.empty() ? reply.body.dump() : reply.text};
-}
-
 }  // namespace
 
 ControlPlane::ControlPlane(ServerSettings settings)
@@ -98,7 +94,20 @@ ControlPlane::ControlPlane(ServerSettings settings)
   }
   for (const auto& stored : store_.load()) {
     order_.push_back(stored.job_id);
-    jobs_[stored.job_id] = std::make_unique<Job>(store_, stored, settings_.output_dir);
+    jobs_[stored.job_id] = restore(stored);
+  }
+}
+
+std::unique_ptr<Job> ControlPlane::restore(const StoredJob& stored) {
+  try {
+    auto world = stored.info.at("world_size").get<long long>();
+    if (world > settings_.max_ranks) {
+      throw Error("world_size " + std::to_string(world) + " is above this server's --max-ranks " +
+                  std::to_string(settings_.max_ranks));
+    }
+    return std::make_unique<Job>(store_, stored, settings_.output_dir);
+  } catch (const std::exception& e) {
+    return Job::unusable(store_, stored, "stored job cannot be restored: " + printable(e.what()));
   }
 }
 
@@ -126,16 +135,25 @@ std::string ControlPlane::new_job_id(const wire::JobInfo& info) const {
 
 Reply ControlPlane::register_job(const json& body) {
   auto info = wire::parse_job_info(body);
+  if (info.world_size > settings_.max_ranks) {
+    return unprocessable("field 'world_size': " + std::to_string(info.world_size) +
+                         " is above this server's --max-ranks " +
+                         std::to_string(settings_.max_ranks));
+  }
+  if (jobs_.size() >= static_cast<std::size_t>(settings_.max_jobs)) {
+    return too_many_requests("the server holds " + std::to_string(jobs_.size()) +
+                             " jobs, its --max-jobs; start another server or store");
+  }
   if (!info.scheduler) {
     if (settings_.scheduler.empty()) {
-      return error_reply(422,
-                         "field 'scheduler': missing, and the server has no default "
-                         "scheduler (perseus serve --scheduler)");
+      return unprocessable(
+          "field 'scheduler': missing, and the server has no default "
+          "scheduler (perseus serve --scheduler)");
     }
     info.scheduler = settings_.scheduler;
     if (!info.scheduler_args) info.scheduler_args = settings_.scheduler_args;
   } else if (!known_scheduler(*info.scheduler)) {
-    return error_reply(422, "field 'scheduler': unknown scheduler '" + *info.scheduler + "'");
+    return unprocessable("field 'scheduler': unknown scheduler '" + *info.scheduler + "'");
   }
   std::string id = new_job_id(info);
   jobs_[id] = std::make_unique<Job>(store_, id, info, settings_.output_dir);
@@ -157,61 +175,67 @@ std::string ControlPlane::status_page() const {
 }
 
 void ControlPlane::handle(const std::string& method, const std::string& target,
-                          const std::string& body, HttpResponder respond) {
-  auto reply = [&](const Reply& r) { respond(as_http(r)); };
+                          const std::string& body, Responder respond) {
   try {
-    Target t = parse_target(target);
-    const std::string& path = t.path;
-    bool get = method == "GET", post = method == "POST";
-    if (path == "/healthz" && get) {
-      auto uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_);
-      return reply({200, {{"status", "ok"}, {"jobs", jobs_.size()}, {"uptime_s", uptime.count()}}});
-    }
-    if (path == "/" && get) return respond({200, "text/html; charset=utf-8", status_page()});
-    if (path == "/jobs" && get) return reply(jobs_summary());
-    if (path == wire::kRegisterJobPath && post) return reply(register_job(wire::parse_json(body)));
-    struct Route {
-      const char* prefix;
-      bool post;
-    };
-    static const Route routes[] = {{"/jobs/", false},
-                                   {wire::kRegisterRankPath, true},
-                                   {wire::kSchedulePath, false},
-                                   {wire::kResultPath, true},
-                                   {"/straggler/", true}};
-    for (const auto& route : routes) {
-      std::string id = id_after(path, route.prefix);
-      if (id.empty()) continue;
-      if (route.post ? !post : !get) {
-        return reply(error_reply(
-            405, std::string(route.post ? "POST" : "GET") + " only: " + method + " " + path));
-      }
-      Job* job = find(id);
-      if (!job) return reply(error_reply(404, "unknown job '" + id + "'"));
-      std::string prefix = route.prefix;
-      if (prefix == "/jobs/") return reply({200, job->status(true)});
-      if (prefix == wire::kSchedulePath) {
-        auto rank = query_int(t, "rank");
-        if (!rank) return reply(error_reply(422, "query 'rank': missing"));
-        return job->request_schedule(*rank, query_int(t, "round"),
-                                     [respond](const Reply& r) { respond(as_http(r)); });
-      }
-      json parsed = wire::parse_json(body);
-      if (prefix == wire::kRegisterRankPath) {
-        return reply(job->register_rank(wire::parse_rank_info(parsed), parsed));
-      }
-      if (prefix == wire::kResultPath) {
-        return reply(job->report_result(wire::parse_profiling_result(parsed), parsed));
-      }
-      return reply(job->report_straggler(parsed));
-    }
-    reply(error_reply(404, "no endpoint " + method + " " + path));
+    route(method, target, body, respond);
+  } catch (const RequestError& e) {
+    respond(error_reply(e.status(), e.what()));
+  } catch (const wire::MalformedJson& e) {
+    respond(bad_request(e.what()));
   } catch (const Error& e) {
-    std::string what = e.what();
-    reply(error_reply(what.rfind("malformed JSON", 0) == 0 ? 400 : 422, what));
+    respond(unprocessable(e.what()));
   } catch (const std::exception& e) {
-    reply(error_reply(500, std::string("internal error: ") + e.what()));
+    respond(internal_error(std::string("internal error: ") + e.what()));
   }
+}
+
+void ControlPlane::route(const std::string& method, const std::string& target,
+                         const std::string& body, const Responder& reply) {
+  Target t = parse_target(target);
+  const std::string& path = t.path;
+  bool get = method == "GET", post = method == "POST";
+  if (path == "/healthz" && get) {
+    auto uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_);
+    return reply({200, {{"status", "ok"}, {"jobs", jobs_.size()}, {"uptime_s", uptime.count()}}});
+  }
+  if (path == "/" && get) return reply({200, nullptr, status_page(), "text/html; charset=utf-8"});
+  if (path == "/jobs" && get) return reply(jobs_summary());
+  if (path == wire::kRegisterJobPath && post) return reply(register_job(wire::parse_json(body)));
+  struct Route {
+    const char* prefix;
+    bool post;
+  };
+  static const Route routes[] = {{"/jobs/", false},
+                                 {wire::kRegisterRankPath, true},
+                                 {wire::kSchedulePath, false},
+                                 {wire::kResultPath, true},
+                                 {"/straggler/", true}};
+  for (const auto& route : routes) {
+    std::string id = id_after(path, route.prefix);
+    if (id.empty()) continue;
+    if (route.post ? !post : !get) {
+      return reply(method_not_allowed(std::string(route.post ? "POST" : "GET") +
+                                      " only: " + method + " " + path));
+    }
+    Job* job = find(id);
+    if (!job) return reply(not_found("unknown job '" + id + "'"));
+    std::string prefix = route.prefix;
+    if (prefix == "/jobs/") return reply({200, job->status(true)});
+    if (prefix == wire::kSchedulePath) {
+      auto rank = query_int(t, "rank");
+      if (!rank) return reply(unprocessable("query 'rank': missing"));
+      return job->request_schedule(*rank, query_int(t, "round"), reply);
+    }
+    json parsed = wire::parse_json(body);
+    if (prefix == wire::kRegisterRankPath) {
+      return reply(job->register_rank(wire::parse_rank_info(parsed), parsed));
+    }
+    if (prefix == wire::kResultPath) {
+      return reply(job->report_result(wire::parse_profiling_result(parsed), parsed));
+    }
+    return reply(job->report_straggler(parsed));
+  }
+  reply(not_found("no endpoint " + method + " " + path));
 }
 
 }  // namespace perseus::server

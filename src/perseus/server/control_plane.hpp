@@ -27,14 +27,9 @@ struct ServerSettings {
   std::string scheduler;  // default scheduler for jobs that name none ("" = jobs must name one)
   nlohmann::json scheduler_args = nlohmann::json::object();
   std::filesystem::path output_dir = ".";  // schedulers write under output_dir/<job id>/
+  int max_ranks = 65536;                   // world_size of one job at most
+  int max_jobs = 10000;                    // jobs in the store at most
 };
-
-struct HttpAnswer {
-  int status = 200;
-  std::string content_type = "application/json";
-  std::string body;
-};
-using HttpResponder = std::function<void(const HttpAnswer&)>;
 
 class ControlPlane {
  public:
@@ -42,14 +37,18 @@ class ControlPlane {
   // settings (unknown default scheduler).
   explicit ControlPlane(ServerSettings settings);
 
-  // Handles one request; `respond` is called exactly once, now or later.
+  // Handles one request; `respond` is called exactly once, now or later. Never throws: a request
+  // error is a 4xx, anything else a 500, with a one-line detail that quotes no raw bytes.
   void handle(const std::string& method, const std::string& target, const std::string& body,
-              HttpResponder respond);
+              Responder respond);
 
   std::size_t num_jobs() const { return jobs_.size(); }
 
  private:
+  void route(const std::string& method, const std::string& target, const std::string& body,
+             const Responder& respond);
   Reply register_job(const nlohmann::json& body);
+  std::unique_ptr<Job> restore(const StoredJob& stored);
   Reply jobs_summary() const;
   std::string status_page() const;
   std::string new_job_id(const wire::JobInfo& info) const;

@@ -3,9 +3,12 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
+#include <cmath>
 #include <optional>
 
 #include "perseus/util/error.hpp"
+#include "perseus/util/log.hpp"
 
 namespace perseus::server {
 namespace {
@@ -15,85 +18,261 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
-constexpr std::uint64_t kBodyLimit = 64ull << 20;
+constexpr std::uint32_t kHeaderLimit = 16u << 10;  // bytes of request line and headers
+constexpr double kDrainSeconds = 1.0;  // reading what a refused peer still sends, at most
+constexpr std::chrono::milliseconds kSweepPeriod{250};  // deadlines are checked this often
 
 // The whole response as bytes: status line, headers, body. Written with one async_write (no
-// serializer, no timer): a barrier release writes thousands of these in one go.
-std::string response_bytes(const HttpAnswer& answer, bool keep_alive) {
-  auto reason = http::obsolete_reason(static_cast<http::status>(answer.status));
+// serializer): a barrier release writes thousands of these in one go.
+std::string response_bytes(const Reply& reply, bool keep_alive) {
+  std::string body = reply.payload();
+  auto reason = http::obsolete_reason(static_cast<http::status>(reply.status));
   std::string out;
-  out.reserve(160 + answer.body.size());
-  out += "HTTP/1.1 " + std::to_string(answer.status) + " ";
+  out.reserve(160 + body.size());
+  out += "HTTP/1.1 " + std::to_string(reply.status) + " ";
   out.append(reason.data(), reason.size());
-  out += "\r\nServer: perseus\r\nContent-Type: " + answer.content_type +
-         "\r\nContent-Length: " + std::to_string(answer.body.size()) +
+  out += "\r\nServer: perseus\r\nContent-Type: " + reply.content_type +
+         "\r\nContent-Length: " + std::to_string(body.size()) +
          (keep_alive ? "\r\nConnection: keep-alive\r\n\r\n" : "\r\nConnection: close\r\n\r\n");
-  out += answer.body;
+  out += body;
   return out;
 }
 
-// One client connection. No timers: an idle keep-alive connection costs a socket and a few
-// hundred bytes; TCP keep-alive lets the kernel notice peers that died.
+std::chrono::steady_clock::duration seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(s));
+}
+
+class Session;
+
+// What every connection shares: the control plane, the limits, the body budget, and the
+// sessions whose deadlines the sweeper checks.
+struct Shared {
+  ControlPlane& plane;
+  HttpLimits limits;
+  std::uint64_t inflight_bytes = 0;
+  std::vector<std::weak_ptr<Session>> sessions;
+};
+
+using Clock = std::chrono::steady_clock;
+
+// One client connection: wait for a request (idle deadline), read its header (header deadline)
+// and body (body deadline, within the shared budget), hand it to the control plane, write the
+// answer (write deadline), repeat. Deadlines are time points checked by a sweep of all sessions
+// a few times a second, so setting one costs no timer operation. While an answer waits (the
+// schedule barrier) the connection keeps one read outstanding: a peer that hangs up is closed
+// at once, and bytes of its next request are kept for after the answer.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, ControlPlane& plane) : socket_(std::move(socket)), plane_(plane) {}
+  Session(tcp::socket socket, Shared& shared) : socket_(std::move(socket)), shared_(shared) {}
 
-  void start() { read(); }
+  void start() {
+    beast::error_code ignored;
+    socket_.non_blocking(true, ignored);
+    shared_.sessions.push_back(weak_from_this());
+    wait_request();
+  }
+
+  // Closes the connection when its deadline has passed.
+  void sweep(Clock::time_point now) {
+    if (now < deadline_) return;
+    log::debug("closing a connection past its deadline");
+    close_now();
+  }
 
  private:
-  void read() {
-    parser_.emplace();
-    parser_->body_limit(kBodyLimit);
-    http::async_read(
-        socket_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+  // ---- reading a request ----
+
+  void wait_request() {
+    if (buffer_.size() > 0) return read_header();
+    arm(shared_.limits.idle_timeout_s);
+    if (!reading_) read_more();
   }
 
-  void on_read(beast::error_code ec) {
-    if (ec == http::error::end_of_stream) return close();
-    if (ec) {
-      if (ec.category() == beast::error_code(http::error::body_limit).category()) {
-        keep_alive_ = false;
-        return answer({400, "application/json",
-                       nlohmann::json{{"detail", "bad HTTP request: " + ec.message()}}.dump()});
-      }
-      return;  // the peer went away
+  // The connection's one outstanding read between requests.
+  void read_more() {
+    reading_ = true;
+    socket_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                              self->reading_ = false;
+                              if (ec) {
+                                self->gone_ = self->pending_;
+                                return self->close_now();
+                              }
+                              self->buffer_.commit(n);
+                              if (self->draining_) {
+                                self->buffer_.consume(self->buffer_.size());
+                                return self->read_more();
+                              }
+                              if (!self->pending_) self->read_header();
+                            });
+  }
+
+  void read_header() {
+    parser_.emplace();
+    parser_->header_limit(kHeaderLimit);
+    arm(shared_.limits.header_timeout_s);
+    http::async_read_header(
+        socket_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+  }
+  void on_header(beast::error_code ec) {
+    if (ec) return on_read_error(ec);
+    const auto& request = parser_->get();
+    std::string target(request.target());
+    std::uint64_t limit = limit_ = body_limit(target);
+    auto length = parser_->content_length();
+    if (length && *length > limit) {
+      return refuse(payload_too_large("request body of " + std::to_string(*length) +
+                                      " bytes is above the " + std::to_string(limit) +
+                                      "-byte limit for " + std::string(request.method_string()) +
+                                      " " + target));
     }
+    std::uint64_t reserve = parser_->chunked() ? limit : length.value_or(0);
+    if (shared_.inflight_bytes + reserve > shared_.limits.max_inflight_bytes) {
+      log::warn("refused a request body: " + std::to_string(shared_.inflight_bytes) +
+                " bytes already being read (--max-inflight-bytes " +
+                std::to_string(shared_.limits.max_inflight_bytes) + ")");
+      return refuse(
+          service_unavailable("the server is reading too many request bodies at "
+                              "once; retry later"));
+    }
+    shared_.inflight_bytes += reserve;
+    parser_->body_limit(limit);
+    arm(shared_.limits.body_timeout_s);
+    http::async_read(socket_, buffer_, *parser_,
+                     [self = shared_from_this(), reserve](beast::error_code ec, std::size_t) {
+                       self->shared_.inflight_bytes -= reserve;
+                       self->on_body(ec);
+                     });
+  }
+
+  std::uint64_t body_limit(const std::string& target) const {
+    const auto& l = shared_.limits;
+    bool large = target.rfind("/result/", 0) == 0 || target.rfind("/straggler/", 0) == 0;
+    return large ? l.max_body : std::min(l.max_body, l.max_small_body);
+  }
+
+  void on_read_error(beast::error_code ec) {
+    if (ec == http::error::body_limit) {
+      return refuse(
+          payload_too_large("request body is above the " + std::to_string(limit_) + "-byte limit"));
+    }
+    if (ec.category() == beast::error_code(http::error::bad_target).category() &&
+        ec != http::error::end_of_stream && ec != http::error::partial_message) {
+      return refuse(bad_request("bad HTTP request: " + ec.message()));
+    }
+    close_now();  // the peer went away, or a deadline closed the socket
+  }
+
+  void on_body(beast::error_code ec) {
+    if (ec) return on_read_error(ec);
+    disarm();
     auto request = parser_->release();
     keep_alive_ = request.keep_alive();
-    plane_.handle(std::string(request.method_string()), std::string(request.target()),
-                  request.body(),
-                  [self = shared_from_this()](const HttpAnswer& answer) { self->answer(answer); });
+    pending_ = true;
+    shared_.plane.handle(std::string(request.method_string()), std::string(request.target()),
+                         request.body(),
+                         [self = shared_from_this()](const Reply& reply) { self->answer(reply); });
+    if (pending_ && !reading_ && buffer_.size() == 0) read_more();  // notices a hang-up
   }
 
-  void answer(const HttpAnswer& answer) {
-    out_ = response_bytes(answer, keep_alive_);
-    asio::async_write(socket_, asio::buffer(out_),
+  // ---- answering ----
+
+  void refuse(const Reply& reply) {
+    keep_alive_ = false;
+    pending_ = true;
+    answer(reply);
+  }
+
+  // Writes what the socket takes at once; only an answer the peer is slow to take costs an
+  // asynchronous write (under the write deadline).
+  void answer(const Reply& reply) {
+    if (!pending_) return;
+    pending_ = false;
+    if (gone_) return;
+    out_ = response_bytes(reply, keep_alive_);
+    beast::error_code ec;
+    std::size_t sent = socket_.write_some(asio::buffer(out_), ec);
+    if (ec && ec != asio::error::would_block) return close_now();
+    if (ec) sent = 0;
+    if (sent == out_.size()) return after_answer();
+    arm(shared_.limits.body_timeout_s);
+    asio::async_write(socket_, asio::buffer(out_.data() + sent, out_.size() - sent),
                       [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                        if (ec) return;
-                        if (!self->keep_alive_) return self->close();
-                        self->read();
+                        if (ec) return self->close_now();
+                        self->after_answer();
                       });
   }
 
-  void close() {
-    beast::error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+  void after_answer() {
+    out_.clear();
+    if (!keep_alive_) return drain_and_close();
+    wait_request();
   }
 
+  // Closes after an answer with "Connection: close": stops sending, then reads and drops what
+  // the peer still sends (for at most kDrainSeconds) so closing does not reset the connection
+  // before the peer has read the answer.
+  void drain_and_close() {
+    beast::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    draining_ = true;
+    buffer_.consume(buffer_.size());
+    arm(kDrainSeconds);
+    if (!reading_) read_more();
+  }
+
+  void close_now() {
+    disarm();
+    beast::error_code ignored;
+    socket_.close(ignored);  // pending reads and writes end with an error
+  }
+
+  void arm(double s) { deadline_ = Clock::now() + seconds(s); }
+  void disarm() { deadline_ = Clock::time_point::max(); }
+
   tcp::socket socket_;
-  ControlPlane& plane_;
+  Shared& shared_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::string out_;
+  Clock::time_point deadline_ = Clock::time_point::max();
+  std::uint64_t limit_ = 0;  // the body limit of the request being read
   bool keep_alive_ = true;
+  bool pending_ = false;   // a request is waiting for its answer
+  bool reading_ = false;   // read_more's read is outstanding
+  bool gone_ = false;      // the peer hung up while its answer waited
+  bool draining_ = false;  // answered with "Connection: close"; dropping what still arrives
 };
+
+bool out_of_descriptors(const beast::error_code& ec) {
+  int v = ec.value();
+  return ec.category() == asio::error::get_system_category() &&
+         (v == EMFILE || v == ENFILE || v == ENOBUFS || v == ENOMEM);
+}
 
 }  // namespace
 
+void HttpLimits::validate() const {
+  auto positive = [](double v, const char* name) {
+    if (!(std::isfinite(v) && v > 0.0)) throw Error(std::string(name) + " must be a number > 0");
+  };
+  positive(header_timeout_s, "--header-timeout");
+  positive(body_timeout_s, "--body-timeout");
+  positive(idle_timeout_s, "--idle-timeout");
+  if (max_body == 0) throw Error("--max-body must be > 0");
+  if (max_inflight_bytes < max_body) throw Error("--max-inflight-bytes must be >= --max-body");
+}
+
 struct HttpServer::Impl {
-  Impl(ControlPlane& p, const std::string& address, unsigned short port)
-      : plane(p), acceptor(io), signals(io, SIGINT, SIGTERM) {
+  Impl(ControlPlane& p, const std::string& address, unsigned short port, HttpLimits limits)
+      : shared{p, limits, 0, {}},
+        acceptor(io),
+        backoff(io),
+        sweeper(io),
+        signals(io, SIGINT, SIGTERM) {
+    limits.validate();
     beast::error_code ec;
     auto ip = asio::ip::make_address(address, ec);
     if (ec) throw Error("--address: '" + address + "' is not an IP address");
@@ -107,27 +286,60 @@ struct HttpServer::Impl {
     }
     signals.async_wait([this](beast::error_code, int) { io.stop(); });
     accept();
+    sweep();
+  }
+
+  // Closes connections past their deadline, a few times a second; forgets closed ones.
+  void sweep() {
+    auto now = Clock::now();
+    auto& all = shared.sessions;
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      auto session = all[i].lock();
+      if (!session) continue;
+      session->sweep(now);
+      if (kept != i) all[kept] = std::move(all[i]);  // a weak_ptr moved onto itself empties
+      ++kept;
+    }
+    all.resize(kept);
+    sweeper.expires_after(kSweepPeriod);
+    sweeper.async_wait([this](beast::error_code ec) {
+      if (!ec) sweep();
+    });
   }
 
   void accept() {
     acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
+      if (!acceptor.is_open()) return;
       if (!ec) {
+        if (starved) log::info("accepting connections again");
+        starved = false;
         socket.set_option(tcp::no_delay(true), ec);
         socket.set_option(asio::socket_base::keep_alive(true), ec);
-        std::make_shared<Session>(std::move(socket), plane)->start();
+        std::make_shared<Session>(std::move(socket), shared)->start();
+        return accept();
       }
-      if (acceptor.is_open()) accept();
+      if (!out_of_descriptors(ec)) return accept();
+      // Out of descriptors: retry later instead of spinning; open connections keep being served.
+      if (!starved) log::warn("cannot accept connections: " + ec.message() + "; retrying");
+      starved = true;
+      backoff.expires_after(std::chrono::milliseconds(100));
+      backoff.async_wait([this](beast::error_code) { accept(); });
     });
   }
 
-  ControlPlane& plane;
   asio::io_context io{1};
+  Shared shared;
   tcp::acceptor acceptor;
+  asio::steady_timer backoff;
+  asio::steady_timer sweeper;
   asio::signal_set signals;
+  bool starved = false;
 };
 
-HttpServer::HttpServer(ControlPlane& plane, const std::string& address, unsigned short port)
-    : impl_(std::make_unique<Impl>(plane, address, port)) {}
+HttpServer::HttpServer(ControlPlane& plane, const std::string& address, unsigned short port,
+                       HttpLimits limits)
+    : impl_(std::make_unique<Impl>(plane, address, port, limits)) {}
 
 HttpServer::~HttpServer() = default;
 
@@ -136,7 +348,14 @@ unsigned short HttpServer::port() const {
 }
 
 void HttpServer::run() {
-  impl_->io.run();
+  for (;;) {
+    try {
+      impl_->io.run();
+      return;
+    } catch (const std::exception& e) {
+      log::error(std::string("request handling failed, serving on: ") + e.what());
+    }
+  }
 }
 
 void HttpServer::stop() {

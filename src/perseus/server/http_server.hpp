@@ -1,10 +1,18 @@
 // The control plane's HTTP/1.1 transport (Boost.Beast on one Asio event loop): keep-alive
 // connections, requests handed to the ControlPlane, answers written whenever they are ready. A
 // rank waiting on the schedule barrier holds a connection and a few hundred bytes, never a
-// thread, so one loop serves thousands of waiting ranks. Answers are written as prebuilt bytes
-// with no per-request timer, which keeps a barrier release of thousands of answers short.
+// thread, so one loop serves thousands of waiting ranks.
+//
+// Bounded against hostile or broken peers: a header must arrive within `header_timeout_s` of
+// its first byte, a body within `body_timeout_s`, an answer be taken within `body_timeout_s`; a
+// connection with no request for `idle_timeout_s` is closed (a barrier wait is not idle). A body
+// above `max_body` is refused (413) before it is read, and bodies being read at once may not
+// exceed `max_inflight_bytes` together (503). A barrier waiter whose peer hangs up is closed at
+// once, freeing its descriptor (the rank still counts as having asked). When descriptors run out
+// the acceptor backs off instead of spinning, and keeps serving the connections it has.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -12,13 +20,26 @@
 
 namespace perseus::server {
 
+struct HttpLimits {
+  std::uint64_t max_body = 1u << 20;              // bytes: results and straggler reports
+  std::uint64_t max_small_body = 64u << 10;       // bytes: every other request
+  std::uint64_t max_inflight_bytes = 256u << 20;  // bytes of bodies being read, all connections
+  double header_timeout_s = 10.0;
+  double body_timeout_s = 60.0;
+  double idle_timeout_s = 300.0;
+  // Throws perseus::Error naming the bad limit.
+  void validate() const;
+};
+
 class HttpServer {
  public:
   // Binds `address`:`port` (port 0: any free port). Throws perseus::Error when it cannot bind.
-  HttpServer(ControlPlane& plane, const std::string& address, unsigned short port);
+  HttpServer(ControlPlane& plane, const std::string& address, unsigned short port,
+             HttpLimits limits = {});
   ~HttpServer();
   unsigned short port() const;
-  // Serves until SIGINT/SIGTERM or stop().
+  // Serves until SIGINT/SIGTERM or stop(). An exception escaping a handler is logged and the
+  // loop goes on.
   void run();
   void stop();
 

@@ -111,10 +111,6 @@ double mean(const std::vector<double>& values) {
 
 }  // namespace
 
-Reply error_reply(int status, const std::string& detail) {
-  return {status, {{"detail", detail}}};
-}
-
 json round_to_json(const Round& round) {
   json pipelines = json::object();
   for (const auto& [dp, stages] : round.pipelines) {
@@ -164,6 +160,19 @@ Job::Job(Store& store, const StoredJob& stored, std::filesystem::path output_dir
   restore_history(stored);
 }
 
+std::unique_ptr<Job> Job::unusable(Store& store, const StoredJob& stored, std::string reason) {
+  wire::JobInfo none;
+  none.world_size = 0;
+  std::unique_ptr<Job> job(new Job(store, stored.job_id, none, {}, true));
+  job->error_ = std::move(reason);
+  try {
+    job->info_ = stored_info(stored);  // shown in its status; no per-rank state is built
+    job->info_.job_id = stored.job_id;
+  } catch (const std::exception&) {
+  }
+  return job;
+}
+
 int Job::registered() const {
   return static_cast<int>(
       std::count_if(ranks_.begin(), ranks_.end(), [](const auto& r) { return r.has_value(); }));
@@ -177,21 +186,21 @@ std::string Job::state() const {
 }
 
 Reply Job::register_rank(const wire::RankInfo& rank, const json& body) {
+  if (!error_.empty()) return internal_error(error_);
   if (rank.rank >= info_.world_size) {
-    return error_reply(400, "field 'rank': " + std::to_string(rank.rank) +
-                                " is out of range for world_size " +
-                                std::to_string(info_.world_size));
+    return bad_request("field 'rank': " + std::to_string(rank.rank) +
+                       " is out of range for world_size " + std::to_string(info_.world_size));
   }
   if (rank.pp_rank >= info_.pp_degree || rank.dp_rank >= info_.dp_degree ||
       rank.tp_rank >= info_.tp_degree) {
-    return error_reply(400, "rank " + std::to_string(rank.rank) +
-                                ": pp_rank/dp_rank/tp_rank out of range for the job's degrees");
+    return bad_request("rank " + std::to_string(rank.rank) +
+                       ": pp_rank/dp_rank/tp_rank out of range for the job's degrees");
   }
   auto& slot = ranks_[static_cast<std::size_t>(rank.rank)];
   if (slot) {
     if (rank_bodies_[static_cast<std::size_t>(rank.rank)] == body) return {200, nullptr};
-    return error_reply(409, "rank " + std::to_string(rank.rank) + " of job " + id_ +
-                                " is already registered with different information");
+    return conflict("rank " + std::to_string(rank.rank) + " of job " + id_ +
+                    " is already registered with different information");
   }
   store_.add_rank(id_, rank.rank, body);
   slot = rank;
@@ -288,7 +297,7 @@ void Job::fail(const std::string& message) {
   waiters_.clear();
   asked_.clear();
   for (auto& [round, list] : waiting) {
-    for (auto& [rank, respond] : list) respond(error_reply(500, message));
+    for (auto& [rank, respond] : list) respond(internal_error(message));
   }
 }
 
@@ -300,15 +309,15 @@ wire::FrequencySchedule Job::schedule_for(int rank, int round) const {
 }
 
 void Job::request_schedule(int rank, std::optional<int> round, Responder respond) {
+  if (!error_.empty()) return respond(internal_error(error_));
   if (rank < 0 || rank >= info_.world_size) {
-    return respond(error_reply(400, "query 'rank': " + std::to_string(rank) +
-                                        " is out of range for world_size " +
-                                        std::to_string(info_.world_size)));
+    return respond(bad_request("query 'rank': " + std::to_string(rank) +
+                               " is out of range for world_size " +
+                               std::to_string(info_.world_size)));
   }
-  if (!error_.empty()) return respond(error_reply(500, error_));
   if (!ranks_[static_cast<std::size_t>(rank)]) {
-    return respond(error_reply(
-        409, "rank " + std::to_string(rank) + " of job " + id_ + " has not registered"));
+    return respond(
+        conflict("rank " + std::to_string(rank) + " of job " + id_ + " has not registered"));
   }
   int r = round.value_or(next_round_[static_cast<std::size_t>(rank)]);
   int computed = static_cast<int>(rounds_.size());
@@ -318,9 +327,8 @@ void Job::request_schedule(int rank, std::optional<int> round, Responder respond
     return respond({200, nullptr, schedule_text(rank, r, cache)});
   }
   if (r > computed) {
-    return respond(error_reply(409, "round " + std::to_string(r) +
-                                        " is not the next round for rank " + std::to_string(rank) +
-                                        " (next: " + std::to_string(computed) + ")"));
+    return respond(conflict("round " + std::to_string(r) + " is not the next round for rank " +
+                            std::to_string(rank) + " (next: " + std::to_string(computed) + ")"));
   }
   auto& barrier = asked_[r];
   barrier.asked.resize(ranks_.size(), 0);
@@ -333,17 +341,16 @@ void Job::request_schedule(int rank, std::optional<int> round, Responder respond
 }
 
 Reply Job::report_result(const wire::ProfilingResult& result, const json& body) {
+  if (!error_.empty()) return internal_error(error_);
   if (result.rank >= info_.world_size) {
-    return error_reply(400, "field 'rank': " + std::to_string(result.rank) +
-                                " is out of range for world_size " +
-                                std::to_string(info_.world_size));
+    return bad_request("field 'rank': " + std::to_string(result.rank) +
+                       " is out of range for world_size " + std::to_string(info_.world_size));
   }
-  if (!error_.empty()) return error_reply(500, error_);
   auto rank = static_cast<std::size_t>(result.rank);
   int r = result.round.value_or(next_round_[rank]);
   if (r >= static_cast<int>(rounds_.size()) || !released_[static_cast<std::size_t>(r)]) {
-    return error_reply(409, "round " + std::to_string(r) + " has not been served to rank " +
-                                std::to_string(result.rank));
+    return conflict("round " + std::to_string(r) + " has not been served to rank " +
+                    std::to_string(result.rank));
   }
   auto& slot = results_[static_cast<std::size_t>(r)][rank];
   if (slot) return {200, nullptr};  // a retry of an acknowledged report
@@ -395,14 +402,14 @@ std::vector<StageResult> Job::aggregate(int round) const {
 }
 
 Reply Job::report_straggler(const json& report) {
-  if (!error_.empty()) return error_reply(500, error_);
+  if (!error_.empty()) return internal_error(error_);
   if (!scheduler_ || rounds_.empty()) {
-    return error_reply(409, "job " + id_ + " has not started: not every rank has registered");
+    return conflict("job " + id_ + " has not started: not every rank has registered");
   }
   try {
     scheduler_->report_straggler(report);
   } catch (const std::exception& e) {
-    return error_reply(400, e.what());
+    return bad_request(e.what());
   }
   store_.add_straggler(id_, static_cast<int>(rounds_.size()) - 1, report);
   return {200, nullptr};

@@ -19,21 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "perseus/server/reply.hpp"
 #include "perseus/server/scheduler.hpp"
 #include "perseus/server/store.hpp"
 #include "perseus/wire/protocol.hpp"
 
 namespace perseus::server {
-
-// An HTTP answer: status code and JSON body (errors: {"detail": "one-line reason"}).
-struct Reply {
-  Reply(int s = 200, nlohmann::json b = nullptr, std::string t = "")
-      : status(s), body(std::move(b)), text(std::move(t)) {}
-  int status;
-  nlohmann::json body;
-  std::string text;  // when not empty: the body, already serialized (used instead of `body`)
-};
-Reply error_reply(int status, const std::string& detail);
 
 // A round as stored and shown: {"stages": [{"frequencies": [[name, MHz], ...],
 // "power_limit_w": W}, ...], "pipelines": {"dp": [...]}, "done": bool}.
@@ -52,6 +43,9 @@ class Job {
       std::filesystem::path output_dir);
   // Rebuilds a stored job by replaying its history through a fresh scheduler.
   Job(Store& store, const StoredJob& stored, std::filesystem::path output_dir);
+  // A stored job this server cannot serve (rows it cannot read, above its caps): failed with
+  // `reason` in every answer and status; the store keeps the job as it is.
+  static std::unique_ptr<Job> unusable(Store& store, const StoredJob& stored, std::string reason);
 
   Reply register_rank(const wire::RankInfo& rank, const nlohmann::json& body);
   // Answers now or later (barrier); `respond` is called exactly once.

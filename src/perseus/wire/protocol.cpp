@@ -160,9 +160,18 @@ RankInfo parse_rank_info(const json& body) {
   info.tp_rank = int_field(body, "tp_rank", 0);
   const json& freqs = member(body, "available_frequencies");
   if (!freqs.is_array()) bad("available_frequencies", "must be a list of integers (MHz)");
+  if (freqs.size() > kMaxClocks) {
+    bad("available_frequencies", "has " + std::to_string(freqs.size()) + " values; at most " +
+                                     std::to_string(kMaxClocks) + " are accepted");
+  }
   for (std::size_t i = 0; i < freqs.size(); ++i) {
-    info.available_frequencies.push_back(
-        as_int(freqs[i], "available_frequencies[" + std::to_string(i) + "]", 1));
+    std::string field = "available_frequencies[" + std::to_string(i) + "]";
+    int mhz = as_int(freqs[i], field, 1);
+    if (mhz < kMinClockMhz || mhz > kMaxClockMhz) {
+      bad(field, "is " + std::to_string(mhz) + " MHz; clocks must be in " +
+                     std::to_string(kMinClockMhz) + ".." + std::to_string(kMaxClockMhz) + " MHz");
+    }
+    info.available_frequencies.push_back(mhz);
   }
   return info;
 }
@@ -206,12 +215,49 @@ ProfilingResult parse_profiling_result(const json& body) {
   return result;
 }
 
+namespace {
+
+// Refuses nesting deeper than kMaxJsonDepth before the recursive parts (parsing into a value,
+// copying, destroying) ever see it. Brackets inside strings do not count.
+void check_depth(const std::string& text) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) {
+        throw MalformedJson("malformed JSON at byte " + std::to_string(i + 1) +
+                            ": nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
+}  // namespace
+
 json parse_json(const std::string& text) {
+  check_depth(text);
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {
-    throw Error("malformed JSON at byte " + std::to_string(e.byte) + ": " +
-                std::string(e.what()).substr(std::string(e.what()).rfind(':') + 2));
+    // nlohmann's message ends with "...; last read: '<raw bytes>'": keep only the reason.
+    std::string what = e.what();
+    auto reason = what.substr(what.find(']') + 2);
+    reason = reason.substr(0, reason.find(';'));
+    auto colon = reason.find(": ");
+    if (colon != std::string::npos) reason = reason.substr(colon + 2);
+    throw MalformedJson("malformed JSON at byte " + std::to_string(e.byte) + ": " + reason);
+  } catch (const json::out_of_range& e) {
+    throw MalformedJson("malformed JSON: a number is out of range (beyond double precision)");
   }
 }
 

@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "perseus/util/error.hpp"
+
 namespace perseus::wire {
 
 inline constexpr const char* kRegisterJobPath = "/register_job";
@@ -79,7 +81,20 @@ RankInfo parse_rank_info(const nlohmann::json& body);
 FrequencySchedule parse_frequency_schedule(const nlohmann::json& body);
 ProfilingResult parse_profiling_result(const nlohmann::json& body);
 
-// Parses JSON text; throws perseus::Error "malformed JSON at byte N: ..." on syntax errors.
+// Text that is not acceptable JSON: a syntax error, a number out of range (1e400) or nesting
+// deeper than kMaxJsonDepth. A request carrying it is a bad request (400), unlike a JSON value
+// whose fields are wrong (perseus::Error, 422).
+class MalformedJson : public Error {
+ public:
+  using Error::Error;
+};
+inline constexpr int kMaxJsonDepth = 64;
+// Clock lists (available_frequencies) hold at most this many values, each in this range (MHz).
+inline constexpr std::size_t kMaxClocks = 1024;
+inline constexpr int kMinClockMhz = 50, kMaxClockMhz = 5000;
+
+// Parses JSON text; throws MalformedJson "malformed JSON at byte N: ..." (the reason never
+// quotes the text itself).
 nlohmann::json parse_json(const std::string& text);
 
 }  // namespace perseus::wire

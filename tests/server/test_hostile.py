@@ -1,0 +1,233 @@
+"""The control plane against hostile or buggy peers (issue 12): requests that used to end the
+process, exhaust its memory or file descriptors, or hold connections forever. Every test asserts
+the server stays up, answers with the right 4xx (or closes the connection) and a one-line reason,
+and that another job completes meanwhile."""
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from conftest import rank_info, result_body
+
+
+def complete_job(server):
+    """Runs a 2-stage all-max job through one round and its results; asserts every step."""
+    job_id = server.register_job(pp=2)
+    server.register_ranks(job_id, pp=2)
+    answers = server.schedules(job_id, [0, 1])
+    for rank, (status, schedule) in answers.items():
+        assert status == 200, schedule
+        names = [name for name, _ in schedule["frequencies"]]
+        status, ack = server.post(f"/result/{job_id}",
+                                  result_body(rank, names, round_=schedule["round"]))
+        assert status == 200, ack
+    status, info = server.get(f"/jobs/{job_id}")
+    assert status == 200 and info["results_in_round"] == 2, info
+    return job_id
+
+
+def assert_healthy(server):
+    assert server.alive(), server.log.read_text()
+    status, health = server.get("/healthz", timeout=10)
+    assert status == 200 and health["status"] == "ok"
+
+
+def exchange(port, data, timeout=10):
+    """Sends raw bytes on a fresh connection; returns everything read until the peer closes or
+    `timeout` passes (b"" when the server closed without answering)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        sock.sendall(data)
+        chunks = []
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except (socket.timeout, ConnectionResetError):
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if b"\r\n\r\n" in b"".join(chunks) and b"Connection: keep-alive" in chunks[0]:
+                break
+        return b"".join(chunks)
+    finally:
+        sock.close()
+
+
+def status_and_detail(answer):
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status = int(head.split(b" ")[1])
+    detail = json.loads(body)["detail"]
+    assert "\n" not in detail and len(detail) < 400, detail
+    return status, detail
+
+
+def post_bytes(path, body, extra_headers=""):
+    return (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n{extra_headers}\r\n"
+            ).encode() + body
+
+
+@pytest.fixture
+def server(server_factory):
+    return server_factory("all-max", {"microbatches": 2})
+
+
+def test_non_utf8_bytes_are_not_echoed(server):
+    job_id = server.register_job(pp=2)
+    cases = [
+        post_bytes("/register_job", b'{"pp_degree": "\xff"}'),
+        post_bytes("/register_job", b"\xff\xfe"),
+        f"GET /schedule/{job_id}?rank=%ff HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        .encode(),
+        b"GET /schedule/\xff\xfe?rank=\xff HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"GET /\xc3\x28 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    ]
+    for data in cases:
+        status, detail = status_and_detail(exchange(server.port, data))
+        assert 400 <= status < 500, (data, status, detail)
+        detail.encode("utf-8")  # valid UTF-8: parsing the JSON answer proved it
+        assert "\ufffd" not in detail or "\\x" in detail
+        time.sleep(0.1)  # the old server died ~50 ms after such a request
+        assert_healthy(server)
+    complete_job(server)
+
+
+def test_deep_json_nesting_is_refused(server):
+    job_id = server.register_job(pp=2)
+    deep = "[" * 30000 + "]" * 30000  # within the 64 KiB body limit of /register_job
+    cases = [
+        ("/register_job", '{"pp_degree": 1, "dp_degree": 1, "tp_degree": 1, "world_size": 1, '
+                          '"scheduler": "all-max", "scheduler_args": {"a": ' + deep + "}}"),
+        (f"/result/{job_id}", '{"rank": 0, "time_breakdown": {"forward": ' + deep + "}}"),
+    ]
+    for path, body in cases:
+        status, detail = status_and_detail(exchange(server.port, post_bytes(path, body.encode())))
+        assert status == 400 and "nest" in detail, detail
+    assert_healthy(server)
+    complete_job(server)
+
+
+def test_huge_numbers_are_a_bad_request(server):
+    status, detail = status_and_detail(exchange(server.port, post_bytes(
+        "/register_job", b'{"pp_degree": 1e400, "dp_degree": 1, "tp_degree": 1}')))
+    assert status == 400 and "number" in detail, detail
+    assert_healthy(server)
+
+
+def test_oversized_and_unbounded_registrations_are_refused(server_factory):
+    server = server_factory("all-max", {"microbatches": 2},
+                            extra=["--max-ranks", "64", "--max-jobs", "4"])
+    status, answer = server.post("/register_job", {"pp_degree": 30000000, "dp_degree": 1,
+                                                   "tp_degree": 1, "world_size": 30000000})
+    assert status == 422 and "--max-ranks" in answer["detail"], answer
+    job_id = server.register_job(pp=2)
+    for freqs, reason in [(list(range(1000, 1000 + 2000)), "available_frequencies"),
+                          ([10**9], "available_frequencies"), ([1410, 0], "available_frequencies")]:
+        status, answer = server.post(f"/register_rank/{job_id}", rank_info(0, 2, freqs=freqs))
+        assert status == 422 and reason in answer["detail"], answer
+    for _ in range(2):
+        server.register_job(pp=1)
+    complete_job(server)  # the fourth job
+    status, answer = server.post("/register_job", {"pp_degree": 1, "dp_degree": 1,
+                                                   "tp_degree": 1, "world_size": 1})
+    assert status == 429 and "--max-jobs" in answer["detail"], answer
+    # A store holding a job above this server's caps does not stop a smaller server.
+    server.kill()
+    server.args[server.args.index("--max-ranks") + 1] = "1"
+    server.start()
+    assert_healthy(server)
+    status, jobs = server.get("/jobs")
+    assert status == 200 and len(jobs) == 4
+    for job in jobs:
+        if job["world_size"] != 1:  # restored as failed, with the reason, and kept in the store
+            assert job["world_size"] == 2 and job["ranks_registered"] == 0
+            assert job["state"] == "failed" and "--max-ranks 1" in job["error"], job
+    assert sum(job["state"] != "failed" for job in jobs) == 2
+
+
+def test_bodies_are_bounded_per_request_and_in_total(server_factory):
+    server = server_factory("all-max", {"microbatches": 2},
+                            extra=["--max-body", "65536", "--max-inflight-bytes", "262144"])
+    job_id = server.register_job(pp=2)
+    big = b'{"rank": 0, "pad": "' + b"x" * 100000 + b'"}'
+    status, detail = status_and_detail(exchange(server.port, post_bytes(f"/result/{job_id}", big)))
+    assert status == 413 and "65536" in detail, detail
+    # Eight peers each announce a 60 KiB body and send half of it: at most four fit the budget.
+    held, refused = [], 0
+    for _ in range(8):
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        body = b'{"rank": 0, "pad": "' + b"x" * 60000 + b'"}'
+        sock.sendall(post_bytes(f"/result/{job_id}", body)[:30000])
+        held.append(sock)
+    time.sleep(0.5)
+    for sock in held:
+        sock.settimeout(0.2)
+        try:
+            answer = sock.recv(4096)
+        except socket.timeout:
+            continue
+        if answer.startswith(b"HTTP/1.1 503"):
+            refused += 1
+    assert refused >= 4, refused
+    assert_healthy(server)
+    complete_job(server)
+    for sock in held:
+        sock.close()
+
+
+def test_abandoned_barrier_waits_free_their_descriptors(server_factory):
+    server = server_factory("all-max", {"microbatches": 2}, fd_limit=128)
+    job_id = server.register_job(pp=2)
+    server.register_ranks(job_id, pp=2)
+    # Rank 0 asks and hangs up, 600 times: far more than the server's 128 descriptors.
+    request = f"GET /schedule/{job_id}?rank=0 HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    for _ in range(600):
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        sock.sendall(request)
+        sock.close()
+    assert_healthy(server)
+    complete_job(server)
+    # Rank 0 still counts as having asked: rank 1 alone releases round 0.
+    status, schedule = server.get(f"/schedule/{job_id}?rank=1", timeout=10)
+    assert status == 200 and schedule["round"] == 0, schedule
+
+
+def test_descriptor_exhaustion_backs_off_and_recovers(server_factory):
+    server = server_factory("all-max", {"microbatches": 2}, fd_limit=64)
+    # Hold more connections than the server has descriptors for.
+    held = [socket.create_connection(("127.0.0.1", server.port), timeout=10) for _ in range(90)]
+    time.sleep(0.5)
+    for sock in held:
+        sock.close()
+    time.sleep(0.3)
+    assert_healthy(server)
+    complete_job(server)
+
+
+def test_slow_and_idle_connections_are_closed(server_factory):
+    server = server_factory("all-max", {"microbatches": 2},
+                            extra=["--header-timeout", "1", "--idle-timeout", "2"])
+    slow = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    slow.sendall(b"GET /healthz HTTP/1.1\r\nHo")  # slowloris: never finishes the header
+    idle = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    begin = time.monotonic()
+    assert slow.recv(4096) == b"", "a never-finished header must be closed"
+    header_closed = time.monotonic() - begin
+    assert idle.recv(4096) == b"", "an idle connection must be closed"
+    idle_closed = time.monotonic() - begin
+    assert 0.5 < header_closed < 5 and 1.5 < idle_closed < 6, (header_closed, idle_closed)
+    # A barrier wait is not idle: it is answered when the round is released.
+    job_id = server.register_job(pp=2)
+    server.register_ranks(job_id, pp=2)
+    out = {}
+    waiter = threading.Thread(target=lambda: out.update(r0=server.get(
+        f"/schedule/{job_id}?rank=0", timeout=20)))
+    waiter.start()
+    time.sleep(3)
+    status, _ = server.get(f"/schedule/{job_id}?rank=1")
+    waiter.join(20)
+    assert status == 200 and out["r0"][0] == 200, out
+    assert_healthy(server)
