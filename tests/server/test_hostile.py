@@ -231,3 +231,19 @@ def test_slow_and_idle_connections_are_closed(server_factory):
     waiter.join(20)
     assert status == 200 and out["r0"][0] == 200, out
     assert_healthy(server)
+
+
+def test_log_has_one_line_per_event(server_factory, tmp_path):
+    log_file = tmp_path / "perseus.log"
+    server = server_factory("all-max", {"microbatches": 2},
+                            extra=["--log-file", str(log_file), "--log-level", "info"])
+    job_id = complete_job(server)
+    server.kill()
+    server.start()  # the restart replays the stored job
+    lines = log_file.read_text().splitlines()
+    assert any(f"job {job_id} registered: 2 ranks" in line for line in lines), lines
+    assert any(f"job {job_id} round 0 released to 2 waiting ranks" in line for line in lines)
+    assert any(f"job {job_id} restored (done, 1 rounds replayed)" in line for line in lines)
+    assert all(line[:4].isdigit() and line[23:24] == "Z" for line in lines), lines
+    status, answer = server.post("/register_job", {"world_size": 1})
+    assert status == 422

@@ -7,6 +7,7 @@
 
 #include "perseus/server/status_page.hpp"
 #include "perseus/util/error.hpp"
+#include "perseus/util/log.hpp"
 
 namespace perseus::server {
 namespace {
@@ -105,9 +106,14 @@ std::unique_ptr<Job> ControlPlane::restore(const StoredJob& stored) {
       throw Error("world_size " + std::to_string(world) + " is above this server's --max-ranks " +
                   std::to_string(settings_.max_ranks));
     }
-    return std::make_unique<Job>(store_, stored, settings_.output_dir);
+    auto job = std::make_unique<Job>(store_, stored, settings_.output_dir);
+    log::info("job " + stored.job_id + " restored (" + job->state() + ", " +
+              std::to_string(stored.rounds.size()) + " rounds replayed)");
+    return job;
   } catch (const std::exception& e) {
-    return Job::unusable(store_, stored, "stored job cannot be restored: " + printable(e.what()));
+    std::string reason = "stored job cannot be restored: " + printable(e.what());
+    log::error("job " + stored.job_id + ": " + reason);
+    return Job::unusable(store_, stored, reason);
   }
 }
 
@@ -158,6 +164,8 @@ Reply ControlPlane::register_job(const json& body) {
   std::string id = new_job_id(info);
   jobs_[id] = std::make_unique<Job>(store_, id, info, settings_.output_dir);
   order_.push_back(id);
+  log::info("job " + id + " registered: " + std::to_string(info.world_size) + " ranks, scheduler " +
+            *info.scheduler);
   return {200, id};
 }
 
@@ -180,11 +188,16 @@ void ControlPlane::handle(const std::string& method, const std::string& target,
     route(method, target, body, respond);
   } catch (const RequestError& e) {
     respond(error_reply(e.status(), e.what()));
+  } catch (const StoreError& e) {
+    log::error(printable(e.what()));
+    respond(service_unavailable(std::string(e.what()) + "; nothing was recorded, retry"));
   } catch (const wire::MalformedJson& e) {
     respond(bad_request(e.what()));
   } catch (const Error& e) {
     respond(unprocessable(e.what()));
   } catch (const std::exception& e) {
+    log::error(std::string("internal error answering ") + method + " " + printable(target) + ": " +
+               printable(e.what()));
     respond(internal_error(std::string("internal error: ") + e.what()));
   }
 }

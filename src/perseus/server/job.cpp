@@ -7,6 +7,7 @@
 #include <set>
 
 #include "perseus/util/error.hpp"
+#include "perseus/util/log.hpp"
 
 namespace perseus::server {
 namespace {
@@ -274,6 +275,8 @@ void Job::try_release(int round) {
   // Answers are handed to the kernel inside respond(): this is the server's share of the round.
   std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
   release_ms_.push_back(took.count());
+  log::info("job " + id_ + " round " + std::to_string(round) + " released to " +
+            std::to_string(waiting.size()) + " waiting ranks in " + number(took.count()) + " ms");
 }
 
 std::string Job::schedule_text(int rank, int round,
@@ -291,6 +294,7 @@ std::string Job::schedule_text(int rank, int round,
 }
 
 void Job::fail(const std::string& message) {
+  log::error("job " + id_ + " failed: " + message);
   error_ = message;
   store_.set_error(id_, message);
   auto waiting = std::move(waiters_);

@@ -130,7 +130,7 @@ void Store::write(const char* sql, const std::vector<std::string>& text,
   sqlite3_reset(stmt);
   sqlite3_clear_bindings(stmt);
   if (rc != SQLITE_DONE) {
-    throw Error("store " + path_ + ": write failed: " + sqlite3_errmsg(db_));
+    throw StoreError("store " + path_ + ": write failed: " + sqlite3_errmsg(db_));
   }
 }
 

@@ -11,10 +11,19 @@
 #include <string>
 #include <vector>
 
+#include "perseus/util/error.hpp"
+
 struct sqlite3;
 struct sqlite3_stmt;
 
 namespace perseus::server {
+
+// A write to the store failed (disk full, I/O error, lock held by another process): nothing of
+// the request that caused it was acknowledged, so the peer may retry it.
+class StoreError : public Error {
+ public:
+  using Error::Error;
+};
 
 // One job as stored: everything needed to rebuild its state.
 struct StoredJob {
