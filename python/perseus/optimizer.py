@@ -86,6 +86,10 @@ class PipelineFrequencyOptimizer:
         strict: raise :class:`perseus.PerseusError` on server trouble instead of degrading.
         request_timeout, barrier_timeout: seconds per HTTP request / for the schedule barrier.
         retries: retries per request after the first attempt.
+        stall_bound: the most seconds one reporting window may block training on the server
+            (every request, retry and barrier wait together), whatever the server does.
+        max_skipped_windows: after a failed exchange the client skips 1, 2, 4, ... windows
+            before it contacts the server again, at most this many.
         log: callable taking one warning line (default: ``warnings.warn`` with
             :class:`PerseusWarning`).
         share_job_id: callable run by every rank with its job id (rank 0: the registered id,
@@ -97,9 +101,10 @@ class PipelineFrequencyOptimizer:
                  tp_degree, world_size, server_url, job_metadata=None, *, gpu="nvml",
                  profile=None, stage=None, blocking_power=None, real_time=False,
                  time_scale=1.0, job_id=None, scheduler=None, scheduler_args=None,
-                 report_every=5, strict=False, request_timeout=5.0, barrier_timeout=120.0,
+                 report_every=5, strict=False, request_timeout=5.0, barrier_timeout=10.0,
                  retries=3, log=None, share_job_id=None, counter="realistic",
-                 counter_options=None, observe=False, attribution="fit", sampler_period=0.0):
+                 counter_options=None, observe=False, attribution="fit", sampler_period=0.0,
+                 stall_bound=10.0, max_skipped_windows=32):
         self._opt = None
         self.device_id = device_id
         self._sync = False
@@ -135,6 +140,8 @@ class PipelineFrequencyOptimizer:
             observe=bool(observe),
             attribution=str(attribution),
             sampler_period=float(sampler_period),
+            stall_bound=float(stall_bound),
+            max_skipped_windows=int(max_skipped_windows),
         )
 
     def _make_backend(self, gpu, device_id, pp_rank, profile, stage, blocking_power,

@@ -346,7 +346,8 @@ PYBIND11_MODULE(_perseus, m) {
                        std::string scheduler, py::object scheduler_args, int report_every,
                        bool strict, double request_timeout, double barrier_timeout, int retries,
                        double backoff, py::object log, py::object share_job_id, bool observe,
-                       const std::string& attribution, double sampler_period) {
+                       const std::string& attribution, double sampler_period, double stall_bound,
+                       int max_skipped_windows) {
              OptimizerOptions o;
              o.observe = observe;
              o.attribution = perseus::client::parse_attribution(attribution);
@@ -374,6 +375,8 @@ PYBIND11_MODULE(_perseus, m) {
              o.barrier_timeout_s = barrier_timeout;
              o.retries = retries;
              o.backoff_s = backoff;
+             o.stall_bound_s = stall_bound;
+             o.max_skipped_windows = max_skipped_windows;
              o.log = make_log(std::move(log));
              o.share_job_id = make_share(std::move(share_job_id));
              std::unique_ptr<GpuBackend> backend = make_backend(std::move(gpu));
@@ -385,10 +388,11 @@ PYBIND11_MODULE(_perseus, m) {
            py::arg("job_id") = "", py::arg("scheduler") = "",
            py::arg("scheduler_args") = py::none(), py::arg("report_every") = 5,
            py::arg("strict") = false, py::arg("request_timeout") = 5.0,
-           py::arg("barrier_timeout") = 120.0, py::arg("retries") = 3, py::arg("backoff") = 0.2,
+           py::arg("barrier_timeout") = 10.0, py::arg("retries") = 3, py::arg("backoff") = 0.2,
            py::arg("log") = py::none(), py::arg("share_job_id") = py::none(),
            py::arg("observe") = false, py::arg("attribution") = "fit",
-           py::arg("sampler_period") = 0.0)
+           py::arg("sampler_period") = 0.0, py::arg("stall_bound") = 10.0,
+           py::arg("max_skipped_windows") = 32)
       .def("on_step_begin",
            [](Optimizer& o) {
              py::gil_scoped_release nogil;

@@ -27,7 +27,7 @@ def test_zeus_positional_order():
     for name, default in {"gpu": "nvml", "profile": None, "stage": None, "blocking_power": None,
                           "real_time": False, "time_scale": 1.0, "job_id": None,
                           "scheduler": None, "scheduler_args": None, "report_every": 5,
-                          "strict": False, "request_timeout": 5.0, "barrier_timeout": 120.0,
+                          "strict": False, "request_timeout": 5.0, "barrier_timeout": 10.0,
                           "retries": 3, "log": None}.items():
         assert keyword[name] == default, name
 

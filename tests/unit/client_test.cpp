@@ -1,7 +1,11 @@
 // The training-side client: the clock thread, the optimizer's protocol and failure policy
 // (against a scripted loopback server and against servers that refuse, fail, answer garbage or
 // hang), and the pipeline simulator's ranks in threads, checked against the planner's evaluator.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -164,6 +168,7 @@ OptimizerOptions fast_options(const std::string& url, Warnings& w) {
   o.request_timeout_s = 2.0;
   o.barrier_timeout_s = 2.0;
   o.report_every = 2;
+  o.max_skipped_windows = 0;  // retry at every window boundary (the breaker has its own tests)
   o.log = w.sink();
   return o;
 }
@@ -379,6 +384,80 @@ TEST(ClientOptimizer, RecoversAtTheNextWindowBoundary) {
   iterate(opt, 2);  // one window on round 0, attributed when it closes
   EXPECT_NEAR(opt.iterations().back().time_s, 0.044, 1e-12);
   EXPECT_EQ(w.lines->size(), 1u);
+}
+
+TEST(ClientOptimizer, CircuitBreakerSkipsOneTwoFourWindowsAfterFailures) {
+  ScriptedServer server(std::vector<json>{clocks(800, 600), clocks(600, 600)});
+  server.failing = true;
+  Warnings w;
+  OptimizerOptions o = fast_options(server.http->url(), w);
+  o.report_every = 1;
+  o.retries = 0;
+  o.max_skipped_windows = 4;
+  PipelineFrequencyOptimizer opt(o, sim());  // the first exchange fails
+  std::vector<int> tried;                    // window boundaries that contacted the server
+  for (int boundary = 1; boundary <= 15; ++boundary) {
+    std::size_t before = server.http->requests().size();
+    iterate(opt, 1);
+    if (server.http->requests().size() > before) tried.push_back(boundary);
+  }
+  EXPECT_EQ(tried, (std::vector<int>{2, 5, 10, 15}));  // skips 1, 2, 4, then 4 (the cap)
+  server.failing = false;
+  for (int i = 0; i < 5 && opt.degraded(); ++i) iterate(opt, 1);
+  EXPECT_FALSE(opt.degraded());
+  std::size_t before = server.http->requests().size();
+  iterate(opt, 1);  // closed again: the very next boundary reports
+  EXPECT_GT(server.http->requests().size(), before);
+}
+
+// A server that accepts connections (the kernel's backlog) and never answers.
+class SilentServer {
+ public:
+  SilentServer() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t n = sizeof a;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), n) != 0 || ::listen(fd_, 64) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &n) != 0) {
+      throw std::runtime_error("cannot listen");
+    }
+    url_ = "http://127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  }
+  ~SilentServer() { ::close(fd_); }
+  const std::string& url() const { return url_; }
+
+ private:
+  int fd_;
+  std::string url_;
+};
+
+TEST(ClientOptimizer, StallPerWindowIsBoundedWhenTheServerNeverAnswers) {
+  SilentServer server;
+  Warnings w;
+  OptimizerOptions o = fast_options(server.url(), w);
+  o.request_timeout_s = 5.0;  // 4 attempts of 5 s would be 20 s per window
+  o.barrier_timeout_s = 5.0;
+  o.retries = 3;
+  o.stall_bound_s = 0.4;
+  o.max_skipped_windows = 0;
+  auto seconds_of = [](auto&& f) {
+    auto begin = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  };
+  std::unique_ptr<PipelineFrequencyOptimizer> opt;
+  double first = seconds_of([&] { opt = std::make_unique<PipelineFrequencyOptimizer>(o, sim()); });
+  EXPECT_GE(first, 0.35);
+  EXPECT_LT(first, 0.4 + 0.3);
+  EXPECT_TRUE(opt->degraded());
+  ASSERT_EQ(w.lines->size(), 1u);
+  EXPECT_CONTAINS(w.lines->front(), "stopped by the stall bound of 0.4 s");
+  for (int window = 0; window < 3; ++window) {
+    double t = seconds_of([&] { iterate(*opt, 2); });
+    EXPECT_LT(t, 0.4 + 0.3) << "window " << window;
+  }
 }
 
 TEST(ClientOptimizer, SendsAnUnacknowledgedResultAgainBeforeTheNextRound) {

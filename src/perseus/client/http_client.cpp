@@ -24,7 +24,9 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-constexpr std::uint64_t kBodyLimit = 64ULL << 20;  // largest answer accepted (bytes)
+// Largest answer accepted (bytes), enforced while reading: a schedule of thousands of
+// instructions is tens of KiB.
+constexpr std::uint64_t kBodyLimit = 4ULL << 20;
 
 std::chrono::steady_clock::duration as_duration(double seconds) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -125,6 +127,8 @@ HttpResponse HttpClient::request(bool post, const std::string& target, const std
         timed_out);
   };
 
+  // One deadline for the whole exchange: connecting, sending, reading the answer.
+  const auto deadline = std::chrono::steady_clock::now() + as_duration(timeout_s);
   asio::io_context ioc;
   beast::tcp_stream stream(ioc);
   beast::error_code ec;
@@ -135,15 +139,16 @@ HttpResponse HttpClient::request(bool post, const std::string& target, const std
   endpoints = resolver.resolve(url_.host, url_.port, ec);
   if (ec) throw fail("resolving " + url_.host, ec);
 
-  stream.expires_after(as_duration(connect_timeout_s_));
+  const double connect_s = std::min(connect_timeout_s_, timeout_s);
+  stream.expires_after(as_duration(connect_s));
   stream.async_connect(endpoints,
                        [&](const beast::error_code& e, const tcp::endpoint&) { ec = e; });
   run(ioc);
   if (ec) {
     throw HttpError(what + ": " +
-                        (ec == beast::error::timeout ? "connecting timed out after " +
-                                                           seconds_text(connect_timeout_s_) + " s"
-                                                     : "cannot connect: " + ec.message()),
+                        (ec == beast::error::timeout
+                             ? "connecting timed out after " + seconds_text(connect_s) + " s"
+                             : "cannot connect: " + ec.message()),
                     ec == beast::error::timeout);
   }
 
@@ -158,21 +163,41 @@ HttpResponse HttpClient::request(bool post, const std::string& target, const std
   }
   req.prepare_payload();
 
-  stream.expires_after(as_duration(timeout_s));
+  stream.expires_at(deadline);
   http::async_write(stream, req, [&](const beast::error_code& e, std::size_t) { ec = e; });
   run(ioc);
   if (ec) throw fail("sending the request", ec);
 
-  beast::flat_buffer buffer;
+  // The header first, then the body piece by piece: the size limit and the deadline are checked
+  // here after every piece. (Boost 1.74's parser can let a Content-Length above its body_limit
+  // through, and a peer that always has more bytes ready can starve the stream's own timer.)
+  beast::flat_buffer buffer(kBodyLimit + 64 * 1024);
   http::response_parser<http::string_body> parser;
   parser.body_limit(kBodyLimit);
-  http::async_read(stream, buffer, parser,
-                   [&](const beast::error_code& e, std::size_t) { ec = e; });
-  run(ioc);
-  if (ec == beast::error::timeout) {
+  auto timed_out = [&] {
     throw HttpError(what + ": no answer within " + seconds_text(timeout_s) + " s", true);
-  }
+  };
+  http::async_read_header(stream, buffer, parser,
+                          [&](const beast::error_code& e, std::size_t) { ec = e; });
+  run(ioc);
+  if (ec == beast::error::timeout) timed_out();
   if (ec) throw fail("reading the answer", ec);
+  auto too_large = [&] {
+    throw HttpError(what + ": the answer is larger than the client's limit of " +
+                        std::to_string(kBodyLimit) + " bytes",
+                    false);
+  };
+  if (auto length = parser.content_length(); length && *length > kBodyLimit) too_large();
+  while (!parser.is_done()) {
+    if (std::chrono::steady_clock::now() >= deadline) timed_out();
+    http::async_read_some(stream, buffer, parser,
+                          [&](const beast::error_code& e, std::size_t) { ec = e; });
+    run(ioc);
+    if (ec == beast::error::timeout) timed_out();
+    if (ec == http::error::body_limit) too_large();
+    if (ec) throw fail("reading the answer", ec);
+    if (parser.get().body().size() > kBodyLimit) too_large();
+  }
 
   beast::error_code ignored;
   stream.socket().shutdown(tcp::socket::shutdown_both, ignored);

@@ -1,7 +1,8 @@
 // A small synchronous HTTP/1.1 client for the control-plane protocol (DESIGN section 7), on
-// Boost.Beast: one connection per request ("Connection: close"), a connect timeout and a
-// per-request timeout for sending and reading the answer (long for the schedule barrier). Plain
-// http only; the server listens on the cluster's network or on loopback.
+// Boost.Beast: one connection per request ("Connection: close"), one deadline per request that
+// covers connecting (itself at most the connect timeout), sending and reading the answer, and an
+// answer size limit (4 MiB) enforced while reading, so no server can hold or fill the caller.
+// Plain http only; the server listens on the cluster's network or on loopback.
 #pragma once
 
 #include <string>
@@ -44,7 +45,7 @@ class HttpClient {
   explicit HttpClient(const std::string& base_url, double connect_timeout_s = 5.0);
 
   // `target` is the path and query ("/schedule/x?rank=0"), appended to the URL's prefix.
-  // `timeout_s` bounds sending the request and reading the whole answer (after connecting).
+  // `timeout_s` bounds the whole exchange: connecting, sending and reading the answer.
   // Returns any HTTP answer (also 4xx/5xx); throws HttpError for transport failures.
   HttpResponse get(const std::string& target, double timeout_s);
   HttpResponse post(const std::string& target, const std::string& json_body, double timeout_s);

@@ -56,6 +56,10 @@ void check_options(const OptimizerOptions& o) {
   seconds("request_timeout_s", o.request_timeout_s, false);
   seconds("barrier_timeout_s", o.barrier_timeout_s, false);
   seconds("backoff_s", o.backoff_s, true);
+  seconds("stall_bound_s", o.stall_bound_s, false);
+  if (o.max_skipped_windows < 0) {
+    throw bad("max_skipped_windows", "must be >= 0, got " + std::to_string(o.max_skipped_windows));
+  }
   seconds("sampler_period_s", o.sampler_period_s, true);
   if (o.retries < 0) throw bad("retries", "must be >= 0, got " + std::to_string(o.retries));
   if (!o.scheduler_args.is_object()) throw bad("scheduler_args", "must be a JSON object");
@@ -258,12 +262,17 @@ struct PipelineFrequencyOptimizer::Impl {
     return std::string("control-plane server ") + opt.server_url + ": " + f.what();
   }
 
-  // Registers what is missing and fetches the next round's schedule.
-  void advance() {
+  // One bounded exchange with the server (at most stall_bound_s): posts the pending result,
+  // registers what is missing and fetches the next round's schedule.
+  void exchange() {
+    session->start_exchange();
     try {
+      session->post_pending();
       session->ensure_registered(gpu->supported_clocks());
       apply(session->fetch_schedule(next_round));
+      session->exchange_succeeded();
     } catch (const ServerFailure& f) {
+      session->exchange_failed();
       degrade(server_problem(f));
     }
   }
@@ -272,13 +281,8 @@ struct PipelineFrequencyOptimizer::Impl {
     WindowMeasurements m = close_window();
     if (!session || done) return;
     if (schedule && !degraded) session->queue_result(result_body(m));
-    try {
-      session->post_pending();
-    } catch (const ServerFailure& f) {
-      degrade(server_problem(f));
-      return;
-    }
-    advance();
+    if (session->backing_off()) return;  // the circuit breaker is open: no request this window
+    exchange();
   }
 
   // Checks the loop's instruction against the schedule; true when its clock should be locked.
@@ -341,7 +345,7 @@ PipelineFrequencyOptimizer::PipelineFrequencyOptimizer(OptimizerOptions options,
   m.window = std::make_unique<MeasurementWindow>(*m.sampler, m.opt.attribution);
   if (m.opt.server_url.empty()) return;
   m.session = std::make_unique<ServerSession>(m.opt);
-  m.advance();
+  m.exchange();
 }
 
 PipelineFrequencyOptimizer::~PipelineFrequencyOptimizer() {

@@ -27,6 +27,10 @@
 // Observe-only mode (`observe`): measures and reports like any client but never locks a clock,
 // sets a power limit or resets either (the schedules' clocks are recorded, not applied).
 //
+// Bounded stall: whatever the server does (no answer, one byte a second, a 1 GiB answer), one
+// window boundary blocks the training loop at most `stall_bound_s`, and after a failure the
+// client skips a growing number of windows before it contacts the server again.
+//
 // Warnings: one when the client starts running at the default clock (with the server's answer
 // or the transport error, and the number of attempts); retries at later window boundaries stay
 // silent until one succeeds. A loop whose instructions do not match the schedule gets one warning
@@ -62,13 +66,19 @@ struct OptimizerOptions {
   // Per-job scheduler (extension; empty: the server's default).
   std::string scheduler;
   nlohmann::json scheduler_args = nlohmann::json::object();
-  int report_every = 5;              // iterations per reporting window
-  double request_timeout_s = 5.0;    // per HTTP request (connect, send, short answers)
-  double barrier_timeout_s = 120.0;  // waiting for the schedule barrier
-  int retries = 3;                   // attempts after the first, per request
-  double backoff_s = 0.2;            // first retry delay, doubled each retry
-  bool strict = false;               // throw perseus::Error instead of degrading
-  bool observe = false;              // never change a GPU setting (see above)
+  int report_every = 5;             // iterations per reporting window
+  double request_timeout_s = 5.0;   // per HTTP request (connect, send, short answers)
+  double barrier_timeout_s = 10.0;  // waiting for the schedule barrier
+  int retries = 3;                  // attempts after the first, per request
+  double backoff_s = 0.2;           // first retry delay, doubled each retry
+  // The most one window boundary (or the constructor) may block on the server: every request,
+  // retry, back-off delay and barrier wait of the exchange together.
+  double stall_bound_s = 10.0;
+  // After a failed exchange the client leaves the server alone for 1, 2, 4, ... windows, at
+  // most this many (the circuit breaker); one success closes it again.
+  int max_skipped_windows = 32;
+  bool strict = false;   // throw perseus::Error instead of degrading
+  bool observe = false;  // never change a GPU setting (see above)
   AttributionMethod attribution = AttributionMethod::kFit;
   double sampler_period_s = 0.0;  // minimum time between two energy-counter reads
   // Where warnings go (default: stderr, one line each, prefixed "perseus: warning: ").

@@ -1,5 +1,6 @@
 #include "perseus/client/server_session.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
@@ -26,8 +27,34 @@ std::string one_line(const std::string& text, std::size_t max = 300) {
 
 }  // namespace
 
+bool CircuitBreaker::backing_off() {
+  if (skip_ == 0) return false;
+  --skip_;
+  return true;
+}
+
+void CircuitBreaker::failed() {
+  skip_ = std::min(next_, cap_);
+  next_ = std::min(2 * next_, std::max(cap_, 1));
+}
+
+void CircuitBreaker::succeeded() {
+  skip_ = 0;
+  next_ = 1;
+}
+
 ServerSession::ServerSession(const OptimizerOptions& options)
-    : opt_(options), http_(options.server_url, options.request_timeout_s) {}
+    : opt_(options),
+      http_(options.server_url, options.request_timeout_s),
+      breaker_(options.max_skipped_windows) {
+  start_exchange();
+}
+
+void ServerSession::start_exchange() {
+  deadline_ = std::chrono::steady_clock::now() +
+              std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                  std::chrono::duration<double>(opt_.stall_bound_s));
+}
 
 // One request with bounded retries; `accept` turns the parsed JSON answer into the result and
 // throws perseus::Error when it is unacceptable (retried like garbage).
@@ -37,13 +64,21 @@ auto ServerSession::call(bool post, const std::string& target, const std::string
   std::string last;
   const int attempts = 1 + opt_.retries;
   double delay = opt_.backoff_s;
-  for (int attempt = 1; attempt <= attempts; ++attempt) {
-    if (attempt > 1 && delay > 0.0) {
+  auto left = [&] {
+    return std::chrono::duration<double>(deadline_ - std::chrono::steady_clock::now()).count();
+  };
+  int attempt = 0;
+  while (attempt < attempts && left() > 0.0) {
+    if (attempt > 0 && delay > 0.0) {
+      if (delay >= left()) break;  // the retry would start past the stall bound
       std::this_thread::sleep_for(std::chrono::duration<double>(delay));
       delay *= 2.0;
     }
+    ++attempt;
     try {
-      HttpResponse r = post ? http_.post(target, body, timeout_s) : http_.get(target, timeout_s);
+      const double budget = std::min(timeout_s, left());
+      if (budget <= 0.0) break;
+      HttpResponse r = post ? http_.post(target, body, budget) : http_.get(target, budget);
       if (!r.ok()) {
         last = std::string(post ? "POST " : "GET ") + http_.url_of(target) + ": HTTP " +
                std::to_string(r.status) + (r.body.empty() ? "" : ": " + one_line(r.body));
@@ -59,8 +94,13 @@ auto ServerSession::call(bool post, const std::string& target, const std::string
       last = e.what();
     }
   }
-  throw ServerFailure(last + " (" + std::to_string(attempts) +
-                      (attempts == 1 ? " attempt)" : " attempts)"));
+  if (last.empty()) {
+    last = std::string(post ? "POST " : "GET ") + http_.url_of(target) + ": not sent";
+  }
+  const bool bounded = attempt < attempts;
+  throw ServerFailure(
+      last + " (" + std::to_string(attempt) + (attempt == 1 ? " attempt" : " attempts") +
+      (bounded ? ", stopped by the stall bound of " + number(opt_.stall_bound_s) + " s)" : ")"));
 }
 
 std::string ServerSession::register_job() {

@@ -1,11 +1,15 @@
 // The client's side of the control-plane protocol (DESIGN section 7, perseus/wire/protocol.hpp):
 // registering the job (rank 0) and the rank, fetching each round's schedule (the barrier), and
-// posting results, each request with bounded retries and exponential backoff. A failure after
-// the retries is a ServerFailure saying why; what to do about it (run at the default clock) is
-// the optimizer's business. A result the server did not acknowledge is kept and sent again
-// first, because the server cannot plan the next round without it.
+// posting results, each request with bounded retries and exponential backoff. The requests of one
+// exchange (a window boundary) share one deadline, `stall_bound_s`, which caps every timeout,
+// retry and back-off delay in it. A failure is a ServerFailure saying why; what to do about it
+// (run at the default clock) is the optimizer's business, and the session's circuit breaker
+// says how many windows to leave the server alone afterwards. A result the server did not
+// acknowledge is kept and sent again first, because the server cannot plan the next round
+// without it.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +28,22 @@ class ServerFailure : public Error {
   using Error::Error;
 };
 
+// Back-off after failed exchanges: skips 1, 2, 4, ... window boundaries (at most `cap`); a
+// success resets it.
+class CircuitBreaker {
+ public:
+  explicit CircuitBreaker(int cap) : cap_(cap) {}
+  // Called once per window boundary: true while backing off (that boundary is skipped).
+  bool backing_off();
+  void failed();
+  void succeeded();
+
+ private:
+  int cap_;
+  int skip_ = 0;  // boundaries left to skip
+  int next_ = 1;  // boundaries to skip after the next failure
+};
+
 class ServerSession {
  public:
   // `options` must outlive the session.
@@ -40,6 +60,12 @@ class ServerSession {
   void post_pending();
   const std::string& job_id() const { return job_id_; }
 
+  // Starts an exchange: its requests share one deadline, stall_bound_s from now.
+  void start_exchange();
+  void exchange_succeeded() { breaker_.succeeded(); }
+  void exchange_failed() { breaker_.failed(); }
+  bool backing_off() { return breaker_.backing_off(); }
+
  private:
   template <typename Accept>
   auto call(bool post, const std::string& target, const std::string& body, double timeout_s,
@@ -52,6 +78,8 @@ class ServerSession {
   std::string job_id_;
   bool rank_registered_ = false;
   std::optional<std::string> unsent_result_;
+  CircuitBreaker breaker_;
+  std::chrono::steady_clock::time_point deadline_;  // of the current exchange
 };
 
 }  // namespace perseus::client
