@@ -117,7 +117,7 @@ void add_export(CLI::App& app) {
   cmd->add_option("--job", args->job, "job id")->required();
   cmd->add_option("--out", args->out, "output directory")->required();
   cmd->callback([args] {
-    server::Store store(args->store);
+    server::Store store(args->store, server::Store::Access::reader);
     int rounds = server::export_job(store.load(args->job), args->out);
     std::printf("exported %d round(s) of %s to %s\n", rounds, args->job.c_str(), args->out.c_str());
   });

@@ -101,6 +101,7 @@ ControlPlane::ControlPlane(ServerSettings settings)
 
 std::unique_ptr<Job> ControlPlane::restore(const StoredJob& stored) {
   try {
+    if (!stored.unreadable.empty()) throw Error(stored.unreadable);
     auto world = stored.info.at("world_size").get<long long>();
     if (world > settings_.max_ranks) {
       throw Error("world_size " + std::to_string(world) + " is above this server's --max-ranks " +

@@ -5,11 +5,15 @@
 #include <cmath>
 #include <functional>
 #include <set>
+#include <thread>
 
 #include "perseus/util/error.hpp"
 #include "perseus/util/log.hpp"
 
 namespace perseus::server {
+
+// Attempts of a store write the job's progress depends on (a new round, a release).
+constexpr int kStoreAttempts = 3;
 namespace {
 
 using nlohmann::json;
@@ -252,7 +256,10 @@ void Job::compute_round() {
     return;
   }
   int index = static_cast<int>(rounds_.size());
-  store_.add_round(id_, index, round_to_json(round));
+  if (!persist("storing round " + std::to_string(index),
+               [&] { store_.add_round(id_, index, round_to_json(round)); })) {
+    return;
+  }
   rounds_.push_back(std::move(round));
   released_.push_back(false);
   results_.emplace_back(ranks_.size());
@@ -265,7 +272,10 @@ void Job::try_release(int round) {
   if (round >= static_cast<int>(rounds_.size()) || asked == asked_.end()) return;
   if (asked->second.count < info_.world_size) return;
   auto start = std::chrono::steady_clock::now();
-  store_.mark_released(id_, round);
+  if (!persist("releasing round " + std::to_string(round),
+               [&] { store_.mark_released(id_, round); })) {
+    return;
+  }
   released_[static_cast<std::size_t>(round)] = true;
   asked_.erase(asked);
   auto waiting = std::move(waiters_[round]);
@@ -293,10 +303,30 @@ std::string Job::schedule_text(int rank, int round,
   return "{\"rank\":" + std::to_string(rank) + "," + it->second;
 }
 
+bool Job::persist(const std::string& what, const std::function<void()>& write) {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      write();
+      return true;
+    } catch (const StoreError& e) {
+      if (attempt == kStoreAttempts) {
+        fail("the store failed while " + what + ": " + e.what());
+        return false;
+      }
+      log::warn("job " + id_ + ": " + e.what() + "; retrying");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50 * attempt));
+    }
+  }
+}
+
 void Job::fail(const std::string& message) {
   log::error("job " + id_ + " failed: " + message);
   error_ = message;
-  store_.set_error(id_, message);
+  try {
+    store_.set_error(id_, message);
+  } catch (const StoreError& e) {  // the failure is served from memory until a restart
+    log::error("job " + id_ + ": cannot store its failure: " + e.what());
+  }
   auto waiting = std::move(waiters_);
   waiters_.clear();
   asked_.clear();
@@ -424,6 +454,11 @@ Reply Job::report_straggler(const json& report) {
 void Job::restore_history(const StoredJob& stored) {
   for (const auto& body : stored.ranks) {
     auto rank = wire::parse_rank_info(body);
+    if (rank.rank >= info_.world_size || rank.pp_rank >= info_.pp_degree ||
+        rank.dp_rank >= info_.dp_degree || rank.tp_rank >= info_.tp_degree) {
+      throw Error("stored rank " + std::to_string(rank.rank) +
+                  " is out of range for the job's degrees");
+    }
     ranks_[static_cast<std::size_t>(rank.rank)] = rank;
     rank_bodies_[static_cast<std::size_t>(rank.rank)] = body;
   }
@@ -453,6 +488,11 @@ bool Job::replay_round(const StoredJob& stored, std::size_t r) {
   if (r >= stored.results.size()) return true;
   for (const auto& body : stored.results[r]) {
     auto result = wire::parse_profiling_result(body);
+    if (result.rank >= info_.world_size) {
+      throw Error("stored result of round " + std::to_string(r) + " names rank " +
+                  std::to_string(result.rank) + ", out of range for world_size " +
+                  std::to_string(info_.world_size));
+    }
     results_[r][static_cast<std::size_t>(result.rank)] = result;
     auto& next = next_round_[static_cast<std::size_t>(result.rank)];
     next = std::max(next, static_cast<int>(r) + 1);

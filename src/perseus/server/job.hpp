@@ -67,6 +67,9 @@ class Job {
   void finish_round(int round);
   void try_release(int round);
   void fail(const std::string& message);
+  // Runs a store write the job's progress depends on, retried kStoreAttempts times; then the
+  // job fails with the reason, which every waiting rank receives. False when it failed.
+  bool persist(const std::string& what, const std::function<void()>& write);
   void restore_history(const StoredJob& stored);
   wire::FrequencySchedule schedule_for(int rank, int round) const;
   // The schedule answer of `rank` as JSON text; `cache` maps a plan to its serialized rest.

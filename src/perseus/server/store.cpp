@@ -1,12 +1,23 @@
 #include "perseus/server/store.hpp"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <map>
+#include <sstream>
 
 #include "perseus/util/error.hpp"
 
 namespace perseus::server {
+
+// Writers wait this long for a lock; with the store locked to one server, only a stray process
+// (a backup tool, an sqlite3 shell) can hold one.
+constexpr int kBusyTimeoutMs = 200;
 namespace {
 
 constexpr const char* kFormat = "perseus.store/1";
@@ -76,14 +87,19 @@ nlohmann::json parse_stored(const std::string& text, const std::string& path) {
 
 }  // namespace
 
-Store::Store(const std::string& path) : path_(path) {
+Store::Store(const std::string& path, Access access) : path_(path) {
+  const bool file = path != ":memory:" && !path.empty();
+  if (file && access == Access::exclusive) lock();
+  if (file) check_not_truncated();
   if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) {
     std::string message = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
+    if (lock_fd_ >= 0) ::close(lock_fd_);
     throw Error("cannot open store " + path + ": " + message);
   }
   try {
-    sqlite3_busy_timeout(db_, 5000);
+    sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+    quick_check();
     exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
     exec(kSchema);
     Statement get(db_, "SELECT value FROM meta WHERE key = 'format'", path_);
@@ -95,6 +111,7 @@ Store::Store(const std::string& path) : path_(path) {
   } catch (...) {
     for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
     sqlite3_close(db_);
+    if (lock_fd_ >= 0) ::close(lock_fd_);
     throw;
   }
 }
@@ -102,6 +119,61 @@ Store::Store(const std::string& path) : path_(path) {
 Store::~Store() {
   for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
   sqlite3_close(db_);
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+// `<path>.lock`, held with flock for the process's life; it says who holds it.
+void Store::lock() {
+  const std::string lock_path = path_ + ".lock";
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) {
+    throw Error("cannot open store lock " + lock_path + ": " + std::strerror(errno));
+  }
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    char holder[256] = {};
+    ssize_t n = ::pread(lock_fd_, holder, sizeof holder - 1, 0);
+    std::string who = n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : "unknown";
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    throw Error("store " + path_ + " is in use by another server (" + who +
+                "); stop it or use another --store");
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::string me = "pid " + std::to_string(::getpid()) + " on " + host + "\n";
+  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, me.data(), me.size(), 0) < 0) {
+    // The lock holds without the note; only the message naming the holder loses it.
+  }
+}
+
+void Store::check_not_truncated() const {
+  struct stat db {
+  }, wal{};
+  const std::string wal_path = path_ + "-wal";
+  if (::stat(path_.c_str(), &db) == 0 && db.st_size == 0 && ::stat(wal_path.c_str(), &wal) == 0 &&
+      wal.st_size > 0) {
+    throw Error("store " + path_ + " is an empty file but " + wal_path + " holds " +
+                std::to_string(wal.st_size) +
+                " bytes: the database file was truncated or lost; restore it from a backup, "
+                "or move both files away to start an empty store");
+  }
+}
+
+// One line: SQLite's first problem and how many more it found.
+void Store::quick_check() const {
+  Statement check(db_, "PRAGMA quick_check", path_);
+  std::vector<std::string> problems;
+  while (check.step()) {
+    std::istringstream rows(check.text(0));
+    for (std::string line; std::getline(rows, line);) {
+      if (line != "ok" && line.rfind("***", 0) != 0 && !line.empty()) problems.push_back(line);
+    }
+  }
+  if (problems.empty()) return;
+  throw Error(
+      "store " + path_ + " fails SQLite's quick_check: " + problems.front() +
+      (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : ""));
 }
 
 void Store::exec(const std::string& sql) const {
@@ -187,12 +259,20 @@ std::vector<StoredJob> Store::load_where(const std::string& job_id) const {
   const std::string filter = " WHERE (?1 = '' OR job_id = ?1) ORDER BY ";
   std::vector<StoredJob> jobs;
   std::map<std::string, std::size_t> index;
-  auto query = [&](const std::string& sql, auto&& row) {
+  // Runs `row` on every row of a job that was loaded; a row that cannot be read marks its job
+  // unreadable (with the first reason) instead of stopping the load.
+  auto query = [&](const char* table, const std::string& sql, auto&& row) {
     Statement s(db_, sql.c_str(), path_);
     s.bind(1, job_id);
     while (s.step()) {
       auto it = index.find(s.text(0));
-      if (it != index.end()) row(s, jobs[it->second]);
+      if (it == index.end()) continue;
+      StoredJob& job = jobs[it->second];
+      try {
+        row(s, job);
+      } catch (const std::exception& e) {
+        if (job.unreadable.empty()) job.unreadable = std::string(table) + " row: " + e.what();
+      }
     }
   };
   {
@@ -200,26 +280,42 @@ std::vector<StoredJob> Store::load_where(const std::string& job_id) const {
     s.bind(1, job_id);
     while (s.step()) {
       index[s.text(0)] = jobs.size();
-      jobs.push_back({s.text(0), parse_stored(s.text(1), path_), {}, {}, {}, {}, {}, s.text(2)});
+      StoredJob job{s.text(0), nullptr, {}, {}, {}, {}, {}, s.text(2), {}};
+      try {
+        job.info = parse_stored(s.text(1), path_);
+      } catch (const Error& e) {
+        job.unreadable = std::string("jobs row: ") + e.what();
+      }
+      jobs.push_back(std::move(job));
     }
   }
-  query("SELECT job_id, body FROM ranks" + filter + "seq",
+  query("ranks", "SELECT job_id, body FROM ranks" + filter + "seq",
         [&](Statement& s, StoredJob& job) { job.ranks.push_back(parse_stored(s.text(1), path_)); });
-  query("SELECT job_id, plans, released FROM rounds" + filter + "round",
+  query("rounds", "SELECT job_id, plans, released FROM rounds" + filter + "round",
         [&](Statement& s, StoredJob& job) {
           job.rounds.push_back(parse_stored(s.text(1), path_));
           job.released.push_back(s.integer(2) != 0);
         });
-  query("SELECT job_id, body, round FROM results" + filter + "seq",
+  // A result or straggler report belongs to a stored round.
+  auto round_of = [](Statement& s, const StoredJob& job) {
+    long round = s.integer(2);
+    if (round < 0 || static_cast<std::size_t>(round) >= job.rounds.size()) {
+      throw Error("round " + std::to_string(round) + " is not a stored round (0.." +
+                  std::to_string(static_cast<long>(job.rounds.size()) - 1) + ")");
+    }
+    return static_cast<std::size_t>(round);
+  };
+  query("results", "SELECT job_id, body, round FROM results" + filter + "seq",
         [&](Statement& s, StoredJob& job) {
-          auto round = static_cast<std::size_t>(s.integer(2));
+          auto round = round_of(s, job);
           if (job.results.size() <= round) job.results.resize(round + 1);
           job.results[round].push_back(parse_stored(s.text(1), path_));
         });
-  query("SELECT job_id, body, round FROM stragglers" + filter + "seq", [&](Statement& s,
-                                                                           StoredJob& job) {
-    job.stragglers.emplace_back(static_cast<int>(s.integer(2)), parse_stored(s.text(1), path_));
-  });
+  query("stragglers", "SELECT job_id, body, round FROM stragglers" + filter + "seq",
+        [&](Statement& s, StoredJob& job) {
+          auto round = round_of(s, job);
+          job.stragglers.emplace_back(static_cast<int>(round), parse_stored(s.text(1), path_));
+        });
   return jobs;
 }
 

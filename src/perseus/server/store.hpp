@@ -37,13 +37,23 @@ struct StoredJob {
   // (round during which it arrived, report body), in arrival order
   std::vector<std::pair<int, nlohmann::json>> stragglers;
   std::string error;  // non-empty: the job failed with this message
+  // Non-empty: some of its rows cannot be read (corrupt JSON, a round out of range); says which.
+  // The other jobs of the store load as usual.
+  std::string unreadable;
 };
 
 class Store {
  public:
-  // Opens (creating if needed) the store at `path`; ":memory:" for a throwaway store. Throws
-  // perseus::Error naming the file when it cannot be opened or is not a Perseus store.
-  explicit Store(const std::string& path);
+  // Who opens the store: the server holds an exclusive lock on it (`<path>.lock`, released when
+  // the process ends, also on SIGKILL), so a second server on the same store refuses to start
+  // and names the holder; a reader (export-job) takes no lock.
+  enum class Access { exclusive, reader };
+
+  // Opens (creating if needed) the store at `path`; ":memory:" for a throwaway store. Checks it
+  // with SQLite's quick_check. Throws perseus::Error naming the file when it cannot be opened,
+  // is locked by another server, fails the check, is not a Perseus store, or is an empty file
+  // beside a non-empty write-ahead log (the database file was lost: never started empty).
+  explicit Store(const std::string& path, Access access = Access::exclusive);
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -66,7 +76,11 @@ class Store {
   void exec(const std::string& sql) const;
   void write(const char* sql, const std::vector<std::string>& text, const std::vector<long>& ints);
   std::vector<StoredJob> load_where(const std::string& job_id) const;
+  void lock();
+  void check_not_truncated() const;
+  void quick_check() const;
   std::string path_;
+  int lock_fd_ = -1;
   sqlite3* db_ = nullptr;
   std::map<const char*, sqlite3_stmt*> statements_;  // prepared writes, by SQL text address
 };

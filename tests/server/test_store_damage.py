@@ -1,0 +1,119 @@
+"""Store failures are contained (issue 12): one server per store, a damaged store is refused or
+its damaged jobs fail alone, and a store that refuses a write loses nothing acknowledged."""
+import json
+import sqlite3
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import PERSEUS, result_body
+from test_hostile import assert_healthy, complete_job
+
+
+def start_fails(server):
+    """Runs the server's command again; returns its one-line error (it must exit non-zero)."""
+    out = subprocess.run(server.args, capture_output=True, text=True, timeout=30,
+                         cwd=server.workdir)
+    assert out.returncode != 0, out.stdout
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    return lines[0]
+
+
+def test_second_server_on_the_same_store_is_refused(server_factory):
+    server = server_factory("all-max", {"microbatches": 2})
+    reason = start_fails(server)
+    assert "is in use by another server (pid" in reason and str(server.proc.pid) in reason
+    assert_healthy(server)
+    complete_job(server)
+    server.kill()  # SIGKILL releases the lock: the next server starts
+    server.start()
+    assert_healthy(server)
+
+
+def test_empty_store_beside_a_write_ahead_log_is_an_error(server_factory):
+    server = server_factory("all-max", {"microbatches": 2})
+    complete_job(server)
+    server.kill()
+    wal = server.workdir / "store.sqlite-wal"
+    if wal.stat().st_size == 0:
+        pytest.skip("SQLite checkpointed the log")
+    open(server.store, "w").close()  # the database file lost, its log kept
+    reason = start_fails(server)
+    assert "is an empty file but" in reason and "-wal holds" in reason
+
+
+def corrupt(store, sql, *params):
+    db = sqlite3.connect(store)
+    db.execute(sql, params)
+    db.commit()
+    db.close()
+
+
+@pytest.mark.parametrize("damage, reason", [
+    ("UPDATE ranks SET body = '{not json' WHERE rowid = (SELECT MIN(rowid) FROM ranks "
+     "WHERE job_id = ?)", "ranks row"),
+    ("UPDATE results SET round = 1000000000000 WHERE job_id = ?", "not a stored round"),
+    ("UPDATE ranks SET body = json_set(body, '$.rank', 99) WHERE rowid = (SELECT MIN(rowid) "
+     "FROM ranks WHERE job_id = ?)", "out of range"),
+])
+def test_a_damaged_job_fails_alone(server_factory, damage, reason):
+    server = server_factory("all-max", {"microbatches": 2})
+    damaged = complete_job(server)
+    healthy = complete_job(server)
+    server.kill()
+    corrupt(server.store, damage, damaged)
+    server.start()
+    assert_healthy(server)
+    status, info = server.get(f"/jobs/{damaged}")
+    assert status == 200 and info["state"] == "failed" and reason in info["error"], info
+    status, answer = server.get(f"/schedule/{damaged}?rank=0")
+    assert status == 500 and reason in answer["detail"]
+    status, info = server.get(f"/jobs/{healthy}")
+    assert info["state"] == "done", info
+    complete_job(server)
+
+
+def test_corrupt_database_file_is_refused(server_factory):
+    server = server_factory("all-max", {"microbatches": 2})
+    for _ in range(40):
+        server.register_job(pp=1, metadata="x" * 200)
+    server.kill()
+    db = sqlite3.connect(server.store)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every page into the database file
+    db.close()
+    data = bytearray(open(server.store, "rb").read())
+    assert len(data) >= 4 * 4096, len(data)
+    for page in range(1, len(data) // 4096):  # every page but the first (the header)
+        data[page * 4096 + 8:page * 4096 + 40] = b"\xff" * 32
+    open(server.store, "wb").write(bytes(data))
+    reason = start_fails(server)
+    assert "store" in reason and ("quick_check" in reason or "not a usable" in reason
+                                  or "malformed" in reason), reason
+
+
+def test_a_refused_write_is_a_503_and_nothing_is_lost(server_factory):
+    server = server_factory("all-max", {"microbatches": 2})
+    job_id = server.register_job(pp=2)
+    server.register_ranks(job_id, pp=2)
+    answers = server.schedules(job_id, [0, 1])
+    # A stray writer holds the database's write lock longer than the server waits for it.
+    holder = sqlite3.connect(server.store, timeout=0, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    names = [name for name, _ in answers[0][1]["frequencies"]]
+    status, answer = server.post(f"/result/{job_id}", result_body(0, names, round_=0))
+    assert status == 503 and "nothing was recorded, retry" in answer["detail"], answer
+    assert_healthy(server)
+    holder.execute("ROLLBACK")
+    holder.close()
+    for rank in (0, 1):  # the retry is accepted and the round completes
+        status, answer = server.post(f"/result/{job_id}", result_body(rank, names, round_=0))
+        assert status == 200, answer
+    status, info = server.get(f"/jobs/{job_id}")
+    assert info["results_in_round"] == 2, info
+    server.kill()
+    server.start()
+    status, info = server.get(f"/jobs/{job_id}")
+    assert info["results_in_round"] == 2, info
