@@ -26,7 +26,7 @@ run_scenario() {  # name, load client arguments...
   local name=$1
   shift
   rm -f "$work"/store.sqlite*
-  "$perseus" serve --port 0 --store "$work/store.sqlite" --output-dir "$work/out" \
+  "$perseus" serve --port 0 --store "$work/store.sqlite" --output-dir "$work/out" --data-dir "$work" \
     --scheduler point-solution --scheduler-args "$args" > "$work/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 100); do grep -q listening "$work/server.log" && break; sleep 0.05; done

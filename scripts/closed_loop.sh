@@ -19,7 +19,7 @@ out=$(mkdir -p "$1" && cd "$1" && pwd)
 stages=$2 microbatches=$3 iterations=$4 gpu=${5:-a100}
 declare -A blocking=([a100]=83.64 [a40]=70.38 [h100]=110)
 
-"$perseus" serve --port 0 --store "$out/store.sqlite" --output-dir "$out/server" \
+"$perseus" serve --port 0 --store "$out/store.sqlite" --output-dir "$out" --data-dir "$out" \
   > "$out/server.log" 2>&1 &
 server_pid=$!
 trap 'kill $server_pid 2>/dev/null || true' EXIT

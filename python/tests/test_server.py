@@ -32,7 +32,8 @@ def server(perseus_bin, tmp_path):
     if not serve_available(perseus_bin):
         pytest.skip("`perseus serve --help` fails: no server command yet")
     cmd = [perseus_bin, "serve", "--port", "0", "--store", str(tmp_path / "store.db"),
-           "--output-dir", str(tmp_path / "out"), "--scheduler", "all-max", "--scheduler-args",
+           "--output-dir", str(tmp_path), "--data-dir", str(tmp_path), "--scheduler", "all-max",
+           "--scheduler-args",
            json.dumps({"microbatches": MICROBATCHES})]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = queue.Queue()

@@ -19,7 +19,7 @@ namespace {
 
 struct ServeArgs {
   std::string address = "127.0.0.1", store = "perseus-store.sqlite", scheduler, args = "{}";
-  std::string output_dir = "perseus-out";
+  std::string output_dir = "perseus-out", data_dir = ".";
   std::string log_level = "info", log_file;
   int port = 7787;
   server::HttpLimits limits;
@@ -43,6 +43,7 @@ void serve(ServeArgs a) {
   settings.scheduler_args = naming("--scheduler-args", [&] { return wire::parse_json(a.args); });
   require(settings.scheduler_args.is_object(), "--scheduler-args must be a JSON object");
   settings.output_dir = a.output_dir;
+  settings.data_dir = a.data_dir;
   require(a.max_ranks >= 1, "--max-ranks must be >= 1");
   require(a.max_jobs >= 1, "--max-jobs must be >= 1");
   settings.max_ranks = a.max_ranks;
@@ -97,7 +98,10 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--scheduler-args", args->args, "default scheduler arguments (JSON object)")
       ->capture_default_str();
   cmd->add_option("--output-dir", args->output_dir,
-                  "where schedulers write files (one folder per job)")
+                  "where schedulers write files (one folder per job); no output outside it")
+      ->capture_default_str();
+  cmd->add_option("--data-dir", args->data_dir,
+                  "the only folder schedulers may read files from (plans, frontiers)")
       ->capture_default_str();
   add_limit_options(cmd, *args);
   cmd->add_option("--log-level", args->log_level, "debug, info, warn or error")

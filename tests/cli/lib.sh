@@ -37,6 +37,7 @@ value_of() { awk -v k="$1" '$1 == k { print $2 }' "$2"; }
 # should kill $server_pid.
 start_server() {
   "$perseus" serve --port "$1" --store "$tmp/store.sqlite" --output-dir "$tmp/out" \
+    --data-dir "$tmp" \
     > "$tmp/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 100); do

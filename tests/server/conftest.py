@@ -24,7 +24,7 @@ class Server:
         self.fd_limit = fd_limit
         self.store = str(workdir / "store.sqlite")
         self.args = [PERSEUS, "serve", "--port", "0", "--store", self.store,
-                     "--output-dir", str(workdir / "out")]
+                     "--output-dir", str(workdir / "out"), "--data-dir", str(workdir.parent)]
         if scheduler:
             self.args += ["--scheduler", scheduler,
                           "--scheduler-args", json.dumps(scheduler_args or {})]

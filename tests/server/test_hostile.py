@@ -3,6 +3,7 @@ process, exhaust its memory or file descriptors, or hold connections forever. Ev
 the server stays up, answers with the right 4xx (or closes the connection) and a one-line reason,
 and that another job completes meanwhile."""
 import json
+import os
 import socket
 import threading
 import time
@@ -247,3 +248,23 @@ def test_log_has_one_line_per_event(server_factory, tmp_path):
     assert all(line[:4].isdigit() and line[23:24] == "Z" for line in lines), lines
     status, answer = server.post("/register_job", {"world_size": 1})
     assert status == 422
+
+
+@pytest.mark.parametrize("scheduler, args, reason", [
+    ("profiler", {"microbatches": 2, "output": "../../pwned.csv"}, "must not contain '..'"),
+    ("profiler", {"microbatches": 2, "output": "/tmp/perseus-pwned.csv"},
+     "is outside the server's --output-dir"),
+    ("point-solution", {"microbatches": 2, "solution_path": "/etc/passwd"},
+     "is outside the server's --data-dir"),
+    ("point-solution", {"microbatches": 2, "solution_path": "../../../etc"},
+     "must not contain '..'"),
+])
+def test_scheduler_files_stay_in_the_server_folders(server, scheduler, args, reason, tmp_path):
+    job_id = server.register_job(pp=1, scheduler=scheduler, scheduler_args=args)
+    server.register_ranks(job_id, pp=1)
+    status, answer = server.get(f"/schedule/{job_id}?rank=0", timeout=10)
+    assert status == 500 and reason in answer["detail"], answer
+    assert "root:" not in answer["detail"]  # no file contents in any message
+    assert not (tmp_path / "pwned.csv").exists() and not (tmp_path.parent / "pwned.csv").exists()
+    assert not os.path.exists("/tmp/perseus-pwned.csv")
+    complete_job(server)

@@ -102,8 +102,7 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
   if (!doc.is_object()) throw Error(source + ": expected a JSON object");
   std::string format = field<std::string>(doc, "format", source);
   if (format != kFormat) {
-    throw Error(source + ": field 'format': unknown plan format '" + format + "' (expected " +
-                kFormat + ")");
+    throw Error(source + ": field 'format': not a Perseus plan format (expected " + kFormat + ")");
   }
   Plan plan;
   plan.schedule = field<std::string>(doc, "schedule", source);

@@ -107,7 +107,7 @@ std::unique_ptr<Job> ControlPlane::restore(const StoredJob& stored) {
       throw Error("world_size " + std::to_string(world) + " is above this server's --max-ranks " +
                   std::to_string(settings_.max_ranks));
     }
-    auto job = std::make_unique<Job>(store_, stored, settings_.output_dir);
+    auto job = std::make_unique<Job>(store_, stored, dirs());
     log::info("job " + stored.job_id + " restored (" + job->state() + ", " +
               std::to_string(stored.rounds.size()) + " rounds replayed)");
     return job;
@@ -116,6 +116,10 @@ std::unique_ptr<Job> ControlPlane::restore(const StoredJob& stored) {
     log::error("job " + stored.job_id + ": " + reason);
     return Job::unusable(store_, stored, reason);
   }
+}
+
+JobDirs ControlPlane::dirs() const {
+  return {settings_.output_dir, settings_.data_dir};
 }
 
 Job* ControlPlane::find(const std::string& id) {
@@ -163,7 +167,7 @@ Reply ControlPlane::register_job(const json& body) {
     return unprocessable("field 'scheduler': unknown scheduler '" + *info.scheduler + "'");
   }
   std::string id = new_job_id(info);
-  jobs_[id] = std::make_unique<Job>(store_, id, info, settings_.output_dir);
+  jobs_[id] = std::make_unique<Job>(store_, id, info, dirs());
   order_.push_back(id);
   log::info("job " + id + " registered: " + std::to_string(info.world_size) + " ranks, scheduler " +
             *info.scheduler);

@@ -27,6 +27,7 @@ struct ServerSettings {
   std::string scheduler;  // default scheduler for jobs that name none ("" = jobs must name one)
   nlohmann::json scheduler_args = nlohmann::json::object();
   std::filesystem::path output_dir = ".";  // schedulers write under output_dir/<job id>/
+  std::filesystem::path data_dir = ".";    // and read files only under data_dir
   int max_ranks = 65536;                   // world_size of one job at most
   int max_jobs = 10000;                    // jobs in the store at most
 };
@@ -53,6 +54,7 @@ class ControlPlane {
   std::string status_page() const;
   std::string new_job_id(const wire::JobInfo& info) const;
   Job* find(const std::string& id);
+  JobDirs dirs() const;
 
   ServerSettings settings_;
   Store store_;

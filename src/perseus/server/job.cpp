@@ -142,26 +142,24 @@ const StagePlan& plan_for(const Round& round, int dp_rank, int pp_rank) {
   return stages.at(static_cast<std::size_t>(pp_rank));
 }
 
-Job::Job(Store& store, std::string job_id, wire::JobInfo info, std::filesystem::path output_dir,
-         bool)
+Job::Job(Store& store, std::string job_id, wire::JobInfo info, JobDirs dirs, bool)
     : store_(store),
       id_(std::move(job_id)),
       info_(std::move(info)),
-      output_dir_(std::move(output_dir)),
+      dirs_(std::move(dirs)),
       ranks_(static_cast<std::size_t>(info_.world_size)),
       rank_bodies_(ranks_.size()),
       next_round_(ranks_.size(), 0) {
   info_.job_id = id_;
 }
 
-Job::Job(Store& store, std::string job_id, const wire::JobInfo& info,
-         std::filesystem::path output_dir)
-    : Job(store, std::move(job_id), info, std::move(output_dir), true) {
+Job::Job(Store& store, std::string job_id, const wire::JobInfo& info, JobDirs dirs)
+    : Job(store, std::move(job_id), info, std::move(dirs), true) {
   store_.add_job(id_, wire::to_json(info_));
 }
 
-Job::Job(Store& store, const StoredJob& stored, std::filesystem::path output_dir)
-    : Job(store, stored.job_id, stored_info(stored), std::move(output_dir), true) {
+Job::Job(Store& store, const StoredJob& stored, JobDirs dirs)
+    : Job(store, stored.job_id, stored_info(stored), std::move(dirs), true) {
   restore_history(stored);
 }
 
@@ -222,7 +220,9 @@ bool Job::start_scheduler() {
   spec.dp_degree = info_.dp_degree;
   spec.tp_degree = info_.tp_degree;
   spec.args = info_.scheduler_args.value_or(json::object());
-  spec.output_dir = output_dir_ / id_;
+  spec.output_dir = dirs_.output / id_;
+  spec.output_root = dirs_.output;
+  spec.data_dir = dirs_.data;
   std::set<int> common(ranks_[0]->available_frequencies.begin(),
                        ranks_[0]->available_frequencies.end());
   for (const auto& rank : ranks_) {

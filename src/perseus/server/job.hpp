@@ -33,16 +33,22 @@ Round round_from_json(const nlohmann::json& j);
 // The plan one rank runs: its pipeline's override if there is one, else its stage's plan.
 const StagePlan& plan_for(const Round& round, int dp_rank, int pp_rank);
 
+// The server's directories a job's scheduler may use: it writes under `output` (its own
+// folder output/<job id>/) and reads under `data`.
+struct JobDirs {
+  std::filesystem::path output = ".";
+  std::filesystem::path data = ".";
+};
+
 // Called exactly once with the answer to a deferred request.
 using Responder = std::function<void(const Reply&)>;
 
 class Job {
  public:
   // A new job; stores it. `scheduler` and `args` are the effective scheduler for this job.
-  Job(Store& store, std::string job_id, const wire::JobInfo& info,
-      std::filesystem::path output_dir);
+  Job(Store& store, std::string job_id, const wire::JobInfo& info, JobDirs dirs);
   // Rebuilds a stored job by replaying its history through a fresh scheduler.
-  Job(Store& store, const StoredJob& stored, std::filesystem::path output_dir);
+  Job(Store& store, const StoredJob& stored, JobDirs dirs);
   // A stored job this server cannot serve (rows it cannot read, above its caps): failed with
   // `reason` in every answer and status; the store keeps the job as it is.
   static std::unique_ptr<Job> unusable(Store& store, const StoredJob& stored, std::string reason);
@@ -60,7 +66,7 @@ class Job {
   std::string state() const;
 
  private:
-  Job(Store& store, std::string job_id, wire::JobInfo info, std::filesystem::path output_dir, bool);
+  Job(Store& store, std::string job_id, wire::JobInfo info, JobDirs dirs, bool);
   bool start_scheduler();
   bool replay_round(const StoredJob& stored, std::size_t r);
   void compute_round();
@@ -81,7 +87,7 @@ class Job {
   Store& store_;
   std::string id_;
   wire::JobInfo info_;
-  std::filesystem::path output_dir_;
+  JobDirs dirs_;
   std::vector<std::optional<wire::RankInfo>> ranks_;
   std::vector<nlohmann::json> rank_bodies_;
   std::unique_ptr<Scheduler> scheduler_;

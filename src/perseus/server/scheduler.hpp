@@ -31,8 +31,12 @@ struct JobSpec {
   std::vector<int> available_frequencies;
   nlohmann::json args = nlohmann::json::object();  // scheduler arguments
   // Where the scheduler writes its files (profiles, ...): relative "output" arguments resolve
-  // against it.
+  // against it; every output must lie under output_root (the server's --output-dir).
   std::filesystem::path output_dir;
+  std::filesystem::path output_root;
+  // Files the scheduler reads (plans, frontiers) must lie under it (the server's --data-dir);
+  // relative paths resolve against it.
+  std::filesystem::path data_dir;
 };
 
 // What one pipeline stage runs in one round.

@@ -162,9 +162,35 @@ std::vector<StagePlan> uniform_plans(const schedule::Schedule& sched, int mhz) {
                      plan::plan_per_instruction(sched, [&](int, const auto&) { return mhz; }));
 }
 
-std::filesystem::path output_path(const JobSpec& job, const std::string& path) {
-  std::filesystem::path p(path);
-  return p.is_absolute() ? p : job.output_dir / p;
+namespace {
+
+std::filesystem::path confined(const ArgReader& args, const char* name, const std::string& path,
+                               const std::filesystem::path& base, const std::filesystem::path& root,
+                               const char* option) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  for (const auto& part : p) {
+    if (part == "..") args.fail(name, "must not contain '..'");
+  }
+  if (!p.is_absolute()) p = base / p;
+  std::error_code ec;
+  fs::path real = fs::weakly_canonical(p, ec), top = fs::weakly_canonical(root, ec);
+  auto [end, inside] = std::mismatch(top.begin(), top.end(), real.begin(), real.end());
+  if (ec || end != top.end()) {
+    args.fail(name, "'" + path + "' is outside the server's " + option + " (" + top.string() + ")");
+  }
+  return p;
+}
+
+}  // namespace
+
+std::filesystem::path output_path(const ArgReader& args, const char* name, const JobSpec& job,
+                                  const std::string& path) {
+  return confined(args, name, path, job.output_dir, job.output_root, "--output-dir");
+}
+
+std::filesystem::path data_path(const ArgReader& args, const char* name, const JobSpec& job) {
+  return confined(args, name, args.text(name), job.data_dir, job.data_dir, "--data-dir");
 }
 
 void check_results(const std::string& context, const std::vector<StageResult>& results,

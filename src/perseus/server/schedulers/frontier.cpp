@@ -23,7 +23,7 @@ class FrontierScheduler : public Scheduler {
   explicit FrontierScheduler(const JobSpec& job)
       : context_(context_of("frontier")), dp_degree_(job.dp_degree) {
     ArgReader args(context_, job.args, {"frontier", "target", "index"});
-    std::string dir = args.text("frontier");
+    std::string dir = data_path(args, "frontier", job).string();
     frontier_ = args.naming("frontier", [&] { return plan::read_frontier(dir); });
     if (frontier_.num_stages != job.pp_degree) {
       throw Error(context_ + ": frontier " + dir + " has " + std::to_string(frontier_.num_stages) +

@@ -26,7 +26,7 @@ class PointSolution : public Scheduler {
     // Type-checked up front even when only JSON plans (which name their schedule) follow.
     if (args.has("schedule")) args.text("schedule");
     if (args.has("microbatches")) args.integer("microbatches", 1);
-    for (const auto& file : plan_files(args)) plans_.push_back(load(args, file, job));
+    for (const auto& file : plan_files(args, job)) plans_.push_back(load(args, file, job));
     if (warmup_ > 0) max_clock_ = max_clock(context_, job);
   }
 
@@ -67,8 +67,8 @@ class PointSolution : public Scheduler {
     return plans_[round_ < warmup_ ? 0 : std::min(round_ - warmup_, plans_.size() - 1)];
   }
 
-  std::vector<fs::path> plan_files(const ArgReader& args) const {
-    fs::path path = args.text("solution_path");
+  std::vector<fs::path> plan_files(const ArgReader& args, const JobSpec& job) const {
+    fs::path path = data_path(args, "solution_path", job);
     std::error_code ec;
     if (!fs::is_directory(path, ec)) {
       if (!fs::exists(path, ec))

@@ -72,7 +72,7 @@ class Profiler : public Scheduler {
     skip_ = static_cast<std::size_t>(args.integer("skip_iterations", 0, 1));
     target_stderr_ = args.number("target_stderr", positive, "a number > 0", 0.01);
     max_windows_ = args.integer("max_windows", 1, 10);
-    output_ = output_path(job, args.text("output", "profile.csv"));
+    output_ = output_path(args, "output", job, args.text("output", "profile.csv"));
     args.naming("output", [&] {
       ensure_writable_dir(output_.parent_path().empty() ? fs::path(".") : output_.parent_path());
     });

@@ -96,8 +96,12 @@ void check_clocks(const plan::FrequencyPlan& plan, const std::vector<int>& avail
 std::vector<StagePlan> stage_plans(const schedule::Schedule& sched, const plan::FrequencyPlan& p);
 std::vector<StagePlan> uniform_plans(const schedule::Schedule& sched, int mhz);
 
-// Resolves a relative output path against the job's output directory.
-std::filesystem::path output_path(const JobSpec& job, const std::string& path);
+// A file argument confined to the server's directories: relative paths resolve against the job's
+// output directory (outputs) or the data directory (inputs); absolute paths must lie under the
+// server's --output-dir / --data-dir; no '..' components. Throws naming the argument.
+std::filesystem::path output_path(const ArgReader& args, const char* name, const JobSpec& job,
+                                  const std::string& path);
+std::filesystem::path data_path(const ArgReader& args, const char* name, const JobSpec& job);
 
 // Throws unless there is exactly one result per stage.
 void check_results(const std::string& context, const std::vector<StageResult>& results, int stages);
