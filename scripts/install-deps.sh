@@ -7,7 +7,7 @@ set -euo pipefail
 # python3-pybind11, python3-torch, python3-pytest: the Python package, its tests and the PyTorch
 # example (Debian's /usr/bin/python3).
 packages=(g++ cmake make ninja-build nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
-  libbenchmark-dev libboost-dev libboost-graph-dev libsqlite3-dev time
+  libbenchmark-dev libboost-dev libboost-graph-dev libsqlite3-dev libssl-dev time
   python3-dev python3-pybind11 pybind11-dev python3-torch python3-pytest
   chromium chromium-driver python3-selenium fonts-dejavu-core)
 missing=()

@@ -88,6 +88,7 @@ class PipelineFrequencyOptimizer:
         retries: retries per request after the first attempt.
         stall_bound: the most seconds one reporting window may block training on the server
             (every request, retry and barrier wait together), whatever the server does.
+        token: the server's cluster token (default: the PERSEUS_TOKEN environment variable).
         max_skipped_windows: after a failed exchange the client skips 1, 2, 4, ... windows
             before it contacts the server again, at most this many.
         log: callable taking one warning line (default: ``warnings.warn`` with
@@ -104,7 +105,7 @@ class PipelineFrequencyOptimizer:
                  report_every=5, strict=False, request_timeout=5.0, barrier_timeout=10.0,
                  retries=3, log=None, share_job_id=None, counter="realistic",
                  counter_options=None, observe=False, attribution="fit", sampler_period=0.0,
-                 stall_bound=10.0, max_skipped_windows=32):
+                 stall_bound=10.0, max_skipped_windows=32, token=None):
         self._opt = None
         self.device_id = device_id
         self._sync = False
@@ -142,6 +143,7 @@ class PipelineFrequencyOptimizer:
             sampler_period=float(sampler_period),
             stall_bound=float(stall_bound),
             max_skipped_windows=int(max_skipped_windows),
+            token=str(token or ""),
         )
 
     def _make_backend(self, gpu, device_id, pp_rank, profile, stage, blocking_power,
@@ -219,6 +221,13 @@ class PipelineFrequencyOptimizer:
     def job_id(self):
         """The job id ("" when running without a server)."""
         return self._opt.job_id
+
+    @property
+    def job_credential(self):
+        """``"<job id>#<secret>"`` when the server gave the job a secret (a server with a
+        cluster token), else the job id: what other ranks pass as ``job_id`` or
+        ``PERSEUS_JOB_ID`` to join the job."""
+        return self._opt.job_credential
 
     @property
     def round(self):

@@ -29,12 +29,26 @@ def serve_available(perseus_bin):
 
 @pytest.fixture
 def server(perseus_bin, tmp_path):
+    yield from serve(perseus_bin, tmp_path)
+
+
+TOKEN = "python-client-token-0123456789"
+
+
+@pytest.fixture
+def secured_server(perseus_bin, tmp_path):
+    """A server with a cluster token (its jobs get secrets)."""
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    yield from serve(perseus_bin, tmp_path, ["--token-file", str(tmp_path / "token")])
+
+
+def serve(perseus_bin, tmp_path, extra=()):
+    """Starts `perseus serve` (all-max by default), yields its URL, stops it."""
     if not serve_available(perseus_bin):
         pytest.skip("`perseus serve --help` fails: no server command yet")
     cmd = [perseus_bin, "serve", "--port", "0", "--store", str(tmp_path / "store.db"),
            "--output-dir", str(tmp_path), "--data-dir", str(tmp_path), "--scheduler", "all-max",
-           "--scheduler-args",
-           json.dumps({"microbatches": MICROBATCHES})]
+           "--scheduler-args", json.dumps({"microbatches": MICROBATCHES}), *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = queue.Queue()
 
@@ -124,7 +138,8 @@ def run_ranks(server, profile, stages, iterations, report_every, **kwargs):
             for _ in range(iterations):
                 train(opt, 1, one_f_one_b(stages, rank, MICROBATCHES))
                 rounds.append(opt.round)
-            results[rank] = dict(job_id=opt.job_id, rounds=rounds, done=opt.done,
+            results[rank] = dict(job_id=opt.job_id, credential=opt.job_credential,
+                                 rounds=rounds, done=opt.done,
                                  degraded=opt.degraded, iterations=opt.iterations,
                                  clock=opt.sim.current_clock("forward"),
                                  clocks=opt.sim.supported_clocks())
@@ -165,6 +180,32 @@ def test_two_ranks_all_max(server, profile2):
     assert status["state"] == "done"
     assert not status.get("error")
     assert job_id in json.dumps(get_json(f"{server}/jobs"))
+
+
+def test_token_and_job_secret_end_to_end(secured_server, profile2, monkeypatch):
+    """The client sends the cluster token and carries the job's secret with its id: two ranks
+    share "<id>#<secret>" and finish the job; without the token they run degraded."""
+    stages = 2
+    job_id, results = run_ranks(secured_server, profile2, stages, 4, report_every=2, token=TOKEN)
+    assert all(r["done"] for r in results.values())
+    assert all(r["credential"].startswith(job_id + "#") and len(r["credential"]) == len(job_id) + 33
+               for r in results.values())
+    req = urllib.request.Request(f"{secured_server}/jobs/{job_id}",
+                                 headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert json.loads(resp.read())["state"] == "done"
+    logs = []
+    opt = perseus.PipelineFrequencyOptimizer(
+        0, 0, 0, 0, 0, 1, 1, 1, 1, secured_server, gpu="sim", profile=profile2,
+        counter="ideal", log=logs.append, retries=0)
+    assert opt.degraded and "HTTP 401" in logs[0] and "cluster token" in logs[0]
+    opt.close()
+    monkeypatch.setenv("PERSEUS_TOKEN", TOKEN)  # the environment is enough
+    opt = perseus.PipelineFrequencyOptimizer(
+        0, 0, 0, 0, 0, 1, 1, 1, 1, secured_server, gpu="sim", profile=profile2,
+        counter="ideal", log=logs.append, retries=0)
+    assert not opt.degraded and "#" in opt.job_credential
+    opt.close()
 
 
 def test_two_ranks_profiler_rounds_and_results(server, profile2, profile2_rows, tmp_path):

@@ -3,7 +3,11 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
@@ -20,7 +24,8 @@ namespace {
 struct ServeArgs {
   std::string address = "127.0.0.1", store = "perseus-store.sqlite", scheduler, args = "{}";
   std::string output_dir = "perseus-out", data_dir = ".";
-  std::string log_level = "info", log_file;
+  std::string log_level = "info", log_file, token_file;
+  bool insecure = false;
   int port = 7787;
   server::HttpLimits limits;
   int max_ranks = server::ServerSettings{}.max_ranks, max_jobs = server::ServerSettings{}.max_jobs;
@@ -33,6 +38,28 @@ void raise_open_file_limit() {
     limit.rlim_cur = limit.rlim_max;
     setrlimit(RLIMIT_NOFILE, &limit);
   }
+}
+
+// The cluster token: --token-file's first line, else $PERSEUS_TOKEN, else "" (none).
+std::string cluster_token(const ServeArgs& a) {
+  if (!a.token_file.empty()) {
+    std::ifstream in(a.token_file);
+    std::string token;
+    require(in && std::getline(in, token), "--token-file: cannot read " + a.token_file);
+    while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) {
+      token.pop_back();
+    }
+    require(!token.empty(), "--token-file: " + a.token_file + " has an empty first line");
+    return token;
+  }
+  const char* env = std::getenv("PERSEUS_TOKEN");
+  return env ? env : "";
+}
+
+bool is_loopback(const std::string& address) {
+  boost::system::error_code ec;
+  auto ip = boost::asio::ip::make_address(address, ec);
+  return !ec && ip.is_loopback();
 }
 
 void serve(ServeArgs a) {
@@ -50,6 +77,20 @@ void serve(ServeArgs a) {
   settings.max_jobs = a.max_jobs;
   a.limits.validate();
   log::configure(log::parse_level(a.log_level), a.log_file);
+  settings.token = cluster_token(a);
+  require(!settings.token.empty() || is_loopback(a.address) || a.insecure,
+          "--address " + a.address +
+              " is reachable from other hosts: give a cluster token (--token-file or "
+              "PERSEUS_TOKEN), or --insecure to serve without one");
+  if (settings.token.empty()) {
+    log::warn(is_loopback(a.address)
+                  ? "no cluster token: any process on this host may use the server "
+                    "(Zeus-compatible mode, loopback only)"
+                  : "no cluster token and --insecure: anyone who reaches " + a.address +
+                        " may use the server");
+  } else if (settings.token.size() < 16) {
+    log::warn("the cluster token has fewer than 16 characters; use a long random one");
+  }
   raise_open_file_limit();
   server::ControlPlane plane(settings);
   server::HttpServer http(plane, a.address, static_cast<unsigned short>(a.port), a.limits);
@@ -104,6 +145,11 @@ void add_serve(CLI::App& app) {
                   "the only folder schedulers may read files from (plans, frontiers)")
       ->capture_default_str();
   add_limit_options(cmd, *args);
+  cmd->add_option("--token-file", args->token_file,
+                  "file whose first line is the cluster token every client must send (default: "
+                  "$PERSEUS_TOKEN; none: loopback only)");
+  cmd->add_flag("--insecure", args->insecure,
+                "allow a non-loopback --address without a cluster token");
   cmd->add_option("--log-level", args->log_level, "debug, info, warn or error")
       ->capture_default_str();
   cmd->add_option("--log-file", args->log_file, "append the log here instead of stderr");

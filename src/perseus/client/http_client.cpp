@@ -6,6 +6,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -157,6 +158,7 @@ HttpResponse HttpClient::request(bool post, const std::string& target, const std
   req.set(http::field::host, url_.host + ":" + url_.port);
   req.set(http::field::user_agent, "perseus-client");
   req.set(http::field::connection, "close");
+  for (const auto& [name, value] : headers_) req.set(name, value);
   if (post) {
     req.set(http::field::content_type, "application/json");
     req.body() = body;
@@ -204,7 +206,22 @@ HttpResponse HttpClient::request(bool post, const std::string& target, const std
   HttpResponse response;
   response.status = static_cast<int>(parser.get().result_int());
   response.body = std::move(parser.get().body());
+  for (const auto& field : parser.get()) {
+    response.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  }
   return response;
+}
+
+std::string HttpResponse::header(const std::string& name) const {
+  for (const auto& [key, value] : headers) {
+    if (beast::iequals(key, name)) return value;
+  }
+  return "";
+}
+
+void HttpClient::set_header(const std::string& name, const std::string& value) {
+  std::erase_if(headers_, [&](const auto& h) { return beast::iequals(h.first, name); });
+  if (!value.empty()) headers_.emplace_back(name, value);
 }
 
 }  // namespace perseus::client

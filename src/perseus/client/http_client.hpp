@@ -6,6 +6,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "perseus/util/error.hpp"
 
@@ -36,7 +38,10 @@ class HttpError : public Error {
 struct HttpResponse {
   int status = 0;
   std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // as received
   bool ok() const { return status >= 200 && status < 300; }
+  // The value of header `name` (case-insensitive); "" when absent.
+  std::string header(const std::string& name) const;
 };
 
 class HttpClient {
@@ -51,6 +56,8 @@ class HttpClient {
   HttpResponse post(const std::string& target, const std::string& json_body, double timeout_s);
 
   const std::string& base_url() const { return base_url_; }
+  // Sends `name: value` with every later request (an empty value removes it).
+  void set_header(const std::string& name, const std::string& value);
   // "http://host:port" + prefix + target, as used in messages.
   std::string url_of(const std::string& target) const;
 
@@ -61,6 +68,7 @@ class HttpClient {
   std::string base_url_;
   HttpUrl url_;
   double connect_timeout_s_;
+  std::vector<std::pair<std::string, std::string>> headers_;
 };
 
 }  // namespace perseus::client

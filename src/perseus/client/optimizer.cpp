@@ -409,6 +409,10 @@ void PipelineFrequencyOptimizer::on_step_end() {
   m.window_boundary();
 }
 
+std::string PipelineFrequencyOptimizer::job_credential() const {
+  return impl_->session ? impl_->session->credential() : "";
+}
+
 const std::string& PipelineFrequencyOptimizer::job_id() const {
   static const std::string none;
   return impl_->session ? impl_->session->job_id() : none;

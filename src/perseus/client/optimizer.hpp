@@ -63,6 +63,8 @@ struct OptimizerOptions {
   // the caller broadcast the id (torch.distributed in Python). Optional.
   std::function<std::string(const std::string&)> share_job_id;
   std::optional<std::string> job_metadata;
+  // The server's cluster token (empty: $PERSEUS_TOKEN, else none); sent with every request.
+  std::string token;
   // Per-job scheduler (extension; empty: the server's default).
   std::string scheduler;
   nlohmann::json scheduler_args = nlohmann::json::object();
@@ -105,6 +107,9 @@ class PipelineFrequencyOptimizer {
   void on_instruction_end(const std::string& name);
 
   const std::string& job_id() const;
+  // "<job id>#<secret>" when the server gave the job a secret, else the job id: what other
+  // ranks need to join (options.job_id, PERSEUS_JOB_ID).
+  std::string job_credential() const;
   // The schedule round in use (-1 while running at the default clock).
   int round() const;
   // True once the server sent its final schedule.

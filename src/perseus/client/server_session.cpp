@@ -47,7 +47,22 @@ ServerSession::ServerSession(const OptimizerOptions& options)
     : opt_(options),
       http_(options.server_url, options.request_timeout_s),
       breaker_(options.max_skipped_windows) {
+  std::string token = opt_.token;
+  if (const char* env = std::getenv("PERSEUS_TOKEN"); token.empty() && env != nullptr) token = env;
+  if (!token.empty()) http_.set_header("Authorization", "Bearer " + token);
   start_exchange();
+}
+
+std::string ServerSession::credential() const {
+  return secret_.empty() ? job_id_ : job_id_ + wire::kCredentialSeparator + secret_;
+}
+
+// Takes "<job id>[#<secret>]"; the secret goes with every later request.
+void ServerSession::take_credential(const std::string& credential) {
+  auto cut = credential.find(wire::kCredentialSeparator);
+  job_id_ = credential.substr(0, cut);
+  secret_ = cut == std::string::npos ? "" : credential.substr(cut + 1);
+  http_.set_header(wire::kJobSecretHeader, secret_);
 }
 
 void ServerSession::start_exchange() {
@@ -85,6 +100,7 @@ auto ServerSession::call(bool post, const std::string& target, const std::string
         continue;
       }
       try {
+        answer_secret_ = r.header(wire::kJobSecretHeader);
         return accept(wire::parse_json(r.body));
       } catch (const Error& e) {
         last = std::string(post ? "POST " : "GET ") + http_.url_of(target) +
@@ -112,25 +128,26 @@ std::string ServerSession::register_job() {
   info.job_metadata = opt_.job_metadata;
   if (!opt_.scheduler.empty()) info.scheduler = opt_.scheduler;
   if (!opt_.scheduler_args.empty()) info.scheduler_args = opt_.scheduler_args;
-  return call(true, wire::kRegisterJobPath, wire::to_json(info).dump(), opt_.request_timeout_s,
-              [](const json& answer) {
-                if (!answer.is_string() || answer.get<std::string>().empty()) {
-                  throw Error("expected the job id as a non-empty JSON string, got " +
-                              one_line(answer.dump(), 80));
-                }
-                return answer.get<std::string>();
-              });
+  std::string id = call(true, wire::kRegisterJobPath, wire::to_json(info).dump(),
+                        opt_.request_timeout_s, [](const json& answer) {
+                          if (!answer.is_string() || answer.get<std::string>().empty()) {
+                            throw Error("expected the job id as a non-empty JSON string, got " +
+                                        one_line(answer.dump(), 80));
+                          }
+                          return answer.get<std::string>();
+                        });
+  return answer_secret_.empty() ? id : id + wire::kCredentialSeparator + answer_secret_;
 }
 
 // Finds this job's id (registering it on rank 0); throws ServerFailure when it stays unknown.
 void ServerSession::resolve_job_id() {
   if (!job_id_.empty()) return;
   if (!opt_.job_id.empty()) {
-    job_id_ = opt_.job_id;
+    take_credential(opt_.job_id);
     return;
   }
   if (const char* env = std::getenv("PERSEUS_JOB_ID"); env != nullptr && *env != '\0') {
-    job_id_ = env;
+    take_credential(env);
     return;
   }
   std::string mine;
@@ -145,12 +162,12 @@ void ServerSession::resolve_job_id() {
   // Every rank takes part in the exchange, also when rank 0 failed (it passes "").
   if (opt_.share_job_id) {
     try {
-      job_id_ = opt_.share_job_id(mine);
+      take_credential(opt_.share_job_id(mine));
     } catch (const std::exception& e) {
       throw ServerFailure(std::string("share_job_id failed: ") + e.what());
     }
   } else if (opt_.rank == 0) {
-    job_id_ = mine;
+    take_credential(mine);
   }
   if (failure) throw *failure;
   if (job_id_.empty()) {

@@ -59,6 +59,9 @@ class ServerSession {
   // Sends the queued result, if any; keeps it and throws ServerFailure when not acknowledged.
   void post_pending();
   const std::string& job_id() const { return job_id_; }
+  // "<job id>#<secret>" (just the id when the server gave no secret): what another rank needs
+  // to join the job (options.job_id, PERSEUS_JOB_ID).
+  std::string credential() const;
 
   // Starts an exchange: its requests share one deadline, stall_bound_s from now.
   void start_exchange();
@@ -72,10 +75,13 @@ class ServerSession {
             Accept&& accept) -> decltype(accept(nlohmann::json()));
   std::string register_job();
   void resolve_job_id();
+  void take_credential(const std::string& credential);
 
   const OptimizerOptions& opt_;
   HttpClient http_;
   std::string job_id_;
+  std::string secret_;
+  std::string answer_secret_;  // the job-secret header of the last answer taken
   bool rank_registered_ = false;
   std::optional<std::string> unsent_result_;
   CircuitBreaker breaker_;

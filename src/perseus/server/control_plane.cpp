@@ -5,6 +5,7 @@
 #include <ctime>
 #include <optional>
 
+#include "perseus/server/auth.hpp"
 #include "perseus/server/status_page.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/log.hpp"
@@ -167,11 +168,15 @@ Reply ControlPlane::register_job(const json& body) {
     return unprocessable("field 'scheduler': unknown scheduler '" + *info.scheduler + "'");
   }
   std::string id = new_job_id(info);
-  jobs_[id] = std::make_unique<Job>(store_, id, info, dirs());
+  std::string secret = settings_.token.empty() ? "" : new_secret();
+  jobs_[id] =
+      std::make_unique<Job>(store_, id, info, dirs(), secret.empty() ? "" : sha256_hex(secret));
   order_.push_back(id);
   log::info("job " + id + " registered: " + std::to_string(info.world_size) + " ranks, scheduler " +
             *info.scheduler);
-  return {200, id};
+  Reply answer{200, id};
+  if (!secret.empty()) answer.headers.emplace_back(kJobSecretHeader, secret);
+  return answer;
 }
 
 Reply ControlPlane::jobs_summary() const {
@@ -187,10 +192,9 @@ std::string ControlPlane::status_page() const {
   return render_status_page(jobs, uptime.count());
 }
 
-void ControlPlane::handle(const std::string& method, const std::string& target,
-                          const std::string& body, Responder respond) {
+void ControlPlane::handle(const Request& request, Responder respond) {
   try {
-    route(method, target, body, respond);
+    route(request, respond);
   } catch (const RequestError& e) {
     respond(error_reply(e.status(), e.what()));
   } catch (const StoreError& e) {
@@ -201,22 +205,39 @@ void ControlPlane::handle(const std::string& method, const std::string& target,
   } catch (const Error& e) {
     respond(unprocessable(e.what()));
   } catch (const std::exception& e) {
-    log::error(std::string("internal error answering ") + method + " " + printable(target) + ": " +
-               printable(e.what()));
+    log::error("internal error answering " + printable(request.method) + " " +
+               printable(request.target) + ": " + printable(e.what()));
     respond(internal_error(std::string("internal error: ") + e.what()));
   }
 }
 
-void ControlPlane::route(const std::string& method, const std::string& target,
-                         const std::string& body, const Responder& reply) {
-  Target t = parse_target(target);
+void ControlPlane::authenticate(const Request& request, const std::string& path,
+                                std::string_view query_token) const {
+  if (settings_.token.empty()) return;
+  std::string_view offered = bearer_token(request.authorization);
+  if (offered.empty()) offered = query_token;
+  if (same_secret(offered, settings_.token)) return;
+  log::warn("auth failure: " + printable(request.method) + " " + printable(path) +
+            (offered.empty() ? ": no cluster token" : ": wrong cluster token"));
+  throw RequestError(401, "missing or wrong cluster token: send 'Authorization: Bearer <token>'");
+}
+
+void ControlPlane::route(const Request& request, const Responder& reply) {
+  const std::string& method = request.method;
+  const std::string& body = request.body;
+  Target t = parse_target(request.target);
   const std::string& path = t.path;
   bool get = method == "GET", post = method == "POST";
   if (path == "/healthz" && get) {
     auto uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_);
     return reply({200, {{"status", "ok"}, {"jobs", jobs_.size()}, {"uptime_s", uptime.count()}}});
   }
-  if (path == "/" && get) return reply({200, nullptr, status_page(), "text/html; charset=utf-8"});
+  if (path == "/" && get) {
+    auto token = t.query.find("token");  // a browser cannot send the header
+    authenticate(request, path, token == t.query.end() ? "" : token->second);
+    return reply({200, nullptr, status_page(), "text/html; charset=utf-8"});
+  }
+  authenticate(request, path);
   if (path == "/jobs" && get) return reply(jobs_summary());
   if (path == wire::kRegisterJobPath && post) return reply(register_job(wire::parse_json(body)));
   struct Route {
@@ -239,6 +260,11 @@ void ControlPlane::route(const std::string& method, const std::string& target,
     if (!job) return reply(not_found("unknown job '" + id + "'"));
     std::string prefix = route.prefix;
     if (prefix == "/jobs/") return reply({200, job->status(true)});
+    if (!job->secret_matches(request.job_secret)) {
+      log::warn("auth failure: " + method + " " + printable(path) + ": wrong job secret");
+      return reply(forbidden(std::string("missing or wrong secret of job '") + id +
+                             "': send the X-Perseus-Job-Secret that register_job returned"));
+    }
     if (prefix == wire::kSchedulePath) {
       auto rank = query_int(t, "rank");
       if (!rank) return reply(unprocessable("query 'rank': missing"));

@@ -28,8 +28,18 @@ struct ServerSettings {
   nlohmann::json scheduler_args = nlohmann::json::object();
   std::filesystem::path output_dir = ".";  // schedulers write under output_dir/<job id>/
   std::filesystem::path data_dir = ".";    // and read files only under data_dir
-  int max_ranks = 65536;                   // world_size of one job at most
-  int max_jobs = 10000;                    // jobs in the store at most
+  // The cluster token every request but /healthz must carry ("" = none: loopback only, for
+  // unmodified Zeus clients). With a token, each job also gets its own secret.
+  std::string token;
+  int max_ranks = 65536;  // world_size of one job at most
+  int max_jobs = 10000;   // jobs in the store at most
+};
+
+// What the control plane reads of one HTTP request.
+struct Request {
+  std::string method, target, body;
+  std::string authorization;  // the Authorization header
+  std::string job_secret;     // the X-Perseus-Job-Secret header
 };
 
 class ControlPlane {
@@ -40,14 +50,16 @@ class ControlPlane {
 
   // Handles one request; `respond` is called exactly once, now or later. Never throws: a request
   // error is a 4xx, anything else a 500, with a one-line detail that quotes no raw bytes.
-  void handle(const std::string& method, const std::string& target, const std::string& body,
-              Responder respond);
+  void handle(const Request& request, Responder respond);
 
   std::size_t num_jobs() const { return jobs_.size(); }
 
  private:
-  void route(const std::string& method, const std::string& target, const std::string& body,
-             const Responder& respond);
+  void route(const Request& request, const Responder& respond);
+  // Refuses (401) a request without the cluster token, when the server has one; the status
+  // page may carry it as ?token= instead.
+  void authenticate(const Request& request, const std::string& path,
+                    std::string_view query_token = {}) const;
   Reply register_job(const nlohmann::json& body);
   std::unique_ptr<Job> restore(const StoredJob& stored);
   Reply jobs_summary() const;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <optional>
 
+#include "perseus/server/auth.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/log.hpp"
 
@@ -31,8 +32,9 @@ std::string response_bytes(const Reply& reply, bool keep_alive) {
   out.reserve(160 + body.size());
   out += "HTTP/1.1 " + std::to_string(reply.status) + " ";
   out.append(reason.data(), reason.size());
-  out += "\r\nServer: perseus\r\nContent-Type: " + reply.content_type +
-         "\r\nContent-Length: " + std::to_string(body.size()) +
+  out += "\r\nServer: perseus\r\nContent-Type: " + reply.content_type;
+  for (const auto& [name, value] : reply.headers) out += "\r\n" + name + ": " + value;
+  out += "\r\nContent-Length: " + std::to_string(body.size()) +
          (keep_alive ? "\r\nConnection: keep-alive\r\n\r\n" : "\r\nConnection: close\r\n\r\n");
   out += body;
   return out;
@@ -171,8 +173,10 @@ class Session : public std::enable_shared_from_this<Session> {
     auto request = parser_->release();
     keep_alive_ = request.keep_alive();
     pending_ = true;
-    shared_.plane.handle(std::string(request.method_string()), std::string(request.target()),
-                         request.body(),
+    Request r{std::string(request.method_string()), std::string(request.target()),
+              std::move(request.body()), std::string(request[http::field::authorization]),
+              std::string(request[kJobSecretHeader])};
+    shared_.plane.handle(r,
                          [self = shared_from_this()](const Reply& reply) { self->answer(reply); });
     if (pending_ && !reading_ && buffer_.size() == 0) read_more();  // notices a hang-up
   }

@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "perseus/server/auth.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/log.hpp"
 
@@ -14,6 +15,8 @@ namespace perseus::server {
 
 // Attempts of a store write the job's progress depends on (a new round, a release).
 constexpr int kStoreAttempts = 3;
+// The stored job info's field holding the digest of the job's secret.
+constexpr const char* kSecretField = "secret_sha256";
 namespace {
 
 using nlohmann::json;
@@ -153,13 +156,22 @@ Job::Job(Store& store, std::string job_id, wire::JobInfo info, JobDirs dirs, boo
   info_.job_id = id_;
 }
 
-Job::Job(Store& store, std::string job_id, const wire::JobInfo& info, JobDirs dirs)
+Job::Job(Store& store, std::string job_id, const wire::JobInfo& info, JobDirs dirs,
+         std::string secret_sha256)
     : Job(store, std::move(job_id), info, std::move(dirs), true) {
-  store_.add_job(id_, wire::to_json(info_));
+  secret_sha256_ = std::move(secret_sha256);
+  json stored = wire::to_json(info_);
+  if (!secret_sha256_.empty()) stored[kSecretField] = secret_sha256_;
+  store_.add_job(id_, stored);
+}
+
+bool Job::secret_matches(const std::string& secret) const {
+  return secret_sha256_.empty() || same_secret(sha256_hex(secret), secret_sha256_);
 }
 
 Job::Job(Store& store, const StoredJob& stored, JobDirs dirs)
     : Job(store, stored.job_id, stored_info(stored), std::move(dirs), true) {
+  secret_sha256_ = stored.info.value(kSecretField, "");
   restore_history(stored);
 }
 

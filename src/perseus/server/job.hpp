@@ -45,8 +45,10 @@ using Responder = std::function<void(const Reply&)>;
 
 class Job {
  public:
-  // A new job; stores it. `scheduler` and `args` are the effective scheduler for this job.
-  Job(Store& store, std::string job_id, const wire::JobInfo& info, JobDirs dirs);
+  // A new job; stores it. `scheduler` and `args` are the effective scheduler for this job;
+  // `secret_sha256` is the digest of its secret ("": the job has none).
+  Job(Store& store, std::string job_id, const wire::JobInfo& info, JobDirs dirs,
+      std::string secret_sha256 = "");
   // Rebuilds a stored job by replaying its history through a fresh scheduler.
   Job(Store& store, const StoredJob& stored, JobDirs dirs);
   // A stored job this server cannot serve (rows it cannot read, above its caps): failed with
@@ -60,6 +62,8 @@ class Job {
   Reply report_straggler(const nlohmann::json& report);
 
   const std::string& id() const { return id_; }
+  // True when the job has no secret or `secret` is it.
+  bool secret_matches(const std::string& secret) const;
   // Summary (detailed=false) or everything GET /jobs/{id} shows.
   nlohmann::json status(bool detailed) const;
   // "registering", "running", "done" or "failed".
@@ -88,6 +92,7 @@ class Job {
   std::string id_;
   wire::JobInfo info_;
   JobDirs dirs_;
+  std::string secret_sha256_;  // "" = no secret
   std::vector<std::optional<wire::RankInfo>> ranks_;
   std::vector<nlohmann::json> rank_bodies_;
   std::unique_ptr<Scheduler> scheduler_;

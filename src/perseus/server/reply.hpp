@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "perseus/util/error.hpp"
 
@@ -21,6 +23,7 @@ struct Reply {
   nlohmann::json body;
   std::string text;  // when not empty: the body, already serialized (used instead of `body`)
   std::string content_type;
+  std::vector<std::pair<std::string, std::string>> headers;  // extra response headers
   // The body as sent: `text`, or `body` serialized (invalid UTF-8 replaced, never a throw).
   std::string payload() const;
 };

@@ -1,0 +1,114 @@
+"""Authentication (issue 12): with a cluster token every endpoint but /healthz needs it (401),
+each job's endpoints need that job's secret (403), a refused request changes nothing, and a
+server reachable from other hosts needs a token or --insecure."""
+import json
+import subprocess
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import PERSEUS, rank_info, result_body
+
+TOKEN = "cluster-token-0123456789abcdef"
+
+
+def call(server, method, path, body=None, token=TOKEN, secret=None):
+    """(status, JSON answer, headers) with the given credentials."""
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    if secret:
+        headers["X-Perseus-Job-Secret"] = secret
+    req = urllib.request.Request(server.url + path, method=method, headers=headers,
+                                 data=None if body is None else json.dumps(body).encode())
+    try:
+        with urllib.request.urlopen(req, timeout=20) as resp:
+            return resp.status, json.loads(resp.read() or b"null"), resp.headers
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read()), err.headers
+
+
+@pytest.fixture
+def secured(server_factory, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    return server_factory("all-max", {"microbatches": 2}, extra=["--token-file", str(token_file)])
+
+
+def new_job(server):
+    status, job_id, headers = call(server, "POST", "/register_job", {
+        "pp_degree": 2, "dp_degree": 1, "tp_degree": 1, "world_size": 2})
+    assert status == 200, job_id
+    secret = headers["X-Perseus-Job-Secret"]
+    assert len(secret) == 32
+    return job_id, secret
+
+
+def test_every_endpoint_needs_the_cluster_token(secured):
+    assert call(secured, "GET", "/healthz", token=None)[0] == 200
+    job_id, secret = new_job(secured)
+    endpoints = [("POST", "/register_job", {"pp_degree": 1, "dp_degree": 1, "tp_degree": 1,
+                                            "world_size": 1}),
+                 ("GET", "/jobs", None), ("GET", f"/jobs/{job_id}", None), ("GET", "/", None),
+                 ("POST", f"/register_rank/{job_id}", rank_info(0, 2)),
+                 ("GET", f"/schedule/{job_id}?rank=0", None),
+                 ("POST", f"/result/{job_id}", result_body(0, ["forward"])),
+                 ("POST", f"/straggler/{job_id}", {"rank": 0, "slowdown": 2.0})]
+    for token in (None, "wrong-token"):
+        for method, path, body in endpoints:
+            status, answer, _ = call(secured, method, path, body, token=token, secret=secret)
+            assert status == 401 and "cluster token" in answer["detail"], (path, answer)
+    status, jobs, _ = call(secured, "GET", "/jobs")
+    assert status == 200 and len(jobs) == 1 and jobs[0]["ranks_registered"] == 0
+    log = secured.log.read_text()
+    assert "auth failure: GET /jobs: no cluster token" in log
+    assert "auth failure: GET /jobs: wrong cluster token" in log
+    assert TOKEN not in log and secret not in log
+
+
+def test_a_job_needs_its_own_secret(secured):
+    job_a, secret_a = new_job(secured)
+    job_b, secret_b = new_job(secured)
+    for rank in (0, 1):
+        status, answer, _ = call(secured, "POST", f"/register_rank/{job_a}", rank_info(rank, 2),
+                                 secret=secret_a)
+        assert status == 200, answer
+    # Job b's owner (or anyone with the cluster token alone) cannot touch job a.
+    for secret in (None, secret_b, secret_a[:-1] + "0"):
+        for method, path, body in [
+                ("POST", f"/register_rank/{job_a}", rank_info(0, 2, freqs=[210])),
+                ("GET", f"/schedule/{job_a}?rank=0", None),
+                ("POST", f"/result/{job_a}", result_body(0, ["forward"], round_=0)),
+                ("POST", f"/straggler/{job_a}", {"rank": 0, "slowdown": 5.0})]:
+            status, answer, _ = call(secured, method, path, body, secret=secret)
+            assert status == 403 and f"secret of job '{job_a}'" in answer["detail"], answer
+    status, info, _ = call(secured, "GET", f"/jobs/{job_a}")
+    assert info["ranks_registered"] == 2 and info["round"] == 0 and "released" in info
+    assert info["released"] is False and info["results_in_round"] == 0, info
+    assert "secret" not in json.dumps(info)
+    secured.kill()
+    secured.start()  # the secret survives a restart (stored as a digest)
+    status, answer, _ = call(secured, "POST", f"/straggler/{job_a}", {"rank": 0, "slowdown": 5.0},
+                             secret=secret_b)
+    assert status == 403
+    # The status page takes the token as a query (a browser sends no header).
+    with urllib.request.urlopen(f"{secured.url}/?token={TOKEN}", timeout=10) as page:
+        assert page.status == 200 and job_a in page.read().decode()
+    store = open(secured.store, "rb").read() + open(secured.store + "-wal", "rb").read()
+    assert secret_a.encode() not in store and TOKEN.encode() not in store
+
+
+def test_other_hosts_need_a_token_or_insecure(tmp_path):
+    base = [PERSEUS, "serve", "--port", "0", "--store", str(tmp_path / "s.sqlite"),
+            "--address", "0.0.0.0"]
+    out = subprocess.run(base, capture_output=True, text=True, timeout=30)
+    assert out.returncode != 0 and "--insecure" in out.stderr and "--token-file" in out.stderr
+    proc = subprocess.Popen(base + ["--insecure"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert "listening on" in proc.stdout.readline()
+    finally:
+        proc.kill()
+        _, err = proc.communicate()
+    assert "no cluster token and --insecure" in err
