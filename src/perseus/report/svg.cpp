@@ -8,51 +8,6 @@
 
 namespace perseus::report {
 
-std::string escape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-std::string fixed(double value, int decimals) {
-  if (!std::isfinite(value)) value = 0.0;
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", std::clamp(decimals, 0, 12), value);
-  std::string s = buf;
-  if (s[0] == '-' && s.find_first_not_of("-0.") == std::string::npos) s.erase(0, 1);
-  return s;
-}
-
-std::string num(double value, int decimals) {
-  std::string s = fixed(value, decimals);
-  if (s.find('.') != std::string::npos) {
-    s.erase(s.find_last_not_of('0') + 1);
-    if (s.back() == '.') s.pop_back();
-  }
-  return s;
-}
-
 Element& Element::attr(std::string_view key, std::string_view value) {
   attrs_ += ' ';
   attrs_ += key;

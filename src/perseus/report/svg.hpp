@@ -8,15 +8,13 @@
 #include <utility>
 #include <vector>
 
+#include "perseus/util/text.hpp"
+
 namespace perseus::report {
 
-// Escapes the five XML special characters (& < > " ') for text and attribute values.
-std::string escape(std::string_view text);
-
-// A number with at most `decimals` decimals and no trailing zeros ("1.5", "-3", "0.25").
-std::string num(double value, int decimals = 2);
-// A number with exactly `decimals` decimals ("1.50"); never "-0".
-std::string fixed(double value, int decimals);
+using perseus::escape;
+using perseus::fixed;
+using perseus::num;
 
 // One XML element with attributes and content, written as text by str():
 //   Element("rect").attr("x", 1.5).attr("fill", "#000").str() == "<rect x=\"1.5\" fill=\"#000\"/>"

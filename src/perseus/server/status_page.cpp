@@ -2,13 +2,10 @@
 
 #include <sstream>
 
-#include "perseus/report/svg.hpp"
+#include "perseus/util/text.hpp"
 
 namespace perseus::server {
 namespace {
-
-using report::escape;
-using report::fixed;
 
 // "time s / energy J" of the last complete round, summed over stages for energy.
 std::string last_results(const nlohmann::json& job) {
