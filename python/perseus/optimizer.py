@@ -89,6 +89,8 @@ class PipelineFrequencyOptimizer:
         stall_bound: the most seconds one reporting window may block training on the server
             (every request, retry and barrier wait together), whatever the server does.
         token: the server's cluster token (default: the PERSEUS_TOKEN environment variable).
+        ca_file: for an ``https://`` server_url, the CA certificate (PEM) its certificate must
+            chain to (default: PERSEUS_CA_FILE, else the system's trusted certificates).
         max_skipped_windows: after a failed exchange the client skips 1, 2, 4, ... windows
             before it contacts the server again, at most this many.
         log: callable taking one warning line (default: ``warnings.warn`` with
@@ -105,7 +107,7 @@ class PipelineFrequencyOptimizer:
                  report_every=5, strict=False, request_timeout=5.0, barrier_timeout=10.0,
                  retries=3, log=None, share_job_id=None, counter="realistic",
                  counter_options=None, observe=False, attribution="fit", sampler_period=0.0,
-                 stall_bound=10.0, max_skipped_windows=32, token=None):
+                 stall_bound=10.0, max_skipped_windows=32, token=None, ca_file=None):
         self._opt = None
         self.device_id = device_id
         self._sync = False
@@ -144,6 +146,7 @@ class PipelineFrequencyOptimizer:
             stall_bound=float(stall_bound),
             max_skipped_windows=int(max_skipped_windows),
             token=str(token or ""),
+            ca_file=str(ca_file or ""),
         )
 
     def _make_backend(self, gpu, device_id, pp_rank, profile, stage, blocking_power,

@@ -347,7 +347,7 @@ PYBIND11_MODULE(_perseus, m) {
                        bool strict, double request_timeout, double barrier_timeout, int retries,
                        double backoff, py::object log, py::object share_job_id, bool observe,
                        const std::string& attribution, double sampler_period, double stall_bound,
-                       int max_skipped_windows, std::string token) {
+                       int max_skipped_windows, std::string token, std::string ca_file) {
              OptimizerOptions o;
              o.observe = observe;
              o.attribution = perseus::client::parse_attribution(attribution);
@@ -377,6 +377,7 @@ PYBIND11_MODULE(_perseus, m) {
              o.backoff_s = backoff;
              o.stall_bound_s = stall_bound;
              o.token = std::move(token);
+             o.ca_file = std::move(ca_file);
              o.max_skipped_windows = max_skipped_windows;
              o.log = make_log(std::move(log));
              o.share_job_id = make_share(std::move(share_job_id));
@@ -393,7 +394,7 @@ PYBIND11_MODULE(_perseus, m) {
            py::arg("log") = py::none(), py::arg("share_job_id") = py::none(),
            py::arg("observe") = false, py::arg("attribution") = "fit",
            py::arg("sampler_period") = 0.0, py::arg("stall_bound") = 10.0,
-           py::arg("max_skipped_windows") = 32, py::arg("token") = "")
+           py::arg("max_skipped_windows") = 32, py::arg("token") = "", py::arg("ca_file") = "")
       .def("on_step_begin",
            [](Optimizer& o) {
              py::gil_scoped_release nogil;

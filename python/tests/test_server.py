@@ -42,6 +42,20 @@ def secured_server(perseus_bin, tmp_path):
     yield from serve(perseus_bin, tmp_path, ["--token-file", str(tmp_path / "token")])
 
 
+@pytest.fixture
+def tls_server(perseus_bin, tmp_path):
+    """An HTTPS server with a cluster token; yields (url, CA certificate file)."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2", "-subj",
+                    "/CN=perseus-test", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    (tmp_path / "token").write_text(TOKEN)
+    for url in serve(perseus_bin, tmp_path, ["--token-file", str(tmp_path / "token"),
+                                             "--tls-cert", str(cert), "--tls-key", str(key)]):
+        yield url, str(cert)
+
+
 def serve(perseus_bin, tmp_path, extra=()):
     """Starts `perseus serve` (all-max by default), yields its URL, stops it."""
     if not serve_available(perseus_bin):
@@ -68,7 +82,7 @@ def serve(perseus_bin, tmp_path, extra=()):
                     break
                 continue
             seen.append(line)
-            m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
+            m = re.search(r"listening on (https?://127\.0\.0\.1:\d+)", line)
             if tag == "out" and m:
                 url = m.group(1)
     except queue.Empty:
@@ -205,6 +219,20 @@ def test_token_and_job_secret_end_to_end(secured_server, profile2, monkeypatch):
         0, 0, 0, 0, 0, 1, 1, 1, 1, secured_server, gpu="sim", profile=profile2,
         counter="ideal", log=logs.append, retries=0)
     assert not opt.degraded and "#" in opt.job_credential
+    opt.close()
+
+
+def test_python_client_over_tls(tls_server, profile2):
+    url, ca_file = tls_server
+    job_id, results = run_ranks(url, profile2, 2, 4, report_every=2, token=TOKEN,
+                                ca_file=ca_file)
+    assert all(r["done"] for r in results.values())
+    logs = []  # the certificate names 127.0.0.1 only: the same server as "localhost" fails
+    opt = perseus.PipelineFrequencyOptimizer(
+        0, 0, 0, 0, 0, 1, 1, 1, 1, url.replace("127.0.0.1", "localhost"), gpu="sim",
+        profile=profile2, counter="ideal", log=logs.append, retries=0, token=TOKEN,
+        ca_file=ca_file)
+    assert opt.degraded and "TLS handshake failed" in logs[0], logs
     opt.close()
 
 

@@ -25,6 +25,7 @@ struct ServeArgs {
   std::string address = "127.0.0.1", store = "perseus-store.sqlite", scheduler, args = "{}";
   std::string output_dir = "perseus-out", data_dir = ".";
   std::string log_level = "info", log_file, token_file;
+  server::TlsFiles tls;
   bool insecure = false;
   int port = 7787;
   server::HttpLimits limits;
@@ -93,9 +94,10 @@ void serve(ServeArgs a) {
   }
   raise_open_file_limit();
   server::ControlPlane plane(settings);
-  server::HttpServer http(plane, a.address, static_cast<unsigned short>(a.port), a.limits);
-  std::printf("listening on http://%s:%u (store %s, %zu job(s) restored)\n", a.address.c_str(),
-              http.port(), a.store.c_str(), plane.num_jobs());
+  server::HttpServer http(plane, a.address, static_cast<unsigned short>(a.port), a.limits, a.tls);
+  std::printf("listening on %s://%s:%u (store %s, %zu job(s) restored)\n",
+              http.tls() ? "https" : "http", a.address.c_str(), http.port(), a.store.c_str(),
+              plane.num_jobs());
   std::fflush(stdout);
   http.run();
 }
@@ -148,6 +150,9 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--token-file", args->token_file,
                   "file whose first line is the cluster token every client must send (default: "
                   "$PERSEUS_TOKEN; none: loopback only)");
+  cmd->add_option("--tls-cert", args->tls.cert,
+                  "PEM certificate (chain): serve HTTPS only (with --tls-key)");
+  cmd->add_option("--tls-key", args->tls.key, "PEM private key of --tls-cert");
   cmd->add_flag("--insecure", args->insecure,
                 "allow a non-loopback --address without a cluster token");
   cmd->add_option("--log-level", args->log_level, "debug, info, warn or error")

@@ -19,8 +19,10 @@ PERSEUS = os.environ.get("PERSEUS_BIN", "perseus")
 class Server:
     """One `perseus serve` process; kill() and start() again reuse the same store."""
 
-    def __init__(self, workdir, scheduler=None, scheduler_args=None, extra=(), fd_limit=None):
+    def __init__(self, workdir, scheduler=None, scheduler_args=None, extra=(), fd_limit=None,
+                 tls=None):
         self.workdir = workdir
+        self.tls = tls  # an ssl.SSLContext trusting the server's certificate (https servers)
         self.fd_limit = fd_limit
         self.store = str(workdir / "store.sqlite")
         self.args = [PERSEUS, "serve", "--port", "0", "--store", self.store,
@@ -45,7 +47,7 @@ class Server:
             self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=log, text=True,
                                          cwd=self.workdir, preexec_fn=lower_fd_limit)
         line = self.proc.stdout.readline()
-        match = re.search(r"listening on (http://[\d.]+:(\d+))", line)
+        match = re.search(r"listening on (https?://[\d.]+:(\d+))", line)
         assert match, f"server did not start: {line!r} {self.log.read_text()}"
         self.url, self.port = match.group(1), int(match.group(2))
 
@@ -62,7 +64,7 @@ class Server:
         req = urllib.request.Request(self.url + path, data=data, method=method,
                                      headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
+            with urllib.request.urlopen(req, timeout=timeout, context=self.tls) as resp:
                 status, text = resp.status, resp.read().decode()
                 ctype = resp.headers.get("Content-Type", "")
         except urllib.error.HTTPError as err:
@@ -126,6 +128,16 @@ def result_body(rank, instructions, seconds=0.1, joules=30.0, iterations=2, roun
     return body
 
 
+def self_signed_certificate(directory):
+    """(cert.pem, key.pem) for 127.0.0.1, made with the openssl command."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2", "-subj",
+                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout",
+                    str(key), "-out", str(cert)], check=True, capture_output=True)
+    return str(cert), str(key)
+
+
 def raw_request(port, text):
     """Sends raw bytes on a fresh connection; returns the socket (not yet read)."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
@@ -137,10 +149,11 @@ def raw_request(port, text):
 def server_factory(tmp_path):
     servers = []
 
-    def make(scheduler=None, scheduler_args=None, name="server", extra=(), fd_limit=None):
+    def make(scheduler=None, scheduler_args=None, name="server", extra=(), fd_limit=None,
+             tls=None):
         workdir = tmp_path / name
         workdir.mkdir(exist_ok=True)
-        servers.append(Server(workdir, scheduler, scheduler_args, extra, fd_limit))
+        servers.append(Server(workdir, scheduler, scheduler_args, extra, fd_limit, tls))
         return servers[-1]
 
     yield make

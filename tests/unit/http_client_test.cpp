@@ -29,8 +29,12 @@ TEST(HttpClient, ParsesServerUrls) {
   u = parse_http_url("http://[::1]:9000");
   EXPECT_EQ(u.host, "::1");
   EXPECT_EQ(u.port, "9000");
-  EXPECT_CONTAINS(error_of([] { parse_http_url("https://h:1"); }),
-                  "server URL 'https://h:1': must start with http://");
+  u = parse_http_url("https://example.org");
+  EXPECT_TRUE(u.tls);
+  EXPECT_EQ(u.port, "443");
+  EXPECT_FALSE(parse_http_url("http://h").tls);
+  EXPECT_CONTAINS(error_of([] { parse_http_url("ftp://h:1"); }),
+                  "server URL 'ftp://h:1': must start with http:// or https://");
   EXPECT_CONTAINS(error_of([] { parse_http_url("http://:80"); }), "missing host");
   EXPECT_CONTAINS(error_of([] { parse_http_url("http://h:99999"); }), "port '99999'");
   EXPECT_CONTAINS(error_of([] { parse_http_url("http://h:x1"); }), "port 'x1'");

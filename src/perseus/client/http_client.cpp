@@ -4,6 +4,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
@@ -11,6 +12,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -46,6 +48,15 @@ void check_timeout(double s, const std::string& what) {
   }
 }
 
+// "<what>: <stage> timed out" or "<what>: <stage> failed: <reason>".
+HttpError transport_error(const std::string& what, const std::string& stage,
+                          const beast::error_code& ec) {
+  bool timed_out = ec == beast::error::timeout;
+  return HttpError(
+      what + ": " + (timed_out ? stage + " timed out" : stage + " failed: " + ec.message()),
+      timed_out);
+}
+
 // Runs the io_context until the pending operation completes (the stream's own expiry closes
 // the socket on timeout, which completes it with beast::error::timeout).
 void run(asio::io_context& ioc) {
@@ -57,11 +68,11 @@ void run(asio::io_context& ioc) {
 
 HttpUrl parse_http_url(const std::string& url) {
   auto bad = [&](const std::string& why) { return Error("server URL '" + url + "': " + why); };
-  const std::string scheme = "http://";
-  if (url.rfind(scheme, 0) != 0) throw bad("must start with http://");
-  std::string rest = url.substr(scheme.size());
-  std::string authority = rest.substr(0, rest.find('/'));
   HttpUrl out;
+  out.tls = url.rfind("https://", 0) == 0;
+  if (!out.tls && url.rfind("http://", 0) != 0) throw bad("must start with http:// or https://");
+  std::string rest = url.substr(out.tls ? 8 : 7);
+  std::string authority = rest.substr(0, rest.find('/'));
   if (authority.size() < rest.size()) out.prefix = rest.substr(authority.size());
   while (!out.prefix.empty() && out.prefix.back() == '/') out.prefix.pop_back();
   if (out.prefix.find_first_of("?#") != std::string::npos) {
@@ -88,7 +99,7 @@ HttpUrl parse_http_url(const std::string& url) {
   }
   if (out.host.empty()) throw bad("missing host");
   if (out.host.find('@') != std::string::npos) throw bad("user information is not supported");
-  if (port.empty()) port = "80";
+  if (port.empty()) port = out.tls ? "443" : "80";
   if (port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5 ||
       std::stol(port) < 1 || std::stol(port) > 65535) {
     throw bad("port '" + port + "' is not a number in 1..65535");
@@ -97,15 +108,29 @@ HttpUrl parse_http_url(const std::string& url) {
   return out;
 }
 
-HttpClient::HttpClient(const std::string& base_url, double connect_timeout_s)
+HttpClient::HttpClient(const std::string& base_url, double connect_timeout_s,
+                       const std::string& ca_file)
     : base_url_(base_url), url_(parse_http_url(base_url)), connect_timeout_s_(connect_timeout_s) {
   check_timeout(connect_timeout_s, "HTTP connect timeout");
+  if (!url_.tls) return;
+  tls_ = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
+  tls_->set_verify_mode(asio::ssl::verify_peer);
+  beast::error_code ec;
+  if (ca_file.empty()) {
+    tls_->set_default_verify_paths(ec);
+  } else {
+    tls_->load_verify_file(ca_file, ec);
+  }
+  if (ec) {
+    throw Error("TLS CA file '" + (ca_file.empty() ? "(system default)" : ca_file) +
+                "': " + ec.message());
+  }
 }
 
 std::string HttpClient::url_of(const std::string& target) const {
   bool v6 = url_.host.find(':') != std::string::npos;
-  return "http://" + (v6 ? "[" + url_.host + "]" : url_.host) + ":" + url_.port + url_.prefix +
-         target;
+  return (url_.tls ? "https://" : "http://") + (v6 ? "[" + url_.host + "]" : url_.host) + ":" +
+         url_.port + url_.prefix + target;
 }
 
 HttpResponse HttpClient::get(const std::string& target, double timeout_s) {
@@ -121,12 +146,6 @@ HttpResponse HttpClient::request(bool post, const std::string& target, const std
                                  double timeout_s) {
   check_timeout(timeout_s, "HTTP request timeout");
   const std::string what = std::string(post ? "POST " : "GET ") + url_of(target);
-  auto fail = [&](const std::string& stage, const beast::error_code& ec) {
-    bool timed_out = ec == beast::error::timeout;
-    return HttpError(
-        what + ": " + (timed_out ? stage + " timed out" : stage + " failed: " + ec.message()),
-        timed_out);
-  };
 
   // One deadline for the whole exchange: connecting, sending, reading the answer.
   const auto deadline = std::chrono::steady_clock::now() + as_duration(timeout_s);
@@ -138,7 +157,7 @@ HttpResponse HttpClient::request(bool post, const std::string& target, const std
   tcp::resolver::results_type endpoints;
   tcp::resolver resolver(ioc);
   endpoints = resolver.resolve(url_.host, url_.port, ec);
-  if (ec) throw fail("resolving " + url_.host, ec);
+  if (ec) throw transport_error(what, "resolving " + url_.host, ec);
 
   const double connect_s = std::min(connect_timeout_s_, timeout_s);
   stream.expires_after(as_duration(connect_s));
@@ -153,6 +172,32 @@ HttpResponse HttpClient::request(bool post, const std::string& target, const std
                     ec == beast::error::timeout);
   }
 
+  if (!url_.tls) return exchange(stream, ioc, post, target, body, deadline, what, timeout_s);
+  beast::ssl_stream<beast::tcp_stream> tls_stream(std::move(stream), *tls_);
+  // SNI and the certificate's host name (or IP address) are checked against the URL's host.
+  if (!SSL_set_tlsext_host_name(tls_stream.native_handle(), url_.host.c_str())) {
+    throw HttpError(what + ": cannot set the TLS server name", false);
+  }
+  tls_stream.set_verify_callback(asio::ssl::host_name_verification(url_.host));
+  beast::get_lowest_layer(tls_stream).expires_at(deadline);
+  tls_stream.async_handshake(asio::ssl::stream_base::client,
+                             [&](const beast::error_code& e) { ec = e; });
+  run(ioc);
+  if (ec == beast::error::timeout) {
+    throw HttpError(what + ": TLS handshake timed out after " + seconds_text(timeout_s) + " s",
+                    true);
+  }
+  if (ec) throw HttpError(what + ": TLS handshake failed: " + ec.message(), false);
+  return exchange(tls_stream, ioc, post, target, body, deadline, what, timeout_s);
+}
+
+// Sends the request and reads the answer on a connected (and, for TLS, handshaken) stream.
+template <class Stream>
+HttpResponse HttpClient::exchange(Stream& stream, asio::io_context& ioc, bool post,
+                                  const std::string& target, const std::string& body,
+                                  std::chrono::steady_clock::time_point deadline,
+                                  const std::string& what, double timeout_s) {
+  beast::error_code ec;
   http::request<http::string_body> req{post ? http::verb::post : http::verb::get,
                                        url_.prefix + target, 11};
   req.set(http::field::host, url_.host + ":" + url_.port);
@@ -165,10 +210,10 @@ HttpResponse HttpClient::request(bool post, const std::string& target, const std
   }
   req.prepare_payload();
 
-  stream.expires_at(deadline);
+  beast::get_lowest_layer(stream).expires_at(deadline);
   http::async_write(stream, req, [&](const beast::error_code& e, std::size_t) { ec = e; });
   run(ioc);
-  if (ec) throw fail("sending the request", ec);
+  if (ec) throw transport_error(what, "sending the request", ec);
 
   // The header first, then the body piece by piece: the size limit and the deadline are checked
   // here after every piece. (Boost 1.74's parser can let a Content-Length above its body_limit
@@ -183,7 +228,7 @@ HttpResponse HttpClient::request(bool post, const std::string& target, const std
                           [&](const beast::error_code& e, std::size_t) { ec = e; });
   run(ioc);
   if (ec == beast::error::timeout) timed_out();
-  if (ec) throw fail("reading the answer", ec);
+  if (ec) throw transport_error(what, "reading the answer", ec);
   auto too_large = [&] {
     throw HttpError(what + ": the answer is larger than the client's limit of " +
                         std::to_string(kBodyLimit) + " bytes",
@@ -197,12 +242,12 @@ HttpResponse HttpClient::request(bool post, const std::string& target, const std
     run(ioc);
     if (ec == beast::error::timeout) timed_out();
     if (ec == http::error::body_limit) too_large();
-    if (ec) throw fail("reading the answer", ec);
+    if (ec) throw transport_error(what, "reading the answer", ec);
     if (parser.get().body().size() > kBodyLimit) too_large();
   }
 
   beast::error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_both, ignored);
   HttpResponse response;
   response.status = static_cast<int>(parser.get().result_int());
   response.body = std::move(parser.get().body());

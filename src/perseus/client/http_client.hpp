@@ -2,20 +2,30 @@
 // Boost.Beast: one connection per request ("Connection: close"), one deadline per request that
 // covers connecting (itself at most the connect timeout), sending and reading the answer, and an
 // answer size limit (4 MiB) enforced while reading, so no server can hold or fill the caller.
-// Plain http only; the server listens on the cluster's network or on loopback.
+// http and https (Boost.Asio SSL on OpenSSL: the server's certificate and name are verified).
 #pragma once
 
+#include <chrono>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "perseus/util/error.hpp"
 
+namespace boost::asio {
+class io_context;
+namespace ssl {
+class context;
+}
+}  // namespace boost::asio
+
 namespace perseus::client {
 
-// "http://host[:port][/prefix]" split into its parts. Hosts may be names, IPv4 addresses or
-// bracketed IPv6 addresses ("[::1]"); the port defaults to 80.
+// "http[s]://host[:port][/prefix]" split into its parts. Hosts may be names, IPv4 addresses or
+// bracketed IPv6 addresses ("[::1]"); the port defaults to 80 (443 for https).
 struct HttpUrl {
+  bool tls = false;    // https://
   std::string host;    // without brackets
   std::string port;    // decimal
   std::string prefix;  // path prefix without a trailing '/' ("" for none)
@@ -46,8 +56,11 @@ struct HttpResponse {
 
 class HttpClient {
  public:
-  // Throws perseus::Error for a malformed URL or a non-positive timeout.
-  explicit HttpClient(const std::string& base_url, double connect_timeout_s = 5.0);
+  // Throws perseus::Error for a malformed URL, a non-positive timeout or an unusable CA file.
+  // https URLs verify the server's certificate against `ca_file` (PEM; empty: the system's
+  // trusted certificates) and its name against the URL's host.
+  explicit HttpClient(const std::string& base_url, double connect_timeout_s = 5.0,
+                      const std::string& ca_file = "");
 
   // `target` is the path and query ("/schedule/x?rank=0"), appended to the URL's prefix.
   // `timeout_s` bounds the whole exchange: connecting, sending and reading the answer.
@@ -64,11 +77,17 @@ class HttpClient {
  private:
   HttpResponse request(bool post, const std::string& target, const std::string& body,
                        double timeout_s);
+  template <class Stream>
+  HttpResponse exchange(Stream& stream, boost::asio::io_context& ioc, bool post,
+                        const std::string& target, const std::string& body,
+                        std::chrono::steady_clock::time_point deadline, const std::string& what,
+                        double timeout_s);
 
   std::string base_url_;
   HttpUrl url_;
   double connect_timeout_s_;
   std::vector<std::pair<std::string, std::string>> headers_;
+  std::shared_ptr<boost::asio::ssl::context> tls_;  // https only
 };
 
 }  // namespace perseus::client

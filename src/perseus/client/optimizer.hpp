@@ -65,6 +65,9 @@ struct OptimizerOptions {
   std::optional<std::string> job_metadata;
   // The server's cluster token (empty: $PERSEUS_TOKEN, else none); sent with every request.
   std::string token;
+  // For an https server_url: the CA certificate (PEM) the server's certificate must chain to
+  // (empty: $PERSEUS_CA_FILE, else the system's trusted certificates).
+  std::string ca_file;
   // Per-job scheduler (extension; empty: the server's default).
   std::string scheduler;
   nlohmann::json scheduler_args = nlohmann::json::object();

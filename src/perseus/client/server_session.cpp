@@ -43,12 +43,22 @@ void CircuitBreaker::succeeded() {
   next_ = 1;
 }
 
+namespace {
+
+// The option, else the environment variable, else "".
+std::string option_or_env(const std::string& option, const char* variable) {
+  const char* env = std::getenv(variable);
+  return !option.empty() ? option : env ? env : "";
+}
+
+}  // namespace
+
 ServerSession::ServerSession(const OptimizerOptions& options)
     : opt_(options),
-      http_(options.server_url, options.request_timeout_s),
+      http_(options.server_url, options.request_timeout_s,
+            option_or_env(options.ca_file, "PERSEUS_CA_FILE")),
       breaker_(options.max_skipped_windows) {
-  std::string token = opt_.token;
-  if (const char* env = std::getenv("PERSEUS_TOKEN"); token.empty() && env != nullptr) token = env;
+  std::string token = option_or_env(opt_.token, "PERSEUS_TOKEN");
   if (!token.empty()) http_.set_header("Authorization", "Bearer " + token);
   start_exchange();
 }

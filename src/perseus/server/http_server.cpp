@@ -1,254 +1,18 @@
 #include "perseus/server/http_server.hpp"
 
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <cerrno>
 #include <cmath>
-#include <optional>
 
-#include "perseus/server/auth.hpp"
+#include "perseus/server/http_session.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/log.hpp"
 
 namespace perseus::server {
 namespace {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = asio::ip::tcp;
+using namespace http_detail;  // NOLINT: this file is the session's only user
 
-constexpr std::uint32_t kHeaderLimit = 16u << 10;  // bytes of request line and headers
-constexpr double kDrainSeconds = 1.0;  // reading what a refused peer still sends, at most
 constexpr std::chrono::milliseconds kSweepPeriod{250};  // deadlines are checked this often
-
-// The whole response as bytes: status line, headers, body. Written with one async_write (no
-// serializer): a barrier release writes thousands of these in one go.
-std::string response_bytes(const Reply& reply, bool keep_alive) {
-  std::string body = reply.payload();
-  auto reason = http::obsolete_reason(static_cast<http::status>(reply.status));
-  std::string out;
-  out.reserve(160 + body.size());
-  out += "HTTP/1.1 " + std::to_string(reply.status) + " ";
-  out.append(reason.data(), reason.size());
-  out += "\r\nServer: perseus\r\nContent-Type: " + reply.content_type;
-  for (const auto& [name, value] : reply.headers) out += "\r\n" + name + ": " + value;
-  out += "\r\nContent-Length: " + std::to_string(body.size()) +
-         (keep_alive ? "\r\nConnection: keep-alive\r\n\r\n" : "\r\nConnection: close\r\n\r\n");
-  out += body;
-  return out;
-}
-
-std::chrono::steady_clock::duration seconds(double s) {
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(s));
-}
-
-class Session;
-
-// What every connection shares: the control plane, the limits, the body budget, and the
-// sessions whose deadlines the sweeper checks.
-struct Shared {
-  ControlPlane& plane;
-  HttpLimits limits;
-  std::uint64_t inflight_bytes = 0;
-  std::vector<std::weak_ptr<Session>> sessions;
-};
-
-using Clock = std::chrono::steady_clock;
-
-// One client connection: wait for a request (idle deadline), read its header (header deadline)
-// and body (body deadline, within the shared budget), hand it to the control plane, write the
-// answer (write deadline), repeat. Deadlines are time points checked by a sweep of all sessions
-// a few times a second, so setting one costs no timer operation. While an answer waits (the
-// schedule barrier) the connection keeps one read outstanding: a peer that hangs up is closed
-// at once, and bytes of its next request are kept for after the answer.
-class Session : public std::enable_shared_from_this<Session> {
- public:
-  Session(tcp::socket socket, Shared& shared) : socket_(std::move(socket)), shared_(shared) {}
-
-  void start() {
-    beast::error_code ignored;
-    socket_.non_blocking(true, ignored);
-    shared_.sessions.push_back(weak_from_this());
-    wait_request();
-  }
-
-  // Closes the connection when its deadline has passed.
-  void sweep(Clock::time_point now) {
-    if (now < deadline_) return;
-    log::debug("closing a connection past its deadline");
-    close_now();
-  }
-
- private:
-  // ---- reading a request ----
-
-  void wait_request() {
-    if (buffer_.size() > 0) return read_header();
-    arm(shared_.limits.idle_timeout_s);
-    if (!reading_) read_more();
-  }
-
-  // The connection's one outstanding read between requests.
-  void read_more() {
-    reading_ = true;
-    socket_.async_read_some(buffer_.prepare(4096),
-                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-                              self->reading_ = false;
-                              if (ec) {
-                                self->gone_ = self->pending_;
-                                return self->close_now();
-                              }
-                              self->buffer_.commit(n);
-                              if (self->draining_) {
-                                self->buffer_.consume(self->buffer_.size());
-                                return self->read_more();
-                              }
-                              if (!self->pending_) self->read_header();
-                            });
-  }
-
-  void read_header() {
-    parser_.emplace();
-    parser_->header_limit(kHeaderLimit);
-    arm(shared_.limits.header_timeout_s);
-    http::async_read_header(
-        socket_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
-  }
-  void on_header(beast::error_code ec) {
-    if (ec) return on_read_error(ec);
-    const auto& request = parser_->get();
-    std::string target(request.target());
-    std::uint64_t limit = limit_ = body_limit(target);
-    auto length = parser_->content_length();
-    if (length && *length > limit) {
-      return refuse(payload_too_large("request body of " + std::to_string(*length) +
-                                      " bytes is above the " + std::to_string(limit) +
-                                      "-byte limit for " + std::string(request.method_string()) +
-                                      " " + target));
-    }
-    std::uint64_t reserve = parser_->chunked() ? limit : length.value_or(0);
-    if (shared_.inflight_bytes + reserve > shared_.limits.max_inflight_bytes) {
-      log::warn("refused a request body: " + std::to_string(shared_.inflight_bytes) +
-                " bytes already being read (--max-inflight-bytes " +
-                std::to_string(shared_.limits.max_inflight_bytes) + ")");
-      return refuse(
-          service_unavailable("the server is reading too many request bodies at "
-                              "once; retry later"));
-    }
-    shared_.inflight_bytes += reserve;
-    parser_->body_limit(limit);
-    arm(shared_.limits.body_timeout_s);
-    http::async_read(socket_, buffer_, *parser_,
-                     [self = shared_from_this(), reserve](beast::error_code ec, std::size_t) {
-                       self->shared_.inflight_bytes -= reserve;
-                       self->on_body(ec);
-                     });
-  }
-
-  std::uint64_t body_limit(const std::string& target) const {
-    const auto& l = shared_.limits;
-    bool large = target.rfind("/result/", 0) == 0 || target.rfind("/straggler/", 0) == 0;
-    return large ? l.max_body : std::min(l.max_body, l.max_small_body);
-  }
-
-  void on_read_error(beast::error_code ec) {
-    if (ec == http::error::body_limit) {
-      return refuse(
-          payload_too_large("request body is above the " + std::to_string(limit_) + "-byte limit"));
-    }
-    if (ec.category() == beast::error_code(http::error::bad_target).category() &&
-        ec != http::error::end_of_stream && ec != http::error::partial_message) {
-      return refuse(bad_request("bad HTTP request: " + ec.message()));
-    }
-    close_now();  // the peer went away, or a deadline closed the socket
-  }
-
-  void on_body(beast::error_code ec) {
-    if (ec) return on_read_error(ec);
-    disarm();
-    auto request = parser_->release();
-    keep_alive_ = request.keep_alive();
-    pending_ = true;
-    Request r{std::string(request.method_string()), std::string(request.target()),
-              std::move(request.body()), std::string(request[http::field::authorization]),
-              std::string(request[kJobSecretHeader])};
-    shared_.plane.handle(r,
-                         [self = shared_from_this()](const Reply& reply) { self->answer(reply); });
-    if (pending_ && !reading_ && buffer_.size() == 0) read_more();  // notices a hang-up
-  }
-
-  // ---- answering ----
-
-  void refuse(const Reply& reply) {
-    keep_alive_ = false;
-    pending_ = true;
-    answer(reply);
-  }
-
-  // Writes what the socket takes at once; only an answer the peer is slow to take costs an
-  // asynchronous write (under the write deadline).
-  void answer(const Reply& reply) {
-    if (!pending_) return;
-    pending_ = false;
-    if (gone_) return;
-    out_ = response_bytes(reply, keep_alive_);
-    beast::error_code ec;
-    std::size_t sent = socket_.write_some(asio::buffer(out_), ec);
-    if (ec && ec != asio::error::would_block) return close_now();
-    if (ec) sent = 0;
-    if (sent == out_.size()) return after_answer();
-    arm(shared_.limits.body_timeout_s);
-    asio::async_write(socket_, asio::buffer(out_.data() + sent, out_.size() - sent),
-                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                        if (ec) return self->close_now();
-                        self->after_answer();
-                      });
-  }
-
-  void after_answer() {
-    out_.clear();
-    if (!keep_alive_) return drain_and_close();
-    wait_request();
-  }
-
-  // Closes after an answer with "Connection: close": stops sending, then reads and drops what
-  // the peer still sends (for at most kDrainSeconds) so closing does not reset the connection
-  // before the peer has read the answer.
-  void drain_and_close() {
-    beast::error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_send, ignored);
-    draining_ = true;
-    buffer_.consume(buffer_.size());
-    arm(kDrainSeconds);
-    if (!reading_) read_more();
-  }
-
-  void close_now() {
-    disarm();
-    beast::error_code ignored;
-    socket_.close(ignored);  // pending reads and writes end with an error
-  }
-
-  void arm(double s) { deadline_ = Clock::now() + seconds(s); }
-  void disarm() { deadline_ = Clock::time_point::max(); }
-
-  tcp::socket socket_;
-  Shared& shared_;
-  beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
-  std::string out_;
-  Clock::time_point deadline_ = Clock::time_point::max();
-  std::uint64_t limit_ = 0;  // the body limit of the request being read
-  bool keep_alive_ = true;
-  bool pending_ = false;   // a request is waiting for its answer
-  bool reading_ = false;   // read_more's read is outstanding
-  bool gone_ = false;      // the peer hung up while its answer waited
-  bool draining_ = false;  // answered with "Connection: close"; dropping what still arrives
-};
 
 bool out_of_descriptors(const beast::error_code& ec) {
   int v = ec.value();
@@ -270,13 +34,15 @@ void HttpLimits::validate() const {
 }
 
 struct HttpServer::Impl {
-  Impl(ControlPlane& p, const std::string& address, unsigned short port, HttpLimits limits)
+  Impl(ControlPlane& p, const std::string& address, unsigned short port, HttpLimits limits,
+       const TlsFiles& tls_files)
       : shared{p, limits, 0, {}},
         acceptor(io),
         backoff(io),
         sweeper(io),
         signals(io, SIGINT, SIGTERM) {
     limits.validate();
+    if (!tls_files.cert.empty() || !tls_files.key.empty()) load_tls(tls_files);
     beast::error_code ec;
     auto ip = asio::ip::make_address(address, ec);
     if (ec) throw Error("--address: '" + address + "' is not an IP address");
@@ -293,10 +59,25 @@ struct HttpServer::Impl {
     sweep();
   }
 
+  void load_tls(const TlsFiles& files) {
+    if (files.cert.empty() || files.key.empty()) {
+      throw Error("--tls-cert and --tls-key go together: give both or neither");
+    }
+    tls.emplace(asio::ssl::context::tls_server);
+    tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                     asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                     asio::ssl::context::no_tlsv1_1);
+    beast::error_code ec;
+    tls->use_certificate_chain_file(files.cert, ec);
+    if (ec) throw Error("--tls-cert: cannot use " + files.cert + ": " + ec.message());
+    tls->use_private_key_file(files.key, asio::ssl::context::pem, ec);
+    if (ec) throw Error("--tls-key: cannot use " + files.key + ": " + ec.message());
+  }
+
   // Closes connections past their deadline, a few times a second; forgets closed ones.
   void sweep() {
     auto now = Clock::now();
-    auto& all = shared.sessions;
+    auto& all = shared.connections;
     std::size_t kept = 0;
     for (std::size_t i = 0; i < all.size(); ++i) {
       auto session = all[i].lock();
@@ -320,7 +101,12 @@ struct HttpServer::Impl {
         starved = false;
         socket.set_option(tcp::no_delay(true), ec);
         socket.set_option(asio::socket_base::keep_alive(true), ec);
-        std::make_shared<Session>(std::move(socket), shared)->start();
+        if (tls) {
+          std::make_shared<Session<asio::ssl::stream<tcp::socket>>>(std::move(socket), shared, *tls)
+              ->start();
+        } else {
+          std::make_shared<Session<tcp::socket>>(std::move(socket), shared)->start();
+        }
         return accept();
       }
       if (!out_of_descriptors(ec)) return accept();
@@ -333,6 +119,7 @@ struct HttpServer::Impl {
   }
 
   asio::io_context io{1};
+  std::optional<asio::ssl::context> tls;
   Shared shared;
   tcp::acceptor acceptor;
   asio::steady_timer backoff;
@@ -342,8 +129,12 @@ struct HttpServer::Impl {
 };
 
 HttpServer::HttpServer(ControlPlane& plane, const std::string& address, unsigned short port,
-                       HttpLimits limits)
-    : impl_(std::make_unique<Impl>(plane, address, port, limits)) {}
+                       HttpLimits limits, const TlsFiles& tls)
+    : impl_(std::make_unique<Impl>(plane, address, port, limits, tls)) {}
+
+bool HttpServer::tls() const {
+  return impl_->tls.has_value();
+}
 
 HttpServer::~HttpServer() = default;
 

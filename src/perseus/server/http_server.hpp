@@ -9,7 +9,8 @@
 // above `max_body` is refused (413) before it is read, and bodies being read at once may not
 // exceed `max_inflight_bytes` together (503). A barrier waiter whose peer hangs up is closed at
 // once, freeing its descriptor (the rank still counts as having asked). When descriptors run out
-// the acceptor backs off instead of spinning, and keeps serving the connections it has.
+// the acceptor backs off instead of spinning, and keeps serving the connections it has. With a
+// certificate and key it serves HTTPS only (TLS 1.2 or later, Boost.Asio SSL on OpenSSL).
 #pragma once
 
 #include <cstdint>
@@ -31,13 +32,20 @@ struct HttpLimits {
   void validate() const;
 };
 
+// PEM files of the server's certificate (chain) and private key; both empty: plain HTTP.
+struct TlsFiles {
+  std::string cert, key;
+};
+
 class HttpServer {
  public:
-  // Binds `address`:`port` (port 0: any free port). Throws perseus::Error when it cannot bind.
+  // Binds `address`:`port` (port 0: any free port); serves HTTPS when `tls` names files. Throws
+  // perseus::Error when it cannot bind or use the certificate or key.
   HttpServer(ControlPlane& plane, const std::string& address, unsigned short port,
-             HttpLimits limits = {});
+             HttpLimits limits = {}, const TlsFiles& tls = {});
   ~HttpServer();
   unsigned short port() const;
+  bool tls() const;
   // Serves until SIGINT/SIGTERM or stop(). An exception escaping a handler is logged and the
   // loop goes on.
   void run();

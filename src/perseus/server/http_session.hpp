@@ -1,0 +1,284 @@
+// One HTTP/1.1 connection of the control-plane server (internal to http_server.cpp): the
+// request/answer loop over a plain socket or TLS, its deadlines, the body budget it shares
+// with the other connections, and what the sweeper needs to close it.
+#pragma once
+
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "perseus/server/auth.hpp"
+#include "perseus/server/control_plane.hpp"
+#include "perseus/server/http_server.hpp"
+#include "perseus/util/log.hpp"
+
+namespace perseus::server::http_detail {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+constexpr std::uint32_t kHeaderLimit = 16u << 10;  // bytes of request line and headers
+constexpr double kDrainSeconds = 1.0;  // reading what a refused peer still sends, at most
+
+// The whole response as bytes: status line, headers, body. Written with one async_write (no
+// serializer): a barrier release writes thousands of these in one go.
+inline std::string response_bytes(const Reply& reply, bool keep_alive) {
+  std::string body = reply.payload();
+  auto reason = http::obsolete_reason(static_cast<http::status>(reply.status));
+  std::string out;
+  out.reserve(160 + body.size());
+  out += "HTTP/1.1 " + std::to_string(reply.status) + " ";
+  out.append(reason.data(), reason.size());
+  out += "\r\nServer: perseus\r\nContent-Type: " + reply.content_type;
+  for (const auto& [name, value] : reply.headers) out += "\r\n" + name + ": " + value;
+  out += "\r\nContent-Length: " + std::to_string(body.size()) +
+         (keep_alive ? "\r\nConnection: keep-alive\r\n\r\n" : "\r\nConnection: close\r\n\r\n");
+  out += body;
+  return out;
+}
+
+inline std::chrono::steady_clock::duration seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(s));
+}
+
+using Clock = std::chrono::steady_clock;
+
+// A connection as the sweeper sees it.
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  // Closes the connection when its deadline has passed.
+  virtual void sweep(Clock::time_point now) = 0;
+};
+
+// What every connection shares: the control plane, the limits, the body budget, and the
+// connections whose deadlines the sweeper checks.
+struct Shared {
+  ControlPlane& plane;
+  HttpLimits limits;
+  std::uint64_t inflight_bytes = 0;
+  std::vector<std::weak_ptr<Connection>> connections;
+};
+
+// One client connection: wait for a request (idle deadline), read its header (header deadline)
+// and body (body deadline, within the shared budget), hand it to the control plane, write the
+// answer (write deadline), repeat. Deadlines are time points checked by a sweep of all sessions
+// a few times a second, so setting one costs no timer operation. While an answer waits (the
+// schedule barrier) the connection keeps one read outstanding: a peer that hangs up is closed
+// at once, and bytes of its next request are kept for after the answer.
+//
+// `Stream` is the plain socket or a TLS stream over it (handshake first, under the header
+// deadline).
+template <class Stream>
+class Session : public Connection, public std::enable_shared_from_this<Session<Stream>> {
+ public:
+  static constexpr bool kTls = !std::is_same_v<Stream, tcp::socket>;
+
+  template <class... TlsContext>
+  Session(tcp::socket socket, Shared& shared, TlsContext&... tls)
+      : stream_(std::move(socket), tls...), shared_(shared) {}
+
+  void start() {
+    beast::error_code ignored;
+    socket().non_blocking(true, ignored);
+    shared_.connections.push_back(this->weak_from_this());
+    if constexpr (kTls) {
+      arm(shared_.limits.header_timeout_s);
+      stream_.async_handshake(asio::ssl::stream_base::server,
+                              [self = this->shared_from_this()](beast::error_code ec) {
+                                if (ec) return self->close_now();
+                                self->wait_request();
+                              });
+    } else {
+      wait_request();
+    }
+  }
+
+  void sweep(Clock::time_point now) override {
+    if (now < deadline_) return;
+    log::debug("closing a connection past its deadline");
+    close_now();
+  }
+
+ private:
+  // ---- reading a request ----
+
+  void wait_request() {
+    if (buffer_.size() > 0) return read_header();
+    arm(shared_.limits.idle_timeout_s);
+    if (!reading_) read_more();
+  }
+
+  // The connection's one outstanding read between requests.
+  void read_more() {
+    reading_ = true;
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
+                              self->reading_ = false;
+                              if (ec) {
+                                self->gone_ = self->pending_;
+                                return self->close_now();
+                              }
+                              self->buffer_.commit(n);
+                              if (self->draining_) {
+                                self->buffer_.consume(self->buffer_.size());
+                                return self->read_more();
+                              }
+                              if (!self->pending_) self->read_header();
+                            });
+  }
+
+  void read_header() {
+    parser_.emplace();
+    parser_->header_limit(kHeaderLimit);
+    arm(shared_.limits.header_timeout_s);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+                              self->on_header(ec);
+                            });
+  }
+  void on_header(beast::error_code ec) {
+    if (ec) return on_read_error(ec);
+    const auto& request = parser_->get();
+    std::string target(request.target());
+    std::uint64_t limit = limit_ = body_limit(target);
+    auto length = parser_->content_length();
+    if (length && *length > limit) {
+      return refuse(payload_too_large("request body of " + std::to_string(*length) +
+                                      " bytes is above the " + std::to_string(limit) +
+                                      "-byte limit for " + std::string(request.method_string()) +
+                                      " " + target));
+    }
+    std::uint64_t reserve = parser_->chunked() ? limit : length.value_or(0);
+    if (shared_.inflight_bytes + reserve > shared_.limits.max_inflight_bytes) {
+      log::warn("refused a request body: " + std::to_string(shared_.inflight_bytes) +
+                " bytes already being read (--max-inflight-bytes " +
+                std::to_string(shared_.limits.max_inflight_bytes) + ")");
+      return refuse(
+          service_unavailable("the server is reading too many request bodies at "
+                              "once; retry later"));
+    }
+    shared_.inflight_bytes += reserve;
+    parser_->body_limit(limit);
+    arm(shared_.limits.body_timeout_s);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = this->shared_from_this(), reserve](beast::error_code ec, std::size_t) {
+                       self->shared_.inflight_bytes -= reserve;
+                       self->on_body(ec);
+                     });
+  }
+
+  std::uint64_t body_limit(const std::string& target) const {
+    const auto& l = shared_.limits;
+    bool large = target.rfind("/result/", 0) == 0 || target.rfind("/straggler/", 0) == 0;
+    return large ? l.max_body : std::min(l.max_body, l.max_small_body);
+  }
+
+  void on_read_error(beast::error_code ec) {
+    if (ec == http::error::body_limit) {
+      return refuse(
+          payload_too_large("request body is above the " + std::to_string(limit_) + "-byte limit"));
+    }
+    if (ec.category() == beast::error_code(http::error::bad_target).category() &&
+        ec != http::error::end_of_stream && ec != http::error::partial_message) {
+      return refuse(bad_request("bad HTTP request: " + ec.message()));
+    }
+    close_now();  // the peer went away, or a deadline closed the socket
+  }
+
+  void on_body(beast::error_code ec) {
+    if (ec) return on_read_error(ec);
+    disarm();
+    auto request = parser_->release();
+    keep_alive_ = request.keep_alive();
+    pending_ = true;
+    Request r{std::string(request.method_string()), std::string(request.target()),
+              std::move(request.body()), std::string(request[http::field::authorization]),
+              std::string(request[kJobSecretHeader])};
+    shared_.plane.handle(
+        r, [self = this->shared_from_this()](const Reply& reply) { self->answer(reply); });
+    if (pending_ && !reading_ && buffer_.size() == 0) read_more();  // notices a hang-up
+  }
+
+  // ---- answering ----
+
+  void refuse(const Reply& reply) {
+    keep_alive_ = false;
+    pending_ = true;
+    answer(reply);
+  }
+
+  // Writes what the socket takes at once; only an answer the peer is slow to take costs an
+  // asynchronous write (under the write deadline).
+  void answer(const Reply& reply) {
+    if (!pending_) return;
+    pending_ = false;
+    if (gone_) return;
+    out_ = response_bytes(reply, keep_alive_);
+    beast::error_code ec;
+    std::size_t sent = 0;
+    if constexpr (!kTls) sent = socket().write_some(asio::buffer(out_), ec);
+    if (ec && ec != asio::error::would_block) return close_now();
+    if (ec) sent = 0;
+    if (sent == out_.size()) return after_answer();
+    arm(shared_.limits.body_timeout_s);
+    asio::async_write(stream_, asio::buffer(out_.data() + sent, out_.size() - sent),
+                      [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+                        if (ec) return self->close_now();
+                        self->after_answer();
+                      });
+  }
+
+  void after_answer() {
+    out_.clear();
+    if (!keep_alive_) return drain_and_close();
+    wait_request();
+  }
+
+  // Closes after an answer with "Connection: close": stops sending, then reads and drops what
+  // the peer still sends (for at most kDrainSeconds) so closing does not reset the connection
+  // before the peer has read the answer.
+  void drain_and_close() {
+    beast::error_code ignored;
+    socket().shutdown(tcp::socket::shutdown_send, ignored);
+    draining_ = true;
+    buffer_.consume(buffer_.size());
+    arm(kDrainSeconds);
+    if (!reading_) read_more();
+  }
+
+  void close_now() {
+    disarm();
+    beast::error_code ignored;
+    socket().close(ignored);  // pending reads and writes end with an error
+  }
+
+  void arm(double s) { deadline_ = Clock::now() + seconds(s); }
+  void disarm() { deadline_ = Clock::time_point::max(); }
+
+  tcp::socket& socket() { return beast::get_lowest_layer(stream_); }
+
+  Stream stream_;
+  Shared& shared_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::string out_;
+  Clock::time_point deadline_ = Clock::time_point::max();
+  std::uint64_t limit_ = 0;  // the body limit of the request being read
+  bool keep_alive_ = true;
+  bool pending_ = false;   // a request is waiting for its answer
+  bool reading_ = false;   // read_more's read is outstanding
+  bool gone_ = false;      // the peer hung up while its answer waited
+  bool draining_ = false;  // answered with "Connection: close"; dropping what still arrives
+};
+
+}  // namespace perseus::server::http_detail
