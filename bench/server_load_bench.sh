@@ -22,23 +22,33 @@ trap 'kill $server_pid 2>/dev/null || true; rm -rf "$work"' EXIT
 /usr/bin/python3 -c "print([[1410] * 8 for _ in range(8)])" > "$work/plan.py"
 args="{\"solution_path\": \"$work/plan.py\", \"microbatches\": 4, \"warmup_rounds\": 19}"
 
-run_scenario() {  # name, load client arguments...
-  local name=$1
-  shift
+echo "bench-token-$RANDOM$RANDOM$RANDOM$RANDOM" > "$work/token"
+
+run_scenario() {  # name, security (open|token), load client arguments...
+  local name=$1 security=$2
+  shift 2
+  local server_auth=() client_auth=() curl_token=""
+  if [ "$security" = token ]; then
+    server_auth=(--token-file "$work/token")
+    client_auth=(--token "$(cat "$work/token")")
+    curl_token=$(cat "$work/token")
+  fi
   rm -f "$work"/store.sqlite*
   "$perseus" serve --port 0 --store "$work/store.sqlite" --output-dir "$work/out" --data-dir "$work" \
-    --scheduler point-solution --scheduler-args "$args" > "$work/server.log" 2>&1 &
+    --scheduler point-solution --scheduler-args "$args" "${server_auth[@]}" \
+    > "$work/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 100); do grep -q listening "$work/server.log" && break; sleep 0.05; done
   local port
-  port=$(sed -nE 's/.*:([0-9]+) .*/\1/p' "$work/server.log")
-  echo "== $name"
-  timeout 300 "$client" --port "$port" "$@"
+  port=$(sed -nE 's/^listening on .*:([0-9]+) .*/\1/p' "$work/server.log")
+  echo "== $name ($security: $([ "$security" = token ] && echo "cluster token and job secrets" || echo "no token")); deadlines on"
+  timeout 300 "$client" --port "$port" "${client_auth[@]}" "$@"
   # The server's own share: from the last rank's request to every answer handed to the kernel.
-  /usr/bin/python3 - "$port" <<'PY'
+  /usr/bin/python3 - "$port" "$curl_token" <<'PY'
 import json, sys, urllib.request
 base = f"http://127.0.0.1:{sys.argv[1]}"
-get = lambda path: json.load(urllib.request.urlopen(base + path))
+auth = {"Authorization": f"Bearer {sys.argv[2]}"} if sys.argv[2] else {}
+get = lambda path: json.load(urllib.request.urlopen(urllib.request.Request(base + path, headers=auth)))
 times = sorted(t for job in get("/jobs") for t in get(f"/jobs/{job['job_id']}")["barrier_release_ms"])
 pick = lambda p: times[min(len(times) - 1, int(p * (len(times) - 1) + 0.5))]
 print(f"server_release_p50_ms {pick(0.50):.2f}")
@@ -49,5 +59,8 @@ PY
   wait $server_pid 2>/dev/null || true
 }
 
-run_scenario "one job, $ranks ranks" --jobs 1 --ranks "$ranks" --pp 8 --rounds 20
-run_scenario "$jobs concurrent jobs of 8 ranks" --jobs "$jobs" --ranks 8 --pp 8 --rounds 20
+for security in open token; do
+  run_scenario "one job, $ranks ranks" $security --jobs 1 --ranks "$ranks" --pp 8 --rounds 20
+  run_scenario "$jobs concurrent jobs of 8 ranks" $security --jobs "$jobs" --ranks 8 --pp 8 \
+    --rounds 20
+done

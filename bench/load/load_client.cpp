@@ -41,10 +41,12 @@ struct Settings {
   std::string port;
   int jobs = 1, ranks = 8, rounds = 20, pp = 8, threads = 1;
   std::string scheduler_args;  // per-job scheduler arguments (JSON), optional
+  std::string token;           // the server's cluster token, optional
 };
 
 struct JobState {
   std::string id;
+  std::string credentials;  // "Authorization: ...\r\nX-Perseus-Job-Secret: ...\r\n" or ""
   int ranks = 0;
   std::vector<int> asked;                     // per round: ranks that sent the request
   std::vector<Clock::time_point> last_ask;    // per round: when the last one was sent
@@ -83,7 +85,7 @@ class Rank : public std::enable_shared_from_this<Rank> {
   // per answer, since it shares the machine with the server it measures.
   void send(const char* method, const std::string& target, const std::string& body,
             void (Rank::*next)()) {
-    out_ = std::string(method) + " " + target + " HTTP/1.1\r\nHost: load\r\n";
+    out_ = std::string(method) + " " + target + " HTTP/1.1\r\nHost: load\r\n" + job_.credentials;
     if (!body.empty()) {
       out_ += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
               "\r\n";
@@ -175,14 +177,17 @@ class Rank : public std::enable_shared_from_this<Rank> {
 };
 
 // A blocking request on a fresh connection (setup: registration).
-std::string blocking(asio::io_context& io, const Settings& s, http::verb verb,
-                     const std::string& target, const std::string& body) {
+http::response<http::string_body> blocking(asio::io_context& io, const Settings& s, http::verb verb,
+                                           const std::string& target, const std::string& body,
+                                           const std::string& secret = "") {
   tcp::resolver resolver(io);
   beast::tcp_stream stream(io);
   stream.connect(resolver.resolve(s.host, s.port));
   http::request<http::string_body> req{verb, target, 11};
   req.set(http::field::host, "load");
   req.set(http::field::content_type, "application/json");
+  if (!s.token.empty()) req.set(http::field::authorization, "Bearer " + s.token);
+  if (!secret.empty()) req.set("X-Perseus-Job-Secret", secret);
   req.body() = body;
   req.prepare_payload();
   http::write(stream, req);
@@ -193,7 +198,7 @@ std::string blocking(asio::io_context& io, const Settings& s, http::verb verb,
     std::fprintf(stderr, "%s: HTTP %d: %s\n", target.c_str(), res.result_int(), res.body().c_str());
     std::exit(1);
   }
-  return res.body();
+  return res;
 }
 
 double percentile(std::vector<double> values, double p) {
@@ -223,6 +228,8 @@ int main(int argc, char** argv) {
       s.threads = std::max(1, std::atoi(value.c_str()));
     else if (key == "--scheduler-args")
       s.scheduler_args = value;
+    else if (key == "--token")
+      s.token = value;
     else {
       std::fprintf(stderr, "load_client: unknown option %s\n", key.c_str());
       return 2;
@@ -232,7 +239,7 @@ int main(int argc, char** argv) {
       s.ranks % s.pp != 0) {
     std::fprintf(stderr,
                  "usage: load_client --port P [--jobs J] [--ranks N] [--pp S (divides N)] "
-                 "[--rounds R] [--threads T] [--scheduler-args JSON]\n");
+                 "[--rounds R] [--threads T] [--scheduler-args JSON] [--token T]\n");
     return 2;
   }
   rlimit limit{};
@@ -251,8 +258,14 @@ int main(int argc, char** argv) {
                        ",\"job_metadata\":\"load\"" +
                        (s.scheduler_args.empty() ? "" : ",\"scheduler_args\":" + s.scheduler_args) +
                        "}";
-    std::string id = blocking(io, s, http::verb::post, "/register_job", info);
+    auto registered = blocking(io, s, http::verb::post, "/register_job", info);
+    const std::string& id = registered.body();
     job.id = id.substr(1, id.size() - 2);
+    std::string secret(registered["X-Perseus-Job-Secret"]);
+    if (!s.token.empty()) {
+      job.credentials =
+          "Authorization: Bearer " + s.token + "\r\nX-Perseus-Job-Secret: " + secret + "\r\n";
+    }
     job.ranks = s.ranks;
     job.asked.assign(static_cast<std::size_t>(s.rounds), 0);
     job.last_ask.resize(static_cast<std::size_t>(s.rounds));
@@ -263,7 +276,7 @@ int main(int argc, char** argv) {
                          ",\"dp_rank\":" + std::to_string(r % dp) +
                          ",\"pp_rank\":" + std::to_string(r / dp) +
                          ",\"tp_rank\":0,\"available_frequencies\":[1410]}";
-      blocking(io, s, http::verb::post, "/register_rank/" + job.id, rank);
+      blocking(io, s, http::verb::post, "/register_rank/" + job.id, rank, secret);
     }
   }
   double setup_s = seconds_since(setup_start);

@@ -92,7 +92,8 @@ class Job {
   std::string id_;
   wire::JobInfo info_;
   JobDirs dirs_;
-  std::string secret_sha256_;  // "" = no secret
+  std::string secret_sha256_;         // "" = no secret
+  mutable std::string known_secret_;  // the secret itself, once a request proved it
   std::vector<std::optional<wire::RankInfo>> ranks_;
   std::vector<nlohmann::json> rank_bodies_;
   std::unique_ptr<Scheduler> scheduler_;
