@@ -13,9 +13,10 @@ import pytest
 from conftest import rank_info, result_body
 
 
-def complete_job(server):
-    """Runs a 2-stage all-max job through one round and its results; asserts every step."""
-    job_id = server.register_job(pp=2)
+def complete_job(server, **job):
+    """Runs a 2-stage job (the server's default scheduler, or `job`'s) through one round and its
+    results; asserts every step."""
+    job_id = server.register_job(pp=2, **job)
     server.register_ranks(job_id, pp=2)
     answers = server.schedules(job_id, [0, 1])
     for rank, (status, schedule) in answers.items():

@@ -117,3 +117,33 @@ def test_a_refused_write_is_a_503_and_nothing_is_lost(server_factory):
     server.start()
     status, info = server.get(f"/jobs/{job_id}")
     assert info["results_in_round"] == 2, info
+
+
+def test_a_store_that_keeps_refusing_a_new_round_fails_the_job_with_the_reason(server_factory,
+                                                                                 tmp_path):
+    plan = tmp_path / "plan.py"
+    plan.write_text("[[1395, 1395, 1395, 1395], [1380, 1380, 1380, 1380]]\n")
+    server = server_factory()
+    job_id = server.register_job(pp=2, scheduler="point-solution", scheduler_args={
+        "solution_path": str(plan), "microbatches": 2, "warmup_rounds": 1})
+    server.register_ranks(job_id, pp=2)
+    other = complete_job(server, scheduler="all-max", scheduler_args={"microbatches": 2})
+    server.kill()
+    # From now on SQLite refuses to store round 1 of any job (a real write failure).
+    corrupt(server.store, "CREATE TRIGGER refuse_round_1 BEFORE INSERT ON rounds "
+                          "WHEN NEW.round >= 1 BEGIN SELECT RAISE(ABORT, 'disk says no'); END")
+    server.start()
+    answers = server.schedules(job_id, [0, 1])
+    for rank, (status, schedule) in answers.items():
+        names = [name for name, _ in schedule["frequencies"]]
+        status, _ = server.post(f"/result/{job_id}", result_body(rank, names, round_=0))
+        assert status == 200  # the results themselves are stored
+    answers = server.schedules(job_id, [0, 1], round_=1)
+    for status, answer in answers.values():
+        assert status == 500 and "the store failed while storing round 1" in answer["detail"]
+        assert "disk says no" in answer["detail"]
+    assert_healthy(server)
+    status, info = server.get(f"/jobs/{other}")
+    assert info["state"] == "done"
+    assert "job " + job_id + ": store " in server.log.read_text()  # the retries were logged
+
