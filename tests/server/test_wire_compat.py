@@ -65,3 +65,30 @@ def test_health_jobs_and_status_page(server_factory):
     assert len(job["current_plan"]["stages"]) == 2
     status, page = server.get("/")
     assert status == 200 and job_id in page and "<table>" in page
+
+
+def test_zeus_results_after_done_and_repeated_results_are_acknowledged(server_factory, tmp_path):
+    # Zeus clients send no `round`, retry a result whose answer they lost, and keep reporting
+    # every window after the final schedule: each of those is a 200 that changes nothing.
+    plan = tmp_path / "plan.py"
+    plan.write_text("[[1395, 1395, 1395, 1395], [1380, 1380, 1380, 1380]]\n")
+    server = server_factory("point-solution", {"solution_path": str(plan), "microbatches": 2,
+                                               "warmup_rounds": 1})
+    job_id = server.register_job(pp=2)
+    server.register_ranks(job_id, pp=2)
+    for expected_round in (0, 1):
+        answers = server.schedules(job_id, [0, 1])
+        for rank, (status, body) in answers.items():
+            assert status == 200 and body["round"] == expected_round, body
+            names = [name for name, _ in body["frequencies"]]
+            for _ in range(2):  # the report and its retry, both without `round`
+                assert server.post(f"/result/{job_id}", result_body(rank, names)) == (200, None)
+    status, job = server.get(f"/jobs/{job_id}")
+    assert job["state"] == "done" and job["round"] == 1 and job["results_in_round"] == 2, job
+    for _ in range(3):  # windows after `done`: schedule (the final one) and a result
+        for rank, (status, body) in server.schedules(job_id, [0, 1]).items():
+            assert status == 200 and body["done"] and body["round"] == 1
+            names = [name for name, _ in body["frequencies"]]
+            assert server.post(f"/result/{job_id}", result_body(rank, names)) == (200, None)
+    status, after = server.get(f"/jobs/{job_id}")
+    assert after["round"] == 1 and after["results_in_round"] == 2

@@ -400,6 +400,7 @@ Reply Job::report_result(const wire::ProfilingResult& result, const json& body) 
   }
   auto rank = static_cast<std::size_t>(result.rank);
   int r = result.round.value_or(next_round_[rank]);
+  if (already_acknowledged(result, r)) return {200, nullptr};
   if (r >= static_cast<int>(rounds_.size()) || !released_[static_cast<std::size_t>(r)]) {
     return conflict("round " + std::to_string(r) + " has not been served to rank " +
                     std::to_string(result.rank));
@@ -411,6 +412,18 @@ Reply Job::report_result(const wire::ProfilingResult& result, const json& body) 
   next_round_[rank] = std::max(next_round_[rank], r + 1);
   if (++results_in_round_[static_cast<std::size_t>(r)] == info_.world_size) finish_round(r);
   return {200, nullptr};
+}
+
+// Zeus clients send results without `round`, and keep reporting after the final round: a
+// report past the final round, or one without `round` while this rank's next round is not
+// served yet (the retry of its last report), is acknowledged and changes nothing.
+bool Job::already_acknowledged(const wire::ProfilingResult& result, int r) const {
+  const int computed = static_cast<int>(rounds_.size());
+  if (computed > 0 && rounds_.back().done && r >= computed) return true;
+  if (result.round || r == 0) return false;
+  bool next_served = r < computed && released_[static_cast<std::size_t>(r)];
+  return !next_served &&
+         results_[static_cast<std::size_t>(r - 1)][static_cast<std::size_t>(result.rank)];
 }
 
 // Every rank reported round `round`: the scheduler observes it and plans the next one.

@@ -75,6 +75,7 @@ class Job {
   bool replay_round(const StoredJob& stored, std::size_t r);
   void compute_round();
   void finish_round(int round);
+  bool already_acknowledged(const wire::ProfilingResult& result, int round) const;
   void try_release(int round);
   void fail(const std::string& message);
   // Runs a store write the job's progress depends on, retried kStoreAttempts times; then the
