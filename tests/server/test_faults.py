@@ -185,6 +185,13 @@ def test_malformed_json_and_wrong_types(server_factory):
                                                    "tp_degree": 1, "world_size": 1,
                                                    "scheduler": "no-such"})
     assert status == 422 and "unknown scheduler 'no-such'" in answer["detail"]
+    assert "expected one of point-solution" in answer["detail"]  # the valid names are listed
+    assert "AllMaxFrequency" in answer["detail"]
+    zeus_named = server.register_job(pp=1, scheduler="AllMaxFrequency",
+                                     scheduler_args={"microbatches": 2})
+    server.register_ranks(zeus_named, pp=1)
+    status, schedule = server.get(f"/schedule/{zeus_named}?rank=0")
+    assert status == 200 and schedule["done"], schedule
     assert server.get("/healthz")[0] == 200 and server.alive()
 
 

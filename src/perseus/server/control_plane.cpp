@@ -92,7 +92,8 @@ std::string sanitized(const std::string& text) {
 ControlPlane::ControlPlane(ServerSettings settings)
     : settings_(std::move(settings)), store_(settings_.store_path) {
   if (!settings_.scheduler.empty() && !known_scheduler(settings_.scheduler)) {
-    throw Error("--scheduler: unknown scheduler '" + settings_.scheduler + "'");
+    throw Error("--scheduler: unknown scheduler '" + settings_.scheduler + "' (" +
+                scheduler_choices() + ")");
   }
   for (const auto& stored : store_.load()) {
     order_.push_back(stored.job_id);
@@ -165,7 +166,8 @@ Reply ControlPlane::register_job(const json& body) {
     info.scheduler = settings_.scheduler;
     if (!info.scheduler_args) info.scheduler_args = settings_.scheduler_args;
   } else if (!known_scheduler(*info.scheduler)) {
-    return unprocessable("field 'scheduler': unknown scheduler '" + *info.scheduler + "'");
+    return unprocessable("field 'scheduler': unknown scheduler '" + *info.scheduler + "' (" +
+                         scheduler_choices() + ")");
   }
   std::string id = new_job_id(info);
   std::string secret = settings_.token.empty() ? "" : new_secret();

@@ -22,6 +22,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"zeus-per-stage", schedulers::make_zeus_per_stage},
       {"PointSolution", schedulers::make_point_solution},
       {"InstructionProfiler", schedulers::make_profiler},
+      {"AllMaxFrequency", schedulers::make_all_max},
   };
   return entries;
 }
@@ -43,6 +44,15 @@ const std::vector<std::string>& scheduler_names() {
   return names;
 }
 
+std::string scheduler_choices() {
+  std::string list, aliases;
+  for (std::size_t i = 0; i < registry().size(); ++i) {
+    std::string& to = i < kCanonical ? list : aliases;
+    to += (to.empty() ? "" : ", ") + registry()[i].first;
+  }
+  return "expected one of " + list + "; Zeus aliases " + aliases;
+}
+
 bool known_scheduler(const std::string& name) {
   for (const auto& entry : registry()) {
     if (entry.first == name) return true;
@@ -54,10 +64,7 @@ std::unique_ptr<Scheduler> make_scheduler(const std::string& name, const JobSpec
   for (const auto& [known, factory] : registry()) {
     if (known == name) return factory(job);
   }
-  std::string list;
-  for (const auto& n : scheduler_names()) list += (list.empty() ? "" : ", ") + n;
-  throw Error("unknown scheduler '" + name + "' (expected one of " + list +
-              "; aliases PointSolution, InstructionProfiler)");
+  throw Error("unknown scheduler '" + name + "' (" + scheduler_choices() + ")");
 }
 
 }  // namespace perseus::server

@@ -86,6 +86,8 @@ class Scheduler {
 std::unique_ptr<Scheduler> make_scheduler(const std::string& name, const JobSpec& job);
 const std::vector<std::string>& scheduler_names();
 // Whether make_scheduler knows `name` (a name above or a Zeus class-name alias).
+// "expected one of point-solution, ...; Zeus aliases PointSolution, ..." for error messages.
+std::string scheduler_choices();
 bool known_scheduler(const std::string& name);
 
 }  // namespace perseus::server
