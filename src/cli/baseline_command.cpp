@@ -65,8 +65,8 @@ void finish(const BaselineArgs& a, const Pipeline& p, const plan::FrequencyPlan&
     write_file_atomic(a.out, plan::plan_to_json(doc, p.schedule));
   }
   if (a.quiet) return;
-  print_comparison(ev, p.all_max);
-  if (!a.out.empty()) std::printf("wrote %s\n", a.out.c_str());
+  print_comparison(ev, p.all_max, summary_stream(a.out));
+  if (!a.out.empty()) std::fprintf(summary_stream(a.out), "wrote %s\n", a.out.c_str());
 }
 
 void run_all_max(const BaselineArgs& a) {

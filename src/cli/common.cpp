@@ -23,12 +23,16 @@ schedule::Schedule resolve_schedule(const std::string& name, const profile::Prof
                 [&] { return schedule::make_schedule(name, num_stages, num_microbatches); });
 }
 
-void print_comparison(const plan::Evaluation& ev, const plan::Evaluation& all_max) {
-  std::printf("time_s %.6f\nenergy_j %.4f\nall_max_time_s %.6f\nall_max_energy_j %.4f\n", ev.time_s,
-              ev.energy_j, all_max.time_s, all_max.energy_j);
-  std::printf("energy_saving_percent %.3f\nslowdown_percent %.3f\n",
-              percent(all_max.energy_j - ev.energy_j, all_max.energy_j),
-              percent(ev.time_s - all_max.time_s, all_max.time_s));
+void print_comparison(const plan::Evaluation& ev, const plan::Evaluation& all_max, std::FILE* to) {
+  std::fprintf(to, "time_s %.6f\nenergy_j %.4f\nall_max_time_s %.6f\nall_max_energy_j %.4f\n",
+               ev.time_s, ev.energy_j, all_max.time_s, all_max.energy_j);
+  std::fprintf(to, "energy_saving_percent %.3f\nslowdown_percent %.3f\n",
+               percent(all_max.energy_j - ev.energy_j, all_max.energy_j),
+               percent(ev.time_s - all_max.time_s, all_max.time_s));
+}
+
+std::FILE* summary_stream(const std::string& out) {
+  return out == "-" ? stderr : stdout;
 }
 
 PlanWithSchedule read_plan_for(const std::string& path, const std::string& schedule_name,

@@ -2,6 +2,7 @@
 // --schedule option (whose "envelope" needs the profile) and the comparison with all-max.
 #pragma once
 
+#include <cstdio>
 #include <string>
 
 #include "perseus/plan/evaluate.hpp"
@@ -36,7 +37,11 @@ schedule::Schedule resolve_schedule(const std::string& name, const profile::Prof
 
 // Prints time_s, energy_j, the all-max reference, the energy saving and the slowdown in %, one
 // `key value` line each.
-void print_comparison(const plan::Evaluation& ev, const plan::Evaluation& all_max);
+void print_comparison(const plan::Evaluation& ev, const plan::Evaluation& all_max,
+                      std::FILE* to = stdout);
+// Where a command's summary goes: stderr when its output file is "-" (standard output carries
+// the file), else stdout.
+std::FILE* summary_stream(const std::string& out);
 
 struct PlanWithSchedule {
   plan::Plan plan;

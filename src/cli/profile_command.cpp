@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "cli/common.hpp"
 #include "perseus/profile/csv.hpp"
 #include "perseus/profile/gpu_model.hpp"
 #include "perseus/util/files.hpp"
@@ -88,7 +89,8 @@ void run_synth(const SynthArgs& a) {
   std::ostringstream csv;
   profile::write_profile_csv(prof, csv);
   write_file_atomic(a.out, csv.str());
-  std::printf(
+  std::fprintf(
+      summary_stream(a.out),
       "wrote %s: synthetic %s profile, %d stages x %s x %s; plan with --blocking-power %g\n",
       a.out.c_str(), gpu.name.c_str(), prof.num_stages(), join(prof.instructions(0), "/").c_str(),
       clocks(ranges(prof)).c_str(), gpu.blocking_power_w);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -21,7 +22,34 @@ void ensure_writable_dir(const fs::path& dir) {
   }
 }
 
+namespace {
+
+// Writes `content` to what `path` names (following a symlink), in place.
+void write_through(const fs::path& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error(path.string() + ": cannot open for writing");
+  out << content;
+  out.flush();
+  if (!out) throw Error(path.string() + ": write failed");
+}
+
+}  // namespace
+
 void write_file_atomic(const fs::path& path, const std::string& content) {
+  if (path == "-") {
+    if (std::fwrite(content.data(), 1, content.size(), stdout) != content.size() ||
+        std::fflush(stdout) != 0) {
+      throw Error("standard output: write failed");
+    }
+    return;
+  }
+  // A symlink, FIFO, device or socket is written through, never replaced by a regular file.
+  std::error_code ec;
+  auto status = fs::symlink_status(path, ec);
+  if (!ec && fs::exists(status) && !fs::is_regular_file(status)) {
+    if (fs::is_directory(status)) throw Error(path.string() + ": is a directory");
+    return write_through(path, content);
+  }
   fs::path tmp = path;
   tmp += ".tmp" + std::to_string(getpid());
   {
@@ -35,7 +63,6 @@ void write_file_atomic(const fs::path& path, const std::string& content) {
       throw Error(path.string() + ": write failed");
     }
   }
-  std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) {
     fs::remove(tmp);

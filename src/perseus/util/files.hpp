@@ -12,6 +12,8 @@ namespace perseus {
 void ensure_writable_dir(const std::filesystem::path& dir);
 
 // Writes `content` to `path` atomically (temporary file in the same directory, then rename).
+// "-" is standard output; an existing symlink, FIFO, device or socket is written through
+// (opened and truncated), never replaced.
 void write_file_atomic(const std::filesystem::path& path, const std::string& content);
 
 // A directory that is filled first and moved to its final place only when complete. The
