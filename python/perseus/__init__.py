@@ -21,6 +21,7 @@ The package imports without torch; torch is imported lazily, only when it is use
 """
 
 from perseus._perseus import NvmlGpu, PerseusError, SimGpu
+from perseus._perseus import __version__
 from perseus.optimizer import PerseusWarning, PipelineFrequencyOptimizer
 from perseus.probe import gpu_probe
 from perseus.sync import sync_device
@@ -35,4 +36,3 @@ __all__ = [
     "sync_device",
 ]
 
-__version__ = "0.1.0"

@@ -280,6 +280,7 @@ std::unique_ptr<GpuBackend> make_backend(py::object gpu) {
 
 PYBIND11_MODULE(_perseus, m) {
   m.doc() = "Perseus training-side client (C++ extension); use the `perseus` package.";
+  m.attr("__version__") = PERSEUS_VERSION;  // the project's version, as `perseus --version`
 
   py::register_exception<perseus::Error>(m, "PerseusError", PyExc_RuntimeError);
   m.attr("PerseusError").attr("__doc__") =

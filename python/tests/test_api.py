@@ -67,3 +67,9 @@ def test_import_does_not_import_torch():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "False"
+
+
+def test_version_matches_the_command(perseus_bin):
+    out = subprocess.run([perseus_bin, "--version"], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == f"perseus {perseus.__version__}"
+    assert perseus.__version__.count(".") == 2

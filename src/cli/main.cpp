@@ -8,6 +8,7 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"Perseus: remove energy bloat from pipeline-parallel training"};
+  app.set_version_flag("--version", "perseus " PERSEUS_VERSION);
   app.require_subcommand(1);
   perseus::cli::add_profile_command(app);
   perseus::cli::add_plan_command(app);
