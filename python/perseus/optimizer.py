@@ -226,6 +226,13 @@ class PipelineFrequencyOptimizer:
         return self._opt.job_id
 
     @property
+    def mismatched_iterations(self):
+        """Iterations so far that did not follow their schedule (other instructions, order or
+        count) and so ran at the default clock; each such window logs one warning saying what
+        differs, and ``degraded`` is True meanwhile."""
+        return self._opt.mismatched_iterations
+
+    @property
     def job_credential(self):
         """``"<job id>#<secret>"`` when the server gave the job a secret (a server with a
         cluster token), else the job id: what other ranks pass as ``job_id`` or
@@ -244,7 +251,8 @@ class PipelineFrequencyOptimizer:
 
     @property
     def degraded(self):
-        """True while running at the default clock because the server failed us."""
+        """True while running at the default clock: the server failed us, or the training loop
+        left its schedule (see ``mismatched_iterations``)."""
         return self._opt.degraded
 
     @property

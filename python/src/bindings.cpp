@@ -423,6 +423,8 @@ PYBIND11_MODULE(_perseus, m) {
       .def("close", &Optimizer::close)
       .def_property_readonly("closed", &Optimizer::closed)
       .def_property_readonly("job_id", [](Optimizer& o) { return o.get().job_id(); })
+      .def_property_readonly("mismatched_iterations",
+                             [](Optimizer& o) { return o.get().mismatched_iterations(); })
       .def_property_readonly("job_credential",
                              [](Optimizer& o) { return o.get().job_credential(); })
       .def_property_readonly("round", [](Optimizer& o) { return o.get().round(); })

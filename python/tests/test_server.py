@@ -236,6 +236,21 @@ def test_python_client_over_tls(tls_server, profile2):
     opt.close()
 
 
+def test_a_loop_that_leaves_its_schedule_is_not_silent(server, profile2):
+    logs = []
+    opt = perseus.PipelineFrequencyOptimizer(
+        0, 0, 0, 0, 0, 1, 1, 1, 1, server, gpu="sim", profile=profile2, stage=0,
+        counter="ideal", report_every=2, log=logs.append)
+    assert not opt.degraded and opt.mismatched_iterations == 0
+    train(opt, 1, ["forward"] * (2 * MICROBATCHES))  # forwards only: not the 1F1B order
+    assert opt.degraded and opt.mismatched_iterations == 1 and not logs
+    train(opt, 1, ["forward"] * (2 * MICROBATCHES))
+    assert opt.mismatched_iterations == 2 and len(logs) == 1, logs
+    assert "2 of this window's 2 iterations did not follow the schedule" in logs[0]
+    assert f"forward x{MICROBATCHES}, backward x{MICROBATCHES}" in logs[0]
+    opt.close()
+
+
 def test_two_ranks_profiler_rounds_and_results(server, profile2, profile2_rows, tmp_path):
     """A per-job scheduler (the instruction profiler) sweeps 3 clocks, one round each: rounds
     advance, results are accepted, and the profile it writes matches the simulated GPUs'."""

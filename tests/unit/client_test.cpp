@@ -353,13 +353,24 @@ TEST(ClientOptimizer, RunsAtTheDefaultClockWhenTheScheduleDoesNotMatchTheLoop) {
   ScriptedServer server(std::vector<json>{clocks(800, 600), clocks(600, 600)});
   Warnings w;
   PipelineFrequencyOptimizer opt(fast_options(server.http->url(), w), sim());
-  iterate(opt, 2, {"backward", "forward"});
+  iterate(opt, 1, {"backward", "forward"});
+  EXPECT_TRUE(opt.degraded());  // not silent: the iteration ran at the default clock
+  EXPECT_EQ(opt.mismatched_iterations(), 1u);
+  EXPECT_TRUE(w.lines->empty());  // said once, when the window closes
+  iterate(opt, 1, {"backward", "forward"});
   EXPECT_NEAR(opt.iterations()[0].time_s, 0.030, 1e-12);  // the default (highest) clocks
   ASSERT_EQ(w.lines->size(), 1u);
   EXPECT_CONTAINS(w.lines->front(),
-                  "expects 'forward' as instruction 1 of the iteration, but "
-                  "the training loop ran 'backward'");
-  EXPECT_EQ(opt.round(), 1);  // the protocol goes on
+                  "2 of this window's 2 iterations did not follow the schedule and ran at the "
+                  "default clock: schedule of round 0 for rank 0: the schedule expects 'forward' "
+                  "as instruction 1 of the iteration, but the training loop ran 'backward' "
+                  "(expected 2 instructions: forward x1, backward x1)");
+  EXPECT_EQ(opt.round(), 1);                            // the protocol goes on
+  iterate(opt, 2, {"forward", "backward", "forward"});  // a loop with one instruction too many
+  ASSERT_EQ(w.lines->size(), 2u);                       // one line per window
+  EXPECT_CONTAINS(w.lines->back(), "2 of this window's 2 iterations");
+  EXPECT_CONTAINS(w.lines->back(), "expects nothing more as instruction 3");
+  EXPECT_EQ(opt.mismatched_iterations(), 4u);
   Warnings w2;
   OptimizerOptions strict = fast_options(server.http->url(), w2);
   strict.strict = true;

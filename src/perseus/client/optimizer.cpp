@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <set>
@@ -101,6 +102,9 @@ struct PipelineFrequencyOptimizer::Impl {
   bool done = false, degraded = false;
   bool limit_set = false;  // a schedule's power limit is set
   bool mismatch = false;   // the loop's instructions do not match the schedule: default clock
+  std::size_t mismatched_iterations = 0;  // iterations that did not follow their schedule
+  int window_mismatched = 0;              // of them, in the open reporting window
+  std::string mismatch_reason;            // the window's first difference
 
   // The iteration in progress.
   bool in_step = false;
@@ -285,15 +289,54 @@ struct PipelineFrequencyOptimizer::Impl {
     exchange();
   }
 
+  // The loop left the schedule: strict throws; otherwise the window keeps its first difference
+  // for the one warning at its end (report_mismatches).
+  void note_mismatch(const std::string& what) {
+    std::string message = "schedule of round " + std::to_string(schedule->round) + " for rank " +
+                          std::to_string(opt.rank) + ": " + what + " (" + schedule_shape() + ")";
+    if (opt.strict) throw Error(message);
+    if (mismatch_reason.empty()) mismatch_reason = message;
+  }
+
+  // "expected 12 instructions: forward x6, backward x6".
+  std::string schedule_shape() const {
+    std::map<std::string, int> count;
+    std::vector<std::string> order;
+    for (const auto& [name, mhz] : schedule->frequencies) {
+      if (count[name]++ == 0) order.push_back(name);
+    }
+    std::string out = "expected " + std::to_string(schedule->frequencies.size()) + " instructions";
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      out += (i == 0 ? ": " : ", ") + order[i] + " x" + std::to_string(count[order[i]]);
+    }
+    return out;
+  }
+
+  // Counts an iteration that ran (partly) at the default clock because it left the schedule.
+  void count_mismatch() {
+    if (!mismatch) return;
+    ++mismatched_iterations;
+    ++window_mismatched;
+  }
+
+  // One warning per window in which the loop left its schedule: how many iterations and why.
+  void report_mismatches(std::size_t window_iterations) {
+    if (window_mismatched == 0) return;
+    log(std::to_string(window_mismatched) + " of this window's " +
+        std::to_string(window_iterations) +
+        " iterations did not follow the schedule and ran at the default clock: " + mismatch_reason);
+    window_mismatched = 0;
+    mismatch_reason.clear();
+  }
+
   // Checks the loop's instruction against the schedule; true when its clock should be locked.
   bool schedule_entry_matches(const std::string& name) {
     const auto& f = schedule->frequencies;
     if (position < f.size() && f[position].first == name) return true;
     std::string expected = position < f.size() ? "'" + f[position].first + "'" : "nothing more";
-    local_problem("schedule for rank " + std::to_string(opt.rank) + " expects " + expected +
-                  " as instruction " + std::to_string(position + 1) + " of the iteration, but " +
-                  "the training loop ran '" + name +
-                  "'; running at the default clock until the next schedule");
+    note_mismatch("the schedule expects " + expected + " as instruction " +
+                  std::to_string(position + 1) + " of the iteration, but the training loop ran '" +
+                  name + "'");
     return false;
   }
 
@@ -317,9 +360,8 @@ struct PipelineFrequencyOptimizer::Impl {
         position == schedule->frequencies.size()) {
       return;
     }
-    local_problem("the training loop ran " + std::to_string(position) +
-                  " instructions in an iteration but the schedule for rank " +
-                  std::to_string(opt.rank) + " has " +
+    note_mismatch("the training loop ran " + std::to_string(position) +
+                  " instructions in an iteration but the schedule has " +
                   std::to_string(schedule->frequencies.size()));
     mismatch = true;
     default_clock();
@@ -405,7 +447,9 @@ void PipelineFrequencyOptimizer::on_step_end() {
   m.in_step = false;
   m.window->step_end(t);
   if (m.session && !m.done) m.check_iteration_length();
+  m.count_mismatch();
   if (m.window->iterations() < static_cast<std::size_t>(m.opt.report_every)) return;
+  m.report_mismatches(m.window->iterations());
   m.window_boundary();
 }
 
@@ -427,7 +471,11 @@ bool PipelineFrequencyOptimizer::done() const {
 }
 
 bool PipelineFrequencyOptimizer::degraded() const {
-  return impl_->degraded;
+  return impl_->degraded || impl_->mismatch;
+}
+
+std::size_t PipelineFrequencyOptimizer::mismatched_iterations() const {
+  return impl_->mismatched_iterations;
 }
 
 const std::vector<IterationMeasurement>& PipelineFrequencyOptimizer::iterations() const {

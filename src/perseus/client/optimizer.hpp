@@ -34,7 +34,8 @@
 // Warnings: one when the client starts running at the default clock (with the server's answer
 // or the transport error, and the number of attempts); retries at later window boundaries stay
 // silent until one succeeds. A loop whose instructions do not match the schedule gets one warning
-// per distinct mismatch and runs at the default clock until the next schedule. Backend failures
+// per window (how many iterations, what differs) and runs at the default clock until the next
+// schedule; degraded() is true meanwhile. Backend failures
 // (e.g. NVML refusing a clock) are warned once each; they may be reported from the clock thread,
 // so `log` must be callable from any thread.
 #pragma once
@@ -117,8 +118,12 @@ class PipelineFrequencyOptimizer {
   int round() const;
   // True once the server sent its final schedule.
   bool done() const;
-  // True while running at the default clock because the server failed us.
+  // True while running at the default clock: the server failed us, or the training loop left
+  // the schedule (other instructions, order or count than it plans).
   bool degraded() const;
+  // Iterations so far that left their schedule (each window with any says so in one warning:
+  // how many, and the first difference against the schedule's instructions).
+  std::size_t mismatched_iterations() const;
   // Measured time and energy of every iteration whose reporting window closed, in order.
   const std::vector<IterationMeasurement>& iterations() const;
   // The measurements of the last closed reporting window (per-instruction breakdowns, standard
