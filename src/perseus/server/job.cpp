@@ -194,6 +194,21 @@ std::unique_ptr<Job> Job::unusable(Store& store, const StoredJob& stored, std::s
   return job;
 }
 
+std::string Job::rank_out_of_range(const std::string& field, int rank) const {
+  return field + ": " + std::to_string(rank) + " is out of range for world_size " +
+         std::to_string(info_.world_size);
+}
+
+std::string Job::rank_problem(const wire::RankInfo& rank) const {
+  if (rank.rank >= info_.world_size) return rank_out_of_range("field 'rank'", rank.rank);
+  if (rank.pp_rank >= info_.pp_degree || rank.dp_rank >= info_.dp_degree ||
+      rank.tp_rank >= info_.tp_degree) {
+    return "rank " + std::to_string(rank.rank) +
+           ": pp_rank/dp_rank/tp_rank out of range for the job's degrees";
+  }
+  return "";
+}
+
 int Job::registered() const {
   return static_cast<int>(
       std::count_if(ranks_.begin(), ranks_.end(), [](const auto& r) { return r.has_value(); }));
@@ -208,15 +223,7 @@ std::string Job::state() const {
 
 Reply Job::register_rank(const wire::RankInfo& rank, const json& body) {
   if (!error_.empty()) return internal_error(error_);
-  if (rank.rank >= info_.world_size) {
-    return bad_request("field 'rank': " + std::to_string(rank.rank) +
-                       " is out of range for world_size " + std::to_string(info_.world_size));
-  }
-  if (rank.pp_rank >= info_.pp_degree || rank.dp_rank >= info_.dp_degree ||
-      rank.tp_rank >= info_.tp_degree) {
-    return bad_request("rank " + std::to_string(rank.rank) +
-                       ": pp_rank/dp_rank/tp_rank out of range for the job's degrees");
-  }
+  if (auto problem = rank_problem(rank); !problem.empty()) return bad_request(problem);
   auto& slot = ranks_[static_cast<std::size_t>(rank.rank)];
   if (slot) {
     if (rank_bodies_[static_cast<std::size_t>(rank.rank)] == body) return {200, nullptr};
@@ -363,9 +370,7 @@ wire::FrequencySchedule Job::schedule_for(int rank, int round) const {
 void Job::request_schedule(int rank, std::optional<int> round, Responder respond) {
   if (!error_.empty()) return respond(internal_error(error_));
   if (rank < 0 || rank >= info_.world_size) {
-    return respond(bad_request("query 'rank': " + std::to_string(rank) +
-                               " is out of range for world_size " +
-                               std::to_string(info_.world_size)));
+    return respond(bad_request(rank_out_of_range("query 'rank'", rank)));
   }
   if (!ranks_[static_cast<std::size_t>(rank)]) {
     return respond(
@@ -395,8 +400,7 @@ void Job::request_schedule(int rank, std::optional<int> round, Responder respond
 Reply Job::report_result(const wire::ProfilingResult& result, const json& body) {
   if (!error_.empty()) return internal_error(error_);
   if (result.rank >= info_.world_size) {
-    return bad_request("field 'rank': " + std::to_string(result.rank) +
-                       " is out of range for world_size " + std::to_string(info_.world_size));
+    return bad_request(rank_out_of_range("field 'rank'", result.rank));
   }
   auto rank = static_cast<std::size_t>(result.rank);
   int r = result.round.value_or(next_round_[rank]);
@@ -485,11 +489,7 @@ Reply Job::report_straggler(const json& report) {
 void Job::restore_history(const StoredJob& stored) {
   for (const auto& body : stored.ranks) {
     auto rank = wire::parse_rank_info(body);
-    if (rank.rank >= info_.world_size || rank.pp_rank >= info_.pp_degree ||
-        rank.dp_rank >= info_.dp_degree || rank.tp_rank >= info_.tp_degree) {
-      throw Error("stored rank " + std::to_string(rank.rank) +
-                  " is out of range for the job's degrees");
-    }
+    if (auto problem = rank_problem(rank); !problem.empty()) throw Error("stored " + problem);
     ranks_[static_cast<std::size_t>(rank.rank)] = rank;
     rank_bodies_[static_cast<std::size_t>(rank.rank)] = body;
   }
@@ -520,9 +520,8 @@ bool Job::replay_round(const StoredJob& stored, std::size_t r) {
   for (const auto& body : stored.results[r]) {
     auto result = wire::parse_profiling_result(body);
     if (result.rank >= info_.world_size) {
-      throw Error("stored result of round " + std::to_string(r) + " names rank " +
-                  std::to_string(result.rank) + ", out of range for world_size " +
-                  std::to_string(info_.world_size));
+      throw Error("stored result of round " + std::to_string(r) + ": " +
+                  rank_out_of_range("field 'rank'", result.rank));
     }
     results_[r][static_cast<std::size_t>(result.rank)] = result;
     auto& next = next_round_[static_cast<std::size_t>(result.rank)];

@@ -88,6 +88,10 @@ class Job {
                             std::map<const StagePlan*, std::string>& cache) const;
   std::vector<StageResult> aggregate(int round) const;
   int registered() const;
+  // "<field>: N is out of range for world_size W".
+  std::string rank_out_of_range(const std::string& field, int rank) const;
+  // Why `rank` is not a rank of this job (rank or its pp/dp/tp ranks out of range); "" if it is.
+  std::string rank_problem(const wire::RankInfo& rank) const;
 
   Store& store_;
   std::string id_;
