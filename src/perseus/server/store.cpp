@@ -88,38 +88,46 @@ nlohmann::json parse_stored(const std::string& text, const std::string& path) {
 }  // namespace
 
 Store::Store(const std::string& path, Access access) : path_(path) {
-  const bool file = path != ":memory:" && !path.empty();
-  if (file && access == Access::exclusive) lock();
-  if (file) check_not_truncated();
-  if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) {
-    std::string message = db_ ? sqlite3_errmsg(db_) : "out of memory";
-    sqlite3_close(db_);
-    if (lock_fd_ >= 0) ::close(lock_fd_);
-    throw Error("cannot open store " + path + ": " + message);
-  }
   try {
-    sqlite3_busy_timeout(db_, kBusyTimeoutMs);
-    quick_check();
-    exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
-    exec(kSchema);
-    Statement get(db_, "SELECT value FROM meta WHERE key = 'format'", path_);
-    if (!get.step()) {
-      write("INSERT INTO meta (key, value) VALUES ('format', ?1)", {kFormat}, {});
-    } else if (get.text(0) != kFormat) {
-      throw Error("store " + path + " has format '" + get.text(0) + "', expected " + kFormat);
-    }
+    open(access);
   } catch (...) {
-    for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
-    sqlite3_close(db_);
-    if (lock_fd_ >= 0) ::close(lock_fd_);
+    close();
     throw;
   }
 }
 
 Store::~Store() {
+  close();
+}
+
+void Store::open(Access access) {
+  const bool file = path_ != ":memory:" && !path_.empty();
+  if (file && access == Access::exclusive) lock();
+  if (file) check_not_truncated();
+  if (sqlite3_open(path_.c_str(), &db_) != SQLITE_OK) {
+    throw Error("cannot open store " + path_ + ": " +
+                (db_ ? sqlite3_errmsg(db_) : "out of memory"));
+  }
+  sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+  quick_check();
+  exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+  exec(kSchema);
+  Statement get(db_, "SELECT value FROM meta WHERE key = 'format'", path_);
+  if (!get.step()) {
+    write("INSERT INTO meta (key, value) VALUES ('format', ?1)", {kFormat}, {});
+  } else if (get.text(0) != kFormat) {
+    throw Error("store " + path_ + " has format '" + get.text(0) + "', expected " + kFormat);
+  }
+}
+
+// Releases everything open() took, also after it failed half-way.
+void Store::close() {
   for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
+  statements_.clear();
   sqlite3_close(db_);
+  db_ = nullptr;
   if (lock_fd_ >= 0) ::close(lock_fd_);
+  lock_fd_ = -1;
 }
 
 // `<path>.lock`, held with flock for the process's life; it says who holds it.

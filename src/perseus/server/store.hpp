@@ -76,6 +76,8 @@ class Store {
   void exec(const std::string& sql) const;
   void write(const char* sql, const std::vector<std::string>& text, const std::vector<long>& ints);
   std::vector<StoredJob> load_where(const std::string& job_id) const;
+  void open(Access access);
+  void close();
   void lock();
   void check_not_truncated() const;
   void quick_check() const;
