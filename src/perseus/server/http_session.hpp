@@ -150,7 +150,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     if (ec) return on_read_error(ec);
     const auto& request = parser_->get();
     std::string target(request.target());
-    std::uint64_t limit = limit_ = body_limit(target);
+    std::uint64_t limit = body_limit(target);
     auto length = parser_->content_length();
     if (length && *length > limit) {
       return refuse(payload_too_large("request body of " + std::to_string(*length) +
@@ -177,16 +177,17 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
                      });
   }
 
-  std::uint64_t body_limit(const std::string& target) const {
+  std::uint64_t body_limit(std::string_view target) const {
     const auto& l = shared_.limits;
-    bool large = target.rfind("/result/", 0) == 0 || target.rfind("/straggler/", 0) == 0;
+    bool large = target.rfind(wire::kResultPath, 0) == 0 || target.rfind("/straggler/", 0) == 0;
     return large ? l.max_body : std::min(l.max_body, l.max_small_body);
   }
 
   void on_read_error(beast::error_code ec) {
     if (ec == http::error::body_limit) {
+      std::uint64_t limit = body_limit(std::string(parser_->get().target()));
       return refuse(
-          payload_too_large("request body is above the " + std::to_string(limit_) + "-byte limit"));
+          payload_too_large("request body is above the " + std::to_string(limit) + "-byte limit"));
     }
     if (ec.category() == beast::error_code(http::error::bad_target).category() &&
         ec != http::error::end_of_stream && ec != http::error::partial_message) {
@@ -228,7 +229,6 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     std::size_t sent = 0;
     if constexpr (!kTls) sent = socket().write_some(asio::buffer(out_), ec);
     if (ec && ec != asio::error::would_block) return close_now();
-    if (ec) sent = 0;
     if (sent == out_.size()) return after_answer();
     arm(shared_.limits.body_timeout_s);
     asio::async_write(stream_, asio::buffer(out_.data() + sent, out_.size() - sent),
@@ -273,7 +273,6 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   std::optional<http::request_parser<http::string_body>> parser_;
   std::string out_;
   Clock::time_point deadline_ = Clock::time_point::max();
-  std::uint64_t limit_ = 0;  // the body limit of the request being read
   bool keep_alive_ = true;
   bool pending_ = false;   // a request is waiting for its answer
   bool reading_ = false;   // read_more's read is outstanding
