@@ -213,15 +213,16 @@ void ControlPlane::handle(const Request& request, Responder respond) {
   }
 }
 
-void ControlPlane::authenticate(const Request& request, const std::string& path,
-                                std::string_view query_token) const {
-  if (settings_.token.empty()) return;
+std::optional<Reply> ControlPlane::refuse_unauthenticated(const Request& request,
+                                                          const std::string& path,
+                                                          std::string_view query_token) const {
+  if (settings_.token.empty()) return std::nullopt;
   std::string_view offered = bearer_token(request.authorization);
   if (offered.empty()) offered = query_token;
-  if (same_secret(offered, settings_.token)) return;
+  if (same_secret(offered, settings_.token)) return std::nullopt;
   log::warn("auth failure: " + printable(request.method) + " " + printable(path) +
             (offered.empty() ? ": no cluster token" : ": wrong cluster token"));
-  throw RequestError(401, "missing or wrong cluster token: send 'Authorization: Bearer <token>'");
+  return unauthorized("missing or wrong cluster token: send 'Authorization: Bearer <token>'");
 }
 
 void ControlPlane::route(const Request& request, const Responder& reply) {
@@ -236,10 +237,12 @@ void ControlPlane::route(const Request& request, const Responder& reply) {
   }
   if (path == "/" && get) {
     auto token = t.query.find("token");  // a browser cannot send the header
-    authenticate(request, path, token == t.query.end() ? "" : token->second);
+    auto refused =
+        refuse_unauthenticated(request, path, token == t.query.end() ? "" : token->second);
+    if (refused) return reply(*refused);
     return reply({200, nullptr, status_page(), "text/html; charset=utf-8"});
   }
-  authenticate(request, path);
+  if (auto refused = refuse_unauthenticated(request, path)) return reply(*refused);
   if (path == "/jobs" && get) return reply(jobs_summary());
   if (path == wire::kRegisterJobPath && post) return reply(register_job(wire::parse_json(body)));
   struct Route {
@@ -263,7 +266,8 @@ void ControlPlane::route(const Request& request, const Responder& reply) {
     std::string prefix = route.prefix;
     if (prefix == "/jobs/") return reply({200, job->status(true)});
     if (!job->secret_matches(request.job_secret)) {
-      log::warn("auth failure: " + method + " " + printable(path) + ": wrong job secret");
+      log::warn("auth failure: " + printable(method) + " " + printable(path) +
+                ": wrong job secret");
       return reply(forbidden(std::string("missing or wrong secret of job '") + id +
                              "': send the X-Perseus-Job-Secret that register_job returned"));
     }

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "perseus/server/job.hpp"
@@ -56,10 +57,10 @@ class ControlPlane {
 
  private:
   void route(const Request& request, const Responder& respond);
-  // Refuses (401) a request without the cluster token, when the server has one; the status
-  // page may carry it as ?token= instead.
-  void authenticate(const Request& request, const std::string& path,
-                    std::string_view query_token = {}) const;
+  // The 401 for a request without the cluster token, when the server has one (logged); the
+  // status page may carry the token as ?token= instead. nullopt: go on.
+  std::optional<Reply> refuse_unauthenticated(const Request& request, const std::string& path,
+                                              std::string_view query_token = {}) const;
   Reply register_job(const nlohmann::json& body);
   std::unique_ptr<Job> restore(const StoredJob& stored);
   Reply jobs_summary() const;
