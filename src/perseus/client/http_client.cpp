@@ -215,26 +215,20 @@ HttpResponse HttpClient::exchange(Stream& stream, asio::io_context& ioc, bool po
   run(ioc);
   if (ec) throw transport_error(what, "sending the request", ec);
 
-  // The header first, then the body piece by piece: the size limit and the deadline are checked
-  // here after every piece. (Boost 1.74's parser can let a Content-Length above its body_limit
-  // through, and a peer that always has more bytes ready can starve the stream's own timer.)
+  // Piece by piece, header included: the size limit and the deadline are checked here after
+  // every piece. (Boost 1.74's parser can let a Content-Length above its body_limit through, and
+  // a peer that always has more bytes ready can starve the stream's own timer.)
   beast::flat_buffer buffer(kBodyLimit + 64 * 1024);
   http::response_parser<http::string_body> parser;
   parser.body_limit(kBodyLimit);
   auto timed_out = [&] {
     throw HttpError(what + ": no answer within " + seconds_text(timeout_s) + " s", true);
   };
-  http::async_read_header(stream, buffer, parser,
-                          [&](const beast::error_code& e, std::size_t) { ec = e; });
-  run(ioc);
-  if (ec == beast::error::timeout) timed_out();
-  if (ec) throw transport_error(what, "reading the answer", ec);
   auto too_large = [&] {
     throw HttpError(what + ": the answer is larger than the client's limit of " +
                         std::to_string(kBodyLimit) + " bytes",
                     false);
   };
-  if (auto length = parser.content_length(); length && *length > kBodyLimit) too_large();
   while (!parser.is_done()) {
     if (std::chrono::steady_clock::now() >= deadline) timed_out();
     http::async_read_some(stream, buffer, parser,
@@ -243,7 +237,9 @@ HttpResponse HttpClient::exchange(Stream& stream, asio::io_context& ioc, bool po
     if (ec == beast::error::timeout) timed_out();
     if (ec == http::error::body_limit) too_large();
     if (ec) throw transport_error(what, "reading the answer", ec);
-    if (parser.get().body().size() > kBodyLimit) too_large();
+    if (!parser.is_header_done()) continue;
+    auto length = parser.content_length();
+    if ((length && *length > kBodyLimit) || parser.get().body().size() > kBodyLimit) too_large();
   }
 
   beast::error_code ignored;

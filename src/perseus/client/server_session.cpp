@@ -25,6 +25,12 @@ std::string one_line(const std::string& text, std::size_t max = 300) {
   return out;
 }
 
+// The option, else the environment variable, else "".
+std::string option_or_env(const std::string& option, const char* variable) {
+  const char* env = std::getenv(variable);
+  return !option.empty() ? option : env ? env : "";
+}
+
 }  // namespace
 
 bool CircuitBreaker::backing_off() {
@@ -42,16 +48,6 @@ void CircuitBreaker::succeeded() {
   skip_ = 0;
   next_ = 1;
 }
-
-namespace {
-
-// The option, else the environment variable, else "".
-std::string option_or_env(const std::string& option, const char* variable) {
-  const char* env = std::getenv(variable);
-  return !option.empty() ? option : env ? env : "";
-}
-
-}  // namespace
 
 ServerSession::ServerSession(const OptimizerOptions& options)
     : opt_(options),
@@ -99,10 +95,10 @@ auto ServerSession::call(bool post, const std::string& target, const std::string
       std::this_thread::sleep_for(std::chrono::duration<double>(delay));
       delay *= 2.0;
     }
+    const double budget = std::min(timeout_s, left());
+    if (budget <= 0.0) break;
     ++attempt;
     try {
-      const double budget = std::min(timeout_s, left());
-      if (budget <= 0.0) break;
       HttpResponse r = post ? http_.post(target, body, budget) : http_.get(target, budget);
       if (!r.ok()) {
         last = std::string(post ? "POST " : "GET ") + http_.url_of(target) + ": HTTP " +
