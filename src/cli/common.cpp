@@ -39,19 +39,7 @@ PlanWithSchedule read_plan_for(const std::string& path, const std::string& sched
                                int microbatches, const profile::Profile& prof) {
   require(microbatches >= 0, "--microbatches must be positive");
   plan::Plan p = plan::read_plan_file(path);
-  // Options that contradict the plan would silently reinterpret its clocks.
-  if (p.num_microbatches > 0) {
-    require(schedule_name.empty() || schedule_name == p.schedule,
-            path + ": the plan is for the " + p.schedule + " schedule; --schedule " +
-                schedule_name + " does not match");
-    require(microbatches == 0 || microbatches == p.num_microbatches,
-            path + ": the plan is for " + std::to_string(p.num_microbatches) +
-                " microbatches; --microbatches " + std::to_string(microbatches) +
-                " does not match");
-  }
-  std::string name = !schedule_name.empty() ? schedule_name : p.schedule;
-  int mbs = microbatches > 0 ? microbatches : p.num_microbatches;
-  require(mbs > 0, path + ": the plan does not say its microbatch count; pass --microbatches");
+  auto [name, mbs] = plan::plan_schedule(p, {schedule_name, microbatches}, path);
   auto sched = resolve_schedule(name, prof, p.num_stages, mbs);
   plan::check_plan_shape(p.frequencies, sched, path);
   require(prof.num_stages() == p.num_stages,

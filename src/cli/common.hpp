@@ -48,9 +48,9 @@ struct PlanWithSchedule {
   schedule::Schedule schedule;
 };
 
-// Reads a plan file (JSON or list literal) and the schedule it runs on. A plan JSON names its
-// schedule and microbatch count; `schedule_name` / `microbatches` (empty / 0: not given) must
-// agree with it. A list literal needs `microbatches`. Checks the plan's shape against the
+// Reads a plan file (any format plan_io reads) and the schedule it runs on
+// (plan::plan_schedule: `schedule_name` / `microbatches`, empty / 0 when not given, fill what the
+// file does not say and must agree with what it does). Checks the plan's shape against the
 // schedule and its stage count against `prof`; every mismatch is a perseus::Error naming the
 // plan file.
 PlanWithSchedule read_plan_for(const std::string& path, const std::string& schedule_name,

@@ -1,5 +1,5 @@
 // `perseus plan`: compute the frontier; `plan evaluate`: score a plan; `plan export`: write plans
-// from a frontier directory as plan JSON or the reference list-literal format.
+// from a frontier directory as plan JSON, the reference list literal or Zeus's pairs.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
@@ -122,18 +122,19 @@ void run_evaluate(const EvaluateArgs& a) {
 
 void write_plan(const plan::StoredFrontier& f, std::size_t i, const ExportArgs& a) {
   plan::Plan p = f.plan(i);
+  auto sched = schedule::make_schedule(f.schedule, f.num_stages, f.num_microbatches);
   char name[64];
   std::string text;
-  if (a.format == "py") {
+  if (a.format == "json") {
+    std::snprintf(name, sizeof name, "plan_%05zu.json", i);
+    text = plan::plan_to_json(p, sched);
+  } else {
     std::snprintf(name, sizeof name, "freqs_pipeline_%05zu.py", i);
     char comment[160];
     std::snprintf(comment, sizeof comment, "plan %zu: evaluated time %.6f s, energy %.4f J", i,
                   p.evaluated->time_s, p.evaluated->energy_j);
-    text = plan::plan_to_python_list(p.frequencies, comment);
-  } else {
-    std::snprintf(name, sizeof name, "plan_%05zu.json", i);
-    text = plan::plan_to_json(
-        p, schedule::make_schedule(f.schedule, f.num_stages, f.num_microbatches));
+    text = a.format == "zeus" ? plan::plan_to_zeus_list(p.frequencies, sched, comment)
+                              : plan::plan_to_python_list(p.frequencies, comment);
   }
   write_file_atomic(fs::path(a.out) / name, text);
 }
@@ -146,7 +147,8 @@ void run_export(const ExportArgs& a) {
           "--time must be a positive number of seconds");
   require(!a.has_every || (a.every > 0.0 && std::isfinite(a.every)),
           "--every must be a positive number of seconds");
-  require(a.format == "json" || a.format == "py", "--format must be json or py");
+  require(a.format == "json" || a.format == "py" || a.format == "zeus",
+          "--format must be json, py or zeus");
   plan::StoredFrontier f = plan::read_frontier(a.frontier);
   std::vector<std::size_t> picks = naming(a.frontier, [&] {
     if (a.has_index) return std::vector<std::size_t>{plan::select_by_index(f, a.index)};
@@ -184,11 +186,12 @@ void add_plan_command(CLI::App& app) {
   plan->add_flag("--quiet", pa->quiet, "Print nothing on success");
   plan->require_subcommand(0, 1);
 
-  auto* ev =
-      plan->add_subcommand("evaluate", "Score a plan (JSON or list literal) against a profile");
+  auto* ev = plan->add_subcommand(
+      "evaluate", "Score a plan (JSON, list literal or Zeus pairs) against a profile");
   auto ea = std::make_shared<EvaluateArgs>();
   ev->add_option("--profile", ea->profile, "Stage profile CSV")->required();
-  ev->add_option("--plan", ea->plan, "Plan file (perseus.plan/1 JSON or freqs_pipeline .py)")
+  ev->add_option("--plan", ea->plan,
+                 "Plan file (perseus.plan/1 JSON, or a freqs_pipeline .py of clocks or Zeus pairs)")
       ->required();
   ev->add_option("--blocking-power", ea->blocking_power, "Blocking power in watts")->required();
   ev->add_option("--schedule", ea->schedule, "Schedule (default: from the plan, else 1f1b)");
@@ -202,7 +205,9 @@ void add_plan_command(CLI::App& app) {
   ex->add_option("--index", xa->index, "Export the plan with this index");
   ex->add_option("--time", xa->time, "Export the cheapest plan finishing within this many seconds");
   ex->add_option("--every", xa->every, "Export one plan every this many seconds of iteration time");
-  ex->add_option("--format", xa->format, "json or py (freqs_pipeline_%05d.py)")
+  ex->add_option("--format", xa->format,
+                 "json (plan_%05d.json), py (freqs_pipeline_%05d.py, clocks) or zeus "
+                 "(freqs_pipeline_%05d.py, (instruction, clock) pairs for Zeus's PointSolution)")
       ->capture_default_str();
   ex->add_option("--out", xa->out, "Output directory")->required();
   ex->callback([ex, xa] {

@@ -104,14 +104,26 @@ py=$E/freqs_pipeline_00000.py
 ev=(plan evaluate --profile "$tmp/p.csv" "${bp[@]}")
 "${perseus}" "${ev[@]}" --plan "$json" > /dev/null || fail "evaluate of a good plan failed"
 
-expect_no_output "$json: the plan is for 6 microbatches; --microbatches 5 does not match" "$tmp/none" \
+expect_no_output "$json: the plan is for 6 microbatches, not 5" "$tmp/none" \
   "${ev[@]}" --plan "$json" --microbatches 5
-expect_no_output "$py: plan stage 0 has 12 instructions but the 1f1b schedule has 10" "$tmp/none" \
+expect_no_output "$py: the plan is for 6 microbatches, not 5" "$tmp/none" \
   "${ev[@]}" --plan "$py" --microbatches 5
-expect_no_output "$json: the plan is for the 1f1b schedule; --schedule gpipe does not match" \
+expect_no_output "$json: the plan is for the 1f1b schedule, not gpipe" \
   "$tmp/none" "${ev[@]}" --plan "$json" --schedule gpipe
-expect_no_output "$py: the plan does not say its microbatch count; pass --microbatches" "$tmp/none" \
-  "${ev[@]}" --plan "$py"
+# Every format of the same plan scores the same, with no schedule options: the list of clocks
+# gives its microbatch count by its length, Zeus's pairs name every instruction.
+"$perseus" plan export --frontier "$F" --index 0 --format zeus --out "$tmp/Z" > /dev/null
+grep -q '^\[("forward", [0-9]*), ' "$tmp/Z/freqs_pipeline_00000.py" || fail "not Zeus pairs"
+n=0
+for plan in "$json" "$py" "$tmp/Z/freqs_pipeline_00000.py"; do
+  n=$((n + 1))
+  "$perseus" "${ev[@]}" --plan "$plan" | head -2 > "$tmp/score.$n"
+done
+[ "$(wc -l < "$tmp/score.1")" = 2 ] || fail "no score for the plan"
+cmp -s "$tmp/score.1" "$tmp/score.2" || fail "the clock list scores differently"
+cmp -s "$tmp/score.1" "$tmp/score.3" || fail "Zeus pairs score differently: $(cat "$tmp/score.3")"
+expect_no_output "$tmp/Z/freqs_pipeline_00000.py: the plan is for the 1f1b schedule, not gpipe" \
+  "$tmp/none" "${ev[@]}" --plan "$tmp/Z/freqs_pipeline_00000.py" --schedule gpipe
 expect_no_output "--schedule: unknown schedule 'zigzag'" "$tmp/none" \
   "${ev[@]}" --plan "$py" --microbatches 6 --schedule zigzag
 # A clock the profile does not have (every 990 MHz becomes 991 MHz).
@@ -156,7 +168,7 @@ expect_no_output "$F: no plan finishes within 0.5 s" "$x" \
   plan export --frontier "$F" --time 0.5 --out "$x"
 expect_no_output "--time must be a positive" "$x" plan export --frontier "$F" --time -1 --out "$x"
 expect_no_output "--every must be a positive" "$x" plan export --frontier "$F" --every 0 --out "$x"
-expect_no_output "--format must be json or py" "$x" \
+expect_no_output "--format must be json, py or zeus" "$x" \
   plan export --frontier "$F" --index 0 --format xml --out "$x"
 expect_no_output "$tmp/results/meta.json: cannot open" "$x" \
   plan export --frontier "$tmp/results" --index 0 --out "$x"

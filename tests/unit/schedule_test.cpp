@@ -50,6 +50,47 @@ TEST(Schedule, RejectsBadSizesAndNames) {
   }
 }
 
+std::vector<std::vector<InstructionType>> types_of(const Schedule& s) {
+  std::vector<std::vector<InstructionType>> out;
+  for (const auto& stage : s.stages) {
+    out.emplace_back();
+    for (const auto& inst : stage) out.back().push_back(inst.type);
+  }
+  return out;
+}
+
+TEST(Schedule, IdentifiesOneFOneBGPipeAndEnvelopeFromTypesAlone) {
+  for (const std::string name : {"1f1b", "gpipe", "envelope:2,2,1,0"}) {
+    for (int m : {4, 6, 12}) {
+      Schedule want = make_schedule(name, 4, m);
+      Schedule got = identify_schedule(types_of(want));
+      for (int st = 0; st < 4; ++st) EXPECT_EQ(render(got.stages[st]), render(want.stages[st]));
+      // Small M clamps warm-ups, so an envelope may come back under equivalent counts.
+      if (name != "envelope:2,2,1,0" || m == 12) {
+        EXPECT_EQ(got.name, name) << m;
+      }
+      EXPECT_EQ(got.num_microbatches, m);
+      EXPECT_EQ(got.num_stages, 4);
+    }
+  }
+  // One microbatch: every schedule runs F B; 1f1b is the first candidate.
+  EXPECT_EQ(identify_schedule(types_of(make_gpipe(3, 1))).name, "1f1b");
+}
+
+TEST(Schedule, IdentifyNamesTheStageNoScheduleExplains) {
+  auto types = types_of(make_1f1b(4, 6));
+  std::swap(types[2][3], types[2][4]);  // stage 2: F F F F B ... is neither 1F1B nor GPipe
+  types[2][5] = InstructionType::kBackward;
+  try {
+    identify_schedule(types);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("stage 2"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(identify_schedule({}), Error);
+  EXPECT_THROW(identify_schedule({{InstructionType::kBackward}}), Error);
+}
+
 TEST(Dag, ReferenceSizeForEightStagesTwelveMicrobatches) {
   // The reference optimizer's DAG for this case has 194 nodes and 354 edges.
   Dag dag(make_1f1b(8, 12));

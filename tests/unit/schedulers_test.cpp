@@ -289,28 +289,41 @@ TEST(SchedulerPointSolution, ServesAJsonPlanAsTheFinalRound) {
   }
 }
 
-TEST(SchedulerPointSolution, ListLiteralNeedsTheScheduleArguments) {
+TEST(SchedulerPointSolution, ListLiteralTakesItsMicrobatchCountFromItsLength) {
   TempDir dir;
-  auto sched = schedule::make_1f1b(4, 3);
+  auto sched = schedule::make_gpipe(4, 3);
   auto clocks = mixed_plan(sched, 2);
   const std::string path = (dir.path() / "freqs_pipeline_00000.py").string();
   write_py_plan(path, clocks);
-  EXPECT_CONTAINS(error_of([&] {
-                    make_scheduler("point-solution", job_with({{"solution_path", path}}));
-                  }),
-                  "argument 'microbatches' is required for the list-literal plan");
-  auto s =
-      make_scheduler("point-solution", job_with({{"solution_path", path}, {"microbatches", 3}}));
+  // Bare clocks do not name their schedule: 1f1b unless the arguments say otherwise.
+  auto s = make_scheduler("point-solution", job_with({{"solution_path", path}}));
+  EXPECT_EQ(names_of(s->next().stages), names_of(schedule::make_1f1b(4, 3)));
+  s = make_scheduler("point-solution", job_with({{"solution_path", path}, {"schedule", "gpipe"}}));
   Round r = s->next();
   EXPECT_TRUE(r.done);
   EXPECT_EQ(clocks_of(r.stages), clocks);
   EXPECT_EQ(names_of(r.stages), names_of(sched));
-  // The clocks do not fit a schedule of 4 microbatches.
   std::string msg = error_of([&] {
     make_scheduler("point-solution", job_with({{"solution_path", path}, {"microbatches", 4}}));
   });
   EXPECT_CONTAINS(msg, "scheduler 'point-solution': " + path);
-  EXPECT_CONTAINS(msg, "plan stage 0 has 6 instructions but the 1f1b schedule has 8");
+  EXPECT_CONTAINS(msg, "the plan is for 3 microbatches, not 4");
+}
+
+TEST(SchedulerPointSolution, ZeusPairsNeedNoScheduleArguments) {
+  TempDir dir;
+  auto sched = schedule::make_gpipe(4, 5);
+  auto clocks = mixed_plan(sched, 3);
+  const std::string path = (dir.path() / "freqs_pipeline_00000.py").string();
+  write_file_atomic(path, plan::plan_to_zeus_list(clocks, sched));
+  Round r = make_scheduler("point-solution", job_with({{"solution_path", path}}))->next();
+  EXPECT_EQ(clocks_of(r.stages), clocks);
+  EXPECT_EQ(names_of(r.stages), names_of(sched));
+  EXPECT_CONTAINS(
+      error_of([&] {
+        make_scheduler("point-solution", job_with({{"solution_path", path}, {"schedule", "1f1b"}}));
+      }),
+      "the plan is for the gpipe schedule, not 1f1b");
 }
 
 TEST(SchedulerPointSolution, RunsADirectoryInNameOrderAfterWarmUp) {
@@ -381,7 +394,7 @@ TEST(SchedulerPointSolution, RejectsPlansThatDoNotFitTheJob) {
                                    job_with({{"solution_path", (dir.path() / "four.json").string()},
                                              {"microbatches", 6}}));
                   }),
-                  "argument 'microbatches' does not match plan");
+                  "four.json: the plan is for 4 microbatches, not 6");
   // A directory without plans.
   fs::create_directories(dir.path() / "empty");
   EXPECT_CONTAINS(error_of([&] {

@@ -1,5 +1,6 @@
 #include "perseus/plan/plan_io.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <climits>
 #include <cmath>
@@ -134,41 +135,77 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
   return plan;
 }
 
-// A tiny parser for `[[int, ...], ...]` with `#` comments; it never evaluates anything.
+// One entry of a list-literal plan: a bare clock, or Zeus's ("forward", 1410) tuple.
+struct ListEntry {
+  std::string instruction;  // empty for a bare clock
+  int mhz = 0;
+};
+using ListPlan = std::vector<std::vector<ListEntry>>;
+
+// A tiny parser for `[[int, ...], ...]` and `[[("name", int), ...], ...]` (tuples or lists, either
+// quote) with `#` comments; it never evaluates anything. One file uses one kind of entry.
 class ListParser {
  public:
   ListParser(const std::string& text, const std::string& source) : text_(text), source_(source) {}
 
-  FrequencyPlan parse() {
-    FrequencyPlan plan;
-    expect('[');
-    while (peek() != ']') {
-      plan.push_back(parse_stage());
-      if (peek() == ',') {
-        ++pos_;
-      } else if (peek() != ']') {
-        fail("expected ',' or ']'");
-      }
-    }
-    ++pos_;
+  ListPlan parse() {
+    ListPlan plan = sequence<std::vector<ListEntry>>('[', ']', [&] { return parse_stage(); });
     if (peek() != '\0') fail("unexpected text after the closing ']'");
     if (plan.empty()) fail("no stages");
     return plan;
   }
 
  private:
-  std::vector<int> parse_stage() {
-    expect('[');
-    std::vector<int> clocks;
-    while (peek() != ']') {
-      clocks.push_back(parse_int());
+  // `open` item, item, ... `close` (a trailing comma allowed), each item read by `item`.
+  template <typename T, typename F>
+  std::vector<T> sequence(char open, char close, F&& item) {
+    expect(open);
+    std::vector<T> items;
+    while (peek() != close) {
+      items.push_back(item());
       if (peek() == ',')
         ++pos_;
-      else if (peek() != ']')
-        fail("expected ',' or ']'");
+      else if (peek() != close)
+        fail(std::string("expected ',' or '") + close + "'");
     }
     ++pos_;
-    return clocks;
+    return items;
+  }
+
+  std::vector<ListEntry> parse_stage() {
+    return sequence<ListEntry>('[', ']', [&] { return parse_entry(); });
+  }
+
+  ListEntry parse_entry() {
+    char c = peek();
+    bool tuple = c == '(' || c == '[';
+    if (kind_ == Kind::kUnknown) kind_ = tuple ? Kind::kTuples : Kind::kClocks;
+    if (tuple != (kind_ == Kind::kTuples)) {
+      fail(kind_ == Kind::kTuples ? "expected an (instruction, MHz) pair like the entries before"
+                                  : "expected a clock in MHz like the entries before");
+    }
+    if (!tuple) return {"", parse_int()};
+    char close = c == '(' ? ')' : ']';
+    ++pos_;
+    ListEntry e;
+    e.instruction = parse_string();
+    expect(',');
+    e.mhz = parse_int();
+    if (peek() == ',') ++pos_;
+    expect(close);
+    return e;
+  }
+
+  std::string parse_string() {
+    char quote = peek();
+    if (quote != '"' && quote != '\'') fail("expected a quoted instruction name");
+    std::size_t start = ++pos_;
+    while (pos_ < text_.size() && text_[pos_] != quote && text_[pos_] != '\n' &&
+           text_[pos_] != '\\') {
+      ++pos_;
+    }
+    if (pos_ >= text_.size() || text_[pos_] != quote) fail("unterminated or escaped name");
+    return text_.substr(start, pos_++ - start);
   }
 
   int parse_int() {
@@ -208,10 +245,51 @@ class ListParser {
     throw Error(source_ + ":" + std::to_string(line_at(text_, pos_)) + ": " + what + where);
   }
 
+  enum class Kind { kUnknown, kClocks, kTuples };
   const std::string& text_;
   const std::string& source_;
   std::size_t pos_ = 0;
+  Kind kind_ = Kind::kUnknown;
 };
+
+// A list-literal plan. Zeus's pairs name every instruction, which identifies the schedule; bare
+// clocks give the microbatch count (every stage runs 2M instructions) and no schedule.
+Plan plan_from_list(const std::string& text, const std::string& source) {
+  ListPlan list = ListParser(text, source).parse();
+  Plan plan;
+  plan.schedule.clear();
+  plan.num_stages = static_cast<int>(list.size());
+  std::vector<std::vector<schedule::InstructionType>> types(list.size());
+  for (std::size_t s = 0; s < list.size(); ++s) {
+    std::vector<int> clocks;
+    for (const auto& e : list[s]) {
+      clocks.push_back(e.mhz);
+      if (e.instruction.empty()) continue;
+      try {
+        types[s].push_back(schedule::parse_type(e.instruction));
+      } catch (const Error& err) {
+        throw Error(source + ": stage " + std::to_string(s) + ": " + err.what());
+      }
+    }
+    plan.frequencies.push_back(std::move(clocks));
+  }
+  if (!list[0].empty() && !list[0][0].instruction.empty()) {
+    schedule::Schedule sched;
+    try {
+      sched = schedule::identify_schedule(types);
+    } catch (const Error& err) {
+      throw Error(source + ": " + err.what());
+    }
+    plan.schedule = sched.name;
+    plan.num_microbatches = sched.num_microbatches;
+    return plan;
+  }
+  std::size_t size = plan.frequencies[0].size();
+  bool uniform = std::all_of(plan.frequencies.begin(), plan.frequencies.end(),
+                             [&](const auto& st) { return st.size() == size; });
+  if (uniform && size % 2 == 0 && size > 0) plan.num_microbatches = static_cast<int>(size / 2);
+  return plan;
+}
 
 }  // namespace
 
@@ -254,14 +332,53 @@ std::string plan_to_python_list(const FrequencyPlan& frequencies, const std::str
   return out;
 }
 
+std::string plan_to_zeus_list(const FrequencyPlan& frequencies, const schedule::Schedule& schedule,
+                              const std::string& comment) {
+  std::string out = "[\n";
+  for (std::size_t s = 0; s < frequencies.size(); ++s) {
+    out += "[";
+    for (std::size_t i = 0; i < frequencies[s].size(); ++i) {
+      if (i) out += ", ";
+      out += "(\"" + schedule::type_name(schedule.stages[s][i].type) + "\", " +
+             std::to_string(frequencies[s][i]) + ")";
+    }
+    out += "],\n";
+  }
+  out += "]\n";
+  if (!comment.empty()) out += "# " + comment + "\n";
+  return out;
+}
+
+ScheduleChoice plan_schedule(const Plan& plan, const ScheduleChoice& given,
+                             const std::string& source) {
+  ScheduleChoice choice = given;
+  if (!plan.schedule.empty()) {
+    if (!given.name.empty() && given.name != plan.schedule) {
+      throw Error(source + ": the plan is for the " + plan.schedule + " schedule, not " +
+                  given.name);
+    }
+    choice.name = plan.schedule;
+  }
+  if (choice.name.empty()) choice.name = "1f1b";
+  if (plan.num_microbatches > 0) {
+    if (given.microbatches > 0 && given.microbatches != plan.num_microbatches) {
+      throw Error(source + ": the plan is for " + std::to_string(plan.num_microbatches) +
+                  " microbatches, not " + std::to_string(given.microbatches));
+    }
+    choice.microbatches = plan.num_microbatches;
+  }
+  if (choice.microbatches <= 0) {
+    throw Error(source + ": the plan does not say its microbatch count (its stages differ in " +
+                "length); give the microbatch count");
+  }
+  return choice;
+}
+
 Plan parse_plan(const std::string& text, const std::string& source) {
   std::size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') return plan_from_json(text, source);
   if (first != std::string::npos && (text[first] == '[' || text[first] == '#')) {
-    Plan plan;
-    plan.frequencies = ListParser(text, source).parse();
-    plan.num_stages = static_cast<int>(plan.frequencies.size());
-    return plan;
+    return plan_from_list(text, source);
   }
   std::string line = first == std::string::npos ? "" : ":" + std::to_string(line_at(text, first));
   throw Error(source + line + ": unknown plan format (expected a perseus.plan/1 JSON object or a " +

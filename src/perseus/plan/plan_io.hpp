@@ -1,6 +1,7 @@
-// Plan files: the plan JSON (`perseus.plan/1`, DESIGN section 5) and the reference optimizer's
-// `freqs_pipeline_%05d.py` list-literal format (one list of clocks per stage), both read and
-// written. Reading never evaluates code; malformed files get a one-line perseus::Error.
+// Plan files, all read and written: the plan JSON (`perseus.plan/1`, docs/formats.md), the
+// reference optimizer's `freqs_pipeline_%05d.py` list literal (one list of clocks per stage) and
+// Zeus's list of (instruction, clock) pairs per stage. Reading never evaluates code; malformed
+// files get a one-line perseus::Error.
 #pragma once
 
 #include <optional>
@@ -17,7 +18,7 @@ struct TimeEnergy {
 };
 
 struct Plan {
-  std::string schedule = "1f1b";
+  std::string schedule = "1f1b";  // empty: the file does not say (a list of bare clocks)
   int num_stages = 0;
   int num_microbatches = 0;
   double unit_time_s = 0.0;
@@ -32,10 +33,26 @@ std::string plan_to_json(const Plan& plan, const schedule::Schedule& schedule);
 // The list literal `[\n[1410, 1395, ...],\n...\n]\n` followed by `# ...` comment lines.
 std::string plan_to_python_list(const FrequencyPlan& frequencies, const std::string& comment = "");
 
-// Parses either format (JSON when the text starts with '{', list literal when with '[').
-// A list literal carries only clocks: schedule fields are left at their defaults and num_stages
-// is the number of lists. Throws perseus::Error naming `source` and the problem.
+// Zeus's format: `[\n[("forward", 1410), ("backward", 1395), ...],\n...\n]\n`, one list per
+// stage, instruction names from `schedule`, then `# ...` comment lines.
+std::string plan_to_zeus_list(const FrequencyPlan& frequencies, const schedule::Schedule& schedule,
+                              const std::string& comment = "");
+
+// Parses any of the formats (JSON when the text starts with '{', a list literal when with '[').
+// Zeus pairs identify the schedule (schedule::identify_schedule); bare clocks leave `schedule`
+// empty and give num_microbatches when every stage has the same even number of clocks (2M).
+// Throws perseus::Error naming `source` and the problem.
 Plan parse_plan(const std::string& text, const std::string& source);
 Plan read_plan_file(const std::string& path);
+
+// The schedule a plan runs on. What the plan says wins; `given` (a user's choice; empty name or 0
+// microbatches: none) fills what it does not say and must agree with what it does; the schedule
+// defaults to 1f1b. Throws perseus::Error naming `source` on a contradiction or an unknown count.
+struct ScheduleChoice {
+  std::string name;
+  int microbatches = 0;
+};
+ScheduleChoice plan_schedule(const Plan& plan, const ScheduleChoice& given,
+                             const std::string& source);
 
 }  // namespace perseus::plan

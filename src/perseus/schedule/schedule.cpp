@@ -65,6 +65,33 @@ std::vector<int> parse_envelope_counts(const std::string& name, int num_stages) 
   return counts;
 }
 
+// Whether every stage of `s` runs the instruction types of `types` in the same order; else the
+// first stage that differs (or -1 when all agree).
+int first_differing_stage(const Schedule& s,
+                          const std::vector<std::vector<InstructionType>>& types) {
+  for (std::size_t st = 0; st < types.size(); ++st) {
+    const auto& got = types[st];
+    const auto& want = s.stages[st];
+    bool same = got.size() == want.size() &&
+                std::equal(got.begin(), got.end(), want.begin(),
+                           [](InstructionType t, const Instruction& i) { return t == i.type; });
+    if (!same) return static_cast<int>(st);
+  }
+  return -1;
+}
+
+// The extra warm-up forwards of each stage beyond 1F1B's (negative when a stage runs fewer).
+std::vector<int> extra_warmups(const std::vector<std::vector<InstructionType>>& types, int m) {
+  int num_stages = static_cast<int>(types.size());
+  std::vector<int> extra;
+  for (int s = 0; s < num_stages; ++s) {
+    auto first_backward = std::find(types[s].begin(), types[s].end(), InstructionType::kBackward);
+    int warmup = static_cast<int>(first_backward - types[s].begin());
+    extra.push_back(warmup - std::min(num_stages - s, m));
+  }
+  return extra;
+}
+
 }  // namespace
 
 const std::string& type_name(InstructionType type) {
@@ -153,6 +180,34 @@ Schedule make_schedule(const std::string& name, int num_stages, int num_microbat
   }
   throw Error("unknown schedule '" + name +
               "' (expected 1f1b, gpipe, envelope or envelope:e0,...,eS-1)");
+}
+
+Schedule identify_schedule(const std::vector<std::vector<InstructionType>>& types) {
+  if (types.empty()) throw Error("no stages");
+  int num_stages = static_cast<int>(types.size());
+  int m = static_cast<int>(std::count(types[0].begin(), types[0].end(), InstructionType::kForward));
+  if (m == 0) throw Error("stage 0 runs no forward");
+  int worst = 0;
+  for (auto make : {make_1f1b, make_gpipe}) {
+    Schedule s = make(num_stages, m);
+    int differs = first_differing_stage(s, types);
+    if (differs < 0) return s;
+    worst = std::max(worst, differs);
+  }
+  auto extra = extra_warmups(types, m);
+  if (std::all_of(extra.begin(), extra.end(), [](int e) { return e >= 0; })) {
+    try {
+      Schedule s = make_1f1b_warmup(num_stages, m, extra);
+      int differs = first_differing_stage(s, types);
+      if (differs < 0) return s;
+      worst = std::max(worst, differs);
+    } catch (const Error&) {
+      // Warm-up counts that deadlock: no envelope schedule runs this order.
+    }
+  }
+  throw Error("stage " + std::to_string(worst) + "'s instruction order is not that of 1f1b, " +
+              "gpipe or an envelope schedule with " + std::to_string(m) +
+              " microbatches (stage 0's forwards)");
 }
 
 }  // namespace perseus::schedule

@@ -43,6 +43,13 @@ Schedule make_gpipe(int num_stages, int num_microbatches);
 // Throws perseus::Error for unknown or malformed names and non-positive sizes; the plain name
 // "envelope" needs a profile to compute its counts (baselines::envelope_schedule).
 Schedule make_schedule(const std::string& name, int num_stages, int num_microbatches);
+// The schedule whose stages run exactly these instruction types in this order (a plan file that
+// names instructions but not microbatches, such as Zeus's): the microbatch count is stage 0's
+// number of forwards; 1f1b is tried first, then gpipe, then the envelope schedule whose warm-up
+// counts the stages show. Types alone do not tell microbatch order, so an order that more than one
+// schedule produces is taken as the first of these. Throws perseus::Error naming the first stage
+// that none of them explains. Linear in the number of instructions.
+Schedule identify_schedule(const std::vector<std::vector<InstructionType>>& types);
 // Names accepted by make_schedule and the CLI ("envelope" standing for "envelope:e0,...").
 const std::vector<std::string>& schedule_names();
 

@@ -23,9 +23,6 @@ class PointSolution : public Scheduler {
   explicit PointSolution(const JobSpec& job) : context_(context_of("point-solution")) {
     ArgReader args(context_, job.args, with_schedule_args({"solution_path", "warmup_rounds"}));
     warmup_ = static_cast<std::size_t>(args.integer("warmup_rounds", 0, 0));
-    // Type-checked up front even when only JSON plans (which name their schedule) follow.
-    if (args.has("schedule")) args.text("schedule");
-    if (args.has("microbatches")) args.integer("microbatches", 1);
     for (const auto& file : plan_files(args, job)) plans_.push_back(load(args, file, job));
     if (warmup_ > 0) max_clock_ = max_clock(context_, job);
   }
@@ -92,26 +89,16 @@ class PointSolution : public Scheduler {
     return files;
   }
 
-  // The schedule of a plan: from the plan JSON, or from the arguments for a list literal.
+  // The schedule of a plan: what the plan file says, the rest from the arguments.
   schedule::Schedule schedule_of(const ArgReader& args, const plan::Plan& p,
                                  const std::string& source, int stages) const {
-    if (p.num_microbatches == 0) {
-      if (!args.has("microbatches")) {
-        args.fail("microbatches", "is required for the list-literal plan " + source);
-      }
-      return schedule_arg(args, stages);
-    }
-    if (args.has("microbatches") && args.integer("microbatches", 1) != p.num_microbatches) {
-      args.fail("microbatches", "does not match plan " + source + " (" +
-                                    std::to_string(p.num_microbatches) + " microbatches)");
-    }
-    if (args.has("schedule") && args.text("schedule") != p.schedule) {
-      args.fail("schedule", "does not match plan " + source + " (schedule '" + p.schedule + "')");
-    }
+    plan::ScheduleChoice given{args.text("schedule", ""),
+                               args.has("microbatches") ? args.integer("microbatches", 1) : 0};
     try {
-      return schedule::make_schedule(p.schedule, stages, p.num_microbatches);
+      auto [name, microbatches] = plan::plan_schedule(p, given, source);
+      return schedule::make_schedule(name, stages, microbatches);
     } catch (const Error& e) {
-      throw Error(context_ + ": " + source + ": " + e.what());
+      throw Error(context_ + ": " + e.what());
     }
   }
 
