@@ -203,7 +203,9 @@ void add_emulate_command(CLI::App& app) {
       "emulate", "Run a plan on the pipeline timeline (time, energy, per-stage busy/idle)");
   auto a = std::make_shared<EmulateArgs>();
   em->add_option("--profile", a->profile, "Stage profile CSV");
-  em->add_option("--plan", a->plan, "Plan file (perseus.plan/1 JSON, or a freqs_pipeline .py of clocks or Zeus pairs)");
+  em->add_option(
+      "--plan", a->plan,
+      "Plan file (perseus.plan/1 JSON, or a freqs_pipeline .py of clocks or Zeus pairs)");
   em->add_option("--frontier", a->frontier, "Take the plan from this frontier directory");
   em->add_option("--index", a->index, "With --frontier: plan index (default: fastest plan)");
   em->add_option("--time", a->time, "With --frontier: cheapest plan within this many seconds");

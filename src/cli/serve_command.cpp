@@ -22,7 +22,7 @@ namespace perseus::cli {
 namespace {
 
 struct ServeArgs {
-  std::string address = "127.0.0.1", store = "perseus-store.sqlite", scheduler, args = "{}";
+  std::string address = "127.0.0.1", store = "perseus-store.sqlite", scheduler, args;
   std::string output_dir = "perseus-out", data_dir = ".";
   std::string log_level = "info", log_file, token_file;
   server::TlsFiles tls;
@@ -63,13 +63,34 @@ bool is_loopback(const std::string& address) {
   return !ec && ip.is_loopback();
 }
 
+// --option when given, else Zeus's environment variable `env` (a Zeus server's configuration
+// works unchanged), else `fallback`; `from` says which, for the log.
+std::string option_or_env(const std::string& option, const char* env, const std::string& fallback,
+                          std::string& from) {
+  const char* value = std::getenv(env);
+  if (!option.empty() || !value || !*value) return option.empty() ? fallback : option;
+  from = env;
+  return value;
+}
+
+// The default scheduler and its arguments: --scheduler/--scheduler-args, else Zeus's
+// ZEUS_PFO_SCHEDULER/ZEUS_PFO_SCHEDULER_ARGS.
+void default_scheduler(const ServeArgs& a, server::ServerSettings& settings) {
+  std::string name_from = "--scheduler", args_from = "--scheduler-args";
+  settings.scheduler = option_or_env(a.scheduler, "ZEUS_PFO_SCHEDULER", "", name_from);
+  std::string text = option_or_env(a.args, "ZEUS_PFO_SCHEDULER_ARGS", "{}", args_from);
+  settings.scheduler_args = naming(args_from, [&] { return wire::parse_json(text); });
+  require(settings.scheduler_args.is_object(), args_from + " must be a JSON object");
+  if (name_from != "--scheduler" || args_from != "--scheduler-args") {
+    log::info("default scheduler from the environment: " + settings.scheduler + " " +
+              settings.scheduler_args.dump());
+  }
+}
+
 void serve(ServeArgs a) {
   require(a.port >= 0 && a.port <= 65535, "--port must be in 0..65535");
   server::ServerSettings settings;
   settings.store_path = a.store;
-  settings.scheduler = a.scheduler;
-  settings.scheduler_args = naming("--scheduler-args", [&] { return wire::parse_json(a.args); });
-  require(settings.scheduler_args.is_object(), "--scheduler-args must be a JSON object");
   settings.output_dir = a.output_dir;
   settings.data_dir = a.data_dir;
   require(a.max_ranks >= 1, "--max-ranks must be >= 1");
@@ -78,6 +99,7 @@ void serve(ServeArgs a) {
   settings.max_jobs = a.max_jobs;
   a.limits.validate();
   log::configure(log::parse_level(a.log_level), a.log_file);
+  default_scheduler(a, settings);
   settings.token = cluster_token(a);
   require(!settings.token.empty() || is_loopback(a.address) || a.insecure,
           "--address " + a.address +
@@ -137,9 +159,12 @@ void add_serve(CLI::App& app) {
   std::string names;
   for (const auto& n : server::scheduler_names()) names += (names.empty() ? "" : ", ") + n;
   cmd->add_option("--scheduler", args->scheduler,
-                  "default scheduler for jobs that name none (" + names + ")");
-  cmd->add_option("--scheduler-args", args->args, "default scheduler arguments (JSON object)")
-      ->capture_default_str();
+                  "default scheduler for jobs that name none (" + names +
+                      "; Zeus's names too); default $ZEUS_PFO_SCHEDULER, else none: jobs must "
+                      "name one");
+  cmd->add_option("--scheduler-args", args->args,
+                  "default scheduler arguments (JSON object), checked at start; default "
+                  "$ZEUS_PFO_SCHEDULER_ARGS, else {}");
   cmd->add_option("--output-dir", args->output_dir,
                   "where schedulers write files (one folder per job); no output outside it")
       ->capture_default_str();

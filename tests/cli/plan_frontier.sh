@@ -57,7 +57,9 @@ out=$("$perseus" plan "${common[@]}" --out "$F" --quiet)
 # --- export -----------------------------------------------------------------------------------
 E=$tmp/E
 out=$("$perseus" plan export --frontier "$F" --index 0 --out "$E")
-[[ $out == "exported 1 plan to $E" ]] || fail "export output: $out"
+row0=$(awk -F, 'NR == 2 { printf "%.6f s, %.4f J", $4, $5 }' "$F/frontier.csv")
+[[ $out == "plan 0: $row0 -> $E/plan_00000.json"$'\n'"exported 1 plan to $E" ]] ||
+  fail "export output: $out"
 grep -q '"format": "perseus.plan/1"' "$E/plan_00000.json" || fail "plan_00000.json format"
 grep -q '"schedule": "1f1b"' "$E/plan_00000.json" || fail "plan_00000.json schedule"
 grep -q '"num_microbatches": 6' "$E/plan_00000.json" || fail "plan_00000.json microbatches"
@@ -85,7 +87,21 @@ span=$(awk -F, 'NR == 2 { lo = hi = $4 } NR > 1 { if ($4 < lo) lo = $4; if ($4 >
 out=$("$perseus" plan export --frontier "$F" --every "$span" --out "$tmp/S")
 count=$(find "$tmp/S" -name 'plan_*.json' | wc -l)
 ((count >= 2 && count <= 5)) || fail "--every $span exported $count plans"
-[[ $out == "exported $count plans to $tmp/S" ]] || fail "export --every output: $out"
+[[ $(tail -1 <<< "$out") == "exported $count plans to $tmp/S" ]] ||
+  fail "export --every output: $out"
+[[ $(grep -c "^plan [0-9]*: .* -> $tmp/S/plan_" <<< "$out") -eq $count ]] ||
+  fail "export --every does not name each plan: $out"
+
+# --fastest: the least evaluated time (cheapest of equals); --min-energy: the least energy.
+want=$(awk -F, 'NR > 1 && (b == "" || $4 < t || ($4 == t && $5 < e)) { b = $1; t = $4; e = $5 }
+  END { print b }' "$F/frontier.csv")
+"$perseus" plan export --frontier "$F" --fastest --out "$tmp/FA" > /dev/null
+[[ $(ls "$tmp/FA") == "$(printf 'plan_%05d.json' "$want")" ]] ||
+  fail "--fastest exported $(ls "$tmp/FA"), expected plan $want"
+want=$(awk -F, 'NR > 1 && (b == "" || $5 < e) { b = $1; e = $5 } END { print b }' "$F/frontier.csv")
+"$perseus" plan export --frontier "$F" --min-energy --out "$tmp/ME" > /dev/null
+[[ $(ls "$tmp/ME") == "$(printf 'plan_%05d.json' "$want")" ]] ||
+  fail "--min-energy exported $(ls "$tmp/ME"), expected plan $want"
 times=$(for f in "$tmp"/S/plan_*.json; do
   i=$((10#$(basename "$f" .json | cut -d_ -f2)))
   column_of "$i" 4 "$F/frontier.csv"

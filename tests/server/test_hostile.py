@@ -261,11 +261,14 @@ def test_log_has_one_line_per_event(server_factory, tmp_path):
      "must not contain '..'"),
 ])
 def test_scheduler_files_stay_in_the_server_folders(server, scheduler, args, reason, tmp_path):
-    job_id = server.register_job(pp=1, scheduler=scheduler, scheduler_args=args)
-    server.register_ranks(job_id, pp=1)
-    status, answer = server.get(f"/schedule/{job_id}?rank=0", timeout=10)
-    assert status == 500 and reason in answer["detail"], answer
+    # Checked at registration: the job is refused with the reason, and nothing is stored.
+    body = {"job_id": "", "pp_degree": 1, "dp_degree": 1, "tp_degree": 1, "world_size": 1,
+            "scheduler": scheduler, "scheduler_args": args}
+    status, answer = server.post("/register_job", body)
+    assert status == 422 and reason in answer["detail"], answer
+    assert answer["detail"].startswith(f"field 'scheduler_args': scheduler '{scheduler}'")
     assert "root:" not in answer["detail"]  # no file contents in any message
+    assert server.get("/jobs") == (200, [])
     assert not (tmp_path / "pwned.csv").exists() and not (tmp_path.parent / "pwned.csv").exists()
     assert not os.path.exists("/tmp/perseus-pwned.csv")
     complete_job(server)

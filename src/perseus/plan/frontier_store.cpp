@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -309,6 +310,16 @@ std::size_t select_by_time(const StoredFrontier& f, double target_s) {
                 format_double(fastest) + " s)");
   }
   return best;
+}
+
+std::size_t select_fastest(const StoredFrontier& f) {
+  if (f.rows.empty()) throw Error("the frontier has no plans");
+  return select_by_time(f, time_range(f.rows).first);
+}
+
+std::size_t select_min_energy(const StoredFrontier& f) {
+  if (f.rows.empty()) throw Error("the frontier has no plans");
+  return select_by_time(f, std::numeric_limits<double>::infinity());
 }
 
 std::vector<std::size_t> select_every(const StoredFrontier& f, double every_s) {

@@ -62,6 +62,9 @@ std::pair<double, double> time_range(const std::vector<FrontierRow>& rows);
 std::size_t select_by_index(const StoredFrontier& f, long index);
 // The cheapest (lowest evaluated energy) plan whose evaluated time is <= target.
 std::size_t select_by_time(const StoredFrontier& f, double target_s);
+// The fastest plan (the cheapest of equally fast ones) and the one with the least energy.
+std::size_t select_fastest(const StoredFrontier& f);
+std::size_t select_min_energy(const StoredFrontier& f);
 // One plan per target time, from the slowest plan's time down in steps of `every_s`.
 std::vector<std::size_t> select_every(const StoredFrontier& f, double every_s);
 

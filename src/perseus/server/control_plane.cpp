@@ -91,9 +91,20 @@ std::string sanitized(const std::string& text) {
 
 ControlPlane::ControlPlane(ServerSettings settings)
     : settings_(std::move(settings)), store_(settings_.store_path) {
-  if (!settings_.scheduler.empty() && !known_scheduler(settings_.scheduler)) {
-    throw Error("--scheduler: unknown scheduler '" + settings_.scheduler + "' (" +
-                scheduler_choices() + ")");
+  if (!settings_.scheduler.empty()) {
+    if (!known_scheduler(settings_.scheduler)) {
+      throw Error("--scheduler: unknown scheduler '" + settings_.scheduler + "' (" +
+                  scheduler_choices() + ")");
+    }
+    wire::JobInfo any;
+    any.scheduler_args = settings_.scheduler_args;
+    try {
+      check_scheduler(settings_.scheduler, job_spec("", any, dirs()), false);
+    } catch (const Error& e) {
+      throw Error(std::string("default scheduler arguments (--scheduler-args or "
+                              "ZEUS_PFO_SCHEDULER_ARGS): ") +
+                  e.what());
+    }
   }
   for (const auto& stored : store_.load()) {
     order_.push_back(stored.job_id);
@@ -168,6 +179,11 @@ Reply ControlPlane::register_job(const json& body) {
   } else if (!known_scheduler(*info.scheduler)) {
     return unprocessable("field 'scheduler': unknown scheduler '" + *info.scheduler + "' (" +
                          scheduler_choices() + ")");
+  }
+  try {
+    check_scheduler(*info.scheduler, job_spec("", info, dirs()), true);
+  } catch (const Error& e) {
+    return unprocessable(std::string("field 'scheduler_args': ") + e.what());
   }
   std::string id = new_job_id(info);
   std::string secret = settings_.token.empty() ? "" : new_secret();

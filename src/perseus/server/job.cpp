@@ -237,17 +237,22 @@ Reply Job::register_rank(const wire::RankInfo& rank, const json& body) {
   return {200, nullptr};
 }
 
+JobSpec job_spec(const std::string& id, const wire::JobInfo& info, const JobDirs& dirs) {
+  JobSpec spec;
+  spec.job_id = id;
+  spec.pp_degree = info.pp_degree;
+  spec.dp_degree = info.dp_degree;
+  spec.tp_degree = info.tp_degree;
+  spec.args = info.scheduler_args.value_or(json::object());
+  spec.output_dir = id.empty() ? dirs.output : dirs.output / id;
+  spec.output_root = dirs.output;
+  spec.data_dir = dirs.data;
+  return spec;
+}
+
 // Builds the scheduler once every rank registered; false when that failed.
 bool Job::start_scheduler() {
-  JobSpec spec;
-  spec.job_id = id_;
-  spec.pp_degree = info_.pp_degree;
-  spec.dp_degree = info_.dp_degree;
-  spec.tp_degree = info_.tp_degree;
-  spec.args = info_.scheduler_args.value_or(json::object());
-  spec.output_dir = dirs_.output / id_;
-  spec.output_root = dirs_.output;
-  spec.data_dir = dirs_.data;
+  JobSpec spec = job_spec(id_, info_, dirs_);
   std::set<int> common(ranks_[0]->available_frequencies.begin(),
                        ranks_[0]->available_frequencies.end());
   for (const auto& rank : ranks_) {

@@ -40,6 +40,9 @@ struct JobDirs {
   std::filesystem::path data = ".";
 };
 
+// What the scheduler of job `id` is told before its ranks' clocks are known.
+JobSpec job_spec(const std::string& id, const wire::JobInfo& info, const JobDirs& dirs);
+
 // Called exactly once with the answer to a deferred request.
 using Responder = std::function<void(const Reply&)>;
 

@@ -21,6 +21,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"zeus-global", schedulers::make_zeus_global},
       {"zeus-per-stage", schedulers::make_zeus_per_stage},
       {"PointSolution", schedulers::make_point_solution},
+      {"PointSolution3D", schedulers::make_point_solution},
       {"InstructionProfiler", schedulers::make_profiler},
       {"AllMaxFrequency", schedulers::make_all_max},
   };
@@ -65,6 +66,16 @@ std::unique_ptr<Scheduler> make_scheduler(const std::string& name, const JobSpec
     if (known == name) return factory(job);
   }
   throw Error("unknown scheduler '" + name + "' (" + scheduler_choices() + ")");
+}
+
+void check_scheduler(const std::string& name, JobSpec job, bool stages_known) {
+  job.available_frequencies.clear();
+  for (int mhz = 5000; mhz >= 50; --mhz) job.available_frequencies.push_back(mhz);
+  try {
+    make_scheduler(name, job);
+  } catch (const StageCountMismatch&) {
+    if (stages_known) throw;
+  }
 }
 
 }  // namespace perseus::server

@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "perseus/util/error.hpp"
+
 namespace perseus::server {
 
 struct JobSpec {
@@ -80,6 +82,13 @@ class Scheduler {
   virtual nlohmann::json status() const { return nlohmann::json::object(); }
 };
 
+// Arguments that are valid but do not fit the job's stage count (pp_degree): a plan or frontier
+// for another pipeline depth, envelope warm-up counts for another number of stages.
+class StageCountMismatch : public Error {
+ public:
+  using Error::Error;
+};
+
 // Creates a scheduler by name ("point-solution", "profiler", "frontier", "all-max",
 // "zeus-global", "zeus-per-stage"); throws perseus::Error for unknown names and bad arguments
 // (naming the argument).
@@ -89,5 +98,11 @@ const std::vector<std::string>& scheduler_names();
 // "expected one of point-solution, ...; Zeus aliases PointSolution, ..." for error messages.
 std::string scheduler_choices();
 bool known_scheduler(const std::string& name);
+
+// Checks a scheduler's name and arguments before any rank registered, by building it for `job`
+// with every SM clock from 50 to 5000 MHz available (the ranks' clocks are not known yet): at
+// server start (`stages_known` false: pp_degree is not known either, a StageCountMismatch is
+// tolerated) and at job registration (true). Throws perseus::Error with the scheduler's reason.
+void check_scheduler(const std::string& name, JobSpec job, bool stages_known);
 
 }  // namespace perseus::server

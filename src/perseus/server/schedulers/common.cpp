@@ -112,6 +112,14 @@ std::vector<std::string> with_schedule_args(std::vector<std::string> known) {
 schedule::Schedule schedule_arg(const ArgReader& args, int stages) {
   int microbatches = args.integer("microbatches", 1);
   std::string name = args.text("schedule", "1f1b");
+  if (name.rfind("envelope:", 0) == 0) {
+    auto counts = std::count(name.begin(), name.end(), ',') + 1;
+    if (counts != stages) {
+      throw StageCountMismatch(args.context() + ": argument 'schedule': " + name + " has " +
+                               std::to_string(counts) + " warm-up counts but the job has " +
+                               std::to_string(stages) + " stages");
+    }
+  }
   return args.naming("schedule",
                      [&] { return schedule::make_schedule(name, stages, microbatches); });
 }

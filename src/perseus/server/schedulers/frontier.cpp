@@ -25,19 +25,20 @@ class FrontierScheduler : public Scheduler {
     ArgReader args(context_, job.args, {"frontier", "target", "index"});
     std::string dir = data_path(args, "frontier", job).string();
     frontier_ = args.naming("frontier", [&] { return plan::read_frontier(dir); });
-    if (frontier_.num_stages != job.pp_degree) {
-      throw Error(context_ + ": frontier " + dir + " has " + std::to_string(frontier_.num_stages) +
-                  " stages but the job has pp_degree " + std::to_string(job.pp_degree));
-    }
     sched_ = schedule::make_schedule(frontier_.schedule, frontier_.num_stages,
                                      frontier_.num_microbatches);
+    fastest_ = best(
+        [](const auto& r) { return std::make_pair(r.evaluated_time_s, r.evaluated_energy_j); });
+    base_ = others_ = choose(args);
+    if (frontier_.num_stages != job.pp_degree) {
+      throw StageCountMismatch(
+          context_ + ": frontier " + dir + " has " + std::to_string(frontier_.num_stages) +
+          " stages but the job has pp_degree " + std::to_string(job.pp_degree));
+    }
     for (std::size_t i = 0; i < frontier_.plans.size(); ++i) {
       check_clocks(frontier_.plans[i], job.available_frequencies,
                    context_ + ": frontier " + dir + " plan " + std::to_string(i));
     }
-    fastest_ = best(
-        [](const auto& r) { return std::make_pair(r.evaluated_time_s, r.evaluated_energy_j); });
-    base_ = others_ = choose(args);
   }
 
   Round next() override {

@@ -106,11 +106,12 @@ class PointSolution : public Scheduler {
     const std::string source = file.string();
     plan::Plan p = args.naming("solution_path", [&] { return plan::read_plan_file(source); });
     const std::string where = context_ + ": " + source;
+    PlanRound round{source, schedule_of(args, p, source, p.num_stages), p.frequencies};
     if (p.num_stages != job.pp_degree) {
-      throw Error(where + ": plan has " + std::to_string(p.num_stages) +
-                  " stages but the job has pp_degree " + std::to_string(job.pp_degree));
+      throw StageCountMismatch(where + ": plan has " + std::to_string(p.num_stages) +
+                               " stages but the job has pp_degree " +
+                               std::to_string(job.pp_degree));
     }
-    PlanRound round{source, schedule_of(args, p, source, job.pp_degree), p.frequencies};
     plan::check_plan_shape(round.clocks, round.sched, where);
     check_clocks(round.clocks, job.available_frequencies, where);
     return round;
