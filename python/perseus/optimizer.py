@@ -27,8 +27,21 @@ class PerseusWarning(RuntimeWarning):
     """The optimizer fell back to the default clock (or hit another non-fatal problem)."""
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _user_stacklevel():
+    """The ``stacklevel`` for ``warnings.warn`` called by our caller that names the first frame
+    outside this package and contextlib (the user's line, not ours)."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and (frame.f_code.co_filename.startswith(_PACKAGE_DIR) or
+                                 frame.f_code.co_filename == contextlib.__file__):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _default_log(message):
-    warnings.warn(message, PerseusWarning, stacklevel=2)
+    warnings.warn(message, PerseusWarning, stacklevel=_user_stacklevel())
 
 
 def _torch_distributed():

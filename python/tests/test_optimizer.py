@@ -128,8 +128,10 @@ def test_unreachable_server_default_log_is_a_python_warning(profile2, closed_por
                 pass
         assert opt.degraded
         opt.close()
-    assert any(issubclass(w.category, perseus.PerseusWarning) for w in caught), \
-        [str(w.message) for w in caught]
+    ours = [w for w in caught if issubclass(w.category, perseus.PerseusWarning)]
+    assert ours, [str(w.message) for w in caught]
+    # Each names the user's line (this file), not the package's internals nor contextlib.
+    assert {w.filename for w in ours} == {__file__}, [(w.filename, w.lineno) for w in ours]
 
 
 def test_strict_raises(profile2, closed_port_url):
