@@ -1,5 +1,6 @@
 #include "cli/common.hpp"
 
+#include <cmath>
 #include <cstdio>
 
 #include "perseus/baselines/envpipe.hpp"
@@ -33,6 +34,11 @@ void print_comparison(const plan::Evaluation& ev, const plan::Evaluation& all_ma
 
 std::FILE* summary_stream(const std::string& out) {
   return out == "-" ? stderr : stdout;
+}
+
+double blocking_power_of(const plan::Plan& plan, double given) {
+  if (!std::isnan(given)) return given;
+  return plan.blocking_power_w > 0.0 ? plan.blocking_power_w : -1.0;
 }
 
 PlanWithSchedule read_plan_for(const std::string& path, const std::string& schedule_name,

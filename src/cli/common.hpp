@@ -43,6 +43,10 @@ void print_comparison(const plan::Evaluation& ev, const plan::Evaluation& all_ma
 // the file), else stdout.
 std::FILE* summary_stream(const std::string& out);
 
+// --blocking-power when given (not NaN, its default), else the plan's own (a plan JSON's
+// blocking_power_w when positive), else -1 (unknown).
+double blocking_power_of(const plan::Plan& plan, double given);
+
 struct PlanWithSchedule {
   plan::Plan plan;
   schedule::Schedule schedule;

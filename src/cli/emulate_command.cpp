@@ -24,7 +24,7 @@ struct EmulateArgs {
   std::string profile, plan, frontier, schedule, timeline;
   int stages = 0, microbatches = 0;
   long index = -1;
-  double time = -1.0, blocking_power = -1.0;
+  double time = -1.0, blocking_power = std::nan("");  // NaN: not given
   emulate::Perturbation perturbation;
   bool quiet = false;
 };
@@ -65,7 +65,7 @@ Job make_job(const EmulateArgs& a, const profile::Profile& prof) {
   require(a.index < 0 && a.time < 0.0, "--index and --time select a plan of --frontier");
   if (!a.plan.empty()) {
     PlanWithSchedule p = read_plan_for(a.plan, a.schedule, a.microbatches, prof);
-    return {p.plan.frequencies, p.schedule, a.plan, a.blocking_power};
+    return {p.plan.frequencies, p.schedule, a.plan, blocking_power_of(p.plan, a.blocking_power)};
   }
   require(a.microbatches > 0, "--microbatches is required with the all-max plan");
   int stages = a.stages > 0 ? a.stages : prof.num_stages();
@@ -109,9 +109,10 @@ void run_emulate(const EmulateArgs& a) {
           "--slow-factor needs --slow-stage (which stage's GPU is slow)");
   profile::Profile prof = profile::read_profile_csv(a.profile);
   Job job = make_job(a, prof);
-  if (a.blocking_power >= 0.0) job.blocking_power_w = a.blocking_power;
+  if (!std::isnan(a.blocking_power)) job.blocking_power_w = a.blocking_power;
   require(job.blocking_power_w >= 0.0 && std::isfinite(job.blocking_power_w),
-          "--blocking-power is required (watts, >= 0) unless the plan comes from --frontier");
+          "--blocking-power is required (watts, >= 0) unless the plan carries it (--frontier, a "
+          "plan JSON)");
   emulate::Timeline t = naming(job.label, [&] {
     return emulate::emulate(prof, job.schedule, job.plan, job.blocking_power_w, a.perturbation);
   });

@@ -32,7 +32,7 @@ struct PlanArgs {
 struct EvaluateArgs {
   std::string profile, plan, schedule;
   int microbatches = 0;
-  double blocking_power = -1.0;
+  double blocking_power = std::nan("");  // not given
 };
 
 struct ExportArgs {
@@ -65,7 +65,7 @@ void print_summary(const plan::StoredFrontier& f, const plan::TimeEnergy& all_ma
 
 void run_plan(const PlanArgs& a) {
   require(!a.profile.empty(), "--profile is required");
-  require(a.stages > 0, "--stages is required and must be positive");
+  require(a.stages >= 0, "--stages must be positive");
   require(a.microbatches > 0, "--microbatches is required and must be positive");
   require(a.blocking_power >= 0.0, "--blocking-power is required and must be >= 0 watts");
   require(!a.out.empty(), "--out is required");
@@ -77,7 +77,8 @@ void run_plan(const PlanArgs& a) {
   auto start = std::chrono::steady_clock::now();
   // Inputs first, so that bad input leaves nothing on disk (not even parent directories).
   profile::Profile prof = profile::read_profile_csv(a.profile);
-  auto sched = resolve_schedule(a.schedule, prof, a.stages, a.microbatches);
+  auto sched = resolve_schedule(a.schedule, prof, a.stages > 0 ? a.stages : prof.num_stages(),
+                                a.microbatches);
   plan::PlanSettings settings{a.unit_time, a.blocking_power, cost_model, a.noise_factor};
   auto problem = plan::PlanProblem::build(prof, sched, settings);
   fs::path out(a.out);
@@ -103,13 +104,14 @@ void run_plan(const PlanArgs& a) {
 }
 
 void run_evaluate(const EvaluateArgs& a) {
-  require(a.blocking_power >= 0.0, "--blocking-power is required and must be >= 0 watts");
   require(a.microbatches >= 0, "--microbatches must be positive");
   profile::Profile prof = profile::read_profile_csv(a.profile);
   auto [p, sched] = read_plan_for(a.plan, a.schedule, a.microbatches, prof);
-  auto ev =
-      naming(a.plan, [&] { return plan::evaluate(prof, sched, p.frequencies, a.blocking_power); });
-  auto base = plan::evaluate(prof, sched, plan::all_max_plan(prof, sched), a.blocking_power);
+  double blocking = blocking_power_of(p, a.blocking_power);
+  require(blocking >= 0.0 && std::isfinite(blocking),
+          "--blocking-power is required (watts, >= 0) unless the plan JSON carries it");
+  auto ev = naming(a.plan, [&] { return plan::evaluate(prof, sched, p.frequencies, blocking); });
+  auto base = plan::evaluate(prof, sched, plan::all_max_plan(prof, sched), blocking);
   print_comparison(ev, base);
 }
 
@@ -169,7 +171,7 @@ void add_plan_command(CLI::App& app) {
   auto pa = std::make_shared<PlanArgs>();
   plan->add_option("--profile", pa->profile,
                    "Stage profile CSV (stage,instruction,frequency,time,energy)");
-  plan->add_option("--stages", pa->stages, "Number of pipeline stages");
+  plan->add_option("--stages", pa->stages, "Number of pipeline stages (default: the profile's)");
   plan->add_option("--microbatches", pa->microbatches, "Microbatches per iteration");
   plan->add_option("--blocking-power", pa->blocking_power,
                    "Power (W) drawn while blocked on communication");
@@ -193,7 +195,8 @@ void add_plan_command(CLI::App& app) {
   ev->add_option("--plan", ea->plan,
                  "Plan file (perseus.plan/1 JSON, or a freqs_pipeline .py of clocks or Zeus pairs)")
       ->required();
-  ev->add_option("--blocking-power", ea->blocking_power, "Blocking power in watts")->required();
+  ev->add_option("--blocking-power", ea->blocking_power,
+                 "Blocking power in watts (default: the plan JSON's)");
   ev->add_option("--schedule", ea->schedule, "Schedule (default: from the plan, else 1f1b)");
   ev->add_option("--microbatches", ea->microbatches, "Microbatches (default: from the plan)");
   ev->callback([ea] { run_evaluate(*ea); });

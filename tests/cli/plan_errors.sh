@@ -122,6 +122,11 @@ done
 [ "$(wc -l < "$tmp/score.1")" = 2 ] || fail "no score for the plan"
 cmp -s "$tmp/score.1" "$tmp/score.2" || fail "the clock list scores differently"
 cmp -s "$tmp/score.1" "$tmp/score.3" || fail "Zeus pairs score differently: $(cat "$tmp/score.3")"
+# Defaults from the inputs: a plan JSON carries its blocking power (a list of clocks does not).
+"$perseus" plan evaluate --profile "$tmp/p.csv" --plan "$json" | head -2 > "$tmp/score.own"
+cmp -s "$tmp/score.1" "$tmp/score.own" || fail "the plan's own blocking power scores differently"
+expect_no_output "--blocking-power is required (watts, >= 0) unless the plan JSON carries it" \
+  "$tmp/none" plan evaluate --profile "$tmp/p.csv" --plan "$py"
 expect_no_output "$tmp/Z/freqs_pipeline_00000.py: the plan is for the 1f1b schedule, not gpipe" \
   "$tmp/none" "${ev[@]}" --plan "$tmp/Z/freqs_pipeline_00000.py" --schedule gpipe
 expect_no_output "--schedule: unknown schedule 'zigzag'" "$tmp/none" \
