@@ -211,7 +211,7 @@ void add_emulate_command(CLI::App& app) {
   em->add_option("--index", a->index, "With --frontier: plan index (default: fastest plan)");
   em->add_option("--time", a->time, "With --frontier: cheapest plan within this many seconds");
   em->add_option("--blocking-power", a->blocking_power,
-                 "Blocking power in watts (default: the frontier's)");
+                 "Blocking power in watts (default: the frontier's or plan JSON's)");
   em->add_option("--schedule", a->schedule, "Schedule (default: the plan's, else 1f1b)");
   em->add_option("--stages", a->stages, "Stages for the all-max plan (default: the profile's)");
   em->add_option("--microbatches", a->microbatches, "Microbatches (default: the plan's)");

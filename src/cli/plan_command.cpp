@@ -68,7 +68,7 @@ void run_plan(const PlanArgs& a) {
   require(a.stages >= 0, "--stages must be positive");
   require(a.microbatches > 0, "--microbatches is required and must be positive");
   require(a.blocking_power >= 0.0, "--blocking-power is required and must be >= 0 watts");
-  require(!a.out.empty(), "--out is required");
+  require(!a.out.empty(), "--out-dir is required");
   require(std::isfinite(a.blocking_power), "--blocking-power must be a finite number of watts");
   require(a.unit_time > 0.0 && std::isfinite(a.unit_time),
           "--unit-time must be a positive number of seconds");
@@ -184,7 +184,8 @@ void add_plan_command(CLI::App& app) {
   plan->add_option("--noise-factor", pa->noise_factor,
                    "Keep options within this factor of Pareto-optimal")
       ->capture_default_str();
-  plan->add_option("--out", pa->out, "Output directory (frontier.csv, plans.txt, meta.json)");
+  plan->add_option("--out-dir,--out", pa->out,
+                   "Output directory (frontier.csv, plans.txt, meta.json)");
   plan->add_flag("--quiet", pa->quiet, "Print nothing on success");
   plan->require_subcommand(0, 1);
 
@@ -214,7 +215,7 @@ void add_plan_command(CLI::App& app) {
                  "json (plan_%05d.json), py (freqs_pipeline_%05d.py, clocks) or zeus "
                  "(freqs_pipeline_%05d.py, (instruction, clock) pairs for Zeus's PointSolution)")
       ->capture_default_str();
-  ex->add_option("--out", xa->out, "Output directory")->required();
+  ex->add_option("--out-dir,--out", xa->out, "Output directory")->required();
   ex->callback([ex, xa] {
     xa->has_index = ex->count("--index") > 0;
     xa->has_time = ex->count("--time") > 0;

@@ -56,11 +56,10 @@ struct Inputs {
 };
 
 void check_options(const ReportArgs& a) {
-  require(!(a.has_plan_index && a.has_plan_time),
-          "give at most one of --plan-index and --plan-time");
-  require(!a.has_plan_index || a.plan_index >= 0, "--plan-index must be >= 0");
+  require(!(a.has_plan_index && a.has_plan_time), "give at most one of --index and --time");
+  require(!a.has_plan_index || a.plan_index >= 0, "--index must be >= 0");
   require(!a.has_plan_time || (a.plan_time > 0.0 && std::isfinite(a.plan_time)),
-          "--plan-time must be a positive number of seconds");
+          "--time must be a positive number of seconds");
   require(a.eta >= 0.0 && a.eta <= 1.0, "--eta must be between 0 and 1");
   require(a.unit_time > 0.0 && std::isfinite(a.unit_time),
           "--unit-time must be a positive number of seconds");
@@ -150,12 +149,12 @@ Inputs load_inputs(const ReportArgs& a) {
   return in;
 }
 
-// The plan shown in the timeline: --plan-index, --plan-time, else the fastest.
+// The plan shown in the timeline: --index, --time, else the fastest.
 std::size_t pick_plan(const ReportArgs& a, const plan::StoredFrontier& f, std::size_t fastest) {
   if (a.has_plan_index) {
-    return naming("--plan-index", [&] { return select_by_index(f, a.plan_index); });
+    return naming("--index", [&] { return select_by_index(f, a.plan_index); });
   }
-  if (a.has_plan_time) return naming("--plan-time", [&] { return select_by_time(f, a.plan_time); });
+  if (a.has_plan_time) return naming("--time", [&] { return select_by_time(f, a.plan_time); });
   return fastest;
 }
 
@@ -312,9 +311,9 @@ void add_report_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--frontier", a->frontier,
                   "Use this frontier directory (from `perseus plan`) instead of planning");
-  cmd->add_option("--plan-index", a->plan_index,
+  cmd->add_option("--index,--plan-index", a->plan_index,
                   "Frontier plan shown in the timeline (default: the fastest)");
-  cmd->add_option("--plan-time", a->plan_time,
+  cmd->add_option("--time,--plan-time", a->plan_time,
                   "Show the cheapest plan that finishes within this many seconds");
   cmd->add_option("--pipelines", a->pipelines, "Straggler sweep: data-parallel pipelines (D)")
       ->capture_default_str();
@@ -333,8 +332,8 @@ void add_report_command(CLI::App& app) {
     a->has_microbatches = cmd->count("--microbatches") > 0;
     a->has_schedule = cmd->count("--schedule") > 0;
     a->has_blocking_power = cmd->count("--blocking-power") > 0;
-    a->has_plan_index = cmd->count("--plan-index") > 0;
-    a->has_plan_time = cmd->count("--plan-time") > 0;
+    a->has_plan_index = cmd->count("--index") > 0;
+    a->has_plan_time = cmd->count("--time") > 0;
     run_report(*a);
   });
 }

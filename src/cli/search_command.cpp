@@ -232,7 +232,7 @@ void add_search_options(CLI::App* c, const std::shared_ptr<SearchArgs>& a, bool 
     c->add_option("--threads", a->options.threads,
                   "Stage counts searched in parallel (default: hardware threads)");
   }
-  c->add_option("--out", a->out,
+  c->add_option("--out-dir,--out", a->out,
                 "Directory for the configuration JSON and per-stage table of each stage count");
   c->add_flag("--quiet", a->quiet, "Print nothing on success");
 }

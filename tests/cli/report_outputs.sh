@@ -44,16 +44,16 @@ for f in 1.00 1.20 1.50; do grep -q "<td>$f</td>" "$tmp/b/r.html" || fail "no sw
 # --- an existing frontier, a profile CSV, the plan shown --------------------------------------------
 "$perseus" profile synth --gpu a100 --stages 4 --out "$tmp/p.csv" > /dev/null
 "$perseus" plan --profile "$tmp/p.csv" "${small[@]}" --blocking-power 83.64 --out "$tmp/F" --quiet
-"$perseus" report --profile "$tmp/p.csv" --frontier "$tmp/F" --plan-index 0 --out "$tmp/c/r.html" \
+"$perseus" report --profile "$tmp/p.csv" --frontier "$tmp/F" --index 0 --out "$tmp/c/r.html" \
   --quiet
-grep -q 'Timeline of Frontier plan #0<' "$tmp/c/r.html" || fail "--plan-index 0 is not shown"
+grep -q 'Timeline of Frontier plan #0<' "$tmp/c/r.html" || fail "--index 0 is not shown"
 grep -q ">$tmp/F<" "$tmp/c/r.html" || fail "the page does not name the frontier"
-# --plan-time T: the cheapest plan within T seconds (here: all of them).
+# --time T: the cheapest plan within T seconds (here: all of them); --plan-time is its old name.
 cheapest=$(awk -F, 'NR > 1 && (best == "" || $5 < e) { best = $1; e = $5 } END { print best }' \
   "$tmp/F/frontier.csv")
 "$perseus" report --frontier "$tmp/F" --plan-time 100 --out "$tmp/d/r.html" --quiet
 grep -q "Timeline of Frontier plan #$cheapest<" "$tmp/d/r.html" ||
-  fail "--plan-time 100 does not show the cheapest plan #$cheapest"
+  fail "--plan-time 100 (old name of --time) does not show the cheapest plan #$cheapest"
 "$perseus" report --profile "$tmp/p.csv" --blocking-power 83.64 --microbatches 4 \
   --out "$tmp/e/r.html" --quiet
 grep -q ">$tmp/p.csv<" "$tmp/e/r.html" || fail "the page does not name the profile CSV"
@@ -69,8 +69,8 @@ expect_error "--factors" report --factors 0.5:1:0.1 --out "$tmp/x/r.html"
 expect_error "--factors" report --factors 1,x --out "$tmp/x/r.html"
 expect_error "--eta" report --eta 2 --out "$tmp/x/r.html"
 expect_error "--pipelines must be positive" report --pipelines 0 --out "$tmp/x/r.html"
-expect_error "--plan-index" report "${small[@]}" --plan-index 100000 --out "$tmp/x/r.html"
-expect_error "--plan-index and --plan-time" report --plan-index 1 --plan-time 3 \
+expect_error "--index" report "${small[@]}" --index 100000 --out "$tmp/x/r.html"
+expect_error "--index and --time" report --index 1 --plan-time 3 \
   --out "$tmp/x/r.html"
 expect_error "$tmp/nope" report --frontier "$tmp/nope" --out "$tmp/x/r.html"
 expect_error "--microbatches 7 does not match frontier $tmp/F" report --frontier "$tmp/F" \
