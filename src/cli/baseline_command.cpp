@@ -27,7 +27,7 @@ struct BaselineArgs {
   std::string profile, schedule = "1f1b", out, policy = "balanced";
   int stages = 0, microbatches = 0;
   double blocking_power = -1.0, eta = 0.5, step = 25.0;
-  bool quiet = false;
+  bool quiet = false, allow_implausible = false;
 };
 
 // The inputs of one run and its all-max reference.
@@ -43,7 +43,8 @@ Pipeline load(const BaselineArgs& a) {
   require(a.microbatches > 0, "--microbatches is required and must be positive");
   require(a.blocking_power >= 0.0 && std::isfinite(a.blocking_power),
           "--blocking-power is required and must be >= 0 watts");
-  profile::Profile prof = profile::read_profile_csv(a.profile);
+  profile::Profile prof = read_profile(a.profile, a.allow_implausible);
+  check_blocking_power(prof, a.blocking_power, a.allow_implausible);
   int stages = a.stages > 0 ? a.stages : prof.num_stages();
   baselines::check_stages(prof, stages);
   schedule::Schedule sched = resolve_schedule(a.schedule, prof, stages, a.microbatches);
@@ -148,6 +149,7 @@ CLI::App* add_baseline(CLI::App* parent, const std::string& name, const std::str
       ->capture_default_str();
   sub->add_option("--out", a->out, "Write the plan as plan JSON to this file");
   sub->add_flag("--quiet", a->quiet, "Print nothing on success");
+  sub->add_flag("--allow-implausible", a->allow_implausible, kAllowImplausibleHelp);
   sub->callback([a, run = std::move(run)] { run(*a); });
   return sub;
 }

@@ -4,11 +4,39 @@
 #include <cstdio>
 
 #include "perseus/baselines/envpipe.hpp"
+#include "perseus/profile/csv.hpp"
+#include "perseus/profile/plausibility.hpp"
 
 namespace perseus::cli {
 
 void require(bool ok, const std::string& what) {
   if (!ok) throw Error(what);
+}
+
+namespace {
+
+// Runs a plausibility check unless the user insisted; its error says how to insist.
+template <typename F>
+void unless_allowed(bool allow_implausible, F&& check) {
+  if (allow_implausible) return;
+  try {
+    check();
+  } catch (const profile::ImplausibleInput& e) {
+    throw Error(std::string(e.what()) + "; --allow-implausible uses it anyway");
+  }
+}
+
+}  // namespace
+
+profile::Profile read_profile(const std::string& path, bool allow_implausible) {
+  profile::Profile prof = profile::read_profile_csv(path);
+  unless_allowed(allow_implausible, [&] { profile::check_plausible(prof); });
+  return prof;
+}
+
+void check_blocking_power(const profile::Profile& profile, double watts, bool allow_implausible) {
+  unless_allowed(allow_implausible,
+                 [&] { profile::check_blocking_power(profile, watts, "--blocking-power"); });
 }
 
 double percent(double part, double whole) {

@@ -13,6 +13,17 @@
 
 namespace perseus::cli {
 
+// --allow-implausible (every command that reads a profile or a blocking power).
+inline constexpr const char* kAllowImplausibleHelp =
+    "Use a profile or blocking power that fails the plausibility checks (power per row "
+    "5..2000 W, clocks 50..5000 MHz, blocking power below the highest instruction power)";
+
+// Reads and validates a profile CSV and, unless `allow_implausible`, checks it is plausible for
+// one GPU (profile::check_plausible); the error then says how to insist.
+profile::Profile read_profile(const std::string& path, bool allow_implausible);
+// The blocking power's plausibility against the profile (profile::check_blocking_power).
+void check_blocking_power(const profile::Profile& profile, double watts, bool allow_implausible);
+
 // Throws perseus::Error(what) unless ok.
 void require(bool ok, const std::string& what);
 

@@ -26,7 +26,7 @@ struct EmulateArgs {
   long index = -1;
   double time = -1.0, blocking_power = std::nan("");  // NaN: not given
   emulate::Perturbation perturbation;
-  bool quiet = false;
+  bool quiet = false, allow_implausible = false;
 };
 
 struct ClusterArgs {
@@ -107,12 +107,13 @@ void run_emulate(const EmulateArgs& a) {
   require(!a.profile.empty(), "--profile is required");
   require(a.perturbation.slow_factor == 1.0 || a.perturbation.slow_stage >= 0,
           "--slow-factor needs --slow-stage (which stage's GPU is slow)");
-  profile::Profile prof = profile::read_profile_csv(a.profile);
+  profile::Profile prof = read_profile(a.profile, a.allow_implausible);
   Job job = make_job(a, prof);
   if (!std::isnan(a.blocking_power)) job.blocking_power_w = a.blocking_power;
   require(job.blocking_power_w >= 0.0 && std::isfinite(job.blocking_power_w),
           "--blocking-power is required (watts, >= 0) unless the plan carries it (--frontier, a "
           "plan JSON)");
+  check_blocking_power(prof, job.blocking_power_w, a.allow_implausible);
   emulate::Timeline t = naming(job.label, [&] {
     return emulate::emulate(prof, job.schedule, job.plan, job.blocking_power_w, a.perturbation);
   });
@@ -223,6 +224,7 @@ void add_emulate_command(CLI::App& app) {
                  "Its instructions take this many times longer (>= 1)");
   em->add_option("--timeline", a->timeline, "Write every instruction's start/end/clock as CSV");
   em->add_flag("--quiet", a->quiet, "Print nothing on success");
+  em->add_flag("--allow-implausible", a->allow_implausible, kAllowImplausibleHelp);
   em->require_subcommand(0, 1);
   add_cluster_command(*em);
   em->callback([em, a] {

@@ -26,13 +26,14 @@ struct PlanArgs {
   std::string profile, out, schedule = "1f1b", cost_model = "convex-hull";
   int stages = 0, microbatches = 0;
   double blocking_power = -1.0, unit_time = 0.001, noise_factor = 1.0;
-  bool quiet = false;
+  bool quiet = false, allow_implausible = false;
 };
 
 struct EvaluateArgs {
   std::string profile, plan, schedule;
   int microbatches = 0;
   double blocking_power = std::nan("");  // not given
+  bool allow_implausible = false;
 };
 
 struct ExportArgs {
@@ -76,7 +77,8 @@ void run_plan(const PlanArgs& a) {
   auto cost_model = naming("--cost-model", [&] { return plan::parse_cost_model(a.cost_model); });
   auto start = std::chrono::steady_clock::now();
   // Inputs first, so that bad input leaves nothing on disk (not even parent directories).
-  profile::Profile prof = profile::read_profile_csv(a.profile);
+  profile::Profile prof = read_profile(a.profile, a.allow_implausible);
+  check_blocking_power(prof, a.blocking_power, a.allow_implausible);
   auto sched = resolve_schedule(a.schedule, prof, a.stages > 0 ? a.stages : prof.num_stages(),
                                 a.microbatches);
   plan::PlanSettings settings{a.unit_time, a.blocking_power, cost_model, a.noise_factor};
@@ -105,11 +107,12 @@ void run_plan(const PlanArgs& a) {
 
 void run_evaluate(const EvaluateArgs& a) {
   require(a.microbatches >= 0, "--microbatches must be positive");
-  profile::Profile prof = profile::read_profile_csv(a.profile);
+  profile::Profile prof = read_profile(a.profile, a.allow_implausible);
   auto [p, sched] = read_plan_for(a.plan, a.schedule, a.microbatches, prof);
   double blocking = blocking_power_of(p, a.blocking_power);
   require(blocking >= 0.0 && std::isfinite(blocking),
           "--blocking-power is required (watts, >= 0) unless the plan JSON carries it");
+  check_blocking_power(prof, blocking, a.allow_implausible);
   auto ev = naming(a.plan, [&] { return plan::evaluate(prof, sched, p.frequencies, blocking); });
   auto base = plan::evaluate(prof, sched, plan::all_max_plan(prof, sched), blocking);
   print_comparison(ev, base);
@@ -187,6 +190,7 @@ void add_plan_command(CLI::App& app) {
   plan->add_option("--out-dir,--out", pa->out,
                    "Output directory (frontier.csv, plans.txt, meta.json)");
   plan->add_flag("--quiet", pa->quiet, "Print nothing on success");
+  plan->add_flag("--allow-implausible", pa->allow_implausible, kAllowImplausibleHelp);
   plan->require_subcommand(0, 1);
 
   auto* ev = plan->add_subcommand(
@@ -200,6 +204,7 @@ void add_plan_command(CLI::App& app) {
                  "Blocking power in watts (default: the plan JSON's)");
   ev->add_option("--schedule", ea->schedule, "Schedule (default: from the plan, else 1f1b)");
   ev->add_option("--microbatches", ea->microbatches, "Microbatches (default: from the plan)");
+  ev->add_flag("--allow-implausible", ea->allow_implausible, kAllowImplausibleHelp);
   ev->callback([ea] { run_evaluate(*ea); });
 
   auto* ex = plan->add_subcommand("export", "Write plans from a frontier directory");

@@ -1,6 +1,7 @@
 // `perseus profile synth|check`: write a synthetic profile, or validate and summarize one.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -96,8 +97,19 @@ void run_synth(const SynthArgs& a) {
       clocks(ranges(prof)).c_str(), gpu.blocking_power_w);
 }
 
-void run_check(const std::string& path) {
-  Profile prof = profile::read_profile_csv(path);
+struct CheckArgs {
+  std::string path;
+  double blocking_power = std::nan("");  // not given
+  bool allow_implausible = false;
+};
+
+void run_check(const CheckArgs& a) {
+  const std::string& path = a.path;
+  Profile prof = read_profile(path, a.allow_implausible);
+  if (!std::isnan(a.blocking_power)) {
+    require(a.blocking_power >= 0.0, "--blocking-power must be >= 0 watts");
+    check_blocking_power(prof, a.blocking_power, a.allow_implausible);
+  }
   Ranges r = ranges(prof);
   std::printf("%s: valid profile\n", path.c_str());
   std::printf("  stages: %d\n", prof.num_stages());
@@ -129,11 +141,15 @@ void add_synth(CLI::App& parent) {
 }
 
 void add_check(CLI::App& parent) {
-  auto path = std::make_shared<std::string>();
-  CLI::App* cmd = parent.add_subcommand("check", "Validate a profile CSV and print a summary");
-  cmd->add_option("--profile", *path, "Profile CSV (stage,instruction,frequency,time,energy)")
+  auto a = std::make_shared<CheckArgs>();
+  CLI::App* cmd = parent.add_subcommand(
+      "check", "Validate a profile CSV (format, and plausibility for one GPU) and print a summary");
+  cmd->add_option("--profile", a->path, "Profile CSV (stage,instruction,frequency,time,energy)")
       ->required();
-  cmd->callback([path] { run_check(*path); });
+  cmd->add_option("--blocking-power", a->blocking_power,
+                  "Also check this blocking power (W) against the profile");
+  cmd->add_flag("--allow-implausible", a->allow_implausible, kAllowImplausibleHelp);
+  cmd->callback([a] { run_check(*a); });
 }
 
 }  // namespace

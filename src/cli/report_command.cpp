@@ -40,7 +40,7 @@ struct ReportArgs {
   int stages = 8, microbatches = 12, pipelines = 16, tensor_parallel = 8;
   long plan_index = -1;
   double plan_time = -1.0, blocking_power = -1.0, unit_time = 0.001, eta = 0.5;
-  bool quiet = false;
+  bool quiet = false, allow_implausible = false;
   // Given on the command line (the defaults above apply otherwise).
   bool has_gpu = false, has_stages = false, has_microbatches = false, has_schedule = false,
        has_blocking_power = false, has_plan_index = false, has_plan_time = false;
@@ -90,9 +90,10 @@ void load_profile(const ReportArgs& a, int stages, Inputs& in) {
   require(a.has_blocking_power || !a.frontier.empty(),
           "--blocking-power is required with --profile (watts drawn while blocked, e.g. 83.64 "
           "for A100)");
-  in.profile = profile::read_profile_csv(a.profile);
+  in.profile = read_profile(a.profile, a.allow_implausible);
   in.profile_label = a.profile;
   in.blocking_power_w = a.blocking_power;
+  if (a.has_blocking_power) check_blocking_power(in.profile, a.blocking_power, a.allow_implausible);
   require(!a.has_stages || a.stages == in.profile.num_stages(),
           "--stages " + std::to_string(a.stages) + " does not match profile " + a.profile + " (" +
               std::to_string(in.profile.num_stages()) + " stages)");
@@ -326,6 +327,7 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--svg-dir", a->svg_dir,
                   "Where frontier.svg, timeline.svg, sweep.svg go (default: next to the HTML)");
   cmd->add_flag("--quiet", a->quiet, "Print nothing on success");
+  cmd->add_flag("--allow-implausible", a->allow_implausible, kAllowImplausibleHelp);
   cmd->callback([cmd, a] {
     a->has_gpu = cmd->count("--gpu") > 0;
     a->has_stages = cmd->count("--stages") > 0;

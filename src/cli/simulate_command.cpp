@@ -51,7 +51,7 @@ struct SimulateArgs {
   std::string counter = "realistic", attribution = "fit";
   client::CounterOptions counter_options;
   bool until_done = false, has_iterations = false, has_job_metadata = false, strict = false;
-  bool quiet = false;
+  bool quiet = false, allow_implausible = false;
 };
 
 struct Setup {
@@ -95,7 +95,7 @@ Setup make_setup(const SimulateArgs& a) {
     s.profile = profile::synthesize_profile(gpu, profile::default_model(stages));
     s.profile_label = "synthesized " + gpu.name + " (embedded default)";
   } else {
-    s.profile = profile::read_profile_csv(a.profile);
+    s.profile = read_profile(a.profile, a.allow_implausible);
     s.profile_label = a.profile;
     if (stages == 0) stages = s.profile.num_stages();
     require(stages == s.profile.num_stages(),
@@ -109,6 +109,7 @@ Setup make_setup(const SimulateArgs& a) {
   s.schedule = resolve_schedule(a.schedule, s.profile, stages, a.microbatches);
   s.pipelines = a.pipelines;
   s.blocking_power_w = a.blocking_power;
+  check_blocking_power(s.profile, a.blocking_power, a.allow_implausible);
 
   // An ideal counter ignores the realistic counter's settings.
   s.counter = a.counter == "ideal" ? client::CounterOptions::named("ideal") : a.counter_options;
@@ -443,6 +444,7 @@ void add_simulate_command(CLI::App& app) {
                   "Power in watts a GPU draws while blocked (83.64 for A100)")
       ->required();
   cmd->add_option("--iterations", a->iterations, "Iterations to run")->capture_default_str();
+  cmd->add_flag("--allow-implausible", a->allow_implausible, kAllowImplausibleHelp);
   cmd->add_flag("--until-done", a->until_done,
                 "Run until the server's final schedule ran one full reporting window");
   cmd->add_option("--max-iterations", a->max_iterations, "Iteration cap of --until-done")

@@ -1,0 +1,62 @@
+#include "perseus/profile/plausibility.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace perseus::profile {
+
+namespace {
+
+// The unit mistake that would explain an average power 1000 times too small or too large.
+std::string unit_hint(double power_w) {
+  if (power_w < kMinPowerW) {
+    return power_w * 1000.0 >= kMinPowerW ? "; time in milliseconds, or energy in kilojoules?" : "";
+  }
+  return power_w / 1000.0 <= kMaxPowerW ? "; energy in millijoules, or time in kiloseconds?" : "";
+}
+
+double max_power(const Profile& profile) {
+  double highest = 0.0;
+  for (const auto& [key, rows] : profile.all()) {
+    for (const auto& m : rows) highest = std::max(highest, m.energy_j / m.time_s);
+  }
+  return highest;
+}
+
+}  // namespace
+
+void check_plausible(const Profile& profile) {
+  std::vector<const Measurement*> rows;  // in file order, so the first bad line is named
+  for (const auto& [key, list] : profile.all()) {
+    for (const auto& m : list) rows.push_back(&m);
+  }
+  std::sort(rows.begin(), rows.end(), [](auto* a, auto* b) { return a->line < b->line; });
+  for (const Measurement* m : rows) {
+    if (m->frequency_mhz < kMinClockMhz || m->frequency_mhz > kMaxClockMhz) {
+      throw ImplausibleInput(located(
+          profile.source(), m->line, "frequency",
+          std::to_string(m->frequency_mhz) + " MHz is outside " + std::to_string(kMinClockMhz) +
+              ".." + std::to_string(kMaxClockMhz) + " MHz (clocks are in MHz)"));
+    }
+    double power = m->energy_j / m->time_s;
+    if (power < kMinPowerW || power > kMaxPowerW) {
+      throw ImplausibleInput(located(
+          profile.source(), m->line, "energy",
+          "average power " + number(m->energy_j) + " J / " + number(m->time_s) + " s = " +
+              number(power) + " W is outside " + number(kMinPowerW) + ".." + number(kMaxPowerW) +
+              " W for one GPU (time in seconds, energy in joules" + unit_hint(power) + ")"));
+    }
+  }
+}
+
+void check_blocking_power(const Profile& profile, double watts, const std::string& what) {
+  double highest = max_power(profile);
+  if (watts <= highest) return;
+  std::string hint = watts / 1000.0 <= highest ? " (in milliwatts? it is in watts)" : "";
+  throw ImplausibleInput(
+      what + ": " + number(watts) + " W is above the highest instruction power of " +
+      profile.source() + " (" + number(highest) +
+      " W): a GPU waiting for its neighbours draws less than one computing" + hint);
+}
+
+}  // namespace perseus::profile
