@@ -6,10 +6,12 @@ set -euo pipefail
 # (tests/cli/report_browser.sh) opens the HTML report in headless Chromium.
 # libssl-dev: TLS and SHA-256 of job secrets; openssl: the tests make certificates with it.
 # python3-pybind11, python3-torch, python3-pytest: the Python package, its tests and the PyTorch
-# example (Debian's /usr/bin/python3).
+# example (Debian's /usr/bin/python3). python3-venv, python3-pip, python3-setuptools,
+# python3-wheel: the wheel, installed into a virtual environment by tests/install/.
 packages=(g++ cmake make ninja-build nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
   libbenchmark-dev libboost-dev libboost-graph-dev libsqlite3-dev libssl-dev openssl time
   python3-dev python3-pybind11 pybind11-dev python3-torch python3-pytest
+  python3-venv python3-pip python3-setuptools python3-wheel
   chromium chromium-driver python3-selenium fonts-dejavu-core)
 missing=()
 for p in "${packages[@]}"; do

@@ -142,7 +142,7 @@ def batch(args, iteration):
 
 
 def one_f_one_b(stages, stage, microbatches):
-    """Synchronous 1F1B order of one stage (DESIGN section 4): min(S-s, M) warm-up forwards,
+    """Synchronous 1F1B order of one stage (architecture section 4): min(S-s, M) warm-up forwards,
     then alternate backward/forward, then drain the backwards."""
     order, f, b = [], 0, 0
     for _ in range(min(stages - stage, microbatches)):

@@ -1,6 +1,6 @@
 """Perseus: energy optimizer for pipeline-parallel training (Python client).
 
-The training-side client of the Perseus control plane (DESIGN section 7), as a drop-in for
+The training-side client of the Perseus control plane (docs/protocol.md), as a drop-in for
 Zeus's ``PipelineFrequencyOptimizer``::
 
     import perseus

@@ -5,8 +5,9 @@ code written for Zeus. The work (registration, schedules, the clock thread, meas
 reporting) happens in the C++ client library; this module picks the GPU backend, shares the job
 id across torch.distributed ranks, routes warnings to Python and adds context managers.
 
-Failure policy (DESIGN section 7): when the server is unreachable or answers garbage, training
-continues at the default clock, a :class:`PerseusWarning` says why and ``degraded`` is True.
+Failure policy (docs/architecture.md, section 7): when the server is unreachable or answers
+garbage, training continues at the default clock, a :class:`PerseusWarning` says why and
+``degraded`` is True.
 With ``strict=True`` such failures raise :class:`perseus.PerseusError` instead.
 """
 

@@ -1,4 +1,4 @@
-"""Read-only GPU probe: ``perseus gpu probe`` from Python (DESIGN section 9).
+"""Read-only GPU probe: ``perseus gpu probe`` from Python (docs/architecture.md, section 9).
 
 ``perseus.gpu_probe(device=0)`` opens the CUDA device ``device`` through NVML
 (``CUDA_VISIBLE_DEVICES`` applies), changes nothing on it, polls its total-energy counter for

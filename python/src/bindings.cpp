@@ -1,4 +1,4 @@
-// pybind11 module `perseus._perseus`: the training-side client library (DESIGN section 7) for
+// pybind11 module `perseus._perseus`: the training-side client library (architecture section 7) for
 // Python. The user-facing API lives in the pure-Python package (perseus/optimizer.py); this
 // module exposes:
 //   PerseusError    perseus::Error (a RuntimeError subclass)

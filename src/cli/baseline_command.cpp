@@ -1,5 +1,5 @@
 // `perseus baseline all-max|uniform|envpipe|zeus-global|zeus-per-stage`: the plans of the
-// baselines Perseus is compared with (DESIGN section 6), scored by the same evaluator and
+// baselines Perseus is compared with (architecture section 6), scored by the same evaluator and
 // compared with all-max; --out writes the plan as plan JSON.
 #include <CLI/CLI.hpp>
 #include <cmath>

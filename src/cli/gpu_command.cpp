@@ -1,5 +1,5 @@
-// `perseus gpu probe`: what a GPU's NVML offers energy measurement (DESIGN section 9), found with
-// read-only NVML calls: identity, supported SM clocks, the energy counter's refresh period and
+// `perseus gpu probe`: what a GPU's NVML offers energy measurement (architecture section 9), found
+// with read-only NVML calls: identity, supported SM clocks, the energy counter's refresh period and
 // read cost, and the power drawn while probing. Prints `key value` lines, or JSON with --json.
 #include <CLI/CLI.hpp>
 #include <cmath>

@@ -1,5 +1,5 @@
-// `perseus search`: the parallelization search (DESIGN section 8) from per-operator profiles to
-// the fastest legal configuration, per stage count; `search grid`: the Megatron-LM-style grid
+// `perseus search`: the parallelization search (architecture section 8) from per-operator profiles
+// to the fastest legal configuration, per stage count; `search grid`: the Megatron-LM-style grid
 // baseline; `search evaluate`: the performance model's per-stage prediction of a configuration in
 // the reference's info_*.csv format, and its iteration time.
 #include <CLI/CLI.hpp>
@@ -241,7 +241,7 @@ void add_search_options(CLI::App* c, const std::shared_ptr<SearchArgs>& a, bool 
 
 void add_search_command(CLI::App& app) {
   auto* search = app.add_subcommand(
-      "search", "Parallelization search from per-operator profiles (DESIGN section 8)");
+      "search", "Parallelization search from per-operator profiles (docs/architecture.md, section 8)");
   search->require_subcommand(0, 1);
   auto sa = std::make_shared<SearchArgs>();
   add_search_options(search, sa, true);

@@ -1,4 +1,4 @@
-// `perseus serve`: the control-plane server (DESIGN section 7), and `perseus export-job`: a
+// `perseus serve`: the control-plane server (architecture section 7), and `perseus export-job`: a
 // stored job written out in the reference dump layout.
 #include <sys/resource.h>
 

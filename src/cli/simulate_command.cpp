@@ -387,6 +387,11 @@ void run_simulate(const SimulateArgs& a) {
           "warnings)\n");
     }
   }
+  bool scheduled = std::any_of(its.begin(), its.end(), [](const auto& i) { return i.round >= 0; });
+  require(scheduled, "no iteration ran a schedule of the server (" +
+                         std::string(result.job_id.empty() ? "the job was not registered"
+                                                           : "no rank got a schedule") +
+                         ", see the warnings): every iteration ran at the default clock");
   require(!result.gave_up,
           "the server failed some rank for " + std::to_string(kGiveUpWindows) +
               " reporting windows in a row (see the warnings); gave up waiting for its final "

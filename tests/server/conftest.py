@@ -20,13 +20,18 @@ class Server:
     """One `perseus serve` process; kill() and start() again reuse the same store."""
 
     def __init__(self, workdir, scheduler=None, scheduler_args=None, extra=(), fd_limit=None,
-                 tls=None):
+                 tls=None, argv=None, env=None):
+        """`argv` (a whole `perseus serve` command line, run in `workdir`) replaces the
+        arguments built from the others."""
         self.workdir = workdir
+        self.env = None if env is None else {**os.environ, **env}
         self.tls = tls  # an ssl.SSLContext trusting the server's certificate (https servers)
         self.fd_limit = fd_limit
         self.store = str(workdir / "store.sqlite")
         self.args = [PERSEUS, "serve", "--port", "0", "--store", self.store,
                      "--output-dir", str(workdir / "out"), "--data-dir", str(workdir.parent)]
+        if argv is not None:
+            self.args, scheduler, extra = list(argv), None, ()
         if scheduler:
             self.args += ["--scheduler", scheduler,
                           "--scheduler-args", json.dumps(scheduler_args or {})]
@@ -45,7 +50,8 @@ class Server:
         self.log = self.workdir / "server.log"
         with open(self.log, "a") as log:
             self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=log, text=True,
-                                         cwd=self.workdir, preexec_fn=lower_fd_limit)
+                                         cwd=self.workdir, preexec_fn=lower_fd_limit,
+                                         env=self.env)
         line = self.proc.stdout.readline()
         match = re.search(r"listening on (https?://[\d.]+:(\d+))", line)
         assert match, f"server did not start: {line!r} {self.log.read_text()}"

@@ -75,7 +75,8 @@ def test_a_job_needs_its_own_secret(secured):
                                  secret=secret_a)
         assert status == 200, answer
     # Job b's owner (or anyone with the cluster token alone) cannot touch job a.
-    for secret in (None, secret_b, secret_a[:-1] + "0"):
+    wrong_digit = "1" if secret_a.endswith("0") else "0"  # a secret one digit off, never a's own
+    for secret in (None, secret_b, secret_a[:-1] + wrong_digit):
         for method, path, body in [
                 ("POST", f"/register_rank/{job_a}", rank_info(0, 2, freqs=[210])),
                 ("GET", f"/schedule/{job_a}?rank=0", None),

@@ -1,7 +1,7 @@
 // The EnvPipe baseline (Choi et al., ATC'23): keep the pipeline's outer envelope at the maximum
 // clock, start everything else at its energy-optimal clock, and raise clocks on the critical path
-// until it lies on the envelope (DESIGN section 6). Also EnvPipe's reordered schedule, which runs
-// extra warm-up forwards on every stage but the last.
+// until it lies on the envelope (architecture section 6). Also EnvPipe's reordered schedule, which
+// runs extra warm-up forwards on every stage but the last.
 #pragma once
 
 #include <string>

@@ -1,8 +1,8 @@
 // The Zeus baselines (You et al., NSDI'23) applied to a pipeline: GPU power limits instead of
-// per-instruction clocks (DESIGN section 6). A power limit caps each instruction at the fastest
-// profiled clock whose average power fits under it. "Global" sweeps one limit for every GPU;
-// "per-stage" gives the heaviest stage the swept limit and balances the others to its time. Both
-// pick the limit with the lowest cost eta * E + (1 - eta) * P_max * T.
+// per-instruction clocks (architecture section 6). A power limit caps each instruction at the
+// fastest profiled clock whose average power fits under it. "Global" sweeps one limit for every
+// GPU; "per-stage" gives the heaviest stage the swept limit and balances the others to its time.
+// Both pick the limit with the lowest cost eta * E + (1 - eta) * P_max * T.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// Attributing a GPU's energy to instructions from a coarse energy counter (DESIGN section 9).
+// Attributing a GPU's energy to instructions from a coarse energy counter (architecture section 9).
 // The training thread records when each instruction ran; a sampler records when the counter
 // changed and to what (perseus/client/energy_sampler.hpp). When a reporting window closes, this
 // turns both into energy per instruction occurrence and per iteration.

@@ -1,9 +1,9 @@
-// A model of a real GPU's energy counter, for the simulated GPU (DESIGN section 9). Measured on
-// an H100 (../shared/data/gpu/h100-nvml.md): the NVML total-energy counter is refreshed about
-// every 100 ms (intervals 69-118 ms under load) and a read in between returns the last refresh's
-// value; one read blocks the caller for about 4 ms; on A100/H100 the power sensor sees only about
-// 25 % of each refresh window (Yang et al., SC'24), so the increment of a refresh is the sampled
-// part's average power times the window.
+// A model of a real GPU's energy counter, for the simulated GPU (architecture section 9). Measured
+// on an H100 (observe-only NVML polling, Perseus project measurements): the NVML total-energy
+// counter is refreshed about every 100 ms (intervals 69-118 ms under load) and a read in between
+// returns the last refresh's value; one read blocks the caller for about 4 ms; on A100/H100 the
+// power sensor sees only about 25 % of each refresh window (Yang et al., SC'24), so the increment
+// of a refresh is the sampled part's average power times the window.
 //
 // PowerTrace is the true power of a GPU over time (busy segments at their power, a base power
 // elsewhere); EnergyCounter turns it into what a read returns. An `ideal` counter returns the

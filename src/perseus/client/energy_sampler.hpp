@@ -1,5 +1,5 @@
-// Sampling a GPU's energy counter off the training thread (DESIGN section 9). A real counter is
-// refreshed every ~100 ms and one read blocks for ~4 ms, so the training thread never reads it:
+// Sampling a GPU's energy counter off the training thread (architecture section 9). A real counter
+// is refreshed every ~100 ms and one read blocks for ~4 ms, so the training thread never reads it:
 // a sampler reads it continuously and keeps a bounded series of the value's observed changes,
 // from which the reporting window attributes energy (perseus/client/attribution.hpp).
 //

@@ -1,4 +1,4 @@
-// The client's clock thread (DESIGN section 7): applies SM clock locks and power limits to a
+// The client's clock thread (architecture section 7): applies SM clock locks and power limits to a
 // GpuBackend on a background thread, so the training thread never blocks on the driver. Requests
 // coalesce: only the latest clock and the latest power limit asked for are applied, and a request
 // equal to what is already applied makes no driver call. flush() waits until every request made

@@ -1,4 +1,4 @@
-// The GPU interface the training-side client drives (DESIGN section 7): clocks, power limits,
+// The GPU interface the training-side client drives (architecture section 7): clocks, power limits,
 // and the time and energy counters used to measure instructions and iterations. Implemented by
 // the NVML backend (a real GPU, loaded at run time) and the simulated GPU (a profile).
 #pragma once

@@ -1,6 +1,6 @@
-// `perseus gpu probe` (DESIGN section 9): what one GPU's NVML offers energy measurement, found
-// with read-only calls (nothing on the GPU is changed): identity, supported SM clocks, how often
-// the total-energy counter is refreshed and what one read of it costs, and the power it draws
+// `perseus gpu probe` (architecture section 9): what one GPU's NVML offers energy measurement,
+// found with read-only calls (nothing on the GPU is changed): identity, supported SM clocks, how
+// often the total-energy counter is refreshed and what one read of it costs, and the power it draws
 // while probed (idle unless something else runs on it).
 #pragma once
 

@@ -1,4 +1,4 @@
-// A small synchronous HTTP/1.1 client for the control-plane protocol (DESIGN section 7), on
+// A small synchronous HTTP/1.1 client for the control-plane protocol (architecture section 7), on
 // Boost.Beast: one connection per request ("Connection: close"), one deadline per request that
 // covers connecting (itself at most the connect timeout), sending and reading the answer, and an
 // answer size limit (4 MiB) enforced while reading, so no server can hold or fill the caller.

@@ -1,4 +1,4 @@
-// The client's reporting window (DESIGN section 9): the hooks record only timestamps and
+// The client's reporting window (architecture section 9): the hooks record only timestamps and
 // instruction names here (no driver call on the training thread); when the window closes, the
 // energy sampler's counter series is turned into energy per instruction occurrence and per
 // iteration (perseus/client/attribution.hpp). The previous window's timeline is kept, so counter

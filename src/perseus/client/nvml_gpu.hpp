@@ -1,4 +1,4 @@
-// The NVML GPU backend of the training-side client (DESIGN section 7): libnvidia-ml is loaded
+// The NVML GPU backend of the training-side client (architecture section 7): libnvidia-ml is loaded
 // with dlopen at run time, so Perseus has no build-time dependency on CUDA and runs (without
 // this backend) on machines that have no driver. One NvmlGpu controls one device: supported SM
 // clocks, locking the SM clock, the total energy counter, and the power limit. The destructor

@@ -1,4 +1,4 @@
-// The training-side client (DESIGN section 7): drop-in hooks for a training loop that fetch
+// The training-side client (architecture section 7): drop-in hooks for a training loop that fetch
 // frequency plans from the control-plane server, apply them around each instruction through a
 // background clock thread, measure time and energy per instruction and per iteration, and report
 // them every `report_every` iterations.
@@ -17,8 +17,8 @@
 // round's schedule, used from the next step on; a schedule with done=true is kept for good and
 // nothing more is reported.
 //
-// Measurement (DESIGN section 9): the hooks only record timestamps (the backend's now_s()) and
-// instruction names; they never read the energy counter, which on a real GPU blocks for ~4 ms.
+// Measurement (architecture section 9): the hooks only record timestamps (the backend's now_s())
+// and instruction names; they never read the energy counter, which on a real GPU blocks for ~4 ms.
 // A sampler reads the counter continuously (GpuBackend::start_energy_sampler), and when a
 // reporting window closes its energy is attributed to the window's iterations and instructions
 // (perseus/client/attribution.hpp; `attribution`, default fit). Iterations therefore get their

@@ -1,9 +1,9 @@
-// A simulated GPU whose instruction time and energy follow a stage profile (DESIGN section 7):
-// for tests, demos and CI, where no GPU exists. An instruction run at clock f takes the profile's
-// time at f and costs its energy; under a power limit L it runs at the fastest profiled clock
-// whose average power is at most L (else at its lowest-power clock, as the Zeus baselines price
-// it); with both a locked clock and a limit, the limit chooses among the clocks at or below the
-// lock. Time between instructions is spent blocked at the blocking power.
+// A simulated GPU whose instruction time and energy follow a stage profile (architecture section
+// 7): for tests, demos and CI, where no GPU exists. An instruction run at clock f takes the
+// profile's time at f and costs its energy; under a power limit L it runs at the fastest profiled
+// clock whose average power is at most L (else at its lowest-power clock, as the Zeus baselines
+// price it); with both a locked clock and a limit, the limit chooses among the clocks at or below
+// the lock. Time between instructions is spent blocked at the blocking power.
 //
 // The energy counter behaves like a real GPU's (perseus/client/energy_counter.hpp; by default
 // refreshed every 100 ms, 4 ms per read): total_energy_j() is what one read returns, and

@@ -1,4 +1,4 @@
-// Cluster emulation (DESIGN section 6): D data-parallel pipelines of S stages, each stage a
+// Cluster emulation (architecture section 6): D data-parallel pipelines of S stages, each stage a
 // T-way tensor-parallel group (energy scales with the T GPUs per stage), synchronized by the
 // gradient all-reduce at the end of every iteration. One pipeline straggles: it takes f times
 // longer at the same power. Three modes per factor f:

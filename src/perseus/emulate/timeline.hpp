@@ -1,6 +1,6 @@
-// Timeline emulation of one pipeline iteration (DESIGN section 6): every stage is a GPU that runs
-// its instructions in schedule order, each starting when the GPU is free and its input from the
-// neighbouring stage has arrived. Durations and energies come from the profile at the planned
+// Timeline emulation of one pipeline iteration (architecture section 6): every stage is a GPU that
+// runs its instructions in schedule order, each starting when the GPU is free and its input from
+// the neighbouring stage has arrived. Durations and energies come from the profile at the planned
 // clock; optional perturbations model measurement noise and a slow GPU. The result carries the
 // iteration time, per-stage busy/idle time and energy, and every instruction's start, end, clock
 // and power, with one critical path marked.

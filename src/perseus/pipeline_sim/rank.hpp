@@ -1,4 +1,4 @@
-// A pipeline-parallel training job on simulated GPUs in virtual time (DESIGN section 7), the
+// A pipeline-parallel training job on simulated GPUs in virtual time (architecture section 7), the
 // engine of `perseus simulate-training`: one rank per (pipeline, stage), each with its own
 // PipelineFrequencyOptimizer and SimGpu, talking to the control-plane server like a real job.
 // Ranks run in separate processes (the command) or threads (tests); they exchange messages over

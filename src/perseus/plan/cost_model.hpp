@@ -1,6 +1,6 @@
 // Cost models: effective energy of one (stage, instruction) as a function of its integer
 // (quantized) duration, tabulated over [min_duration, max_duration]. The frontier solver reads
-// marginal costs from these tables (DESIGN section 5).
+// marginal costs from these tables (architecture section 5).
 //   exponential  least-squares fit of a*exp(b*t)+c to the Pareto options (as the published
 //                optimizer; may have fitting error, convex when a > 0)
 //   convex-hull  piecewise-linear lower convex hull of the Pareto options (exact at the

@@ -1,6 +1,6 @@
 // Scoring a plan against a profile, the same way for every planner (ours, baselines, others):
 // iteration time = critical path of the profiled durations of the chosen clocks; energy = sum of
-// profiled instruction energies + P_block * (S * T - sum of busy time) (DESIGN section 5).
+// profiled instruction energies + P_block * (S * T - sum of busy time) (architecture section 5).
 #pragma once
 
 #include <functional>

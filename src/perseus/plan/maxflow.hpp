@@ -1,5 +1,5 @@
 // Minimum s-t cut on a network whose arcs carry flow bounds [lb, ub] (ub may be infinite): the
-// step the frontier solver runs on the critical subgraph every iteration (DESIGN section 5).
+// step the frontier solver runs on the critical subgraph every iteration (architecture section 5).
 // Feasible flow first (super source/sink for the lower bounds, t->s return arc), then a maximum
 // flow from s to t on the residual network, then the source side of the cut is the set of nodes
 // reachable from s in the residual. Dinic's algorithm; buffers are reused between solves so the

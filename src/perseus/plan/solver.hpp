@@ -1,7 +1,7 @@
 // The frontier solver: Phillips-Dessouky iterative minimum cuts on the critical subgraph
-// (DESIGN section 5). Starts from the slowest plan and shortens the iteration by one time unit
-// per step, choosing the cheapest set of instructions to speed up (and those that can slow down
-// in return) with a minimum cut whose arc bounds are marginal costs from the cost models.
+// (architecture section 5). Starts from the slowest plan and shortens the iteration by one time
+// unit per step, choosing the cheapest set of instructions to speed up (and those that can slow
+// down in return) with a minimum cut whose arc bounds are marginal costs from the cost models.
 #pragma once
 
 #include <functional>

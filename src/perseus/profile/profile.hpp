@@ -1,5 +1,5 @@
 // Stage profiles: measured time and energy of each (stage, instruction type, SM clock). This is
-// the input of planning and evaluation (DESIGN section 3).
+// the input of planning and evaluation (architecture section 3).
 #pragma once
 
 #include <map>

@@ -1,6 +1,6 @@
 // Pipeline schedules: for each stage, the ordered list of instructions it runs in one training
-// iteration (DESIGN section 4). Synchronous 1F1B (DeepSpeed ordering), 1F1B with extra warm-up
-// forwards per stage (EnvPipe's envelope schedule) and GPipe.
+// iteration (architecture section 4). Synchronous 1F1B (DeepSpeed ordering), 1F1B with extra
+// warm-up forwards per stage (EnvPipe's envelope schedule) and GPipe.
 #pragma once
 
 #include <string>

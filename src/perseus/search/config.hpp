@@ -1,9 +1,9 @@
-// Parallelization configurations of the search (DESIGN section 8) in the reference's (Aceso's)
-// JSON field layout, e.g. ../shared/data/aceso/golden/run_gpt_small/gpt_1_3B_4stages.json: the
-// model fields, global and micro batch size, and per stage its GPU count and per-operator
-// tensor-parallel degree, data-parallel degree, recompute flag and algorithm variant. Reading
-// validates shapes and values (perseus::Error naming file and field); writing reproduces the
-// reference's layout and derived fields (checkpoint_activations, resharding_stages).
+// Parallelization configurations of the search (architecture section 8) in the reference's
+// (Aceso's) JSON field layout (as in Aceso's own gpt_1_3B_4stages.json): the model fields, global
+// and micro batch size, and per stage its GPU count and per-operator tensor-parallel degree,
+// data-parallel degree, recompute flag and algorithm variant. Reading validates shapes and values
+// (perseus::Error naming file and field); writing reproduces the reference's layout and derived
+// fields (checkpoint_activations, resharding_stages).
 #pragma once
 
 #include <cstdint>

@@ -1,11 +1,12 @@
-// Per-operator profile database of the parallelization search (DESIGN section 8), in the layout of
-// ../shared/data/aceso/: per-op forward/backward time and memory for every profiled (microbatch
-// size, tensor-parallel degree, algorithm variant) in `<prefix>_mbs<M>_tp<T>_algo<A>.csv`,
-// collective tables `prim_<prefix>_<collective>_<N>gpus.csv` (message MB -> ms) and point-to-point
-// bandwidth tables `p2p_intra_node.csv` / `p2p_inter_node.csv` (GB/s by message size). Loading
-// validates every file (bad input -> perseus::Error naming file, line and column). Lookups of
-// entries that were not profiled report "missing" (never a default cost), so the performance model
-// can declare a configuration that needs one illegal.
+// Per-operator profile database of the parallelization search (architecture section 8), in the
+// layout of Aceso's profiler output: per-op forward/backward time and memory for every profiled
+// (microbatch size, tensor-parallel degree, algorithm variant) in
+// `<prefix>_mbs<M>_tp<T>_algo<A>.csv`, collective tables `prim_<prefix>_<collective>_<N>gpus.csv`
+// (message MB -> ms) and point-to-point bandwidth tables `p2p_intra_node.csv` /
+// `p2p_inter_node.csv` (GB/s by message size). Loading validates every file (bad input ->
+// perseus::Error naming file, line and column). Lookups of entries that were not profiled report
+// "missing" (never a default cost), so the performance model can declare a configuration that needs
+// one illegal.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Model descriptions of the parallelization search (DESIGN section 8). A ModelDesc names the
+// Model descriptions of the parallelization search (architecture section 8). A ModelDesc names the
 // model family (GPT-, T5- or Wide-ResNet-style), the database prefix of its profiles, the layer
 // count and the descriptive fields written into configurations; it comes from the command line
 // (make_model_desc) or a small JSON model file (read_model_file). A Model is the operator list

@@ -1,6 +1,6 @@
-// Performance model of the parallelization search (DESIGN section 8), with exact parity to the
-// reference (Aceso, EuroSys'24: aceso_cost_model.py). Per stage and microbatch: time = forward +
-// backward + recomputed forwards + boundary transfers (point-to-point tables) + resharding
+// Performance model of the parallelization search (architecture section 8), with exact parity to
+// the reference (Aceso, EuroSys'24: aceso_cost_model.py). Per stage and microbatch: time = forward
+// + backward + recomputed forwards + boundary transfers (point-to-point tables) + resharding
 // collectives between differently sharded neighbours; memory per GPU = weights, gradients, master
 // weights and optimizer state + activations kept for the in-flight microbatches (minus what
 // recomputation frees) + the peak transient of recomputation + reserved (allocator workspace).

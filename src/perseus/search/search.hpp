@@ -1,4 +1,4 @@
-// Parallelization search (DESIGN section 8): from per-operator profiles to the fastest legal
+// Parallelization search (architecture section 8): from per-operator profiles to the fastest legal
 // configuration. For every stage count (one thread each) the search starts from balanced splits
 // and repeatedly alleviates the bottleneck stage (by time, or by memory while over the limit)
 // with primitives: change the stage's tp/dp/algo, trade GPUs with other stages (one stage doubles

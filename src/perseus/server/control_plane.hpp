@@ -1,4 +1,4 @@
-// The control plane's request handling (DESIGN section 7), independent of the HTTP transport:
+// The control plane's request handling (architecture section 7), independent of the HTTP transport:
 // routes each request to the job it names, answers now or (for the schedule barrier) later, and
 // owns the jobs and their store. Single-threaded: every call comes from the server's event loop.
 //

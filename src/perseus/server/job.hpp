@@ -1,4 +1,4 @@
-// One training job on the control-plane server (DESIGN section 7): its ranks, the schedule
+// One training job on the control-plane server (architecture section 7): its ranks, the schedule
 // barrier, the rounds of plans its scheduler produced and the results the ranks reported. Pure
 // state logic on the server's single event-loop thread; persistence goes through the Store before
 // any reply, and a job rebuilt from the store (restore) continues where the old process stopped.

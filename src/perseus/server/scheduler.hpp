@@ -1,4 +1,4 @@
-// Pluggable frequency schedulers of the control-plane server (DESIGN section 7). A scheduler
+// Pluggable frequency schedulers of the control-plane server (architecture section 7). A scheduler
 // sees pure pipeline parallelism: one plan per pipeline stage, and one aggregated result per
 // stage (the job folds data and tensor parallelism: a stage's ranks all get the stage's plan, and
 // their results aggregate as max time and summed energy). A job runs in rounds: the server asks

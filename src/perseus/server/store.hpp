@@ -1,4 +1,4 @@
-// The server's persistent store (DESIGN section 7): jobs, ranks, rounds (the plans served),
+// The server's persistent store (architecture section 7): jobs, ranks, rounds (the plans served),
 // results and straggler reports in one SQLite file, so a server restarted on the same store
 // (even after SIGKILL) loses no job, plan or acknowledged result. Every write is committed before
 // the request that caused it is answered (WAL journal: a committed write survives a crash of the

@@ -1,4 +1,4 @@
-// The control plane's wire types (DESIGN section 7), shared by the server and the client: the
+// The control plane's wire types (architecture section 7), shared by the server and the client: the
 // JSON bodies of the Zeus pipeline-frequency-optimizer protocol (same paths, same field names)
 // plus Perseus's optional extensions, which a Zeus client ignores. Parsing checks every field and
 // throws perseus::Error naming it ("field 'pp_degree': must be an integer >= 1").
