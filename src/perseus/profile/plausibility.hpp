@@ -1,20 +1,16 @@
 // Plausibility of a profile and a blocking power for one GPU: the checks that catch unit mistakes
 // a format check cannot see (time in milliseconds, energy in kilojoules or millijoules, power in
 // milliwatts, clocks in kHz). A profile row's average power (energy / time) must lie within
-// [kMinPowerW, kMaxPowerW], a clock within [kMinClockMhz, kMaxClockMhz], and the blocking power
+// [kMinPowerW, kMaxPowerW], a clock within [kMinClockMhz, kMaxClockMhz] (util/gpu_limits.hpp),
+// and the blocking power
 // (drawn while a GPU waits) must not exceed the profile's highest instruction power.
 #pragma once
 
 #include "perseus/profile/profile.hpp"
 #include "perseus/util/error.hpp"
+#include "perseus/util/gpu_limits.hpp"
 
 namespace perseus::profile {
-
-// One GPU, any generation: an idle A40 draws ~20 W, a busy B200 up to ~1000 W.
-constexpr double kMinPowerW = 5.0;
-constexpr double kMaxPowerW = 2000.0;
-constexpr int kMinClockMhz = 50;
-constexpr int kMaxClockMhz = 5000;
 
 // Input that is well formed but physically implausible; the caller may let the user insist.
 class ImplausibleInput : public Error {

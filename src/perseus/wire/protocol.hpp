@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "perseus/util/error.hpp"
+#include "perseus/util/gpu_limits.hpp"
 
 namespace perseus::wire {
 
@@ -94,9 +95,9 @@ class MalformedJson : public Error {
   using Error::Error;
 };
 inline constexpr int kMaxJsonDepth = 64;
-// Clock lists (available_frequencies) hold at most this many values, each in this range (MHz).
+// Clock lists (available_frequencies) hold at most this many values, each within
+// kMinClockMhz..kMaxClockMhz (util/gpu_limits.hpp).
 inline constexpr std::size_t kMaxClocks = 1024;
-inline constexpr int kMinClockMhz = 50, kMaxClockMhz = 5000;
 
 // Parses JSON text; throws MalformedJson "malformed JSON at byte N: ..." (the reason never
 // quotes the text itself).
