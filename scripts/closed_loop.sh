@@ -45,10 +45,10 @@ echo "    measured $(($(wc -l < "$out/profile.csv") - 1)) profile rows, blocking
 
 echo "2/4 planning the frontier ..."
 "$perseus" plan --profile "$out/profile.csv" --stages "$stages" --microbatches "$microbatches" \
-  --blocking-power "$p_block" --out "$out/frontier" --quiet > "$out/plan.log"
-fastest=$(awk -F, 'NR > 1 && (best == "" || $4 < best) {best = $4; index_ = $1} END {print index_}' \
-  "$out/frontier/frontier.csv")
-"$perseus" plan export --frontier "$out/frontier" --index "$fastest" --out "$out/plans" >/dev/null
+  --blocking-power "$p_block" --out-dir "$out/frontier" --quiet > "$out/plan.log"
+rm -rf "$out/plans"
+"$perseus" plan export --frontier "$out/frontier" --fastest --out-dir "$out/plans" > "$out/export.log"
+echo "    $(head -1 "$out/export.log")"
 plan_file=$(ls "$out"/plans/*.json | head -1)
 
 echo "3/4 running all-max ..."

@@ -69,6 +69,40 @@ double blocking_power_of(const plan::Plan& plan, double given) {
   return plan.blocking_power_w > 0.0 ? plan.blocking_power_w : -1.0;
 }
 
+int PlanChoice::count() const {
+  return index.has_value() + time.has_value() + max_slowdown.has_value() + fastest + min_energy;
+}
+
+void add_plan_choice(CLI::App* cmd, PlanChoice& c, const std::string& scope) {
+  cmd->add_option("--index", c.index, scope + "the plan with this index (any row)");
+  cmd->add_option("--time", c.time, scope + "the cheapest plan finishing within this many seconds");
+  cmd->add_option("--max-slowdown", c.max_slowdown,
+                  scope + "the cheapest plan at most this much slower than all-max (5%)");
+  cmd->add_flag("--fastest", c.fastest, scope + "the fastest plan (the default)");
+  cmd->add_flag("--min-energy", c.min_energy, scope + "the plan with the least energy");
+}
+
+void check_plan_choice(const PlanChoice& c) {
+  require(c.count() <= 1,
+          "give at most one of --index, --time, --max-slowdown, --fastest, --min-energy");
+  require(!c.time || (*c.time > 0.0 && std::isfinite(*c.time)),
+          "--time must be a positive number of seconds");
+  if (c.max_slowdown)
+    naming("--max-slowdown", [&] { return plan::parse_slowdown(*c.max_slowdown); });
+}
+
+std::size_t choose_plan(const PlanChoice& c, const plan::StoredFrontier& f,
+                        const plan::FrontierQuery& q) {
+  check_plan_choice(c);
+  if (c.index) return naming("--index", [&] { return plan::select_by_index(f, *c.index); });
+  if (c.time) return naming("--time", [&] { return q.within_time(*c.time); });
+  if (c.max_slowdown) {
+    return naming("--max-slowdown",
+                  [&] { return q.within_slowdown(plan::parse_slowdown(*c.max_slowdown)); });
+  }
+  return c.min_energy ? q.min_energy() : q.fastest();
+}
+
 PlanWithSchedule read_plan_for(const std::string& path, const std::string& schedule_name,
                                int microbatches, const profile::Profile& prof) {
   require(microbatches >= 0, "--microbatches must be positive");

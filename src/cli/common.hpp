@@ -2,10 +2,13 @@
 // --schedule option (whose "envelope" needs the profile) and the comparison with all-max.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "perseus/plan/evaluate.hpp"
+#include "perseus/plan/frontier_query.hpp"
 #include "perseus/plan/plan_io.hpp"
 #include "perseus/profile/profile.hpp"
 #include "perseus/schedule/schedule.hpp"
@@ -57,6 +60,25 @@ std::FILE* summary_stream(const std::string& out);
 // --blocking-power when given (not NaN, its default), else the plan's own (a plan JSON's
 // blocking_power_w when positive), else -1 (unknown).
 double blocking_power_of(const plan::Plan& plan, double given);
+
+// How a command picks one plan of a frontier: at most one of --index N, --time S,
+// --max-slowdown P% (against all-max), --fastest, --min-energy; the fastest when none is given.
+// Every choice but --index is among the Pareto rows (plan::FrontierQuery).
+struct PlanChoice {
+  std::optional<long> index;
+  std::optional<double> time;
+  std::optional<std::string> max_slowdown;
+  bool fastest = false, min_energy = false;
+
+  int count() const;  // how many of the options were given
+};
+// Adds the five options to `cmd`; `scope` prefixes their help ("With --frontier: ").
+void add_plan_choice(CLI::App* cmd, PlanChoice& choice, const std::string& scope = "");
+// Checks what can be checked before the frontier exists (one choice at most, values in range).
+void check_plan_choice(const PlanChoice& choice);
+// The chosen row; errors name the option (a bad value, two choices, no plan within the bound).
+std::size_t choose_plan(const PlanChoice& choice, const plan::StoredFrontier& frontier,
+                        const plan::FrontierQuery& query);
 
 struct PlanWithSchedule {
   plan::Plan plan;

@@ -23,8 +23,8 @@ namespace {
 struct EmulateArgs {
   std::string profile, plan, frontier, schedule, timeline;
   int stages = 0, microbatches = 0;
-  long index = -1;
-  double time = -1.0, blocking_power = std::nan("");  // NaN: not given
+  PlanChoice choice;
+  double blocking_power = std::nan("");  // NaN: not given
   emulate::Perturbation perturbation;
   bool quiet = false, allow_implausible = false;
 };
@@ -48,21 +48,19 @@ struct Job {
 
 Job job_from_frontier(const EmulateArgs& a) {
   require(a.plan.empty(), "give either --plan or --frontier, not both");
-  require(a.index < 0 || a.time < 0.0, "give at most one of --index and --time");
   plan::StoredFrontier f = plan::read_frontier(a.frontier);
-  std::size_t i = naming(a.frontier, [&] {
-    if (a.time >= 0.0) return plan::select_by_time(f, a.time);
-    if (a.index >= 0) return plan::select_by_index(f, a.index);
-    return emulate::FrontierCurve(f.rows).fastest();
-  });
+  plan::FrontierQuery q(f);
+  std::size_t i = naming(a.frontier, [&] { return choose_plan(a.choice, f, q); });
   Job job{f.plans[i], schedule::make_schedule(f.schedule, f.num_stages, f.num_microbatches),
-          "frontier plan " + std::to_string(i), f.blocking_power_w, f.rows[i].evaluated_time_s};
+          "frontier " + q.describe(i), f.blocking_power_w, f.rows[i].evaluated_time_s};
   return job;
 }
 
 Job make_job(const EmulateArgs& a, const profile::Profile& prof) {
   if (!a.frontier.empty()) return job_from_frontier(a);
-  require(a.index < 0 && a.time < 0.0, "--index and --time select a plan of --frontier");
+  require(
+      a.choice.count() == 0,
+      "--index, --time, --max-slowdown, --fastest and --min-energy select a plan of --frontier");
   if (!a.plan.empty()) {
     PlanWithSchedule p = read_plan_for(a.plan, a.schedule, a.microbatches, prof);
     return {p.plan.frequencies, p.schedule, a.plan, blocking_power_of(p.plan, a.blocking_power)};
@@ -209,8 +207,7 @@ void add_emulate_command(CLI::App& app) {
       "--plan", a->plan,
       "Plan file (perseus.plan/1 JSON, or a freqs_pipeline .py of clocks or Zeus pairs)");
   em->add_option("--frontier", a->frontier, "Take the plan from this frontier directory");
-  em->add_option("--index", a->index, "With --frontier: plan index (default: fastest plan)");
-  em->add_option("--time", a->time, "With --frontier: cheapest plan within this many seconds");
+  add_plan_choice(em, a->choice, "With --frontier: ");
   em->add_option("--blocking-power", a->blocking_power,
                  "Blocking power in watts (default: the frontier's or plan JSON's)");
   em->add_option("--schedule", a->schedule, "Schedule (default: the plan's, else 1f1b)");

@@ -10,12 +10,11 @@ int main(int argc, char** argv) {
   CLI::App app{"Perseus: remove energy bloat from pipeline-parallel training"};
   app.set_version_flag("--version", "perseus " PERSEUS_VERSION);
   app.require_subcommand(1);
-  app.footer(
-      "Documentation: docs/ of the source tree, installed in " PERSEUS_DOC_DIR
-      ": formats.md (profile CSV, plans, frontier directory), protocol.md (wire protocol, "
-      "schedulers), control-plane.md, integration.md (DeepSpeed, Megatron-LM, "
-      "torch.distributed.pipelining, real GPUs). `perseus COMMAND --help` lists a command's "
-      "options.");
+  app.footer("Documentation: docs/ of the source tree, installed in " PERSEUS_DOC_DIR
+             ": formats.md (profile CSV, plans, frontier directory), protocol.md (wire protocol, "
+             "schedulers), control-plane.md, integration.md (DeepSpeed, Megatron-LM, "
+             "torch.distributed.pipelining, real GPUs). `perseus COMMAND --help` lists a command's "
+             "options.");
   perseus::cli::add_profile_command(app);
   perseus::cli::add_plan_command(app);
   perseus::cli::add_emulate_command(app);

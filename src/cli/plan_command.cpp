@@ -38,30 +38,31 @@ struct EvaluateArgs {
 
 struct ExportArgs {
   std::string frontier, out, format = "json";
-  long index = -1;
-  double time = -1.0, every = -1.0;
-  bool fastest = false, min_energy = false;
-  bool has_index = false, has_time = false, has_every = false;  // given on the command line
+  PlanChoice choice;
+  std::optional<double> every;
 };
 
-void print_summary(const plan::StoredFrontier& f, const plan::TimeEnergy& all_max) {
-  std::size_t fastest = plan::select_fastest(f);
+// All-max, the fastest plan, the cheapest within +1, +2, +5 and +10 % of all-max, and the plan
+// with the least energy: Pareto rows only.
+void print_summary(const plan::FrontierQuery& q) {
+  std::printf("%zu Pareto-optimal plans (evaluated time and energy)\n", q.pareto().size());
   std::printf("%-22s %10s %12s %10s %10s\n", "plan", "time (s)", "energy (J)", "time +%",
               "saving %");
+  const auto& all_max = q.all_max();
   std::printf("%-22s %10.4f %12.2f %10s %10s\n", "all-max", all_max.time_s, all_max.energy_j, "-",
               "-");
   auto row = [&](const std::string& name, std::size_t i) {
-    const auto& r = f.rows[i];
-    std::printf("%-22s %10.4f %12.2f %+10.2f %10.2f\n", name.c_str(), r.evaluated_time_s,
-                r.evaluated_energy_j, percent(r.evaluated_time_s - all_max.time_s, all_max.time_s),
-                percent(all_max.energy_j - r.evaluated_energy_j, all_max.energy_j));
+    const auto& r = q.row(i);
+    std::printf("%-22s %10.4f %12.2f %+10.2f %10.2f\n", (name + " #" + std::to_string(i)).c_str(),
+                r.evaluated_time_s, r.evaluated_energy_j, 100.0 * q.slowdown(i),
+                100.0 * q.saving(i));
   };
-  row("fastest #" + std::to_string(fastest), fastest);
-  const std::size_t points = 5;
-  for (std::size_t k = 1; k < points && f.rows.size() > 1; ++k) {
-    std::size_t i = fastest - std::min(fastest, (fastest * k) / points);
-    row("frontier #" + std::to_string(i), i);
+  row("fastest", q.fastest());
+  for (double pct : {1.0, 2.0, 5.0, 10.0}) {
+    auto i = q.within(all_max.time_s * (1.0 + pct / 100.0));
+    if (i && *i != q.fastest()) row("within +" + std::to_string(static_cast<int>(pct)) + "%", *i);
   }
+  row("least energy", q.min_energy());
 }
 
 void run_plan(const PlanArgs& a) {
@@ -102,7 +103,7 @@ void run_plan(const PlanArgs& a) {
       "%zu plans in %.3f s (%s); stopped: %s\nwrote %s/{frontier.csv,plans.txt,meta.json}\n\n",
       frontier.points.size(), seconds, a.cost_model.c_str(), frontier.stop_reason.c_str(),
       a.out.c_str());
-  print_summary(plan::read_frontier(out), all_max);
+  print_summary(plan::FrontierQuery(plan::read_frontier(out)));
 }
 
 void run_evaluate(const EvaluateArgs& a) {
@@ -118,9 +119,9 @@ void run_evaluate(const EvaluateArgs& a) {
   print_comparison(ev, base);
 }
 
-// Writes plan i and says which plan it is: "plan 12: 1.422700 s, 1550.2300 J ->
-// DIR/plan_00012.json".
-void write_plan(const plan::StoredFrontier& f, std::size_t i, const ExportArgs& a) {
+// Writes plan i and says which plan it is (FrontierQuery::describe, then " -> file").
+void write_plan(const plan::StoredFrontier& f, const plan::FrontierQuery& q, std::size_t i,
+                const ExportArgs& a) {
   plan::Plan p = f.plan(i);
   auto sched = schedule::make_schedule(f.schedule, f.num_stages, f.num_microbatches);
   char name[64];
@@ -138,30 +139,24 @@ void write_plan(const plan::StoredFrontier& f, std::size_t i, const ExportArgs& 
   }
   fs::path path = fs::path(a.out) / name;
   write_file_atomic(path, text);
-  std::printf("plan %zu: %.6f s, %.4f J -> %s\n", i, p.evaluated->time_s, p.evaluated->energy_j,
-              path.c_str());
+  std::printf("%s -> %s\n", q.describe(i).c_str(), path.c_str());
 }
 
 void run_export(const ExportArgs& a) {
-  int modes = a.has_index + a.has_time + a.has_every + a.fastest + a.min_energy;
-  require(modes == 1, "choose exactly one of --index, --time, --every, --fastest, --min-energy");
-  require(!a.has_index || a.index >= 0, "--index must be >= 0");
-  require(!a.has_time || (a.time > 0.0 && std::isfinite(a.time)),
-          "--time must be a positive number of seconds");
-  require(!a.has_every || (a.every > 0.0 && std::isfinite(a.every)),
+  require(a.choice.count() + a.every.has_value() == 1,
+          "choose exactly one of --index, --time, --max-slowdown, --fastest, --min-energy, "
+          "--every");
+  require(!a.every || (*a.every > 0.0 && std::isfinite(*a.every)),
           "--every must be a positive number of seconds");
   require(a.format == "json" || a.format == "py" || a.format == "zeus",
           "--format must be json, py or zeus");
   plan::StoredFrontier f = plan::read_frontier(a.frontier);
+  plan::FrontierQuery q(f);
   std::vector<std::size_t> picks = naming(a.frontier, [&] {
-    if (a.has_index) return std::vector<std::size_t>{plan::select_by_index(f, a.index)};
-    if (a.has_time) return std::vector<std::size_t>{plan::select_by_time(f, a.time)};
-    if (a.fastest) return std::vector<std::size_t>{plan::select_fastest(f)};
-    if (a.min_energy) return std::vector<std::size_t>{plan::select_min_energy(f)};
-    return plan::select_every(f, a.every);
+    return a.every ? q.every(*a.every) : std::vector<std::size_t>{choose_plan(a.choice, f, q)};
   });
   ensure_writable_dir(a.out);
-  for (std::size_t i : picks) write_plan(f, i, a);
+  for (std::size_t i : picks) write_plan(f, q, i, a);
   std::printf("exported %zu plan%s to %s\n", picks.size(), picks.size() == 1 ? "" : "s",
               a.out.c_str());
 }
@@ -211,22 +206,15 @@ void add_plan_command(CLI::App& app) {
   auto xa = std::make_shared<ExportArgs>();
   ex->add_option("--frontier", xa->frontier, "Frontier directory written by `perseus plan`")
       ->required();
-  ex->add_option("--index", xa->index, "Export the plan with this index");
-  ex->add_option("--time", xa->time, "Export the cheapest plan finishing within this many seconds");
-  ex->add_option("--every", xa->every, "Export one plan every this many seconds of iteration time");
-  ex->add_flag("--fastest", xa->fastest, "Export the fastest plan (the cheapest of equally fast)");
-  ex->add_flag("--min-energy", xa->min_energy, "Export the plan with the least energy");
+  add_plan_choice(ex, xa->choice, "Export ");
+  ex->add_option("--every", xa->every,
+                 "Export one Pareto plan every this many seconds of iteration time");
   ex->add_option("--format", xa->format,
                  "json (plan_%05d.json), py (freqs_pipeline_%05d.py, clocks) or zeus "
                  "(freqs_pipeline_%05d.py, (instruction, clock) pairs for Zeus's PointSolution)")
       ->capture_default_str();
   ex->add_option("--out-dir,--out", xa->out, "Output directory")->required();
-  ex->callback([ex, xa] {
-    xa->has_index = ex->count("--index") > 0;
-    xa->has_time = ex->count("--time") > 0;
-    xa->has_every = ex->count("--every") > 0;
-    run_export(*xa);
-  });
+  ex->callback([xa] { run_export(*xa); });
 
   plan->callback([plan, pa] {
     if (plan->get_subcommands().empty()) run_plan(*pa);

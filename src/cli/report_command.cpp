@@ -38,12 +38,12 @@ struct ReportArgs {
   std::string profile, gpu = "a100", schedule = "1f1b", frontier, factors = "1.00:1.50:0.01";
   std::string out = "out/report/report.html", svg_dir;
   int stages = 8, microbatches = 12, pipelines = 16, tensor_parallel = 8;
-  long plan_index = -1;
-  double plan_time = -1.0, blocking_power = -1.0, unit_time = 0.001, eta = 0.5;
+  PlanChoice choice;  // the plan of the timeline
+  double blocking_power = -1.0, unit_time = 0.001, eta = 0.5;
   bool quiet = false, allow_implausible = false;
   // Given on the command line (the defaults above apply otherwise).
   bool has_gpu = false, has_stages = false, has_microbatches = false, has_schedule = false,
-       has_blocking_power = false, has_plan_index = false, has_plan_time = false;
+       has_blocking_power = false;
 };
 
 // Everything the report is computed from.
@@ -56,10 +56,7 @@ struct Inputs {
 };
 
 void check_options(const ReportArgs& a) {
-  require(!(a.has_plan_index && a.has_plan_time), "give at most one of --index and --time");
-  require(!a.has_plan_index || a.plan_index >= 0, "--index must be >= 0");
-  require(!a.has_plan_time || (a.plan_time > 0.0 && std::isfinite(a.plan_time)),
-          "--time must be a positive number of seconds");
+  check_plan_choice(a.choice);
   require(a.eta >= 0.0 && a.eta <= 1.0, "--eta must be between 0 and 1");
   require(a.unit_time > 0.0 && std::isfinite(a.unit_time),
           "--unit-time must be a positive number of seconds");
@@ -148,15 +145,6 @@ Inputs load_inputs(const ReportArgs& a) {
     in.schedule = resolve_schedule(a.schedule, in.profile, in.profile.num_stages(), a.microbatches);
   }
   return in;
-}
-
-// The plan shown in the timeline: --index, --time, else the fastest.
-std::size_t pick_plan(const ReportArgs& a, const plan::StoredFrontier& f, std::size_t fastest) {
-  if (a.has_plan_index) {
-    return naming("--index", [&] { return select_by_index(f, a.plan_index); });
-  }
-  if (a.has_plan_time) return naming("--time", [&] { return select_by_time(f, a.plan_time); });
-  return fastest;
 }
 
 std::string join(const std::vector<std::string>& names) {
@@ -282,8 +270,10 @@ void run_report(const ReportArgs& a) {
   check_creatable(html_dir(a), "--out");
   check_creatable(svg_dir(a), a.svg_dir.empty() ? "--out" : "--svg-dir");
   if (a.frontier.empty()) in.frontier = solve(in, a.unit_time, a.quiet);
-  const std::size_t fastest = emulate::FrontierCurve(in.frontier.rows).fastest();
-  const std::size_t shown = pick_plan(a, in.frontier, fastest);
+  plan::FrontierQuery query(in.frontier);
+  const std::size_t fastest = query.fastest();
+  const std::size_t shown = choose_plan(a.choice, in.frontier, query);
+  if (!a.quiet) std::printf("timeline: %s\n", query.describe(shown).c_str());
   write_outputs(a, report_data(a, in, shown, fastest, factors));
 }
 
@@ -312,10 +302,7 @@ void add_report_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--frontier", a->frontier,
                   "Use this frontier directory (from `perseus plan`) instead of planning");
-  cmd->add_option("--index,--plan-index", a->plan_index,
-                  "Frontier plan shown in the timeline (default: the fastest)");
-  cmd->add_option("--time,--plan-time", a->plan_time,
-                  "Show the cheapest plan that finishes within this many seconds");
+  add_plan_choice(cmd, a->choice, "Timeline: ");
   cmd->add_option("--pipelines", a->pipelines, "Straggler sweep: data-parallel pipelines (D)")
       ->capture_default_str();
   cmd->add_option("--tensor-parallel", a->tensor_parallel, "Straggler sweep: GPUs per stage (T)")
@@ -334,8 +321,6 @@ void add_report_command(CLI::App& app) {
     a->has_microbatches = cmd->count("--microbatches") > 0;
     a->has_schedule = cmd->count("--schedule") > 0;
     a->has_blocking_power = cmd->count("--blocking-power") > 0;
-    a->has_plan_index = cmd->count("--index") > 0;
-    a->has_plan_time = cmd->count("--time") > 0;
     run_report(*a);
   });
 }

@@ -241,7 +241,8 @@ void add_search_options(CLI::App* c, const std::shared_ptr<SearchArgs>& a, bool 
 
 void add_search_command(CLI::App& app) {
   auto* search = app.add_subcommand(
-      "search", "Parallelization search from per-operator profiles (docs/architecture.md, section 8)");
+      "search",
+      "Parallelization search from per-operator profiles (docs/architecture.md, section 8)");
   search->require_subcommand(0, 1);
   auto sa = std::make_shared<SearchArgs>();
   add_search_options(search, sa, true);

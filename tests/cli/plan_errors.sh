@@ -160,18 +160,22 @@ expect_no_output "--blocking-power" "$tmp/none" \
 # --- export -----------------------------------------------------------------------------------
 n=$(($(wc -l < "$F/frontier.csv") - 1))
 x=$tmp/X
-expect_no_output "$F: plan index $n out of range" "$x" \
+expect_no_output "$F: --index: plan index $n out of range" "$x" \
   plan export --frontier "$F" --index "$n" --out "$x"
-expect_no_output "--index must be >= 0" "$x" plan export --frontier "$F" --index -1 --out "$x"
-expect_no_output "choose exactly one of --index, --time, --every" "$x" \
+expect_no_output "--index: plan index -1 out of range" "$x" plan export --frontier "$F" --index -1 --out "$x"
+expect_no_output "choose exactly one of --index, --time, --max-slowdown" "$x" \
   plan export --frontier "$F" --index 0 --time 5 --out "$x"
-expect_no_output "choose exactly one of --index, --time, --every" "$x" \
+expect_no_output "choose exactly one of --index, --time, --max-slowdown" "$x" \
   plan export --frontier "$F" --time 5 --every 0.1 --out "$x"
-expect_no_output "choose exactly one of --index, --time, --every" "$x" \
+expect_no_output "choose exactly one of --index, --time, --max-slowdown" "$x" \
   plan export --frontier "$F" --out "$x"
-expect_no_output "$F: no plan finishes within 0.5 s" "$x" \
+expect_no_output "$F: --time: no plan finishes within 0.5 s" "$x" \
   plan export --frontier "$F" --time 0.5 --out "$x"
 expect_no_output "--time must be a positive" "$x" plan export --frontier "$F" --time -1 --out "$x"
+expect_no_output "--max-slowdown: slowdown 'five' is not a percentage >= 0 (e.g. 5%)" "$x" \
+  plan export --frontier "$F" --max-slowdown five --out "$x"
+expect_no_output "$F: --max-slowdown: no plan is within +0 % of all-max" "$x" \
+  plan export --frontier "$F" --max-slowdown 0 --out "$x"
 expect_no_output "--every must be a positive" "$x" plan export --frontier "$F" --every 0 --out "$x"
 expect_no_output "--format must be json, py or zeus" "$x" \
   plan export --frontier "$F" --index 0 --format xml --out "$x"

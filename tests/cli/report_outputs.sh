@@ -14,7 +14,7 @@ small=(--stages 4 --microbatches 4)
 
 # --- embedded default ---------------------------------------------------------------------------
 out=$("$perseus" report "${small[@]}" --out "$tmp/a/r.html")
-[[ $out == "wrote $tmp/a/r.html"$'\n'"wrote $tmp/a/frontier.svg"$'\n'"wrote $tmp/a/timeline.svg"$'\n'"wrote $tmp/a/sweep.svg" ]] ||
+[[ $out == "timeline: plan "*"vs all-max"$'\n'"wrote $tmp/a/r.html"$'\n'"wrote $tmp/a/frontier.svg"$'\n'"wrote $tmp/a/timeline.svg"$'\n'"wrote $tmp/a/sweep.svg" ]] ||
   fail "report output: $out"
 html=$tmp/a/r.html
 [[ $(grep -o 'http[^"]*' "$html" | sort -u) == "http://www.w3.org/2000/svg" ]] ||
@@ -48,12 +48,12 @@ for f in 1.00 1.20 1.50; do grep -q "<td>$f</td>" "$tmp/b/r.html" || fail "no sw
   --quiet
 grep -q 'Timeline of Frontier plan #0<' "$tmp/c/r.html" || fail "--index 0 is not shown"
 grep -q ">$tmp/F<" "$tmp/c/r.html" || fail "the page does not name the frontier"
-# --time T: the cheapest plan within T seconds (here: all of them); --plan-time is its old name.
+# --time T: the cheapest plan within T seconds (here: all of them).
 cheapest=$(awk -F, 'NR > 1 && (best == "" || $5 < e) { best = $1; e = $5 } END { print best }' \
   "$tmp/F/frontier.csv")
-"$perseus" report --frontier "$tmp/F" --plan-time 100 --out "$tmp/d/r.html" --quiet
+"$perseus" report --frontier "$tmp/F" --time 100 --out "$tmp/d/r.html" --quiet
 grep -q "Timeline of Frontier plan #$cheapest<" "$tmp/d/r.html" ||
-  fail "--plan-time 100 (old name of --time) does not show the cheapest plan #$cheapest"
+  fail "--time 100 does not show the cheapest plan #$cheapest"
 "$perseus" report --profile "$tmp/p.csv" --blocking-power 83.64 --microbatches 4 \
   --out "$tmp/e/r.html" --quiet
 grep -q ">$tmp/p.csv<" "$tmp/e/r.html" || fail "the page does not name the profile CSV"
@@ -70,7 +70,7 @@ expect_error "--factors" report --factors 1,x --out "$tmp/x/r.html"
 expect_error "--eta" report --eta 2 --out "$tmp/x/r.html"
 expect_error "--pipelines must be positive" report --pipelines 0 --out "$tmp/x/r.html"
 expect_error "--index" report "${small[@]}" --index 100000 --out "$tmp/x/r.html"
-expect_error "--index and --time" report --index 1 --plan-time 3 \
+expect_error "give at most one of --index, --time" report --index 1 --time 3 \
   --out "$tmp/x/r.html"
 expect_error "$tmp/nope" report --frontier "$tmp/nope" --out "$tmp/x/r.html"
 expect_error "--microbatches 7 does not match frontier $tmp/F" report --frontier "$tmp/F" \

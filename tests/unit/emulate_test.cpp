@@ -228,40 +228,17 @@ std::vector<plan::FrontierRow> random_rows(std::mt19937& rng, std::size_t n) {
   return rows;
 }
 
-TEST(EmulateCluster, CheapestWithinMatchesBruteForce) {
-  std::mt19937 rng(77);
-  for (int trial = 0; trial < 20; ++trial) {
-    auto rows = random_rows(rng, 1 + rng() % 40);
-    emulate::FrontierCurve curve(rows);
-    for (double deadline = 9.0; deadline < 21.0; deadline += 0.173) {
-      double best = std::numeric_limits<double>::infinity();
-      for (const auto& r : rows)
-        if (r.evaluated_time_s <= deadline) best = std::min(best, r.evaluated_energy_j);
-      std::size_t got = curve.cheapest_within(deadline);
-      if (std::isinf(best)) {
-        EXPECT_EQ(got, curve.fastest());
-      } else {
-        EXPECT_EQ(rows[got].evaluated_energy_j, best);
-        EXPECT_LE(rows[got].evaluated_time_s, deadline);
-      }
-    }
-    double fastest = rows[0].evaluated_time_s;
-    for (const auto& r : rows) fastest = std::min(fastest, r.evaluated_time_s);
-    EXPECT_EQ(rows[curve.fastest()].evaluated_time_s, fastest);
-  }
-}
-
 TEST(EmulateCluster, ModesMatchADirectRecomputation) {
   std::mt19937 rng(3);
   auto rows = random_rows(rng, 30);
-  emulate::FrontierCurve curve(rows);
   const plan::TimeEnergy all_max{9.5, 2600.0};
+  plan::FrontierQuery query(rows, all_max);
   const int stages = 4;
   const double pb = 80.0;
   const emulate::ClusterSpec spec{12, 8};
-  const auto& fast = rows[curve.fastest()];
+  const auto& fast = rows[query.fastest()];
   for (double f : {1.0, 1.1, 1.37, 2.0}) {
-    emulate::ClusterPoint p = emulate::emulate_cluster(curve, all_max, stages, pb, spec, f);
+    emulate::ClusterPoint p = emulate::emulate_cluster(query, stages, pb, spec, f);
     // Baseline: 11 all-max pipelines wait for the all-max straggler, everything x 8 GPUs.
     double end = f * all_max.time_s;
     double base =
@@ -292,8 +269,8 @@ TEST(EmulateCluster, ModesMatchADirectRecomputation) {
 TEST(EmulateCluster, ASinglePipelineHasNoExtrinsicSaving) {
   std::mt19937 rng(4);
   auto rows = random_rows(rng, 10);
-  emulate::FrontierCurve curve(rows);
-  auto p = emulate::emulate_cluster(curve, {9.0, 2500.0}, 4, 80.0, {1, 1}, 1.3);
+  plan::FrontierQuery query(rows, {9.0, 2500.0});
+  auto p = emulate::emulate_cluster(query, 4, 80.0, {1, 1}, 1.3);
   EXPECT_NEAR(p.extrinsic_saving, 0.0, 1e-12);
 }
 
@@ -316,7 +293,6 @@ TEST(EmulateCluster, RejectsBadSpecs) {
   EXPECT_THROW(emulate::check_cluster({4, 1}, {}), Error);
   EXPECT_THROW(emulate::check_cluster({4, 1}, {0.99}), Error);
   EXPECT_NO_THROW(emulate::check_cluster({4, 1}, {1.0, 1.5}));
-  EXPECT_THROW(emulate::FrontierCurve({}), Error);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "perseus/plan/evaluate.hpp"
+#include "perseus/plan/frontier_query.hpp"
 #include "perseus/plan/frontier_store.hpp"
 #include "perseus/plan/problem.hpp"
 #include "perseus/plan/solver.hpp"
@@ -595,16 +596,18 @@ TEST_F(FrontierStore, SelectByIndex) {
   }
 }
 
-TEST_F(FrontierStore, SelectByTimeReturnsTheCheapestPlanWithinTheTarget) {
+TEST_F(FrontierStore, QueriesOnASolvedFrontierChooseTheCheapestParetoRow) {
   perseus::test::TempDir tmp;
   StoredFrontier f = read_frontier(write(tmp));
-  auto [fastest, slowest] = time_range(f.rows);
+  FrontierQuery q(f);
+  const double fastest = f.rows[q.fastest()].evaluated_time_s;
+  const double slowest = f.rows[q.min_energy()].evaluated_time_s;
   std::vector<double> targets = {fastest, slowest, slowest * 2.0};
   for (int k = 1; k < 20; ++k) targets.push_back(fastest + (slowest - fastest) * k / 20.0);
   for (const auto& r : f.rows) targets.push_back(r.evaluated_time_s);
   for (double target : targets) {
-    std::size_t i = select_by_time(f, target);
-    ASSERT_LT(i, f.rows.size());
+    std::size_t i = q.within_time(target);
+    EXPECT_TRUE(q.is_pareto(i));
     EXPECT_LE(f.rows[i].evaluated_time_s, target);
     for (const auto& r : f.rows) {
       if (r.evaluated_time_s <= target) {
@@ -613,37 +616,45 @@ TEST_F(FrontierStore, SelectByTimeReturnsTheCheapestPlanWithinTheTarget) {
       }
     }
   }
-  std::string msg = error_of([&] { select_by_time(f, fastest * 0.99); });
+  std::string msg = error_of([&] { q.within_time(fastest * 0.99); });
   EXPECT_CONTAINS(msg, "no plan finishes within");
   EXPECT_CONTAINS(msg, "the fastest takes");
-  EXPECT_CONTAINS(error_of([&] { select_by_time(f, 0.0); }), "no plan finishes within");
+  // Sampling: distinct Pareto rows in decreasing time, the cheapest first.
+  for (double every : {(slowest - fastest) / 5.0, 0.01, 0.001, slowest * 10.0}) {
+    std::vector<std::size_t> picks = q.every(every);
+    ASSERT_FALSE(picks.empty()) << every;
+    EXPECT_EQ(picks.front(), q.min_energy());
+    for (std::size_t k = 1; k < picks.size(); ++k) {
+      EXPECT_LT(f.rows[picks[k]].evaluated_time_s, f.rows[picks[k - 1]].evaluated_time_s);
+    }
+  }
+  EXPECT_EQ(q.every(slowest * 10.0).size(), 1u);
 }
 
-TEST_F(FrontierStore, SelectEveryReturnsDistinctPlansInDecreasingTime) {
+TEST_F(FrontierStore, TheParetoColumnMarksTheQuerysRows) {
   perseus::test::TempDir tmp;
-  StoredFrontier f = read_frontier(write(tmp));
-  auto [fastest, slowest] = time_range(f.rows);
-  for (double every : {(slowest - fastest) / 5.0, 0.01, 0.001, slowest * 10.0}) {
-    std::vector<std::size_t> picks = select_every(f, every);
-    ASSERT_FALSE(picks.empty()) << every;
-    // The first pick is the cheapest plan of all (the target is the slowest plan's time).
-    EXPECT_EQ(picks.front(), select_by_time(f, slowest));
-    for (std::size_t k = 1; k < picks.size(); ++k) {
-      EXPECT_LT(f.rows[picks[k]].evaluated_time_s, f.rows[picks[k - 1]].evaluated_time_s)
-          << "every " << every << ", pick " << k;
-    }
-    std::vector<std::size_t> sorted = picks;
-    std::sort(sorted.begin(), sorted.end());
-    EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());
+  fs::path dir = write(tmp);
+  StoredFrontier f = read_frontier(dir);
+  FrontierQuery q(f);
+  std::vector<std::string> lines = lines_of(read_text(dir / "frontier.csv"));
+  ASSERT_EQ(lines.size(), f.rows.size() + 1);
+  EXPECT_EQ(lines[0],
+            "index,planned_time_s,predicted_energy_j,evaluated_time_s,evaluated_energy_j,pareto");
+  std::size_t marked = 0;
+  for (std::size_t i = 0; i < f.rows.size(); ++i) {
+    char flag = lines[i + 1].back();
+    EXPECT_EQ(flag == '1', q.is_pareto(i)) << lines[i + 1];
+    marked += flag == '1';
   }
-  // Sampling at (about) the step size yields (about) (slowest - fastest) / step picks.
-  const double step = (slowest - fastest) / 5.0;
-  EXPECT_GE(select_every(f, step).size(), 2u);
-  EXPECT_LE(select_every(f, step).size(), 6u);
-  EXPECT_EQ(select_every(f, slowest * 10.0).size(), 1u);
-  for (double bad : {0.0, -1.0, std::nan("")}) {
-    EXPECT_CONTAINS(error_of([&] { select_every(f, bad); }), "must be positive");
+  EXPECT_EQ(marked, q.pareto().size());
+  EXPECT_LT(marked, f.rows.size());  // the solver's rows include dominated ones
+  // A frontier written before the column existed still reads.
+  std::string old = "index,planned_time_s,predicted_energy_j,evaluated_time_s,evaluated_energy_j\n";
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    old += lines[i].substr(0, lines[i].rfind(',')) + "\n";
   }
+  write_text(dir / "frontier.csv", old);
+  EXPECT_EQ(read_frontier(dir).rows.size(), f.rows.size());
 }
 
 // Writes the frontier, applies `corrupt` to the text of `file`, and returns read_frontier's error.

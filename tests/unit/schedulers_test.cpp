@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "perseus/plan/frontier_query.hpp"
 #include "perseus/plan/frontier_store.hpp"
 #include "perseus/plan/plan_io.hpp"
 #include "perseus/plan/problem.hpp"
@@ -580,12 +581,27 @@ TEST_F(SchedulerFrontier, ServesTheTargetPlanEveryRound) {
   }
   EXPECT_EQ(s->status()["index"], fastest());
 
-  auto [lo, hi] = plan::time_range(stored().rows);
+  plan::FrontierQuery q(stored());
+  double lo = stored().rows[q.fastest()].evaluated_time_s;
+  double hi = stored().rows[q.min_energy()].evaluated_time_s;
   double target = 0.5 * (lo + hi);
-  std::size_t want = plan::select_by_time(stored(), target);
   std::size_t got = served(*make({{"target", target}}));
-  EXPECT_EQ(got, want);
+  EXPECT_EQ(got, q.within_time(target));
   EXPECT_LE(stored().rows[got].evaluated_time_s, target);
+  // A slowdown against all-max, as a string with % or a number of percent.
+  for (const json& bound : {json("5%"), json(5)}) {
+    std::size_t i = served(*make({{"max_slowdown", bound}}));
+    EXPECT_EQ(i, q.within_slowdown(0.05));
+    EXPECT_LE(q.slowdown(i), 0.05 + 1e-12);
+  }
+  EXPECT_CONTAINS(error_of([&] {
+                    make({{"max_slowdown", "x"}});
+                  }),
+                  "argument 'max_slowdown': slowdown 'x' is not a percentage");
+  EXPECT_CONTAINS(error_of([&] {
+                    make({{"max_slowdown", "5%"}, {"index", 1}});
+                  }),
+                  "give at most one of 'target', 'index' and 'max_slowdown'");
 
   std::size_t cheapest = served(*make({{"target", "cheapest"}}));
   for (const auto& row : stored().rows) {
@@ -603,7 +619,9 @@ TEST_F(SchedulerFrontier, SlowsOtherPipelinesDownToTheStraggler) {
   ASSERT_EQ(r.pipelines.count(2), 1u);
   EXPECT_EQ(clocks_of(r.pipelines[2]), stored().plans[fastest()]);
   std::size_t others = served(*s);
-  EXPECT_EQ(others, plan::select_by_time(stored(), 1.15 * fast.evaluated_time_s));
+  plan::FrontierQuery q(stored());
+  EXPECT_EQ(others, q.within_time(1.15 * fast.evaluated_time_s));
+  EXPECT_TRUE(q.is_pareto(others));
   EXPECT_LE(stored().rows[others].evaluated_time_s, 1.15 * fast.evaluated_time_s);
   EXPECT_GT(stored().rows[others].evaluated_time_s, fast.evaluated_time_s);
   EXPECT_LT(stored().rows[others].evaluated_energy_j, fast.evaluated_energy_j);
@@ -618,7 +636,7 @@ TEST_F(SchedulerFrontier, SlowsOtherPipelinesDownToTheStraggler) {
   s->report_straggler({{"dp_rank", 0}, {"time_s", t}});
   r = s->next();
   EXPECT_EQ(r.pipelines.size(), 2u);
-  EXPECT_EQ(served(*s), plan::select_by_time(stored(), t));
+  EXPECT_EQ(served(*s), q.within_time(t));
 
   s->report_straggler({{"dp_rank", 0}, {"clear", true}});
   s->report_straggler({{"dp_rank", 2}, {"clear", true}});
@@ -664,7 +682,7 @@ TEST_F(SchedulerFrontier, RejectsBadReportsAndArguments) {
   EXPECT_CONTAINS(error_of([&] {
                     make({{"index", 1}, {"target", "fastest"}});
                   }),
-                  "argument 'index' and 'target' cannot both be given");
+                  "give at most one of 'target', 'index' and 'max_slowdown'");
   EXPECT_CONTAINS(error_of([&] {
                     make_scheduler("frontier", job_with({{"frontier", path().string()}}, 3));
                   }),

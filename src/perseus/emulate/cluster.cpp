@@ -80,31 +80,6 @@ void check_cluster(const ClusterSpec& spec, const std::vector<double>& factors) 
   }
 }
 
-FrontierCurve::FrontierCurve(const std::vector<plan::FrontierRow>& rows) : rows_(rows) {
-  if (rows_.empty()) throw Error("the frontier has no plans");
-  std::vector<std::size_t> order(rows_.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    const auto &ra = rows_[a], &rb = rows_[b];
-    if (ra.evaluated_time_s != rb.evaluated_time_s)
-      return ra.evaluated_time_s < rb.evaluated_time_s;
-    return ra.evaluated_energy_j < rb.evaluated_energy_j;
-  });
-  for (std::size_t i : order) {
-    sorted_time_.push_back(rows_[i].evaluated_time_s);
-    bool cheaper = best_up_to_.empty() ||
-                   rows_[i].evaluated_energy_j < rows_[best_up_to_.back()].evaluated_energy_j;
-    best_up_to_.push_back(cheaper ? i : best_up_to_.back());
-  }
-  fastest_ = order.front();
-}
-
-std::size_t FrontierCurve::cheapest_within(double deadline_s) const {
-  auto it = std::upper_bound(sorted_time_.begin(), sorted_time_.end(), deadline_s * (1.0 + 1e-12));
-  if (it == sorted_time_.begin()) return fastest_;
-  return best_up_to_[static_cast<std::size_t>(it - sorted_time_.begin()) - 1];
-}
-
 namespace {
 
 // Energy of the whole cluster for one iteration that ends at `end_s`: D - 1 pipelines run a plan
@@ -125,20 +100,20 @@ plan::TimeEnergy time_energy(const plan::FrontierRow& r) {
 
 }  // namespace
 
-ClusterPoint emulate_cluster(const FrontierCurve& curve, const plan::TimeEnergy& all_max,
-                             int num_stages, double blocking_power_w, const ClusterSpec& spec,
-                             double factor) {
+ClusterPoint emulate_cluster(const plan::FrontierQuery& query, int num_stages,
+                             double blocking_power_w, const ClusterSpec& spec, double factor) {
   ClusterPoint p;
   p.factor = factor;
-  const plan::TimeEnergy fastest = time_energy(curve.row(curve.fastest()));
+  const plan::TimeEnergy& all_max = query.all_max();
+  const plan::TimeEnergy fastest = time_energy(query.row(query.fastest()));
   p.baseline.time_s = factor * all_max.time_s;
   p.baseline.energy_j = cluster_energy(all_max, all_max, factor, p.baseline.time_s, num_stages,
                                        blocking_power_w, spec);
   p.intrinsic.time_s = p.perseus.time_s = factor * fastest.time_s;
   p.intrinsic.energy_j = cluster_energy(fastest, fastest, factor, p.intrinsic.time_s, num_stages,
                                         blocking_power_w, spec);
-  p.perseus_plan = curve.cheapest_within(p.perseus.time_s);
-  p.perseus.energy_j = cluster_energy(time_energy(curve.row(p.perseus_plan)), fastest, factor,
+  p.perseus_plan = query.within(p.perseus.time_s).value_or(query.fastest());
+  p.perseus.energy_j = cluster_energy(time_energy(query.row(p.perseus_plan)), fastest, factor,
                                       p.perseus.time_s, num_stages, blocking_power_w, spec);
   p.intrinsic_saving = (p.baseline.energy_j - p.intrinsic.energy_j) / p.baseline.energy_j;
   p.extrinsic_saving = (p.intrinsic.energy_j - p.perseus.energy_j) / p.baseline.energy_j;
@@ -150,12 +125,11 @@ std::vector<ClusterPoint> sweep_cluster(const plan::StoredFrontier& frontier,
                                         const ClusterSpec& spec,
                                         const std::vector<double>& factors) {
   check_cluster(spec, factors);
-  FrontierCurve curve(frontier.rows);
+  plan::FrontierQuery query(frontier);
   std::vector<ClusterPoint> out;
   out.reserve(factors.size());
   for (double f : factors) {
-    out.push_back(emulate_cluster(curve, frontier.all_max, frontier.num_stages,
-                                  frontier.blocking_power_w, spec, f));
+    out.push_back(emulate_cluster(query, frontier.num_stages, frontier.blocking_power_w, spec, f));
   }
   return out;
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "perseus/plan/frontier_query.hpp"
 #include "perseus/plan/frontier_store.hpp"
 
 namespace perseus::emulate {
@@ -22,25 +23,6 @@ namespace perseus::emulate {
 struct ClusterSpec {
   int pipelines = 1;        // D, data-parallel degree
   int tensor_parallel = 1;  // T, GPUs per stage
-};
-
-// The frontier as a step function: for any deadline, the cheapest plan that meets it.
-class FrontierCurve {
- public:
-  // From a stored frontier's evaluated (time, energy) rows; throws perseus::Error when empty.
-  explicit FrontierCurve(const std::vector<plan::FrontierRow>& rows);
-  // Index (into the rows) of the lowest-energy plan with evaluated time <= deadline_s, or of the
-  // fastest plan when none meets it.
-  std::size_t cheapest_within(double deadline_s) const;
-  // Index of the fastest plan (lowest energy among equally fast ones).
-  std::size_t fastest() const { return fastest_; }
-  const plan::FrontierRow& row(std::size_t index) const { return rows_[index]; }
-
- private:
-  std::vector<plan::FrontierRow> rows_;
-  std::vector<double> sorted_time_;      // ascending
-  std::vector<std::size_t> best_up_to_;  // cheapest row index among sorted_time_[0..i]
-  std::size_t fastest_ = 0;
 };
 
 struct ModeResult {
@@ -65,9 +47,9 @@ std::vector<double> parse_factors(const std::string& spec);
 // Throws perseus::Error for pipelines < 1, tensor_parallel < 1 or a factor < 1 (naming it).
 void check_cluster(const ClusterSpec& spec, const std::vector<double>& factors);
 
-ClusterPoint emulate_cluster(const FrontierCurve& curve, const plan::TimeEnergy& all_max,
-                             int num_stages, double blocking_power_w, const ClusterSpec& spec,
-                             double factor);
+// One factor: plans chosen by `query` (its all-max is the baseline).
+ClusterPoint emulate_cluster(const plan::FrontierQuery& query, int num_stages,
+                             double blocking_power_w, const ClusterSpec& spec, double factor);
 
 std::vector<ClusterPoint> sweep_cluster(const plan::StoredFrontier& frontier,
                                         const ClusterSpec& spec,

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "perseus/plan/frontier_query.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
 
@@ -62,12 +63,15 @@ std::vector<FrontierRow> frontier_rows(const PlanProblem& problem, const Frontie
   return rows;
 }
 
-std::string frontier_csv(const std::vector<FrontierRow>& rows) {
-  std::string out = std::string(kCsvHeader) + "\n";
+// The rows and, last, whether each is Pareto-optimal in evaluated (time, energy).
+std::string frontier_csv(const std::vector<FrontierRow>& rows, const TimeEnergy& all_max) {
+  FrontierQuery query(rows, all_max);
+  std::string out = std::string(kCsvHeader) + ",pareto\n";
   for (const auto& r : rows) {
     out += std::to_string(r.index) + "," + format_double(r.planned_time_s) + "," +
            format_double(r.predicted_energy_j) + "," + format_double(r.evaluated_time_s) + "," +
-           format_double(r.evaluated_energy_j) + "\n";
+           format_double(r.evaluated_energy_j) + "," + (query.is_pareto(r.index) ? "1" : "0") +
+           "\n";
   }
   return out;
 }
@@ -113,9 +117,12 @@ json meta_json(const PlanProblem& problem, const Frontier& frontier, const Front
 std::vector<FrontierRow> read_rows(const fs::path& file) {
   std::istringstream in(read_file(file));
   std::string line;
-  if (!std::getline(in, line) || line != kCsvHeader) {
-    bad(file, 1, "bad header (expected " + std::string(kCsvHeader) + ")");
+  // Frontiers written before the pareto column existed have the header without it.
+  const std::string with_pareto = std::string(kCsvHeader) + ",pareto";
+  if (!std::getline(in, line) || (line != kCsvHeader && line != with_pareto)) {
+    bad(file, 1, "bad header (expected " + with_pareto + ")");
   }
+  const bool pareto_column = line == with_pareto;
   std::vector<FrontierRow> rows;
   long n = 1;
   while (std::getline(in, line)) {
@@ -123,10 +130,13 @@ std::vector<FrontierRow> read_rows(const fs::path& file) {
     if (line.empty()) continue;
     FrontierRow r;
     char tail = 0;
-    if (std::sscanf(line.c_str(), "%zu,%lf,%lf,%lf,%lf%c", &r.index, &r.planned_time_s,
-                    &r.predicted_energy_j, &r.evaluated_time_s, &r.evaluated_energy_j,
-                    &tail) != 5 ||
-        r.index != rows.size() || !std::isfinite(r.planned_time_s) ||
+    int pareto = 0;
+    int fields = std::sscanf(line.c_str(), "%zu,%lf,%lf,%lf,%lf,%d%c", &r.index, &r.planned_time_s,
+                             &r.predicted_energy_j, &r.evaluated_time_s, &r.evaluated_energy_j,
+                             &pareto, &tail);
+    // The pareto flag is checked for form only: FrontierQuery recomputes it from the values.
+    bool pareto_ok = pareto_column ? fields == 6 && (pareto == 0 || pareto == 1) : fields == 5;
+    if (!pareto_ok || r.index != rows.size() || !std::isfinite(r.planned_time_s) ||
         !std::isfinite(r.predicted_energy_j) || !std::isfinite(r.evaluated_time_s) ||
         !std::isfinite(r.evaluated_energy_j)) {
       bad(file, n, "malformed frontier row");
@@ -236,7 +246,7 @@ void write_frontier(const fs::path& dir, const PlanProblem& problem, const Front
                     const FrontierInfo& info) {
   StagingDir staging(dir, "meta.json");
   write_file_atomic(staging.path() / "frontier.csv",
-                    frontier_csv(frontier_rows(problem, frontier)));
+                    frontier_csv(frontier_rows(problem, frontier), info.all_max));
   write_file_atomic(staging.path() / "plans.txt", plans_text(frontier));
   write_file_atomic(staging.path() / "meta.json",
                     meta_json(problem, frontier, info).dump(1) + "\n");
@@ -281,13 +291,6 @@ StoredFrontier read_frontier(const fs::path& dir) {
   return f;
 }
 
-std::pair<double, double> time_range(const std::vector<FrontierRow>& rows) {
-  auto [lo, hi] = std::minmax_element(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
-    return a.evaluated_time_s < b.evaluated_time_s;
-  });
-  return {lo->evaluated_time_s, hi->evaluated_time_s};
-}
-
 std::size_t select_by_index(const StoredFrontier& f, long index) {
   if (index < 0 || static_cast<std::size_t>(index) >= f.rows.size()) {
     throw Error("plan index " + std::to_string(index) + " out of range (the frontier has " +
@@ -295,43 +298,6 @@ std::size_t select_by_index(const StoredFrontier& f, long index) {
                 ")");
   }
   return static_cast<std::size_t>(index);
-}
-
-std::size_t select_by_time(const StoredFrontier& f, double target_s) {
-  std::size_t best = f.rows.size();
-  for (std::size_t i = 0; i < f.rows.size(); ++i) {
-    const auto& r = f.rows[i];
-    if (r.evaluated_time_s > target_s * (1.0 + 1e-12)) continue;
-    if (best == f.rows.size() || r.evaluated_energy_j < f.rows[best].evaluated_energy_j) best = i;
-  }
-  if (best == f.rows.size()) {
-    double fastest = f.rows.empty() ? 0.0 : time_range(f.rows).first;
-    throw Error("no plan finishes within " + format_double(target_s) + " s (the fastest takes " +
-                format_double(fastest) + " s)");
-  }
-  return best;
-}
-
-std::size_t select_fastest(const StoredFrontier& f) {
-  if (f.rows.empty()) throw Error("the frontier has no plans");
-  return select_by_time(f, time_range(f.rows).first);
-}
-
-std::size_t select_min_energy(const StoredFrontier& f) {
-  if (f.rows.empty()) throw Error("the frontier has no plans");
-  return select_by_time(f, std::numeric_limits<double>::infinity());
-}
-
-std::vector<std::size_t> select_every(const StoredFrontier& f, double every_s) {
-  if (!(every_s > 0.0)) throw Error("sampling interval must be positive");
-  std::vector<std::size_t> out;
-  if (f.rows.empty()) return out;
-  auto [fastest, slowest] = time_range(f.rows);
-  for (double t = slowest; t >= fastest - 1e-12; t -= every_s) {
-    std::size_t i = select_by_time(f, t);
-    if (out.empty() || out.back() != i) out.push_back(i);
-  }
-  return out;
 }
 
 }  // namespace perseus::plan

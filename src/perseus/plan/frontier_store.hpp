@@ -1,10 +1,12 @@
 // The frontier on disk: one directory with three files, however many plans there are.
-//   frontier.csv  index,planned_time_s,predicted_energy_j,evaluated_time_s,evaluated_energy_j
+//   frontier.csv  index,planned_time_s,predicted_energy_j,evaluated_time_s,evaluated_energy_j,
+//                 pareto
 //   plans.txt     every plan's clocks, compactly: plan 0 in full, then only the clocks that
 //                 changed from the previous plan ("perseus.plans/1", see frontier_store.cpp)
 //   meta.json     settings, schedule, all-max reference, stop reason, cost model parameters
+// frontier.csv ends with a `pareto` column (1: Pareto-optimal in evaluated time and energy).
 // Written into a staging directory and renamed into place, so a failed run leaves nothing that
-// looks complete. Also selects plans for export (by index, time target or sampling interval).
+// looks complete.
 #pragma once
 
 #include <filesystem>
@@ -55,17 +57,8 @@ void write_frontier(const std::filesystem::path& dir, const PlanProblem& problem
 // Reads it back; throws perseus::Error naming the file on any inconsistency.
 StoredFrontier read_frontier(const std::filesystem::path& dir);
 
-// The fastest and slowest evaluated time of non-empty `rows`.
-std::pair<double, double> time_range(const std::vector<FrontierRow>& rows);
-
-// Plan selection for export. Each returns indices into rows.
+// The row `index` names, checked (an explicit choice: it may be a dominated row). Every other
+// choice of a plan goes through FrontierQuery (frontier_query.hpp).
 std::size_t select_by_index(const StoredFrontier& f, long index);
-// The cheapest (lowest evaluated energy) plan whose evaluated time is <= target.
-std::size_t select_by_time(const StoredFrontier& f, double target_s);
-// The fastest plan (the cheapest of equally fast ones) and the one with the least energy.
-std::size_t select_fastest(const StoredFrontier& f);
-std::size_t select_min_energy(const StoredFrontier& f);
-// One plan per target time, from the slowest plan's time down in steps of `every_s`.
-std::vector<std::size_t> select_every(const StoredFrontier& f, double every_s);
 
 }  // namespace perseus::plan

@@ -1,10 +1,13 @@
 // "frontier": serves one plan of a frontier directory written by `perseus plan` (the fastest,
-// the cheapest, the cheapest within a time target, or by index) and keeps serving rounds so it
-// can react to stragglers: a straggling data-parallel pipeline runs the fastest plan and every
+// the cheapest, the cheapest within a time target or a slowdown against all-max, or by index;
+// every choice but an index among the Pareto rows, plan::FrontierQuery) and keeps serving rounds so
+// it can react to stragglers: a straggling data-parallel pipeline runs the fastest plan and every
 // other pipeline the cheapest plan that still finishes within the straggler's time.
 #include <algorithm>
 #include <map>
+#include <optional>
 
+#include "perseus/plan/frontier_query.hpp"
 #include "perseus/plan/frontier_store.hpp"
 #include "perseus/server/schedulers/schedulers.hpp"
 
@@ -22,13 +25,13 @@ class FrontierScheduler : public Scheduler {
  public:
   explicit FrontierScheduler(const JobSpec& job)
       : context_(context_of("frontier")), dp_degree_(job.dp_degree) {
-    ArgReader args(context_, job.args, {"frontier", "target", "index"});
+    ArgReader args(context_, job.args, {"frontier", "target", "index", "max_slowdown"});
     std::string dir = data_path(args, "frontier", job).string();
     frontier_ = args.naming("frontier", [&] { return plan::read_frontier(dir); });
+    query_.emplace(frontier_);
     sched_ = schedule::make_schedule(frontier_.schedule, frontier_.num_stages,
                                      frontier_.num_microbatches);
-    fastest_ = best(
-        [](const auto& r) { return std::make_pair(r.evaluated_time_s, r.evaluated_energy_j); });
+    fastest_ = query_->fastest();
     base_ = others_ = choose(args);
     if (frontier_.num_stages != job.pp_degree) {
       throw StageCountMismatch(
@@ -90,36 +93,34 @@ class FrontierScheduler : public Scheduler {
   }
 
  private:
-  // The row minimizing key(row) (the first on ties).
-  template <typename Key>
-  std::size_t best(Key key) const {
-    const auto& rows = frontier_.rows;
-    auto it = std::min_element(rows.begin(), rows.end(),
-                               [&](const auto& a, const auto& b) { return key(a) < key(b); });
-    return static_cast<std::size_t>(it - rows.begin());
-  }
-
   std::size_t choose(const ArgReader& args) const {
     const std::size_t n = frontier_.rows.size();
+    if (args.has("target") + args.has("index") + args.has("max_slowdown") > 1) {
+      throw Error(context_ + ": give at most one of 'target', 'index' and 'max_slowdown'");
+    }
     if (args.has("index")) {
-      if (args.has("target")) args.fail("index", "and 'target' cannot both be given");
       auto index = static_cast<std::size_t>(args.integer("index", 0));
       if (index >= n) args.fail("index", "must be < " + std::to_string(n) + " (the plan count)");
       return index;
     }
+    if (args.has("max_slowdown")) {
+      const json& v = args.at("max_slowdown");  // "5%", or a number of percent
+      std::string text = v.is_string() ? v.get<std::string>() : v.is_number() ? v.dump() : "";
+      if (text.empty())
+        args.fail("max_slowdown", "must be a percentage like \"5%\", got " + v.dump());
+      return args.naming("max_slowdown",
+                         [&] { return query_->within_slowdown(plan::parse_slowdown(text)); });
+    }
     const json target = args.has("target") ? args.at("target") : json("fastest");
     if (target == "fastest") return fastest_;
-    if (target == "cheapest") {
-      return best(
-          [](const auto& r) { return std::make_pair(r.evaluated_energy_j, r.evaluated_time_s); });
-    }
+    if (target == "cheapest" || target == "min-energy") return query_->min_energy();
     if (!target.is_number()) {
       args.fail("target", "must be \"fastest\", \"cheapest\" or a number of seconds > 0, got " +
                               target.dump());
     }
     double seconds =
         args.number("target", positive, "\"fastest\", \"cheapest\" or a number of seconds > 0");
-    return args.naming("target", [&] { return plan::select_by_time(frontier_, seconds); });
+    return args.naming("target", [&] { return query_->within_time(seconds); });
   }
 
   std::size_t plan_of(int dp_rank) const { return stragglers_.count(dp_rank) ? fastest_ : others_; }
@@ -129,7 +130,7 @@ class FrontierScheduler : public Scheduler {
   void update() {
     double time = frontier_.rows[base_].evaluated_time_s;
     for (const auto& [dp_rank, t] : stragglers_) time = std::max(time, t);
-    others_ = stragglers_.empty() ? base_ : plan::select_by_time(frontier_, time);
+    others_ = stragglers_.empty() ? base_ : query_->within_time(time);
   }
 
   json row_json(std::size_t i) const {
@@ -140,6 +141,7 @@ class FrontierScheduler : public Scheduler {
   std::string context_;
   int dp_degree_ = 1;
   plan::StoredFrontier frontier_;
+  std::optional<plan::FrontierQuery> query_;  // set once frontier_ is read
   schedule::Schedule sched_;
   std::size_t fastest_ = 0;
   std::size_t base_ = 0;              // the plan the target chose
