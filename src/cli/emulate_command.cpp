@@ -30,11 +30,12 @@ struct EmulateArgs {
 };
 
 struct ClusterArgs {
-  std::string frontier, factors = "1.00:1.50:0.01", out;
+  std::string frontier, plan, profile, factors = "1.00:1.50:0.01", out;
   int pipelines = 0, tensor_parallel = 1;
   long gpus = 0;
+  double blocking_power = std::nan("");          // NaN: not given
   bool has_pipelines = false, has_gpus = false;  // given on the command line
-  bool quiet = false;
+  bool quiet = false, allow_implausible = false;
 };
 
 // The plan to emulate, its schedule and what its source reported about it (if anything).
@@ -134,16 +135,19 @@ std::string sweep_csv(const std::vector<emulate::ClusterPoint>& points) {
   return out.str();
 }
 
+// One line per factor: the cluster's time, the baseline's energy, the plan the other pipelines run
+// (index and its own iteration time) and the savings.
 void print_sweep(const std::vector<emulate::ClusterPoint>& points, const emulate::ClusterSpec& s,
-                 int stages) {
+                 const plan::StoredFrontier& f) {
+  const int stages = f.num_stages;
   std::printf("%d pipelines x %d stages x %d-way tensor parallel = %ld GPUs\n", s.pipelines, stages,
               s.tensor_parallel, static_cast<long>(s.pipelines) * stages * s.tensor_parallel);
-  std::printf("%7s %12s %14s %10s %11s %11s %9s\n", "factor", "iter_time_s", "baseline_j", "plan",
-              "intrinsic%", "extrinsic%", "total%");
+  std::printf("%7s %12s %14s %8s %11s %11s %11s %9s\n", "factor", "iter_time_s", "baseline_j",
+              "plan", "plan_time_s", "intrinsic%", "extrinsic%", "total%");
   for (const auto& p : points) {
-    std::printf("%7.3f %12.4f %14.1f %10zu %11.2f %11.2f %9.2f\n", p.factor, p.perseus.time_s,
-                p.baseline.energy_j, p.perseus_plan, 100.0 * p.intrinsic_saving,
-                100.0 * p.extrinsic_saving, 100.0 * p.total_saving);
+    std::printf("%7.3f %12.4f %14.1f %8zu %11.4f %11.2f %11.2f %9.2f\n", p.factor, p.perseus.time_s,
+                p.baseline.energy_j, p.perseus_plan, f.rows[p.perseus_plan].evaluated_time_s,
+                100.0 * p.intrinsic_saving, 100.0 * p.extrinsic_saving, 100.0 * p.total_saving);
   }
 }
 
@@ -161,26 +165,55 @@ emulate::ClusterSpec cluster_spec(const ClusterArgs& a, int stages) {
   return spec;
 }
 
+// A single plan (a baseline's, say) as a one-row frontier: every pipeline runs it, so the sweep
+// shows what that plan saves against all-max with a straggler.
+plan::StoredFrontier single_plan_frontier(const ClusterArgs& a) {
+  require(!a.profile.empty(), "--plan needs --profile (to evaluate the plan and all-max)");
+  profile::Profile prof = read_profile(a.profile, a.allow_implausible);
+  PlanWithSchedule p = read_plan_for(a.plan, "", 0, prof);
+  plan::StoredFrontier f;
+  f.num_stages = p.schedule.num_stages;
+  f.blocking_power_w = blocking_power_of(p.plan, a.blocking_power);
+  require(f.blocking_power_w >= 0.0 && std::isfinite(f.blocking_power_w),
+          "--blocking-power is required (watts, >= 0) unless the plan JSON carries it");
+  check_blocking_power(prof, f.blocking_power_w, a.allow_implausible);
+  auto ev = naming(a.plan, [&] {
+    return plan::evaluate(prof, p.schedule, p.plan.frequencies, f.blocking_power_w);
+  });
+  auto base =
+      plan::evaluate(prof, p.schedule, plan::all_max_plan(prof, p.schedule), f.blocking_power_w);
+  f.all_max = {base.time_s, base.energy_j};
+  f.rows.push_back({0, ev.time_s, ev.energy_j, ev.time_s, ev.energy_j});
+  return f;
+}
+
 void run_cluster(const ClusterArgs& a) {
   auto factors = emulate::parse_factors(a.factors);
-  plan::StoredFrontier f = plan::read_frontier(a.frontier);
+  require(a.frontier.empty() != a.plan.empty(), "give either --frontier or --plan");
+  plan::StoredFrontier f =
+      a.plan.empty() ? plan::read_frontier_rows(a.frontier) : single_plan_frontier(a);
   emulate::ClusterSpec spec = cluster_spec(a, f.num_stages);
   auto start = std::chrono::steady_clock::now();
   auto points = emulate::sweep_cluster(f, spec, factors);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!a.out.empty()) write_file_atomic(a.out, sweep_csv(points));
   if (a.quiet) return;
-  print_sweep(points, spec, f.num_stages);
-  std::printf("swept %zu factors over %zu frontier plans in %.6f s\n", points.size(), f.rows.size(),
-              seconds);
+  print_sweep(points, spec, f);
+  std::printf("swept %zu factors over %zu %s in %.6f s\n", points.size(), f.rows.size(),
+              a.plan.empty() ? "frontier plans" : "plan", seconds);
 }
 
 void add_cluster_command(CLI::App& parent) {
   auto* c = parent.add_subcommand(
       "cluster", "Straggler sweep: D pipelines, one slowed by each factor; savings as CSV");
   auto a = std::make_shared<ClusterArgs>();
-  c->add_option("--frontier", a->frontier, "Frontier directory written by `perseus plan`")
-      ->required();
+  c->add_option("--frontier", a->frontier, "Frontier directory written by `perseus plan`");
+  c->add_option("--plan", a->plan,
+                "Instead of a frontier: one plan file (e.g. a baseline's), with --profile");
+  c->add_option("--profile", a->profile, "With --plan: the profile that evaluates it");
+  c->add_option("--blocking-power", a->blocking_power,
+                "With --plan: blocking power in watts (default: the plan JSON's)");
+  c->add_flag("--allow-implausible", a->allow_implausible, kAllowImplausibleHelp);
   c->add_option("--pipelines", a->pipelines, "Data-parallel pipelines (D)");
   c->add_option("--gpus", a->gpus, "Total GPUs (instead of --pipelines): D x stages x T");
   c->add_option("--tensor-parallel", a->tensor_parallel, "GPUs per stage (T)")

@@ -62,6 +62,22 @@ awk -F, 'NR == 12 { exit !($11 > 0 && $10 > 0) }' "$tmp/sweep.csv" || fail "no e
 grep -q "4 pipelines x 4 stages x 1-way tensor parallel = 16 GPUs" "$tmp/table" ||
   fail "cluster summary: $(cat "$tmp/table")"
 
+# A single plan file (a baseline's) in the sweep: every pipeline runs it, so there is no
+# extrinsic part, and at f = 1 the saving is that plan's own against all-max.
+"$perseus" baseline envpipe --profile "$tmp/p.csv" --microbatches 6 --blocking-power 83.64 \
+  --out "$tmp/envpipe.json" > "$tmp/envpipe.txt"
+"$perseus" emulate cluster --plan "$tmp/envpipe.json" --profile "$tmp/p.csv" --pipelines 4 \
+  --factors 1,1.2 --out "$tmp/env_sweep.csv" > "$tmp/env_table"
+grep -q "^swept 2 factors over 1 plan" "$tmp/env_table" || fail "plan sweep: $(cat "$tmp/env_table")"
+saving=$(value_of energy_saving_percent "$tmp/envpipe.txt")
+awk -F, -v s="$saving" 'NR > 1 { if ($8 != 0 || $10 + 0 != 0) exit 1 }
+  NR == 2 { d = $9 - s; if (d < -0.01 || d > 0.01) exit 1 }' "$tmp/env_sweep.csv" ||
+  fail "plan sweep: saving $saving vs $(cat "$tmp/env_sweep.csv")"
+expect_error "--plan needs --profile" emulate cluster --plan "$tmp/envpipe.json" --pipelines 4
+expect_error "give either --frontier or --plan" emulate cluster --pipelines 4
+# The choice of plan is printed per factor: index and its own time.
+grep -q "plan_time_s" "$tmp/table" || fail "no plan per factor: $(cat "$tmp/table")"
+
 # Bad input.
 echo "hello" > "$tmp/bad.plan"
 expect_error "bad.plan" emulate --profile "$tmp/p.csv" --plan "$tmp/bad.plan" --blocking-power 80

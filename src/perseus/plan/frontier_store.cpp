@@ -253,7 +253,7 @@ void write_frontier(const fs::path& dir, const PlanProblem& problem, const Front
   staging.commit();
 }
 
-StoredFrontier read_frontier(const fs::path& dir) {
+StoredFrontier read_frontier_rows(const fs::path& dir) {
   StoredFrontier f;
   const fs::path meta_path = dir / "meta.json";
   json meta;
@@ -271,6 +271,12 @@ StoredFrontier read_frontier(const fs::path& dir) {
     bad(meta_path, 0, std::string("malformed frontier metadata: ") + e.what());
   }
   f.rows = read_rows(dir / "frontier.csv");
+  return f;
+}
+
+StoredFrontier read_frontier(const fs::path& dir) {
+  StoredFrontier f = read_frontier_rows(dir);
+  const fs::path meta_path = dir / "meta.json";
   schedule::Schedule sched;
   try {
     sched = schedule::make_schedule(f.schedule, f.num_stages, f.num_microbatches);

@@ -56,6 +56,9 @@ void write_frontier(const std::filesystem::path& dir, const PlanProblem& problem
                     const Frontier& frontier, const FrontierInfo& info);
 // Reads it back; throws perseus::Error naming the file on any inconsistency.
 StoredFrontier read_frontier(const std::filesystem::path& dir);
+// Only the settings and the rows, not the plans (`plans` stays empty): what choosing a plan by
+// time, energy or slowdown needs, in memory linear in the rows alone.
+StoredFrontier read_frontier_rows(const std::filesystem::path& dir);
 
 // The row `index` names, checked (an explicit choice: it may be a dominated row). Every other
 // choice of a plan goes through FrontierQuery (frontier_query.hpp).
