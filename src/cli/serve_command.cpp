@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -30,6 +31,7 @@ struct ServeArgs {
   int port = 7787;
   server::HttpLimits limits;
   int max_ranks = server::ServerSettings{}.max_ranks, max_jobs = server::ServerSettings{}.max_jobs;
+  double stale_after = server::ServerSettings{}.stale_after_s;
 };
 
 // One connection per waiting rank: allow as many open files as the hard limit permits.
@@ -95,6 +97,9 @@ void serve(ServeArgs a) {
   settings.data_dir = a.data_dir;
   require(a.max_ranks >= 1, "--max-ranks must be >= 1");
   require(a.max_jobs >= 1, "--max-jobs must be >= 1");
+  require(a.stale_after > 0.0 && std::isfinite(a.stale_after),
+          "--stale-after must be a positive number of seconds");
+  settings.stale_after_s = a.stale_after;
   settings.max_ranks = a.max_ranks;
   settings.max_jobs = a.max_jobs;
   a.limits.validate();
@@ -172,6 +177,10 @@ void add_serve(CLI::App& app) {
                   "the only folder schedulers may read files from (plans, frontiers)")
       ->capture_default_str();
   add_limit_options(cmd, *args);
+  cmd->add_option("--stale-after", args->stale_after,
+                  "seconds without a request from a running job's ranks before the status page, "
+                  "/jobs and /metrics call it stale")
+      ->capture_default_str();
   cmd->add_option("--token-file", args->token_file,
                   "file whose first line is the cluster token every client must send (default: "
                   "$PERSEUS_TOKEN; none: loopback only)");

@@ -78,6 +78,21 @@ std::string id_after(const std::string& path, const std::string& prefix) {
   return id.find('/') == std::string::npos ? id : "";
 }
 
+// The endpoint a request target names, as GET /metrics labels it ("other" for unknown paths).
+std::string endpoint_of(const std::string& target) {
+  std::string path = target.substr(0, target.find('?'));
+  for (const char* exact : {"/healthz", "/metrics", "/jobs", "/register_job"}) {
+    if (path == exact) return exact + 1;
+  }
+  if (path == "/") return "status_page";
+  for (const char* prefix :
+       {"/jobs/", "/register_rank/", "/schedule/", "/result/", "/straggler/"}) {
+    std::string p = prefix;
+    if (path.rfind(p, 0) == 0) return p == "/jobs/" ? "job" : p.substr(1, p.size() - 2);
+  }
+  return "other";
+}
+
 std::string sanitized(const std::string& text) {
   std::string out = text;
   for (char& c : out) {
@@ -199,18 +214,35 @@ Reply ControlPlane::register_job(const json& body) {
 
 Reply ControlPlane::jobs_summary() const {
   json list = json::array();
-  for (const auto& id : order_) list.push_back(jobs_.at(id)->status(false));
+  for (const auto& id : order_) list.push_back(job_status(*jobs_.at(id), false));
   return {200, std::move(list)};
+}
+
+bool ControlPlane::stale(const Job& job) const {
+  std::string state = job.state();
+  return (state == "registering" || state == "running") && job.idle_s() > settings_.stale_after_s;
+}
+
+json ControlPlane::job_status(const Job& job, bool detailed) const {
+  json j = job.status(detailed);
+  j["stale"] = stale(job);
+  return j;
 }
 
 std::string ControlPlane::status_page() const {
   std::vector<json> jobs;
-  for (const auto& id : order_) jobs.push_back(jobs_.at(id)->status(true));
+  for (const auto& id : order_) jobs.push_back(job_status(*jobs_.at(id), true));
   auto uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_);
   return render_status_page(jobs, uptime.count());
 }
 
-void ControlPlane::handle(const Request& request, Responder respond) {
+void ControlPlane::handle(const Request& request, Responder answer) {
+  // Every answer is counted by endpoint and status (GET /metrics), deferred ones when they go.
+  Responder respond = [this, endpoint = endpoint_of(request.target),
+                       answer = std::move(answer)](const Reply& reply) {
+    ++requests_[{endpoint, reply.status}];
+    answer(reply);
+  };
   try {
     route(request, respond);
   } catch (const RequestError& e) {
@@ -260,6 +292,9 @@ void ControlPlane::route(const Request& request, const Responder& reply) {
   }
   if (auto refused = refuse_unauthenticated(request, path)) return reply(*refused);
   if (path == "/jobs" && get) return reply(jobs_summary());
+  if (path == "/metrics" && get) {
+    return reply({200, nullptr, metrics_text(), "text/plain; version=0.0.4; charset=utf-8"});
+  }
   if (path == wire::kRegisterJobPath && post) return reply(register_job(wire::parse_json(body)));
   struct Route {
     const char* prefix;
@@ -280,7 +315,7 @@ void ControlPlane::route(const Request& request, const Responder& reply) {
     Job* job = find(id);
     if (!job) return reply(not_found("unknown job '" + id + "'"));
     std::string prefix = route.prefix;
-    if (prefix == "/jobs/") return reply({200, job->status(true)});
+    if (prefix == "/jobs/") return reply({200, job_status(*job, true)});
     if (!job->secret_matches(request.job_secret)) {
       log::warn("auth failure: " + printable(method) + " " + printable(path) +
                 ": wrong job secret");

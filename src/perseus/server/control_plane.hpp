@@ -34,6 +34,9 @@ struct ServerSettings {
   std::string token;
   int max_ranks = 65536;  // world_size of one job at most
   int max_jobs = 10000;   // jobs in the store at most
+  // A registering or running job none of whose ranks sent a request for this long is stale
+  // (its training probably stopped): marked on the status page, /jobs and /metrics.
+  double stale_after_s = 300.0;
 };
 
 // What the control plane reads of one HTTP request.
@@ -54,6 +57,8 @@ class ControlPlane {
   void handle(const Request& request, Responder respond);
 
   std::size_t num_jobs() const { return jobs_.size(); }
+  // How many connections the transport holds, for GET /metrics (default: not exported).
+  void set_connection_count(std::function<std::size_t()> count) { connections_ = std::move(count); }
 
  private:
   void route(const Request& request, const Responder& respond);
@@ -64,6 +69,11 @@ class ControlPlane {
   Reply register_job(const nlohmann::json& body);
   std::unique_ptr<Job> restore(const StoredJob& stored);
   Reply jobs_summary() const;
+  // A job's status (Job::status) with "stale" added.
+  nlohmann::json job_status(const Job& job, bool detailed) const;
+  bool stale(const Job& job) const;
+  // GET /metrics: the Prometheus text (control_plane_metrics.cpp).
+  std::string metrics_text() const;
   std::string status_page() const;
   std::string new_job_id(const wire::JobInfo& info) const;
   Job* find(const std::string& id);
@@ -74,6 +84,8 @@ class ControlPlane {
   std::map<std::string, std::unique_ptr<Job>> jobs_;
   std::vector<std::string> order_;  // job ids, oldest first
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::map<std::pair<std::string, int>, std::uint64_t> requests_;  // (endpoint, status) -> count
+  std::function<std::size_t()> connections_;
 };
 
 }  // namespace perseus::server

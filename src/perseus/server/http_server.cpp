@@ -130,13 +130,21 @@ struct HttpServer::Impl {
 
 HttpServer::HttpServer(ControlPlane& plane, const std::string& address, unsigned short port,
                        HttpLimits limits, const TlsFiles& tls)
-    : impl_(std::make_unique<Impl>(plane, address, port, limits, tls)) {}
+    : impl_(std::make_unique<Impl>(plane, address, port, limits, tls)) {
+  plane.set_connection_count([shared = &impl_->shared] {
+    std::size_t open = 0;
+    for (const auto& c : shared->connections) open += !c.expired();
+    return open;
+  });
+}
 
 bool HttpServer::tls() const {
   return impl_->tls.has_value();
 }
 
-HttpServer::~HttpServer() = default;
+HttpServer::~HttpServer() {
+  impl_->shared.plane.set_connection_count(nullptr);  // the count reads this server's state
+}
 
 unsigned short HttpServer::port() const {
   return impl_->acceptor.local_endpoint().port();

@@ -111,12 +111,6 @@ wire::JobInfo stored_info(const StoredJob& stored) {
   return wire::parse_job_info(body);
 }
 
-double mean(const std::vector<double>& values) {
-  double sum = 0.0;
-  for (double v : values) sum += v;
-  return values.empty() ? 0.0 : sum / static_cast<double>(values.size());
-}
-
 }  // namespace
 
 json round_to_json(const Round& round) {
@@ -222,6 +216,7 @@ std::string Job::state() const {
 }
 
 Reply Job::register_rank(const wire::RankInfo& rank, const json& body) {
+  last_activity_ = std::chrono::steady_clock::now();
   if (!error_.empty()) return internal_error(error_);
   if (auto problem = rank_problem(rank); !problem.empty()) return bad_request(problem);
   auto& slot = ranks_[static_cast<std::size_t>(rank.rank)];
@@ -373,6 +368,7 @@ wire::FrequencySchedule Job::schedule_for(int rank, int round) const {
 }
 
 void Job::request_schedule(int rank, std::optional<int> round, Responder respond) {
+  last_activity_ = std::chrono::steady_clock::now();
   if (!error_.empty()) return respond(internal_error(error_));
   if (rank < 0 || rank >= info_.world_size) {
     return respond(bad_request(rank_out_of_range("query 'rank'", rank)));
@@ -403,6 +399,7 @@ void Job::request_schedule(int rank, std::optional<int> round, Responder respond
 }
 
 Reply Job::report_result(const wire::ProfilingResult& result, const json& body) {
+  last_activity_ = std::chrono::steady_clock::now();
   if (!error_.empty()) return internal_error(error_);
   if (result.rank >= info_.world_size) {
     return bad_request(rank_out_of_range("field 'rank'", result.rank));
@@ -486,6 +483,7 @@ Reply Job::report_straggler(const json& report) {
     return bad_request(e.what());
   }
   store_.add_straggler(id_, static_cast<int>(rounds_.size()) - 1, report);
+  ++stragglers_reported_;
   return {200, nullptr};
 }
 
@@ -511,7 +509,9 @@ bool Job::replay_round(const StoredJob& stored, std::size_t r) {
   try {
     scheduler_->next();
     for (const auto& [round, report] : stored.stragglers) {
-      if (round == static_cast<int>(r)) scheduler_->report_straggler(report);
+      if (round != static_cast<int>(r)) continue;
+      scheduler_->report_straggler(report);
+      ++stragglers_reported_;
     }
   } catch (const std::exception& e) {
     fail("replaying round " + std::to_string(r) + ": " + e.what());
@@ -546,42 +546,6 @@ bool Job::replay_round(const StoredJob& stored, std::size_t r) {
     return false;
   }
   return true;
-}
-
-json Job::status(bool detailed) const {
-  json j = {{"job_id", id_},
-            {"state", state()},
-            {"scheduler", info_.scheduler.value_or("")},
-            {"world_size", info_.world_size},
-            {"pp_degree", info_.pp_degree},
-            {"dp_degree", info_.dp_degree},
-            {"tp_degree", info_.tp_degree},
-            {"ranks_registered", registered()},
-            {"round", static_cast<int>(rounds_.size()) - 1}};
-  if (!error_.empty()) j["error"] = error_;
-  if (!detailed) return j;
-  j["job_metadata"] = info_.job_metadata ? json(*info_.job_metadata) : json(nullptr);
-  j["scheduler_args"] = info_.scheduler_args.value_or(json::object());
-  if (!rounds_.empty()) {
-    std::size_t current = rounds_.size() - 1;
-    j["released"] = static_cast<bool>(released_[current]);
-    j["results_in_round"] = results_in_round_[current];
-    j["current_plan"] = round_to_json(rounds_[current]);
-  }
-  for (std::size_t r = rounds_.size(); r-- > 0;) {
-    if (results_in_round_[r] < info_.world_size) continue;
-    json stages = json::array();
-    for (const auto& stage : aggregate(static_cast<int>(r))) {
-      stages.push_back({{"iterations", stage.iter_time.size()},
-                        {"mean_time_s", mean(stage.iter_time)},
-                        {"mean_energy_j", mean(stage.iter_energy)}});
-    }
-    j["last_results"] = {{"round", r}, {"stages", std::move(stages)}};
-    break;
-  }
-  if (scheduler_) j["scheduler_status"] = scheduler_->status();
-  j["barrier_release_ms"] = release_ms_;
-  return j;
 }
 
 }  // namespace perseus::server

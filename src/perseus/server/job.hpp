@@ -10,6 +10,7 @@
 // round it reported.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -43,6 +44,15 @@ struct JobDirs {
 // What the scheduler of job `id` is told before its ranks' clocks are known.
 JobSpec job_spec(const std::string& id, const wire::JobInfo& info, const JobDirs& dirs);
 
+// What the ranks measured in one round whose results are complete: per stage (max time and summed
+// energy over the stage's ranks), the mean over the window's iterations.
+struct RoundMeasurement {
+  int round = 0;
+  std::vector<double> stage_time_s, stage_energy_j;
+  double time_s() const;    // the slowest stage
+  double energy_j() const;  // all stages
+};
+
 // Called exactly once with the answer to a deferred request.
 using Responder = std::function<void(const Reply&)>;
 
@@ -71,6 +81,20 @@ class Job {
   nlohmann::json status(bool detailed) const;
   // "registering", "running", "done" or "failed".
   std::string state() const;
+
+  // The latest round with every result in, and the latest such round that ran every instruction
+  // at the ranks' highest common clock (all-max); nullopt when there is none.
+  std::optional<RoundMeasurement> last_measured() const;
+  std::optional<RoundMeasurement> all_max_measured() const;
+  // 1 - energy of the last measured round / energy of the last all-max round (nullopt without
+  // both). The job's own reference: what it saves against running at full clock.
+  std::optional<double> energy_saving() const;
+  // Seconds since any rank of the job last sent a request (registration, schedule, result).
+  double idle_s() const;
+  std::size_t rounds() const { return rounds_.size(); }
+  std::size_t stragglers_reported() const { return stragglers_reported_; }
+  // Milliseconds of each barrier release since this process started (server's share).
+  const std::vector<double>& release_ms() const { return release_ms_; }
 
  private:
   Job(Store& store, std::string job_id, wire::JobInfo info, JobDirs dirs, bool);
@@ -120,6 +144,8 @@ class Job {
   // Per released round since this process started: milliseconds from the last rank's request
   // to every answer written (the server's share of the round latency).
   std::vector<double> release_ms_;
+  std::size_t stragglers_reported_ = 0;
+  std::chrono::steady_clock::time_point last_activity_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace perseus::server

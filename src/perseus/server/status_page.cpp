@@ -19,12 +19,19 @@ std::string last_results(const nlohmann::json& job) {
          fixed(energy, 1) + " J";
 }
 
+// The job's saving against its own all-max round, or a dash.
+std::string saving(const nlohmann::json& job) {
+  if (!job.contains("energy_saving") || job["energy_saving"].is_null()) return "&ndash;";
+  return fixed(100.0 * job["energy_saving"].get<double>(), 2) + " %";
+}
+
 constexpr const char* kStyle = R"css(
 body { font-family: "DejaVu Sans", sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; }
 th, td { border-bottom: 1px solid #ddd; padding: 0.35em 0.8em; text-align: left; }
 th { background: #f3f3f3; }
 .failed { color: #b00020; } .done { color: #1b5e20; } .running { color: #0d47a1; }
+.stale { color: #8a6d00; font-weight: bold; }
 code { font-size: 0.9em; }
 )css";
 
@@ -38,21 +45,26 @@ std::string render_status_page(const std::vector<nlohmann::json>& jobs, double u
        << "<style>" << kStyle << "</style></head><body>"
        << "<h1>Perseus control plane</h1><p>" << jobs.size() << " job(s), up " << fixed(uptime_s, 0)
        << " s. JSON: <a href=\"/jobs\">/jobs</a>, "
-       << "<a href=\"/healthz\">/healthz</a>.</p>";
+       << "<a href=\"/healthz\">/healthz</a>, <a href=\"/metrics\">/metrics</a>.</p>";
   if (jobs.empty()) {
     html << "<p>No jobs yet.</p>";
   } else {
     html << "<table><thead><tr><th>job</th><th>state</th><th>scheduler</th><th>ranks</th>"
-         << "<th>round</th><th>last results</th></tr></thead><tbody>";
+         << "<th>round</th><th>last results</th><th>energy saving</th></tr></thead><tbody>";
     for (const auto& job : jobs) {
       std::string id = job["job_id"].get<std::string>();
       std::string state = job["state"].get<std::string>();
       html << "<tr><td><a href=\"/jobs/" << escape(id) << "\"><code>" << escape(id)
            << "</code></a></td><td class=\"" << state << "\">" << state;
       if (job.contains("error")) html << ": " << escape(job["error"].get<std::string>());
+      if (job.value("stale", false)) {
+        html << " <span class=\"stale\">stale: no request for " << fixed(job["idle_s"], 0)
+             << " s</span>";
+      }
       html << "</td><td>" << escape(job["scheduler"].get<std::string>()) << "</td><td>"
            << job["ranks_registered"].dump() << " / " << job["world_size"].dump() << "</td><td>"
-           << job["round"].dump() << "</td><td>" << last_results(job) << "</td></tr>";
+           << job["round"].dump() << "</td><td>" << last_results(job) << "</td><td>" << saving(job)
+           << "</td></tr>";
     }
     html << "</tbody></table>";
   }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -206,7 +207,10 @@ void Store::write(const char* sql, const std::vector<std::string>& text,
     sqlite3_bind_text(stmt, index++, t.c_str(), static_cast<int>(t.size()), SQLITE_TRANSIENT);
   }
   for (long v : ints) sqlite3_bind_int64(stmt, index++, v);
+  auto start = std::chrono::steady_clock::now();
   int rc = sqlite3_step(stmt);
+  write_seconds_.observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   sqlite3_reset(stmt);
   sqlite3_clear_bindings(stmt);
   if (rc != SQLITE_DONE) {

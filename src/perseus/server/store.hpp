@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "perseus/server/metrics.hpp"
 #include "perseus/util/error.hpp"
 
 struct sqlite3;
@@ -67,6 +68,8 @@ class Store {
   void set_error(const std::string& job_id, const std::string& error);
 
   bool has_job(const std::string& job_id) const;
+  // Seconds each write took (the commit included), since the store was opened.
+  const Histogram& write_latency() const { return write_seconds_; }
   // Every job, oldest first.
   std::vector<StoredJob> load() const;
   // One job; throws perseus::Error when it is not in the store.
@@ -75,6 +78,7 @@ class Store {
  private:
   void exec(const std::string& sql) const;
   void write(const char* sql, const std::vector<std::string>& text, const std::vector<long>& ints);
+  Histogram write_seconds_{latency_bounds()};
   std::vector<StoredJob> load_where(const std::string& job_id) const;
   void open(Access access);
   void close();

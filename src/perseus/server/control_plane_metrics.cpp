@@ -1,0 +1,99 @@
+// GET /metrics: the control plane in Prometheus's text format. Per job: rounds, the last measured
+// iteration (per stage and in all), the saving against the job's own all-max round, straggler
+// reports, idleness; server-wide: answers by endpoint and status, barrier release and store
+// write latency, open connections, jobs. Each family's samples are written together, as the
+// format requires.
+#include "perseus/server/control_plane.hpp"
+#include "perseus/server/metrics.hpp"
+
+namespace perseus::server {
+
+namespace {
+
+// One gauge or counter family with a sample per job that has a value.
+template <typename Value>
+void per_job(PrometheusText& out, const std::vector<const Job*>& jobs, const std::string& name,
+             const std::string& type, const std::string& help, Value value) {
+  out.family(name, type, help);
+  for (const Job* job : jobs) {
+    if (auto v = value(*job)) out.sample(name, {{"job", job->id()}}, *v);
+  }
+}
+
+void per_stage(PrometheusText& out, const std::vector<const Job*>& jobs, const std::string& name,
+               const std::string& help, bool energy) {
+  out.family(name, "gauge", help);
+  for (const Job* job : jobs) {
+    auto last = job->last_measured();
+    if (!last) continue;
+    const auto& values = energy ? last->stage_energy_j : last->stage_time_s;
+    for (std::size_t s = 0; s < values.size(); ++s) {
+      out.sample(name, {{"job", job->id()}, {"stage", std::to_string(s)}}, values[s]);
+    }
+  }
+}
+
+}  // namespace
+
+std::string ControlPlane::metrics_text() const {
+  std::vector<const Job*> jobs;
+  for (const auto& id : order_) jobs.push_back(jobs_.at(id).get());
+  using Maybe = std::optional<double>;
+  PrometheusText out;
+  per_job(out, jobs, "perseus_job_rounds", "gauge", "Rounds of plans the job's scheduler made",
+          [](const Job& j) -> Maybe { return static_cast<double>(j.rounds()); });
+  per_job(out, jobs, "perseus_job_iteration_seconds", "gauge",
+          "Mean iteration time of the job's last measured round (slowest stage)",
+          [](const Job& j) -> Maybe {
+            auto m = j.last_measured();
+            return m ? Maybe(m->time_s()) : std::nullopt;
+          });
+  per_job(out, jobs, "perseus_job_iteration_energy_joules", "gauge",
+          "Mean iteration energy of the job's last measured round (all stages and ranks)",
+          [](const Job& j) -> Maybe {
+            auto m = j.last_measured();
+            return m ? Maybe(m->energy_j()) : std::nullopt;
+          });
+  per_stage(out, jobs, "perseus_job_stage_iteration_seconds",
+            "Mean iteration time of one stage in the job's last measured round", false);
+  per_stage(out, jobs, "perseus_job_stage_iteration_energy_joules",
+            "Mean iteration energy of one stage (its ranks summed) in the last measured round",
+            true);
+  per_job(out, jobs, "perseus_job_energy_saving_ratio", "gauge",
+          "1 - energy of the last measured round / energy of the job's last all-max round",
+          [](const Job& j) { return j.energy_saving(); });
+  per_job(out, jobs, "perseus_job_stragglers_reported_total", "counter",
+          "Straggler reports the job received",
+          [](const Job& j) -> Maybe { return static_cast<double>(j.stragglers_reported()); });
+  per_job(out, jobs, "perseus_job_idle_seconds", "gauge",
+          "Seconds since a rank of the job last sent a request",
+          [](const Job& j) -> Maybe { return j.idle_s(); });
+  per_job(out, jobs, "perseus_job_stale", "gauge",
+          "1 when a registering or running job's ranks have been silent for --stale-after",
+          [this](const Job& j) -> Maybe { return stale(j) ? 1.0 : 0.0; });
+
+  out.family("perseus_http_responses_total", "counter", "Answers by endpoint and HTTP status");
+  for (const auto& [key, count] : requests_) {
+    out.sample("perseus_http_responses_total",
+               {{"endpoint", key.first}, {"status", std::to_string(key.second)}},
+               static_cast<double>(count));
+  }
+  Histogram release(latency_bounds());
+  for (const Job* job : jobs) {
+    for (double ms : job->release_ms()) release.observe(ms / 1000.0);
+  }
+  out.family("perseus_barrier_release_seconds", "histogram",
+             "From the last rank's schedule request to every answer written, per round");
+  out.histogram("perseus_barrier_release_seconds", {}, release);
+  out.family("perseus_store_write_seconds", "histogram", "One SQLite write, commit included");
+  out.histogram("perseus_store_write_seconds", {}, store_.write_latency());
+  out.family("perseus_jobs", "gauge", "Jobs the server holds");
+  out.sample("perseus_jobs", {}, static_cast<double>(jobs.size()));
+  if (connections_) {
+    out.family("perseus_open_connections", "gauge", "Connections the server holds open");
+    out.sample("perseus_open_connections", {}, static_cast<double>(connections_()));
+  }
+  return out.text();
+}
+
+}  // namespace perseus::server

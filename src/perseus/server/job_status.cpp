@@ -1,0 +1,144 @@
+// What a job shows: GET /jobs/{id} (status), what its ranks measured per round, its saving
+// against its own all-max round (what GET /metrics and the status page show).
+#include <algorithm>
+#include <set>
+
+#include "perseus/server/job.hpp"
+
+namespace perseus::server {
+
+namespace {
+
+using nlohmann::json;
+
+double mean(const std::vector<double>& values) {
+  double sum = 0.0;
+  for (double v : values) sum += v;
+  return values.empty() ? 0.0 : sum / static_cast<double>(values.size());
+}
+
+}  // namespace
+
+double RoundMeasurement::time_s() const {
+  return stage_time_s.empty() ? 0.0 : *std::max_element(stage_time_s.begin(), stage_time_s.end());
+}
+
+double RoundMeasurement::energy_j() const {
+  double sum = 0.0;
+  for (double e : stage_energy_j) sum += e;
+  return sum;
+}
+
+namespace {
+
+// The highest SM clock every registered rank has (0 when a rank is missing or none is shared).
+int highest_common_clock(const std::vector<std::optional<wire::RankInfo>>& ranks) {
+  std::set<int> common;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (!ranks[i]) return 0;
+    std::set<int> mine(ranks[i]->available_frequencies.begin(),
+                       ranks[i]->available_frequencies.end());
+    if (i == 0) {
+      common = std::move(mine);
+      continue;
+    }
+    std::set<int> both;
+    std::set_intersection(common.begin(), common.end(), mine.begin(), mine.end(),
+                          std::inserter(both, both.end()));
+    common = std::move(both);
+  }
+  return common.empty() ? 0 : *common.rbegin();
+}
+
+// Whether every rank of `round` runs every instruction at `mhz` (no power limit, no pipeline
+// running a plan of its own).
+bool runs_all_at(const Round& round, int mhz) {
+  if (mhz == 0 || !round.pipelines.empty()) return false;
+  return std::all_of(round.stages.begin(), round.stages.end(), [&](const StagePlan& p) {
+    return !p.power_limit_w && std::all_of(p.frequencies.begin(), p.frequencies.end(),
+                                           [&](const auto& f) { return f.second == mhz; });
+  });
+}
+
+}  // namespace
+
+std::optional<RoundMeasurement> Job::last_measured() const {
+  for (std::size_t r = rounds_.size(); r-- > 0;) {
+    if (results_in_round_[r] < info_.world_size) continue;
+    RoundMeasurement m;
+    m.round = static_cast<int>(r);
+    for (const auto& stage : aggregate(m.round)) {
+      m.stage_time_s.push_back(mean(stage.iter_time));
+      m.stage_energy_j.push_back(mean(stage.iter_energy));
+    }
+    return m;
+  }
+  return std::nullopt;
+}
+
+std::optional<RoundMeasurement> Job::all_max_measured() const {
+  const int top = highest_common_clock(ranks_);
+  for (std::size_t r = rounds_.size(); r-- > 0;) {
+    if (results_in_round_[r] < info_.world_size || !runs_all_at(rounds_[r], top)) continue;
+    RoundMeasurement m;
+    m.round = static_cast<int>(r);
+    for (const auto& stage : aggregate(m.round)) {
+      m.stage_time_s.push_back(mean(stage.iter_time));
+      m.stage_energy_j.push_back(mean(stage.iter_energy));
+    }
+    return m;
+  }
+  return std::nullopt;
+}
+
+std::optional<double> Job::energy_saving() const {
+  auto last = last_measured();
+  auto base = all_max_measured();
+  if (!last || !base || base->energy_j() <= 0.0) return std::nullopt;
+  return 1.0 - last->energy_j() / base->energy_j();
+}
+
+double Job::idle_s() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - last_activity_).count();
+}
+
+json Job::status(bool detailed) const {
+  json j = {{"job_id", id_},
+            {"state", state()},
+            {"scheduler", info_.scheduler.value_or("")},
+            {"world_size", info_.world_size},
+            {"pp_degree", info_.pp_degree},
+            {"dp_degree", info_.dp_degree},
+            {"tp_degree", info_.tp_degree},
+            {"ranks_registered", registered()},
+            {"round", static_cast<int>(rounds_.size()) - 1},
+            {"idle_s", idle_s()}};
+  if (!error_.empty()) j["error"] = error_;
+  auto saving = energy_saving();
+  j["energy_saving"] = saving ? json(*saving) : json(nullptr);
+  if (!detailed) return j;
+  j["job_metadata"] = info_.job_metadata ? json(*info_.job_metadata) : json(nullptr);
+  j["scheduler_args"] = info_.scheduler_args.value_or(json::object());
+  if (!rounds_.empty()) {
+    std::size_t current = rounds_.size() - 1;
+    j["released"] = static_cast<bool>(released_[current]);
+    j["results_in_round"] = results_in_round_[current];
+    j["current_plan"] = round_to_json(rounds_[current]);
+  }
+  if (auto last = last_measured()) {
+    json stages = json::array();
+    auto aggregated = aggregate(last->round);
+    for (std::size_t s = 0; s < aggregated.size(); ++s) {
+      stages.push_back({{"iterations", aggregated[s].iter_time.size()},
+                        {"mean_time_s", last->stage_time_s[s]},
+                        {"mean_energy_j", last->stage_energy_j[s]}});
+    }
+    j["last_results"] = {{"round", last->round}, {"stages", std::move(stages)}};
+  }
+  if (auto base = all_max_measured()) j["all_max_round"] = base->round;
+  if (scheduler_) j["scheduler_status"] = scheduler_->status();
+  j["barrier_release_ms"] = release_ms_;
+  return j;
+}
+
+}  // namespace perseus::server

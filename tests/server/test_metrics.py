@@ -1,0 +1,98 @@
+"""GET /metrics during a real simulated job (issue 14): Prometheus's own text parser
+(python3-prometheus-client) reads it, and the values agree with the job's results; the status
+page and /jobs show each job's saving and mark silent jobs stale."""
+import json
+import subprocess
+import time
+
+import pytest
+
+from conftest import PERSEUS
+
+parser = pytest.importorskip("prometheus_client.parser",
+                             reason="python3-prometheus-client is not installed")
+
+
+def scrape(server):
+    status, text = server.get("/metrics")
+    assert status == 200, text
+    families = {f.name: f for f in parser.text_string_to_metric_families(text)}
+    return text, families
+
+
+def value(families, name, **labels):
+    samples = [s for f in families.values() for s in f.samples
+               if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
+    assert len(samples) == 1, (name, labels, samples)
+    return samples[0].value
+
+
+def test_metrics_agree_with_a_simulated_jobs_results(server_factory, tmp_path):
+    run = lambda *a: subprocess.run([PERSEUS, *a], cwd=tmp_path, check=True, capture_output=True,
+                                    text=True)
+    run("profile", "synth", "--gpu", "a100", "--stages", "4", "--out", "p.csv")
+    run("plan", "--profile", "p.csv", "--microbatches", "6", "--blocking-power", "83.64",
+        "--out-dir", "F", "--quiet")
+    run("plan", "export", "--frontier", "F", "--max-slowdown", "5%", "--out-dir", "plans")
+    run("plan", "export", "--frontier", "F", "--fastest", "--out-dir", "plans")
+    # Round 0 runs all-max (warm-up), round 1 the first plan (measured: the job's saving), round 2
+    # the second, final one (clients stop reporting once a schedule says done).
+    server = server_factory("point-solution", {"solution_path": str(tmp_path / "plans"),
+                                               "warmup_rounds": 1})
+    sim = subprocess.run([PERSEUS, "simulate-training", "--server", server.url, "--profile",
+                          str(tmp_path / "p.csv"), "--microbatches", "6", "--blocking-power",
+                          "83.64", "--until-done", "--counter", "ideal", "--quiet", "--out",
+                          str(tmp_path / "run.json")], capture_output=True, text=True, timeout=300)
+    assert sim.returncode == 0, sim.stderr
+    job_id = json.loads((tmp_path / "run.json").read_text())["job_id"]
+    status, job = server.get(f"/jobs/{job_id}")
+    assert job["state"] == "done" and job["all_max_round"] == 0 and job["last_results"]["round"] == 1
+
+    text, families = scrape(server)
+    stages = job["last_results"]["stages"]
+    energy = sum(s["mean_energy_j"] for s in stages)
+    assert value(families, "perseus_job_iteration_energy_joules", job=job_id) == pytest.approx(energy)
+    assert value(families, "perseus_job_iteration_seconds", job=job_id) == pytest.approx(
+        max(s["mean_time_s"] for s in stages))
+    for s, stage in enumerate(stages):
+        assert value(families, "perseus_job_stage_iteration_energy_joules", job=job_id,
+                     stage=str(s)) == pytest.approx(stage["mean_energy_j"])
+    saving = value(families, "perseus_job_energy_saving_ratio", job=job_id)
+    assert saving == pytest.approx(job["energy_saving"]) and 0.05 < saving < 0.5, saving
+    assert value(families, "perseus_job_rounds", job=job_id) == 3
+    assert value(families, "perseus_job_stale", job=job_id) == 0
+    assert value(families, "perseus_jobs") == 1
+    assert value(families, "perseus_open_connections") >= 1  # this scrape's own
+    # Every rank fetched two rounds and reported twice; each answer was counted.
+    assert value(families, "perseus_http_responses_total", endpoint="register_rank",
+                 status="200") == 4
+    assert value(families, "perseus_http_responses_total", endpoint="result", status="200") >= 8
+    assert value(families, "perseus_barrier_release_seconds_count") == 3
+    assert value(families, "perseus_store_write_seconds_count") > 10
+    # The saving also shows on the status page.
+    status, page = server.get("/")
+    assert f"{100 * saving:.2f} %" in page
+
+
+def test_a_silent_job_is_stale(server_factory):
+    server = server_factory("all-max", {"microbatches": 2}, extra=["--stale-after", "0.3"])
+    job_id = server.register_job(pp=2)
+    server.register_ranks(job_id, pp=1 * 2)
+    time.sleep(0.6)
+    status, jobs = server.get("/jobs")
+    assert jobs[0]["stale"] is True and jobs[0]["idle_s"] > 0.3, jobs
+    _, families = scrape(server)
+    assert value(families, "perseus_job_stale", job=job_id) == 1
+    status, page = server.get("/")
+    assert "stale: no request for" in page
+    server.schedules(job_id, [0, 1])  # the ranks speak again
+    status, jobs = server.get("/jobs")
+    assert jobs[0]["stale"] is False
+
+
+def test_metrics_need_the_cluster_token(server_factory, tmp_path):
+    token = tmp_path / "token"
+    token.write_text("cluster-token-0123456789abcdef\n")
+    server = server_factory("all-max", {"microbatches": 2}, extra=["--token-file", str(token)],
+                            name="secured")
+    assert server.get("/metrics")[0] == 401
