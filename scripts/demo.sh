@@ -16,4 +16,5 @@ rm -rf "$out" && mkdir -p "$out"
 PERSEUS_BIN=$perseus bash "$root/scripts/closed_loop.sh" "$out" 8 12 20 a100
 p_block=$(printf "%.2f" "$(cat "$out/profile.csv.blocking_power")")
 "$perseus" report --profile "$out/profile.csv" --blocking-power "$p_block" \
-  --frontier "$out/frontier" --out "$out/report.html"
+  --frontier "$out/frontier" --measured "all-max=$out/all-max.json" \
+  --measured "fastest plan=$out/plan.json" --out "$out/report.html"

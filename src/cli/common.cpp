@@ -103,6 +103,21 @@ std::size_t choose_plan(const PlanChoice& c, const plan::StoredFrontier& f,
   return c.min_energy ? q.min_energy() : q.fastest();
 }
 
+emulate::ClusterSpec cluster_spec(std::optional<int> pipelines, std::optional<long> gpus,
+                                  int tensor_parallel, int stages, std::optional<int> fallback) {
+  require(!(pipelines && gpus), "give either --pipelines or --gpus, not both");
+  require(pipelines || gpus || fallback, "--pipelines or --gpus is required");
+  emulate::ClusterSpec spec{pipelines ? *pipelines : fallback.value_or(0), tensor_parallel};
+  if (gpus) {
+    long per_pipeline = static_cast<long>(stages) * tensor_parallel;
+    require(*gpus > 0 && *gpus % per_pipeline == 0,
+            "--gpus " + std::to_string(*gpus) + " is not a positive multiple of stages x " +
+                "tensor-parallel = " + std::to_string(per_pipeline));
+    spec.pipelines = static_cast<int>(*gpus / per_pipeline);
+  }
+  return spec;  // emulate::check_cluster checks the counts
+}
+
 PlanWithSchedule read_plan_for(const std::string& path, const std::string& schedule_name,
                                int microbatches, const profile::Profile& prof) {
   require(microbatches >= 0, "--microbatches must be positive");

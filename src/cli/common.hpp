@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "perseus/emulate/cluster.hpp"
 #include "perseus/plan/evaluate.hpp"
 #include "perseus/plan/frontier_query.hpp"
 #include "perseus/plan/plan_io.hpp"
@@ -79,6 +80,11 @@ void check_plan_choice(const PlanChoice& choice);
 // The chosen row; errors name the option (a bad value, two choices, no plan within the bound).
 std::size_t choose_plan(const PlanChoice& choice, const plan::StoredFrontier& frontier,
                         const plan::FrontierQuery& query);
+
+// The straggler sweep's cluster: --pipelines D, or --gpus N (= D x stages x --tensor-parallel),
+// not both; `fallback` pipelines when neither is given. Errors name the option.
+emulate::ClusterSpec cluster_spec(std::optional<int> pipelines, std::optional<long> gpus,
+                                  int tensor_parallel, int stages, std::optional<int> fallback);
 
 struct PlanWithSchedule {
   plan::Plan plan;

@@ -31,10 +31,10 @@ struct EmulateArgs {
 
 struct ClusterArgs {
   std::string frontier, plan, profile, factors = "1.00:1.50:0.01", out;
-  int pipelines = 0, tensor_parallel = 1;
-  long gpus = 0;
-  double blocking_power = std::nan("");          // NaN: not given
-  bool has_pipelines = false, has_gpus = false;  // given on the command line
+  std::optional<int> pipelines;
+  std::optional<long> gpus;
+  int tensor_parallel = 1;
+  double blocking_power = std::nan("");  // NaN: not given
   bool quiet = false, allow_implausible = false;
 };
 
@@ -151,20 +151,6 @@ void print_sweep(const std::vector<emulate::ClusterPoint>& points, const emulate
   }
 }
 
-emulate::ClusterSpec cluster_spec(const ClusterArgs& a, int stages) {
-  require(a.has_pipelines != a.has_gpus, a.has_gpus ? "give either --pipelines or --gpus, not both"
-                                                    : "--pipelines or --gpus is required");
-  emulate::ClusterSpec spec{a.pipelines, a.tensor_parallel};
-  if (a.has_gpus) {
-    long per_pipeline = static_cast<long>(stages) * a.tensor_parallel;
-    require(a.gpus > 0 && a.tensor_parallel > 0 && a.gpus % per_pipeline == 0,
-            "--gpus " + std::to_string(a.gpus) + " is not a positive multiple of stages x " +
-                "tensor-parallel = " + std::to_string(per_pipeline));
-    spec.pipelines = static_cast<int>(a.gpus / per_pipeline);
-  }
-  return spec;
-}
-
 // A single plan (a baseline's, say) as a one-row frontier: every pipeline runs it, so the sweep
 // shows what that plan saves against all-max with a straggler.
 plan::StoredFrontier single_plan_frontier(const ClusterArgs& a) {
@@ -192,7 +178,8 @@ void run_cluster(const ClusterArgs& a) {
   require(a.frontier.empty() != a.plan.empty(), "give either --frontier or --plan");
   plan::StoredFrontier f =
       a.plan.empty() ? plan::read_frontier_rows(a.frontier) : single_plan_frontier(a);
-  emulate::ClusterSpec spec = cluster_spec(a, f.num_stages);
+  emulate::ClusterSpec spec =
+      cluster_spec(a.pipelines, a.gpus, a.tensor_parallel, f.num_stages, std::nullopt);
   auto start = std::chrono::steady_clock::now();
   auto points = emulate::sweep_cluster(f, spec, factors);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -222,11 +209,7 @@ void add_cluster_command(CLI::App& parent) {
       ->capture_default_str();
   c->add_option("--out", a->out, "Write the sweep as CSV");
   c->add_flag("--quiet", a->quiet, "Print nothing on success");
-  c->callback([c, a] {
-    a->has_pipelines = c->count("--pipelines") > 0;
-    a->has_gpus = c->count("--gpus") > 0;
-    run_cluster(*a);
-  });
+  c->callback([a] { run_cluster(*a); });
 }
 
 }  // namespace

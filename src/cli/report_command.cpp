@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
@@ -34,11 +35,16 @@ namespace {
 namespace fs = std::filesystem;
 using report::num;
 
+constexpr int kPipelines = 16;  // the published emulation's cluster, when the user gives none
+
 struct ReportArgs {
   std::string profile, gpu = "a100", schedule = "1f1b", frontier, factors = "1.00:1.50:0.01";
   std::string out = "out/report/report.html", svg_dir;
-  int stages = 8, microbatches = 12, pipelines = 16, tensor_parallel = 8;
-  PlanChoice choice;  // the plan of the timeline
+  int stages = 8, microbatches = 12, tensor_parallel = 8;
+  std::optional<int> pipelines;  // the sweep's cluster: --pipelines or --gpus, else kPipelines
+  std::optional<long> gpus;
+  std::vector<std::string> measured;  // NAME=run.json (simulate-training --out)
+  PlanChoice choice;                  // the plan of the timeline
   double blocking_power = -1.0, unit_time = 0.001, eta = 0.5;
   bool quiet = false, allow_implausible = false;
   // Given on the command line (the defaults above apply otherwise).
@@ -64,7 +70,7 @@ void check_options(const ReportArgs& a) {
           "--blocking-power must be a finite number of watts >= 0");
   require(a.stages > 0, "--stages must be positive");
   require(a.microbatches > 0, "--microbatches must be positive");
-  require(a.pipelines > 0, "--pipelines must be positive");
+  require(!a.pipelines || *a.pipelines > 0, "--pipelines must be positive");
   require(a.tensor_parallel > 0, "--tensor-parallel must be positive");
   require(!a.out.empty() && !fs::is_directory(a.out),
           "--out " + a.out + " is a directory; give the HTML file to write, e.g. " + a.out +
@@ -186,13 +192,18 @@ std::string plan_name(std::size_t index, std::size_t fastest) {
   return "Frontier plan #" + std::to_string(index) + (index == fastest ? " (fastest)" : "");
 }
 
-report::FrontierChartData frontier_data(const Inputs& in, double eta, std::size_t shown,
-                                        std::size_t fastest) {
-  const auto& f = in.frontier;
+plan::TimeEnergy row_value(const plan::FrontierQuery& q, std::size_t i) {
+  return {q.row(i).evaluated_time_s, q.row(i).evaluated_energy_j};
+}
+
+// The chart draws the Pareto rows only (the solver's other rows are dominated).
+report::FrontierChartData frontier_data(const Inputs& in, const plan::FrontierQuery& q, double eta,
+                                        std::size_t shown) {
   report::FrontierChartData d;
-  for (const auto& r : f.rows) d.frontier.push_back({r.evaluated_time_s, r.evaluated_energy_j});
-  d.all_max = f.all_max;
-  d.highlight = {plan_name(shown, fastest), d.frontier[shown], "the plan drawn in the timeline"};
+  for (std::size_t i : q.pareto()) d.frontier.push_back(row_value(q, i));
+  d.all_max = in.frontier.all_max;
+  d.highlight = {plan_name(shown, q.fastest()), row_value(q, shown),
+                 "the plan drawn in the timeline"};
   auto uniform = baselines::uniform_plan(in.profile, in.schedule);
   d.baselines = {
       {"Uniform",
@@ -205,9 +216,65 @@ report::FrontierChartData frontier_data(const Inputs& in, double eta, std::size_
   return d;
 }
 
-report::ReportData report_data(const ReportArgs& a, const Inputs& in, std::size_t shown,
-                               std::size_t fastest, const std::vector<double>& factors) {
+// The cheapest plan within `bound_s`, or a row saying there is none.
+report::SavingRow perseus_within(const plan::FrontierQuery& q, const std::string& label,
+                                 double bound_s) {
+  auto i = q.within(bound_s);
+  if (!i) {
+    return {label, std::nullopt,
+            "no plan is this fast: the fastest is " + num(100.0 * q.slowdown(q.fastest()), 2) +
+                " % slower than all-max",
+            false};
+  }
+  return {label, row_value(q, *i), "frontier plan #" + std::to_string(*i), false};
+}
+
+// +0, +1, +2, +5, +10 % and the least energy; then each baseline above Perseus at its time.
+std::vector<report::SavingRow> saving_rows(const plan::FrontierQuery& q,
+                                           const report::FrontierChartData& d) {
+  std::vector<report::SavingRow> rows;
+  for (double pct : {0.0, 1.0, 2.0, 5.0, 10.0}) {
+    rows.push_back(perseus_within(q, "Perseus within +" + num(pct, 0) + " %",
+                                  q.all_max().time_s * (1.0 + pct / 100.0)));
+  }
+  rows.push_back({"Perseus, least energy", row_value(q, q.min_energy()),
+                  "frontier plan #" + std::to_string(q.min_energy()), false});
+  std::vector<report::NamedPoint> baselines = d.baselines;
+  for (const auto& c : d.curves) {
+    if (c.chosen < c.points.size()) baselines.push_back({c.name, c.points[c.chosen], c.note});
+  }
+  for (const auto& b : baselines) {
+    rows.push_back({b.name, b.value, b.note, true});
+    rows.push_back(perseus_within(q, "Perseus at " + b.name + "'s time", b.value.time_s));
+  }
+  return rows;
+}
+
+// --measured NAME=FILE: a run's mean time and energy from `perseus simulate-training --out`
+// (its final schedule, else its last window).
+report::NamedPoint measured_run(const std::string& spec) {
+  auto eq = spec.find('=');
+  require(eq != std::string::npos && eq > 0 && eq + 1 < spec.size(),
+          "--measured: expected NAME=run.json, got '" + spec + "'");
+  std::string name = spec.substr(0, eq), path = spec.substr(eq + 1);
+  return naming("--measured " + path, [&] {
+    nlohmann::json run = nlohmann::json::parse(read_file(path), nullptr, false);
+    if (run.is_discarded() || !run.is_object()) throw Error("not a JSON object");
+    const auto& mean = run.value("final_schedule", nlohmann::json()).is_object()
+                           ? run["final_schedule"]
+                           : run.value("last_window", nlohmann::json());
+    if (!mean.is_object() || !mean.contains("mean_time_s") || !mean.contains("mean_energy_j")) {
+      throw Error("no final_schedule or last_window with mean_time_s and mean_energy_j");
+    }
+    return report::NamedPoint{
+        name, {mean["mean_time_s"].get<double>(), mean["mean_energy_j"].get<double>()}, path};
+  });
+}
+
+report::ReportData report_data(const ReportArgs& a, const Inputs& in, const plan::FrontierQuery& q,
+                               std::size_t shown, const std::vector<double>& factors) {
   const auto& f = in.frontier;
+  const std::size_t fastest = q.fastest();
   report::ReportData d;
   d.settings = {
       {"profile", in.profile_label},
@@ -218,14 +285,17 @@ report::ReportData report_data(const ReportArgs& a, const Inputs& in, std::size_
   d.schedule = f.schedule;
   d.num_stages = f.num_stages;
   d.num_microbatches = f.num_microbatches;
-  d.frontier = frontier_data(in, a.eta, shown, fastest);
-  d.fastest = {plan_name(fastest, fastest), d.frontier.frontier[fastest],
+  d.frontier = frontier_data(in, q, a.eta, shown);
+  d.savings = saving_rows(q, d.frontier);
+  d.fastest = {plan_name(fastest, fastest), row_value(q, fastest),
                shown == fastest ? "the frontier's fastest plan, drawn in the timeline"
                                 : "the frontier's fastest plan"};
   d.timeline = naming(plan_name(shown, fastest) + " on profile " + in.profile_label, [&] {
     return emulate::emulate(in.profile, in.schedule, f.plans[shown], in.blocking_power_w);
   });
-  d.cluster = {a.pipelines, a.tensor_parallel};
+  d.cluster = cluster_spec(a.pipelines, a.gpus, a.tensor_parallel, f.num_stages, kPipelines);
+  d.cluster_assumed = !a.pipelines && !a.gpus;
+  for (const auto& spec : a.measured) d.measured.push_back(measured_run(spec));
   d.sweep = emulate::sweep_cluster(f, d.cluster, factors);
   return d;
 }
@@ -254,7 +324,8 @@ void write_outputs(const ReportArgs& a, const report::ReportData& d) {
       {a.out, report::render_report(d, charts)},
       {svg_dir(a) / "frontier.svg", report::svg_file(charts.frontier)},
       {svg_dir(a) / "timeline.svg", report::svg_file(charts.timeline)},
-      {svg_dir(a) / "sweep.svg", report::svg_file(charts.sweep)}};
+      {svg_dir(a) / "sweep.svg", report::svg_file(charts.sweep)},
+      {svg_dir(a) / "saving.svg", report::svg_file(charts.saving)}};
   ensure_writable_dir(html_dir(a));
   ensure_writable_dir(svg_dir(a));
   for (const auto& [path, text] : files) write_file_atomic(path, text);
@@ -271,10 +342,9 @@ void run_report(const ReportArgs& a) {
   check_creatable(svg_dir(a), a.svg_dir.empty() ? "--out" : "--svg-dir");
   if (a.frontier.empty()) in.frontier = solve(in, a.unit_time, a.quiet);
   plan::FrontierQuery query(in.frontier);
-  const std::size_t fastest = query.fastest();
   const std::size_t shown = choose_plan(a.choice, in.frontier, query);
   if (!a.quiet) std::printf("timeline: %s\n", query.describe(shown).c_str());
-  write_outputs(a, report_data(a, in, shown, fastest, factors));
+  write_outputs(a, report_data(a, in, query, shown, factors));
 }
 
 }  // namespace
@@ -303,8 +373,13 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--frontier", a->frontier,
                   "Use this frontier directory (from `perseus plan`) instead of planning");
   add_plan_choice(cmd, a->choice, "Timeline: ");
-  cmd->add_option("--pipelines", a->pipelines, "Straggler sweep: data-parallel pipelines (D)")
-      ->capture_default_str();
+  cmd->add_option("--pipelines", a->pipelines,
+                  "Straggler sweep: data-parallel pipelines D (default " +
+                      std::to_string(kPipelines) + ", said to be assumed)");
+  cmd->add_option("--gpus", a->gpus, "Straggler sweep: total GPUs (instead of --pipelines)");
+  cmd->add_option("--measured", a->measured,
+                  "NAME=run.json: a measured run (simulate-training --out) shown in a table; "
+                  "repeat it, the first is the reference (e.g. all-max=allmax.json)");
   cmd->add_option("--tensor-parallel", a->tensor_parallel, "Straggler sweep: GPUs per stage (T)")
       ->capture_default_str();
   cmd->add_option("--factors", a->factors, "Straggler slowdowns: first:last:step or a,b,c")

@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """Opens a `perseus report` HTML file in headless Chromium (Selenium + chromedriver) and checks it:
-the page loads, the console has no SEVERE entries, every svg.chart has drawn elements, the tables
-have rows, and no resource was fetched from the network. Saves a full-page screenshot.
+the page loads, the console has no SEVERE entries, every svg.chart has drawn elements and fills
+its column (charts scale with the page), the tables have rows, the "what each slowdown saves"
+table has its rows (+0 .. +10 %, least energy, each baseline next to Perseus at its time), the
+timeline labels bars with their clocks, and no resource was fetched from the network. Saves a
+full-page screenshot.
 
 Usage: check_report.py REPORT.html SCREENSHOT.png
 Exit status 0 when every check passes, 1 otherwise (with one FAIL line per problem), 2 when the
@@ -16,7 +19,11 @@ CHROMIUM = "/usr/bin/chromium"
 WIDTH = 1400
 # Minimum drawn elements (rect, path, circle, line, polygon) per chart: the smallest report the
 # tests make has far more; an empty or broken chart has only its frame.
-MIN_DRAWN = {"frontier": 20, "timeline": 40, "sweep": 10}
+MIN_DRAWN = {"frontier": 20, "timeline": 40, "sweep": 10, "saving": 8}
+SAVING_ROWS = ["Perseus within +0 %", "Perseus within +1 %", "Perseus within +2 %",
+               "Perseus within +5 %", "Perseus within +10 %", "Perseus, least energy",
+               "EnvPipe balanced", "Perseus at EnvPipe balanced's time", "Zeus global",
+               "Perseus at Zeus global's time"]
 
 
 def missing_tools():
@@ -52,6 +59,7 @@ return charts.map(svg => ({
   drawn: svg.querySelectorAll('rect, path, circle, line, polygon').length,
   width: svg.getBoundingClientRect().width,
   height: svg.getBoundingClientRect().height,
+  column: svg.parentElement.getBoundingClientRect().width,
 }));
 """
 
@@ -92,6 +100,23 @@ def check(driver, report, screenshot):
             failures.append(f"chart {c['kind']} has {c['drawn']} drawn elements (< {least})")
         if c["width"] < 100 or c["height"] < 100:
             failures.append(f"chart {c['kind']} is rendered {c['width']}x{c['height']} px")
+        if abs(c["width"] - c["column"]) > 2:
+            failures.append(f"chart {c['kind']} is {c['width']:.0f} px wide in a "
+                            f"{c['column']:.0f} px column (it should scale with the page)")
+    labels = driver.execute_script(
+        "return Array.from(document.querySelectorAll('table.savings tbody tr')).map("
+        "r => r.cells[0].textContent)")
+    print(f"saving rows: {labels}")
+    missing = [r for r in SAVING_ROWS if r not in labels]
+    if missing:
+        failures.append(f"the savings table lacks rows {missing}")
+    clocks = driver.execute_script(
+        "return document.querySelectorAll('svg.timeline text.clock').length")
+    entries = driver.execute_script(
+        "return document.querySelectorAll('svg.timeline rect.entry').length")
+    print(f"timeline: {clocks} clock labels for {entries} bars")
+    if entries == 0 or clocks < entries:
+        failures.append(f"timeline: {clocks} clock labels for {entries} bars")
     rows = driver.execute_script(
         "return Array.from(document.querySelectorAll('table')).map("
         "t => t.querySelectorAll('tbody tr').length)")

@@ -21,7 +21,7 @@ done
 
 report=$tmp/report/report.html
 "$perseus" report --microbatches 6 --out "$report" --quiet
-for f in report.html frontier.svg timeline.svg sweep.svg; do
+for f in report.html frontier.svg timeline.svg sweep.svg saving.svg; do
   [[ -s $tmp/report/$f ]] || fail "report wrote no $f"
 done
 # Well-formed XML, HTML page included (it is written as XHTML-compatible markup).

@@ -14,14 +14,14 @@ small=(--stages 4 --microbatches 4)
 
 # --- embedded default ---------------------------------------------------------------------------
 out=$("$perseus" report "${small[@]}" --out "$tmp/a/r.html")
-[[ $out == "timeline: plan "*"vs all-max"$'\n'"wrote $tmp/a/r.html"$'\n'"wrote $tmp/a/frontier.svg"$'\n'"wrote $tmp/a/timeline.svg"$'\n'"wrote $tmp/a/sweep.svg" ]] ||
+[[ $out == "timeline: plan "*"vs all-max"$'\n'"wrote $tmp/a/r.html"$'\n'"wrote $tmp/a/frontier.svg"$'\n'"wrote $tmp/a/timeline.svg"$'\n'"wrote $tmp/a/sweep.svg"$'\n'"wrote $tmp/a/saving.svg" ]] ||
   fail "report output: $out"
 html=$tmp/a/r.html
 [[ $(grep -o 'http[^"]*' "$html" | sort -u) == "http://www.w3.org/2000/svg" ]] ||
   fail "the page references URLs: $(grep -o 'http[^"]*' "$html" | sort -u | tr '\n' ' ')"
 ! grep -qE '<script|<link|src=|href=|url\(|@import' "$html" || fail "the page loads resources"
-[[ $(grep -o '<svg ' "$html" | wc -l) -eq 3 && $(grep -o '</svg>' "$html" | wc -l) -eq 3 ]] ||
-  fail "the page has not three closed charts"
+[[ $(grep -o '<svg ' "$html" | wc -l) -eq 4 && $(grep -o '</svg>' "$html" | wc -l) -eq 4 ]] ||
+  fail "the page has not four closed charts"
 grep -q 'synthesized a100 (embedded default)' "$html" || fail "the page does not name the profile"
 grep -q 'Timeline of Frontier plan #[0-9]* (fastest)' "$html" || fail "timeline is not the fastest"
 for name in 'EnvPipe greedy' 'EnvPipe balanced' 'Zeus global' 'Zeus per-stage' 'Uniform'; do

@@ -9,6 +9,7 @@
 #include "perseus/report/charts.hpp"
 #include "perseus/report/html.hpp"
 #include "perseus/report/svg.hpp"
+#include "test_support.hpp"
 
 namespace perseus::report {
 namespace {
@@ -260,17 +261,42 @@ ReportData small_report() {
   d.timeline = small_timeline();
   d.cluster = {4, 2};
   d.sweep = small_sweep();
+  const auto& all_max = d.frontier.all_max;
+  d.savings = {{"Perseus within +0 %", std::nullopt, "no plan is this fast", false},
+               {"Perseus within +5 %",
+                plan::TimeEnergy{all_max.time_s * 1.04, all_max.energy_j * 0.8}, "plan #3", false},
+               {"EnvPipe balanced", plan::TimeEnergy{all_max.time_s, all_max.energy_j * 0.9},
+                "stopped", true}};
   return d;
 }
 
-TEST(ReportHtml, PageEmbedsTheThreeChartsAndIsWellFormed) {
+TEST(ReportHtml, PageEmbedsTheFourChartsAndIsWellFormed) {
   std::string html = render_report(small_report());
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
-  EXPECT_EQ(count(html, "<svg"), 3u);
-  EXPECT_EQ(count(html, "</svg>"), 3u);
-  EXPECT_EQ(count(html, "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart "), 3u);
+  EXPECT_EQ(count(html, "<svg"), 4u);
+  EXPECT_EQ(count(html, "</svg>"), 4u);
+  EXPECT_EQ(count(html, "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart "), 4u);
   EXPECT_EQ(tag_balance(html), "");
   EXPECT_NE(html.find("test &lt;profile&gt;"), std::string::npos);
+}
+
+TEST(ReportHtml, SavingsShowEachBoundAndBaselineWithItsSavingAndSlowdown) {
+  ReportData d = small_report();
+  std::string chart = saving_chart(d.savings, d.frontier.all_max);
+  EXPECT_EQ(count(chart, "<rect class=\"bar perseus\""), 1u);  // the +0 % row has no plan
+  EXPECT_EQ(count(chart, "<rect class=\"bar baseline\""), 1u);
+  EXPECT_CONTAINS(chart, "20 % at +4 % time");
+  EXPECT_CONTAINS(chart, "10 % at +0 % time");
+  EXPECT_CONTAINS(chart, "no plan is this fast");
+  std::string html = render_report(d);
+  auto table = html.substr(html.find("<table class=\"savings\""));
+  table = table.substr(0, table.find("</table>"));
+  EXPECT_EQ(count(table, "<tr"), 1u + 3u);
+  EXPECT_EQ(count(table, "<tr class=\"baseline\""), 1u);
+  EXPECT_CONTAINS(table, "-20.00");
+  // The sweep's heading says the cluster was assumed when the user gave none.
+  d.cluster_assumed = true;
+  EXPECT_CONTAINS(render_report(d), "(assumed: give --gpus or --pipelines for your cluster)");
 }
 
 TEST(ReportHtml, HasNoNetworkReferences) {

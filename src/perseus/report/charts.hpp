@@ -5,10 +5,13 @@
 //   timeline_chart  Gantt chart of one iteration, one lane per stage, bars coloured by power,
 //                   the critical path outlined and connected
 //   sweep_chart     straggler sweep: intrinsic, extrinsic and total energy saving vs slowdown
+//   saving_chart    energy saving of plans within slowdown bounds, and of each baseline next to
+//                   Perseus at that baseline's own iteration time
 // Inputs are plain data; rendering never fails (empty inputs draw an empty, labelled frame).
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,7 +44,17 @@ struct FrontierChartData {
   std::vector<NamedCurve> curves;     // drawn as lines with their chosen point
 };
 
+// One row of "saving at slowdown": a plan (Perseus within a bound, or a baseline) or, when no
+// plan meets the bound, no value and a note saying why.
+struct SavingRow {
+  std::string label;  // "Perseus within +5 %", "EnvPipe balanced", ...
+  std::optional<plan::TimeEnergy> value;
+  std::string note;
+  bool baseline = false;  // drawn grey, above the Perseus row it is compared with
+};
+
 std::string frontier_chart(const FrontierChartData& data);
+std::string saving_chart(const std::vector<SavingRow>& rows, const plan::TimeEnergy& all_max);
 // Every entry is a <rect class="entry"> (class "entry critical" on the critical path).
 std::string timeline_chart(const emulate::Timeline& timeline);
 std::string sweep_chart(const std::vector<emulate::ClusterPoint>& sweep);

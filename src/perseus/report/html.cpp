@@ -23,7 +23,7 @@ dl.settings { display: grid; grid-template-columns: max-content 1fr max-content 
 dl.settings dt { color: #666; }
 dl.settings dd { margin: 0; }
 figure { margin: 0; }
-svg.chart { display: block; max-width: 100%; height: auto; }
+svg.chart { display: block; width: 100%; height: auto; }
 figcaption { font-size: 13.5px; color: #444; margin-top: 6px; }
 table { border-collapse: collapse; width: 100%; margin: 6px 0 18px; font-size: 13.5px; }
 th, td { padding: 4px 8px; border-bottom: 1px solid #e4e4e4; text-align: right;
@@ -32,6 +32,7 @@ thead th { border-bottom: 2px solid #999; }
 th:first-child, td:first-child, .note { text-align: left; }
 td.note { white-space: normal; color: #555; }
 tr.emphasis td { font-weight: bold; }
+tr.baseline td { color: #666; }
 footer { margin-top: 28px; font-size: 12px; color: #777; }
 @media print { main { max-width: none; padding: 0; } section { break-inside: avoid; } }
 )";
@@ -113,6 +114,31 @@ std::vector<std::size_t> spread(std::size_t size, std::size_t n) {
   return out;
 }
 
+Element savings_table(const ReportData& d) {
+  const auto& ref = d.frontier.all_max;
+  std::vector<Element> rows;
+  for (const auto& r : d.savings) {
+    if (!r.value) {
+      rows.push_back(row({r.label, "–", "–", "–", "–", r.note}));
+      continue;
+    }
+    rows.push_back(plan_row({r.label, *r.value, r.note}, ref, r.baseline ? "baseline" : ""));
+  }
+  return table(
+      "savings",
+      {"plan", "time (s)", "energy (J)", "time vs all-max (%)", "energy vs all-max (%)", "note"},
+      rows);
+}
+
+Element measured_table(const ReportData& d) {
+  std::vector<Element> rows;
+  for (const auto& m : d.measured) rows.push_back(plan_row(m, d.measured.front().value));
+  return table("measured",
+               {"run", "time (s)", "energy (J)", "time vs " + d.measured.front().name + " (%)",
+                "energy vs " + d.measured.front().name + " (%)", "source"},
+               rows);
+}
+
 Element sweep_table(const ReportData& d) {
   std::vector<Element> rows;
   for (std::size_t i : spread(d.sweep.size(), kSweepTableRows)) {
@@ -147,7 +173,14 @@ std::string cluster_text(const ReportData& d) {
   long gpus = static_cast<long>(c.pipelines) * d.num_stages * c.tensor_parallel;
   return std::to_string(c.pipelines) + " data-parallel pipelines x " +
          std::to_string(d.num_stages) + " stages x " + std::to_string(c.tensor_parallel) +
-         "-way tensor parallelism = " + grouped(static_cast<double>(gpus), 0) + " GPUs";
+         "-way tensor parallelism = " + grouped(static_cast<double>(gpus), 0) + " GPUs" +
+         (d.cluster_assumed ? " (assumed: give --gpus or --pipelines for your cluster)" : "");
+}
+
+std::string saving_caption() {
+  return "Blue: the cheapest Perseus frontier plan within each slowdown of all-max's iteration "
+         "time, and the plan with the least energy. Grey: each baseline, directly above Perseus "
+         "at that baseline's own iteration time, so every pair runs equally fast.";
 }
 
 Element figure(const std::string& chart, std::string_view caption) {
@@ -188,17 +221,29 @@ std::string sweep_caption(const ReportData& d) {
 }  // namespace
 
 Charts render_charts(const ReportData& data) {
-  return {frontier_chart(data.frontier), timeline_chart(data.timeline), sweep_chart(data.sweep)};
+  return {frontier_chart(data.frontier), timeline_chart(data.timeline), sweep_chart(data.sweep),
+          saving_chart(data.savings, data.frontier.all_max)};
 }
 
 std::string render_report(const ReportData& d, const Charts& charts) {
   Element main("main");
   main.add(Element("header").add(Element("h1").text(d.title)).add(settings_list(d)));
+  main.add(section("saving", "What each slowdown saves")
+               .add(figure(charts.saving, saving_caption()))
+               .add(savings_table(d)));
+  if (!d.measured.empty()) {
+    main.add(section("measured", "Measured in the closed loop")
+                 .add(measured_table(d))
+                 .add(Element("p").text(
+                     "Mean iteration time and energy of each run's final schedule, as the "
+                     "clients measured them (energy from the GPUs' counters).")));
+  }
   main.add(section("frontier", "Time-energy frontier")
                .add(figure(charts.frontier, frontier_caption(d))));
   main.add(section("timeline", "Timeline of " + d.frontier.highlight.name)
                .add(figure(charts.timeline, timeline_caption(d))));
-  main.add(section("sweep", "Straggler sweep").add(figure(charts.sweep, sweep_caption(d))));
+  main.add(section("sweep", "Straggler sweep: " + cluster_text(d))
+               .add(figure(charts.sweep, sweep_caption(d))));
   main.add(section("numbers", "Numbers")
                .add(Element("h3").text("Plans (one pipeline, one iteration)"))
                .add(plans_table(d))

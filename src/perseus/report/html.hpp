@@ -1,6 +1,7 @@
 // The report page: one self-contained HTML file (inline SVG charts, inline CSS, no scripts, no
-// fonts or other network resources) with the frontier, the timeline of one plan, the straggler
-// sweep and tables of the numbers behind them. Everything it shows comes in as plain data.
+// fonts or other network resources) with what each slowdown saves (next to the baselines), the
+// frontier, the timeline of one plan, the straggler sweep and tables of the numbers behind them.
+// Everything it shows comes in as plain data.
 #pragma once
 
 #include <string>
@@ -24,11 +25,15 @@ struct ReportData {
   NamedPoint fastest;          // the fastest frontier plan
   emulate::Timeline timeline;
   emulate::ClusterSpec cluster;
+  bool cluster_assumed = false;  // the sweep's cluster is the default, not the user's
   std::vector<emulate::ClusterPoint> sweep;
+  std::vector<SavingRow> savings;  // "saving at slowdown", in display order
+  // Measured runs (a closed loop on simulated or real GPUs), the first one the reference.
+  std::vector<NamedPoint> measured;
 };
 
 struct Charts {
-  std::string frontier, timeline, sweep;  // standalone <svg> elements
+  std::string frontier, timeline, sweep, saving;  // standalone <svg> elements
 };
 
 Charts render_charts(const ReportData& data);

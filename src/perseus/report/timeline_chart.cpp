@@ -1,6 +1,7 @@
 // The Gantt chart of one iteration: a lane per stage (stage 0 on top), one bar per instruction
-// coloured by its average power, idle time in light grey, the critical path outlined and joined
-// by a line; a colour bar for power and a small legend on the right.
+// coloured by its average power and labelled with its clock (and name where it fits), idle time
+// in light grey, the critical path outlined and joined by a line; a colour bar for power and a
+// small legend on the right.
 #include <algorithm>
 #include <cmath>
 
@@ -71,6 +72,44 @@ void draw_lanes(Canvas& c, const Lanes& l, int stages) {
   }
 }
 
+// The clock on every bar: "F3 1410" across it when that fits, else the clock alone, else the
+// clock written upward, as large as the bar allows (tiny on a dense timeline, but there: the SVG
+// is vector, zooming in reads it).
+void draw_clock(Canvas& c, double x0, double w, double y0, double h,
+                const emulate::TimelineEntry& e, const char* colour) {
+  constexpr double kFont = 9.5, kCharWidth = 0.62;  // average glyph width / font size
+  const std::string clock = std::to_string(e.frequency_mhz);
+  const std::string both = entry_name(e) + " " + clock;
+  const double cx = x0 + w / 2, cy = y0 + h / 2;
+  auto fits = [&](const std::string& text, double font) {
+    return kCharWidth * font * static_cast<double>(text.size()) + 3 <= w && font + 2 <= h;
+  };
+  if (fits(both, kFont) || fits(clock, kFont)) {
+    const std::string& text = fits(both, kFont) ? both : clock;
+    c.add(Element("text")
+              .attr("class", "clock")
+              .attr("x", cx)
+              .attr("y", cy + kFont * 0.36)
+              .attr("text-anchor", "middle")
+              .attr("font-size", kFont)
+              .attr("fill", colour)
+              .text(text));
+    return;
+  }
+  // Upward: the text's length runs along the bar's height, its size across the bar's width.
+  const double font = std::max(
+      0.5, std::min({kFont, w * 0.9, (h - 2) / (kCharWidth * static_cast<double>(clock.size()))}));
+  c.add(Element("text")
+            .attr("class", "clock")
+            .attr("x", cx + font * 0.36)
+            .attr("y", cy)
+            .attr("text-anchor", "middle")
+            .attr("font-size", font)
+            .attr("fill", colour)
+            .attr("transform", "rotate(-90 " + num(cx + font * 0.36, 2) + " " + num(cy, 2) + ")")
+            .text(clock));
+}
+
 void draw_entry(Canvas& c, const LinearScale& x, const Lanes& l, const PowerRange& power,
                 const emulate::TimelineEntry& e) {
   const double x0 = x(e.start_s), w = std::max(x(e.end_s) - x0, 0.6);
@@ -89,11 +128,7 @@ void draw_entry(Canvas& c, const LinearScale& x, const Lanes& l, const PowerRang
     bar.attr("stroke", "#ffffff").attr("stroke-width", w > 3 ? 0.5 : 0.0);
   }
   c.add(bar.tooltip(entry_tooltip(e)));
-  const std::string name = entry_name(e);
-  if (w >= 7.0 * static_cast<double>(name.size()) + 4 && l.lane >= 18) {
-    c.label(x0 + w / 2, l.centre(e.stage) + 3.5, name, "middle", 9.5,
-            t > 0.55 ? "#222222" : "#ffffff");
-  }
+  draw_clock(c, x0, w, l.top(e.stage) + pad, l.lane - 2 * pad, e, t > 0.55 ? "#222222" : "#ffffff");
 }
 
 // Connectors between consecutive critical instructions (time order) on different stages: from
