@@ -15,6 +15,7 @@
 #include "perseus/emulate/cluster.hpp"
 #include "perseus/emulate/timeline.hpp"
 #include "perseus/plan/evaluate.hpp"
+#include "perseus/plan/frontier_query.hpp"
 #include "perseus/plan/frontier_store.hpp"
 #include "perseus/plan/problem.hpp"
 #include "perseus/plan/solver.hpp"
@@ -226,6 +227,54 @@ std::vector<plan::FrontierRow> random_rows(std::mt19937& rng, std::size_t n) {
   std::vector<plan::FrontierRow> rows(n);
   for (std::size_t i = 0; i < n; ++i) rows[i] = {i, 0.0, 0.0, time(rng), energy(rng)};
   return rows;
+}
+
+// Every consumer's choice on solved frontiers of random profiles is a Pareto row, and the
+// cheapest row within its bound (brute force over every row): the queries export, emulate, the
+// report and the frontier scheduler use, and the plan the cluster sweep gives the non-stragglers.
+TEST(EmulateCluster, EveryChoiceOnRandomProfilesIsTheCheapestParetoRow) {
+  for (unsigned seed = 0; seed < 8; ++seed) {
+    int stages = 2 + static_cast<int>(seed % 4);
+    auto prof = random_profile(stages, seed + 100);
+    auto sched = schedule::make_1f1b(stages, 3 + static_cast<int>(seed % 3));
+    plan::PlanSettings settings;
+    settings.blocking_power_w = 60.0;
+    auto problem = plan::PlanProblem::build(prof, sched, settings);
+    auto all_max = plan::evaluate(prof, sched, plan::all_max_plan(prof, sched), 60.0);
+    plan::StoredFrontier f = plan::stored_frontier(problem, plan::solve_frontier(problem),
+                                                   {all_max.time_s, all_max.energy_j});
+    plan::FrontierQuery q(f);
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", " + std::to_string(f.rows.size()) + " rows");
+    auto cheapest = [&](double bound) {
+      double best = std::numeric_limits<double>::infinity();
+      for (const auto& r : f.rows) {
+        if (r.evaluated_time_s <= bound) best = std::min(best, r.evaluated_energy_j);
+      }
+      return best;
+    };
+    std::vector<std::size_t> chosen = {q.fastest(), q.min_energy()};
+    for (double pct : {0.5, 1.0, 2.0, 5.0, 10.0, 30.0}) {
+      auto i = q.within(all_max.time_s * (1.0 + pct / 100.0));
+      if (!i) continue;
+      EXPECT_EQ(f.rows[*i].evaluated_energy_j, cheapest(all_max.time_s * (1.0 + pct / 100.0)));
+      chosen.push_back(*i);
+    }
+    auto every = q.every(0.01);
+    chosen.insert(chosen.end(), every.begin(), every.end());
+    for (const auto& p : emulate::sweep_cluster(f, {8, 1}, {1.0, 1.05, 1.2, 1.5})) {
+      EXPECT_EQ(f.rows[p.perseus_plan].evaluated_energy_j,
+                cheapest(p.perseus.time_s * (1.0 + 1e-12)));
+      chosen.push_back(p.perseus_plan);
+    }
+    for (std::size_t i : chosen) {
+      EXPECT_TRUE(q.is_pareto(i)) << "row " << i;
+      for (const auto& r : f.rows) {  // nothing is at least as fast and strictly cheaper
+        EXPECT_FALSE(r.evaluated_time_s <= f.rows[i].evaluated_time_s &&
+                     r.evaluated_energy_j < f.rows[i].evaluated_energy_j)
+            << "row " << i << " is dominated by row " << r.index;
+      }
+    }
+  }
 }
 
 TEST(EmulateCluster, ModesMatchADirectRecomputation) {
