@@ -21,31 +21,6 @@ namespace {
 
 using nlohmann::json;
 
-json stage_plan_to_json(const StagePlan& plan) {
-  json j = {{"frequencies", plan.frequencies}};  // [[name, MHz], ...]
-  if (plan.power_limit_w) j["power_limit_w"] = *plan.power_limit_w;
-  return j;
-}
-
-StagePlan stage_plan_from_json(const json& j) {
-  StagePlan plan;
-  j.at("frequencies").get_to(plan.frequencies);
-  if (j.contains("power_limit_w")) plan.power_limit_w = j["power_limit_w"].get<double>();
-  return plan;
-}
-
-json stages_to_json(const std::vector<StagePlan>& stages) {
-  json out = json::array();
-  for (const auto& stage : stages) out.push_back(stage_plan_to_json(stage));
-  return out;
-}
-
-std::vector<StagePlan> stages_from_json(const json& j) {
-  std::vector<StagePlan> out;
-  for (const auto& stage : j) out.push_back(stage_plan_from_json(stage));
-  return out;
-}
-
 // Element-wise combination of equally indexed values of several ranks (shortest length wins).
 std::vector<double> combine(const std::vector<const std::vector<double>*>& lists,
                             const std::function<double(double, double)>& op) {
@@ -112,32 +87,6 @@ wire::JobInfo stored_info(const StoredJob& stored) {
 }
 
 }  // namespace
-
-json round_to_json(const Round& round) {
-  json pipelines = json::object();
-  for (const auto& [dp, stages] : round.pipelines) {
-    pipelines[std::to_string(dp)] = stages_to_json(stages);
-  }
-  return {{"stages", stages_to_json(round.stages)},
-          {"pipelines", std::move(pipelines)},
-          {"done", round.done}};
-}
-
-Round round_from_json(const json& j) {
-  Round round;
-  round.stages = stages_from_json(j.at("stages"));
-  for (const auto& [dp, stages] : j.at("pipelines").items()) {
-    round.pipelines[std::stoi(dp)] = stages_from_json(stages);
-  }
-  round.done = j.at("done").get<bool>();
-  return round;
-}
-
-const StagePlan& plan_for(const Round& round, int dp_rank, int pp_rank) {
-  auto it = round.pipelines.find(dp_rank);
-  const auto& stages = it == round.pipelines.end() ? round.stages : it->second;
-  return stages.at(static_cast<std::size_t>(pp_rank));
-}
 
 Job::Job(Store& store, std::string job_id, wire::JobInfo info, JobDirs dirs, bool)
     : store_(store),

@@ -114,6 +114,9 @@ class Job {
   std::string schedule_text(int rank, int round,
                             std::map<const StagePlan*, std::string>& cache) const;
   std::vector<StageResult> aggregate(int round) const;
+  // The latest round with every result in that `wanted` accepts, measured.
+  std::optional<RoundMeasurement> latest_measured(
+      const std::function<bool(const Round&)>& wanted) const;
   int registered() const;
   // "<field>: N is out of range for world_size W".
   std::string rank_out_of_range(const std::string& field, int rank) const;

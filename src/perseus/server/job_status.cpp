@@ -62,9 +62,10 @@ bool runs_all_at(const Round& round, int mhz) {
 
 }  // namespace
 
-std::optional<RoundMeasurement> Job::last_measured() const {
+std::optional<RoundMeasurement> Job::latest_measured(
+    const std::function<bool(const Round&)>& wanted) const {
   for (std::size_t r = rounds_.size(); r-- > 0;) {
-    if (results_in_round_[r] < info_.world_size) continue;
+    if (results_in_round_[r] < info_.world_size || !wanted(rounds_[r])) continue;
     RoundMeasurement m;
     m.round = static_cast<int>(r);
     for (const auto& stage : aggregate(m.round)) {
@@ -76,19 +77,13 @@ std::optional<RoundMeasurement> Job::last_measured() const {
   return std::nullopt;
 }
 
+std::optional<RoundMeasurement> Job::last_measured() const {
+  return latest_measured([](const Round&) { return true; });
+}
+
 std::optional<RoundMeasurement> Job::all_max_measured() const {
   const int top = highest_common_clock(ranks_);
-  for (std::size_t r = rounds_.size(); r-- > 0;) {
-    if (results_in_round_[r] < info_.world_size || !runs_all_at(rounds_[r], top)) continue;
-    RoundMeasurement m;
-    m.round = static_cast<int>(r);
-    for (const auto& stage : aggregate(m.round)) {
-      m.stage_time_s.push_back(mean(stage.iter_time));
-      m.stage_energy_j.push_back(mean(stage.iter_energy));
-    }
-    return m;
-  }
-  return std::nullopt;
+  return latest_measured([top](const Round& round) { return runs_all_at(round, top); });
 }
 
 std::optional<double> Job::energy_saving() const {
