@@ -580,6 +580,9 @@ TEST_F(SchedulerFrontier, ServesTheTargetPlanEveryRound) {
     s->observe(results_of(r, from_profile(a100_profile())));
   }
   EXPECT_EQ(s->status()["index"], fastest());
+  plan::FrontierQuery fq(stored());
+  EXPECT_DOUBLE_EQ(s->status()["slowdown"].get<double>(), fq.slowdown(fastest()));
+  EXPECT_DOUBLE_EQ(s->status()["saving"].get<double>(), fq.saving(fastest()));
 
   plan::FrontierQuery q(stored());
   double lo = stored().rows[q.fastest()].evaluated_time_s;

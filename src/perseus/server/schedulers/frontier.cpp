@@ -133,9 +133,15 @@ class FrontierScheduler : public Scheduler {
     others_ = stragglers_.empty() ? base_ : query_->within_time(time);
   }
 
+  // The plan served, as every choice is echoed: index, time, energy, and the slowdown and
+  // saving against the frontier's all-max (fractions).
   json row_json(std::size_t i) const {
     const auto& r = frontier_.rows[i];
-    return {{"index", i}, {"time_s", r.evaluated_time_s}, {"energy_j", r.evaluated_energy_j}};
+    return {{"index", i},
+            {"time_s", r.evaluated_time_s},
+            {"energy_j", r.evaluated_energy_j},
+            {"slowdown", query_->slowdown(i)},
+            {"saving", query_->saving(i)}};
   }
 
   std::string context_;
