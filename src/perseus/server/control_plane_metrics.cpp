@@ -10,25 +10,32 @@ namespace perseus::server {
 
 namespace {
 
+// One job as the scrape sees it, measured once (every family reads the same numbers).
+struct JobSample {
+  const Job* job;
+  JobMeasurements measured;
+  bool stale;
+};
+
 // One gauge or counter family with a sample per job that has a value.
 template <typename Value>
-void per_job(PrometheusText& out, const std::vector<const Job*>& jobs, const std::string& name,
+void per_job(PrometheusText& out, const std::vector<JobSample>& jobs, const std::string& name,
              const std::string& type, const std::string& help, Value value) {
   out.family(name, type, help);
-  for (const Job* job : jobs) {
-    if (auto v = value(*job)) out.sample(name, {{"job", job->id()}}, *v);
+  for (const JobSample& j : jobs) {
+    if (auto v = value(j)) out.sample(name, {{"job", j.job->id()}}, *v);
   }
 }
 
-void per_stage(PrometheusText& out, const std::vector<const Job*>& jobs, const std::string& name,
+void per_stage(PrometheusText& out, const std::vector<JobSample>& jobs, const std::string& name,
                const std::string& help, bool energy) {
   out.family(name, "gauge", help);
-  for (const Job* job : jobs) {
-    auto last = job->last_measured();
+  for (const JobSample& j : jobs) {
+    const auto& last = j.measured.last;
     if (!last) continue;
     const auto& values = energy ? last->stage_energy_j : last->stage_time_s;
     for (std::size_t s = 0; s < values.size(); ++s) {
-      out.sample(name, {{"job", job->id()}, {"stage", std::to_string(s)}}, values[s]);
+      out.sample(name, {{"job", j.job->id()}, {"stage", std::to_string(s)}}, values[s]);
     }
   }
 }
@@ -36,23 +43,24 @@ void per_stage(PrometheusText& out, const std::vector<const Job*>& jobs, const s
 }  // namespace
 
 std::string ControlPlane::metrics_text() const {
-  std::vector<const Job*> jobs;
-  for (const auto& id : order_) jobs.push_back(jobs_.at(id).get());
+  std::vector<JobSample> jobs;
+  for (const auto& id : order_) {
+    const Job& job = *jobs_.at(id);
+    jobs.push_back({&job, job.measurements(), stale(job)});
+  }
   using Maybe = std::optional<double>;
   PrometheusText out;
   per_job(out, jobs, "perseus_job_rounds", "gauge", "Rounds of plans the job's scheduler made",
-          [](const Job& j) -> Maybe { return static_cast<double>(j.rounds()); });
+          [](const JobSample& j) -> Maybe { return static_cast<double>(j.job->rounds()); });
   per_job(out, jobs, "perseus_job_iteration_seconds", "gauge",
           "Mean iteration time of the job's last measured round (slowest stage)",
-          [](const Job& j) -> Maybe {
-            auto m = j.last_measured();
-            return m ? Maybe(m->time_s()) : std::nullopt;
+          [](const JobSample& j) -> Maybe {
+            return j.measured.last ? Maybe(j.measured.last->time_s()) : std::nullopt;
           });
   per_job(out, jobs, "perseus_job_iteration_energy_joules", "gauge",
           "Mean iteration energy of the job's last measured round (all stages and ranks)",
-          [](const Job& j) -> Maybe {
-            auto m = j.last_measured();
-            return m ? Maybe(m->energy_j()) : std::nullopt;
+          [](const JobSample& j) -> Maybe {
+            return j.measured.last ? Maybe(j.measured.last->energy_j()) : std::nullopt;
           });
   per_stage(out, jobs, "perseus_job_stage_iteration_seconds",
             "Mean iteration time of one stage in the job's last measured round", false);
@@ -61,16 +69,17 @@ std::string ControlPlane::metrics_text() const {
             true);
   per_job(out, jobs, "perseus_job_energy_saving_ratio", "gauge",
           "1 - energy of the last measured round / energy of the job's last all-max round",
-          [](const Job& j) { return j.energy_saving(); });
+          [](const JobSample& j) { return j.measured.energy_saving(); });
   per_job(out, jobs, "perseus_job_stragglers_reported_total", "counter",
-          "Straggler reports the job received",
-          [](const Job& j) -> Maybe { return static_cast<double>(j.stragglers_reported()); });
+          "Straggler reports the job received", [](const JobSample& j) -> Maybe {
+            return static_cast<double>(j.job->stragglers_reported());
+          });
   per_job(out, jobs, "perseus_job_idle_seconds", "gauge",
           "Seconds since a rank of the job last sent a request",
-          [](const Job& j) -> Maybe { return j.idle_s(); });
+          [](const JobSample& j) -> Maybe { return j.job->idle_s(); });
   per_job(out, jobs, "perseus_job_stale", "gauge",
           "1 when a registering or running job's ranks have been silent for --stale-after",
-          [this](const Job& j) -> Maybe { return stale(j) ? 1.0 : 0.0; });
+          [](const JobSample& j) -> Maybe { return j.stale ? 1.0 : 0.0; });
 
   out.family("perseus_http_responses_total", "counter", "Answers by endpoint and HTTP status");
   for (const auto& [key, count] : requests_) {
@@ -79,8 +88,8 @@ std::string ControlPlane::metrics_text() const {
                static_cast<double>(count));
   }
   Histogram release(latency_bounds());
-  for (const Job* job : jobs) {
-    for (double ms : job->release_ms()) release.observe(ms / 1000.0);
+  for (const JobSample& j : jobs) {
+    for (double ms : j.job->release_ms()) release.observe(ms / 1000.0);
   }
   out.family("perseus_barrier_release_seconds", "histogram",
              "From the last rank's schedule request to every answer written, per round");

@@ -209,6 +209,7 @@ bool Job::start_scheduler() {
   spec.available_frequencies.assign(common.rbegin(), common.rend());
   try {
     if (spec.available_frequencies.empty()) throw Error("the ranks have no SM clock in common");
+    top_clock_ = spec.available_frequencies.front();
     scheduler_ = make_scheduler(info_.scheduler.value_or(""), spec);
   } catch (const std::exception& e) {
     fail(std::string("scheduler '") + info_.scheduler.value_or("") + "' failed: " + e.what());

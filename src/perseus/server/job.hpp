@@ -49,8 +49,18 @@ JobSpec job_spec(const std::string& id, const wire::JobInfo& info, const JobDirs
 struct RoundMeasurement {
   int round = 0;
   std::vector<double> stage_time_s, stage_energy_j;
-  double time_s() const;    // the slowest stage
-  double energy_j() const;  // all stages
+  std::vector<std::size_t> stage_iterations;  // iterations in the window, per stage
+  double time_s() const;                      // the slowest stage
+  double energy_j() const;                    // all stages
+};
+
+// The latest round with every result in, and the latest such round that ran every instruction at
+// the ranks' highest common clock (all-max); each absent when there is none.
+struct JobMeasurements {
+  std::optional<RoundMeasurement> last, all_max;
+  // 1 - energy of `last` / energy of `all_max` (nullopt without both): what the job saves
+  // against running at full clock, by its own measurement.
+  std::optional<double> energy_saving() const;
 };
 
 // Called exactly once with the answer to a deferred request.
@@ -82,13 +92,7 @@ class Job {
   // "registering", "running", "done" or "failed".
   std::string state() const;
 
-  // The latest round with every result in, and the latest such round that ran every instruction
-  // at the ranks' highest common clock (all-max); nullopt when there is none.
-  std::optional<RoundMeasurement> last_measured() const;
-  std::optional<RoundMeasurement> all_max_measured() const;
-  // 1 - energy of the last measured round / energy of the last all-max round (nullopt without
-  // both). The job's own reference: what it saves against running at full clock.
-  std::optional<double> energy_saving() const;
+  JobMeasurements measurements() const;
   // Seconds since any rank of the job last sent a request (registration, schedule, result).
   double idle_s() const;
   std::size_t rounds() const { return rounds_.size(); }
@@ -148,6 +152,7 @@ class Job {
   // to every answer written (the server's share of the round latency).
   std::vector<double> release_ms_;
   std::size_t stragglers_reported_ = 0;
+  int top_clock_ = 0;  // the ranks' highest common SM clock, once the scheduler started
   std::chrono::steady_clock::time_point last_activity_ = std::chrono::steady_clock::now();
 };
 

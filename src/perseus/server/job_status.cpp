@@ -1,7 +1,6 @@
 // What a job shows: GET /jobs/{id} (status), what its ranks measured per round, its saving
 // against its own all-max round (what GET /metrics and the status page show).
 #include <algorithm>
-#include <set>
 
 #include "perseus/server/job.hpp"
 
@@ -31,25 +30,6 @@ double RoundMeasurement::energy_j() const {
 
 namespace {
 
-// The highest SM clock every registered rank has (0 when a rank is missing or none is shared).
-int highest_common_clock(const std::vector<std::optional<wire::RankInfo>>& ranks) {
-  std::set<int> common;
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    if (!ranks[i]) return 0;
-    std::set<int> mine(ranks[i]->available_frequencies.begin(),
-                       ranks[i]->available_frequencies.end());
-    if (i == 0) {
-      common = std::move(mine);
-      continue;
-    }
-    std::set<int> both;
-    std::set_intersection(common.begin(), common.end(), mine.begin(), mine.end(),
-                          std::inserter(both, both.end()));
-    common = std::move(both);
-  }
-  return common.empty() ? 0 : *common.rbegin();
-}
-
 // Whether every rank of `round` runs every instruction at `mhz` (no power limit, no pipeline
 // running a plan of its own).
 bool runs_all_at(const Round& round, int mhz) {
@@ -71,26 +51,22 @@ std::optional<RoundMeasurement> Job::latest_measured(
     for (const auto& stage : aggregate(m.round)) {
       m.stage_time_s.push_back(mean(stage.iter_time));
       m.stage_energy_j.push_back(mean(stage.iter_energy));
+      m.stage_iterations.push_back(stage.iter_time.size());
     }
     return m;
   }
   return std::nullopt;
 }
 
-std::optional<RoundMeasurement> Job::last_measured() const {
-  return latest_measured([](const Round&) { return true; });
+JobMeasurements Job::measurements() const {
+  const int top = top_clock_;
+  return {latest_measured([](const Round&) { return true; }),
+          latest_measured([top](const Round& round) { return runs_all_at(round, top); })};
 }
 
-std::optional<RoundMeasurement> Job::all_max_measured() const {
-  const int top = highest_common_clock(ranks_);
-  return latest_measured([top](const Round& round) { return runs_all_at(round, top); });
-}
-
-std::optional<double> Job::energy_saving() const {
-  auto last = last_measured();
-  auto base = all_max_measured();
-  if (!last || !base || base->energy_j() <= 0.0) return std::nullopt;
-  return 1.0 - last->energy_j() / base->energy_j();
+std::optional<double> JobMeasurements::energy_saving() const {
+  if (!last || !all_max || all_max->energy_j() <= 0.0) return std::nullopt;
+  return 1.0 - last->energy_j() / all_max->energy_j();
 }
 
 double Job::idle_s() const {
@@ -109,7 +85,8 @@ json Job::status(bool detailed) const {
             {"round", static_cast<int>(rounds_.size()) - 1},
             {"idle_s", idle_s()}};
   if (!error_.empty()) j["error"] = error_;
-  auto saving = energy_saving();
+  const JobMeasurements measured = measurements();
+  auto saving = measured.energy_saving();
   j["energy_saving"] = saving ? json(*saving) : json(nullptr);
   if (!detailed) return j;
   j["job_metadata"] = info_.job_metadata ? json(*info_.job_metadata) : json(nullptr);
@@ -120,17 +97,16 @@ json Job::status(bool detailed) const {
     j["results_in_round"] = results_in_round_[current];
     j["current_plan"] = round_to_json(rounds_[current]);
   }
-  if (auto last = last_measured()) {
+  if (const auto& last = measured.last) {
     json stages = json::array();
-    auto aggregated = aggregate(last->round);
-    for (std::size_t s = 0; s < aggregated.size(); ++s) {
-      stages.push_back({{"iterations", aggregated[s].iter_time.size()},
+    for (std::size_t s = 0; s < last->stage_time_s.size(); ++s) {
+      stages.push_back({{"iterations", last->stage_iterations[s]},
                         {"mean_time_s", last->stage_time_s[s]},
                         {"mean_energy_j", last->stage_energy_j[s]}});
     }
     j["last_results"] = {{"round", last->round}, {"stages", std::move(stages)}};
   }
-  if (auto base = all_max_measured()) j["all_max_round"] = base->round;
+  if (measured.all_max) j["all_max_round"] = measured.all_max->round;
   if (scheduler_) j["scheduler_status"] = scheduler_->status();
   j["barrier_release_ms"] = release_ms_;
   return j;
