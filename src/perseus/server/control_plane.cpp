@@ -78,17 +78,28 @@ std::string id_after(const std::string& path, const std::string& prefix) {
   return id.find('/') == std::string::npos ? id : "";
 }
 
+// The endpoints addressed as "<prefix><job id>": the method they take and their name in
+// GET /metrics.
+struct JobRoute {
+  const char* prefix;
+  bool post;
+  const char* endpoint;
+};
+constexpr JobRoute kJobRoutes[] = {{"/jobs/", false, "job"},
+                                   {wire::kRegisterRankPath, true, "register_rank"},
+                                   {wire::kSchedulePath, false, "schedule"},
+                                   {wire::kResultPath, true, "result"},
+                                   {"/straggler/", true, "straggler"}};
+
 // The endpoint a request target names, as GET /metrics labels it ("other" for unknown paths).
 std::string endpoint_of(const std::string& target) {
-  std::string path = target.substr(0, target.find('?'));
+  std::string path = percent_decode(target.substr(0, target.find('?')));
   for (const char* exact : {"/healthz", "/metrics", "/jobs", "/register_job"}) {
     if (path == exact) return exact + 1;
   }
   if (path == "/") return "status_page";
-  for (const char* prefix :
-       {"/jobs/", "/register_rank/", "/schedule/", "/result/", "/straggler/"}) {
-    std::string p = prefix;
-    if (path.rfind(p, 0) == 0) return p == "/jobs/" ? "job" : p.substr(1, p.size() - 2);
+  for (const auto& route : kJobRoutes) {
+    if (!id_after(path, route.prefix).empty()) return route.endpoint;
   }
   return "other";
 }
@@ -296,16 +307,7 @@ void ControlPlane::route(const Request& request, const Responder& reply) {
     return reply({200, nullptr, metrics_text(), "text/plain; version=0.0.4; charset=utf-8"});
   }
   if (path == wire::kRegisterJobPath && post) return reply(register_job(wire::parse_json(body)));
-  struct Route {
-    const char* prefix;
-    bool post;
-  };
-  static const Route routes[] = {{"/jobs/", false},
-                                 {wire::kRegisterRankPath, true},
-                                 {wire::kSchedulePath, false},
-                                 {wire::kResultPath, true},
-                                 {"/straggler/", true}};
-  for (const auto& route : routes) {
+  for (const auto& route : kJobRoutes) {
     std::string id = id_after(path, route.prefix);
     if (id.empty()) continue;
     if (route.post ? !post : !get) {

@@ -4,6 +4,7 @@
 
 #include "perseus/server/schedulers/schedulers.hpp"
 #include "perseus/util/error.hpp"
+#include "perseus/util/gpu_limits.hpp"
 
 namespace perseus::server {
 
@@ -70,7 +71,7 @@ std::unique_ptr<Scheduler> make_scheduler(const std::string& name, const JobSpec
 
 void check_scheduler(const std::string& name, JobSpec job, bool stages_known) {
   job.available_frequencies.clear();
-  for (int mhz = 5000; mhz >= 50; --mhz) job.available_frequencies.push_back(mhz);
+  for (int mhz = kMaxClockMhz; mhz >= kMinClockMhz; --mhz) job.available_frequencies.push_back(mhz);
   try {
     make_scheduler(name, job);
   } catch (const StageCountMismatch&) {

@@ -100,9 +100,10 @@ std::string scheduler_choices();
 bool known_scheduler(const std::string& name);
 
 // Checks a scheduler's name and arguments before any rank registered, by building it for `job`
-// with every SM clock from 50 to 5000 MHz available (the ranks' clocks are not known yet): at
-// server start (`stages_known` false: pp_degree is not known either, a StageCountMismatch is
-// tolerated) and at job registration (true). Throws perseus::Error with the scheduler's reason.
+// with every plausible SM clock (kMinClockMhz..kMaxClockMhz) available, since the ranks' clocks
+// are not known yet: at server start (`stages_known` false: pp_degree is not known either, a
+// StageCountMismatch is tolerated) and at job registration (true). Throws perseus::Error with the
+// scheduler's reason.
 void check_scheduler(const std::string& name, JobSpec job, bool stages_known);
 
 }  // namespace perseus::server
