@@ -291,6 +291,25 @@ Plan plan_from_list(const std::string& text, const std::string& source) {
   return plan;
 }
 
+// The list literal shared by the clock and Zeus formats: `[\n[e, e, ...],\n...\n]\n`, one list
+// per stage, entry(stage, position) the text of one element; then `# comment` when not empty.
+template <typename Entry>
+std::string list_literal(const FrequencyPlan& frequencies, const std::string& comment,
+                         Entry entry) {
+  std::string out = "[\n";
+  for (std::size_t s = 0; s < frequencies.size(); ++s) {
+    out += "[";
+    for (std::size_t i = 0; i < frequencies[s].size(); ++i) {
+      if (i) out += ", ";
+      out += entry(s, i);
+    }
+    out += "],\n";
+  }
+  out += "]\n";
+  if (!comment.empty()) out += "# " + comment + "\n";
+  return out;
+}
+
 }  // namespace
 
 std::string plan_to_json(const Plan& plan, const schedule::Schedule& schedule) {
@@ -318,35 +337,17 @@ std::string plan_to_json(const Plan& plan, const schedule::Schedule& schedule) {
 }
 
 std::string plan_to_python_list(const FrequencyPlan& frequencies, const std::string& comment) {
-  std::string out = "[\n";
-  for (const auto& stage : frequencies) {
-    out += "[";
-    for (std::size_t i = 0; i < stage.size(); ++i) {
-      if (i) out += ", ";
-      out += std::to_string(stage[i]);
-    }
-    out += "],\n";
-  }
-  out += "]\n";
-  if (!comment.empty()) out += "# " + comment + "\n";
-  return out;
+  return list_literal(frequencies, comment, [&](std::size_t s, std::size_t i) {
+    return std::to_string(frequencies[s][i]);
+  });
 }
 
 std::string plan_to_zeus_list(const FrequencyPlan& frequencies, const schedule::Schedule& schedule,
                               const std::string& comment) {
-  std::string out = "[\n";
-  for (std::size_t s = 0; s < frequencies.size(); ++s) {
-    out += "[";
-    for (std::size_t i = 0; i < frequencies[s].size(); ++i) {
-      if (i) out += ", ";
-      out += "(\"" + schedule::type_name(schedule.stages[s][i].type) + "\", " +
-             std::to_string(frequencies[s][i]) + ")";
-    }
-    out += "],\n";
-  }
-  out += "]\n";
-  if (!comment.empty()) out += "# " + comment + "\n";
-  return out;
+  return list_literal(frequencies, comment, [&](std::size_t s, std::size_t i) {
+    return "(\"" + schedule::type_name(schedule.stages[s][i].type) + "\", " +
+           std::to_string(frequencies[s][i]) + ")";
+  });
 }
 
 ScheduleChoice plan_schedule(const Plan& plan, const ScheduleChoice& given,
