@@ -69,6 +69,15 @@ double blocking_power_of(const plan::Plan& plan, double given) {
   return plan.blocking_power_w > 0.0 ? plan.blocking_power_w : -1.0;
 }
 
+double plan_blocking_power(const plan::Plan& plan, double given, const profile::Profile& profile,
+                           bool allow_implausible) {
+  double watts = blocking_power_of(plan, given);
+  require(watts >= 0.0 && std::isfinite(watts),
+          "--blocking-power is required (watts, >= 0) unless the plan JSON carries it");
+  check_blocking_power(profile, watts, allow_implausible);
+  return watts;
+}
+
 int PlanChoice::count() const {
   return index.has_value() + time.has_value() + max_slowdown.has_value() + fastest + min_energy;
 }

@@ -61,6 +61,10 @@ std::FILE* summary_stream(const std::string& out);
 // --blocking-power when given (not NaN, its default), else the plan's own (a plan JSON's
 // blocking_power_w when positive), else -1 (unknown).
 double blocking_power_of(const plan::Plan& plan, double given);
+// blocking_power_of(), required (a plan without one needs --blocking-power) and checked against
+// the profile (check_blocking_power).
+double plan_blocking_power(const plan::Plan& plan, double given, const profile::Profile& profile,
+                           bool allow_implausible);
 
 // How a command picks one plan of a frontier: at most one of --index N, --time S,
 // --max-slowdown P% (against all-max), --fastest, --min-energy; the fastest when none is given.

@@ -159,10 +159,7 @@ plan::StoredFrontier single_plan_frontier(const ClusterArgs& a) {
   PlanWithSchedule p = read_plan_for(a.plan, "", 0, prof);
   plan::StoredFrontier f;
   f.num_stages = p.schedule.num_stages;
-  f.blocking_power_w = blocking_power_of(p.plan, a.blocking_power);
-  require(f.blocking_power_w >= 0.0 && std::isfinite(f.blocking_power_w),
-          "--blocking-power is required (watts, >= 0) unless the plan JSON carries it");
-  check_blocking_power(prof, f.blocking_power_w, a.allow_implausible);
+  f.blocking_power_w = plan_blocking_power(p.plan, a.blocking_power, prof, a.allow_implausible);
   auto ev = naming(a.plan, [&] {
     return plan::evaluate(prof, p.schedule, p.plan.frequencies, f.blocking_power_w);
   });

@@ -110,20 +110,16 @@ void run_evaluate(const EvaluateArgs& a) {
   require(a.microbatches >= 0, "--microbatches must be positive");
   profile::Profile prof = read_profile(a.profile, a.allow_implausible);
   auto [p, sched] = read_plan_for(a.plan, a.schedule, a.microbatches, prof);
-  double blocking = blocking_power_of(p, a.blocking_power);
-  require(blocking >= 0.0 && std::isfinite(blocking),
-          "--blocking-power is required (watts, >= 0) unless the plan JSON carries it");
-  check_blocking_power(prof, blocking, a.allow_implausible);
+  double blocking = plan_blocking_power(p, a.blocking_power, prof, a.allow_implausible);
   auto ev = naming(a.plan, [&] { return plan::evaluate(prof, sched, p.frequencies, blocking); });
   auto base = plan::evaluate(prof, sched, plan::all_max_plan(prof, sched), blocking);
   print_comparison(ev, base);
 }
 
 // Writes plan i and says which plan it is (FrontierQuery::describe, then " -> file").
-void write_plan(const plan::StoredFrontier& f, const plan::FrontierQuery& q, std::size_t i,
-                const ExportArgs& a) {
+void write_plan(const plan::StoredFrontier& f, const plan::FrontierQuery& q,
+                const schedule::Schedule& sched, std::size_t i, const ExportArgs& a) {
   plan::Plan p = f.plan(i);
-  auto sched = schedule::make_schedule(f.schedule, f.num_stages, f.num_microbatches);
   char name[64];
   std::string text;
   if (a.format == "json") {
@@ -156,7 +152,8 @@ void run_export(const ExportArgs& a) {
     return a.every ? q.every(*a.every) : std::vector<std::size_t>{choose_plan(a.choice, f, q)};
   });
   ensure_writable_dir(a.out);
-  for (std::size_t i : picks) write_plan(f, q, i, a);
+  auto sched = schedule::make_schedule(f.schedule, f.num_stages, f.num_microbatches);
+  for (std::size_t i : picks) write_plan(f, q, sched, i, a);
   std::printf("exported %zu plan%s to %s\n", picks.size(), picks.size() == 1 ? "" : "s",
               a.out.c_str());
 }

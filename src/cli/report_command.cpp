@@ -239,11 +239,7 @@ std::vector<report::SavingRow> saving_rows(const plan::FrontierQuery& q,
   }
   rows.push_back({"Perseus, least energy", row_value(q, q.min_energy()),
                   "frontier plan #" + std::to_string(q.min_energy()), false});
-  std::vector<report::NamedPoint> baselines = d.baselines;
-  for (const auto& c : d.curves) {
-    if (c.chosen < c.points.size()) baselines.push_back({c.name, c.points[c.chosen], c.note});
-  }
-  for (const auto& b : baselines) {
+  for (const auto& b : d.chosen_baselines()) {
     rows.push_back({b.name, b.value, b.note, true});
     rows.push_back(perseus_within(q, "Perseus at " + b.name + "'s time", b.value.time_s));
   }
@@ -260,14 +256,15 @@ report::NamedPoint measured_run(const std::string& spec) {
   return naming("--measured " + path, [&] {
     nlohmann::json run = nlohmann::json::parse(read_file(path), nullptr, false);
     if (run.is_discarded() || !run.is_object()) throw Error("not a JSON object");
-    const auto& mean = run.value("final_schedule", nlohmann::json()).is_object()
-                           ? run["final_schedule"]
-                           : run.value("last_window", nlohmann::json());
-    if (!mean.is_object() || !mean.contains("mean_time_s") || !mean.contains("mean_energy_j")) {
+    const nlohmann::json* mean = nullptr;
+    for (const char* key : {"final_schedule", "last_window"}) {
+      if (!mean && run.contains(key) && run[key].is_object()) mean = &run[key];
+    }
+    if (!mean || !mean->contains("mean_time_s") || !mean->contains("mean_energy_j")) {
       throw Error("no final_schedule or last_window with mean_time_s and mean_energy_j");
     }
     return report::NamedPoint{
-        name, {mean["mean_time_s"].get<double>(), mean["mean_energy_j"].get<double>()}, path};
+        name, {(*mean)["mean_time_s"].get<double>(), (*mean)["mean_energy_j"].get<double>()}, path};
   });
 }
 

@@ -42,6 +42,9 @@ struct FrontierChartData {
   NamedPoint highlight;               // the plan shown in the timeline
   std::vector<NamedPoint> baselines;  // drawn as markers
   std::vector<NamedCurve> curves;     // drawn as lines with their chosen point
+
+  // Every baseline's plan: the markers, then each curve's chosen point (with the curve's note).
+  std::vector<NamedPoint> chosen_baselines() const;
 };
 
 // One row of "saving at slowdown": a plan (Perseus within a bound, or a baseline) or, when no

@@ -152,6 +152,14 @@ std::vector<LegendEntry> legend_entries(const FrontierChartData& d) {
 
 }  // namespace
 
+std::vector<NamedPoint> FrontierChartData::chosen_baselines() const {
+  std::vector<NamedPoint> out = baselines;
+  for (const auto& c : curves) {
+    if (c.chosen < c.points.size()) out.push_back({c.name, c.points[c.chosen], c.note});
+  }
+  return out;
+}
+
 std::string frontier_chart(const FrontierChartData& d) {
   Canvas c(kWidth, kHeight, kMargins, "frontier",
            "Iteration time versus energy of the Perseus frontier and the baselines");

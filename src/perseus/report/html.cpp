@@ -93,11 +93,7 @@ Element plans_table(const ReportData& d) {
       plan_row(d.fastest, ref, "emphasis")};
   if (d.frontier.highlight.name != d.fastest.name)
     rows.push_back(plan_row(d.frontier.highlight, ref));
-  for (const auto& b : d.frontier.baselines) rows.push_back(plan_row(b, ref));
-  for (const auto& c : d.frontier.curves) {
-    if (c.chosen < c.points.size())
-      rows.push_back(plan_row({c.name, c.points[c.chosen], c.note}, ref));
-  }
+  for (const auto& b : d.frontier.chosen_baselines()) rows.push_back(plan_row(b, ref));
   return table(
       "plans",
       {"plan", "time (s)", "energy (J)", "time vs all-max (%)", "energy vs all-max (%)", "note"},
