@@ -2,8 +2,8 @@
 // a format check cannot see (time in milliseconds, energy in kilojoules or millijoules, power in
 // milliwatts, clocks in kHz). A profile row's average power (energy / time) must lie within
 // [kMinPowerW, kMaxPowerW], a clock within [kMinClockMhz, kMaxClockMhz] (util/gpu_limits.hpp),
-// and the blocking power
-// (drawn while a GPU waits) must not exceed the profile's highest instruction power.
+// and the blocking power (drawn while a GPU waits) must not exceed the profile's highest
+// instruction power.
 #pragma once
 
 #include "perseus/profile/profile.hpp"

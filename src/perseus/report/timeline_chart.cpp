@@ -84,30 +84,23 @@ void draw_clock(Canvas& c, double x0, double w, double y0, double h,
   auto fits = [&](const std::string& text, double font) {
     return kCharWidth * font * static_cast<double>(text.size()) + 3 <= w && font + 2 <= h;
   };
-  if (fits(both, kFont) || fits(clock, kFont)) {
-    const std::string& text = fits(both, kFont) ? both : clock;
-    c.add(Element("text")
-              .attr("class", "clock")
-              .attr("x", cx)
-              .attr("y", cy + kFont * 0.36)
-              .attr("text-anchor", "middle")
-              .attr("font-size", kFont)
-              .attr("fill", colour)
-              .text(text));
-    return;
-  }
+  const bool across = fits(both, kFont) || fits(clock, kFont);
   // Upward: the text's length runs along the bar's height, its size across the bar's width.
-  const double font = std::max(
-      0.5, std::min({kFont, w * 0.9, (h - 2) / (kCharWidth * static_cast<double>(clock.size()))}));
-  c.add(Element("text")
-            .attr("class", "clock")
-            .attr("x", cx + font * 0.36)
-            .attr("y", cy)
-            .attr("text-anchor", "middle")
-            .attr("font-size", font)
-            .attr("fill", colour)
-            .attr("transform", "rotate(-90 " + num(cx + font * 0.36, 2) + " " + num(cy, 2) + ")")
-            .text(clock));
+  const double font =
+      across
+          ? kFont
+          : std::max(0.5, std::min({kFont, w * 0.9,
+                                    (h - 2) / (kCharWidth * static_cast<double>(clock.size()))}));
+  const double x = across ? cx : cx + font * 0.36, y = across ? cy + font * 0.36 : cy;
+  Element label("text");
+  label.attr("class", "clock")
+      .attr("x", x)
+      .attr("y", y)
+      .attr("text-anchor", "middle")
+      .attr("font-size", font)
+      .attr("fill", colour);
+  if (!across) label.attr("transform", "rotate(-90 " + num(x, 2) + " " + num(y, 2) + ")");
+  c.add(label.text(fits(both, kFont) ? both : clock));
 }
 
 void draw_entry(Canvas& c, const LinearScale& x, const Lanes& l, const PowerRange& power,
