@@ -8,61 +8,30 @@ namespace perseus::schedule {
 
 namespace {
 
-const std::string kForward = "forward";
-const std::string kBackward = "backward";
 const std::string kEnvelope = "envelope";
+const std::string kTypeNames[kNumInstructionTypes] = {"forward", "backward", "backward_input",
+                                                      "backward_weight"};
+const char kTypeLetters[kNumInstructionTypes] = {'F', 'B', 'I', 'W'};
 
-void check_sizes(int num_stages, int num_microbatches) {
-  if (num_stages <= 0)
-    throw Error("number of stages must be positive, got " + std::to_string(num_stages));
-  if (num_microbatches <= 0) {
-    throw Error("number of microbatches must be positive, got " + std::to_string(num_microbatches));
-  }
-}
-
-Schedule empty_schedule(const std::string& name, int num_stages, int num_microbatches) {
+// A classic schedule: stage s on rank s.
+Schedule one_stage_per_rank_schedule(const std::string& name, int num_stages,
+                                     int num_microbatches) {
   check_sizes(num_stages, num_microbatches);
-  Schedule s{name, num_stages, num_microbatches, {}};
-  s.stages.resize(num_stages);
-  for (auto& stage : s.stages) stage.reserve(2 * num_microbatches);
-  return s;
+  std::vector<int> stage_rank(static_cast<std::size_t>(num_stages));
+  for (int s = 0; s < num_stages; ++s) stage_rank[s] = s;
+  return empty_schedule(name, num_microbatches, std::move(stage_rank), num_stages);
 }
 
 // 1F1B order of one stage: `warmup` forwards, then B/F alternating, then the remaining backwards.
-void fill_1f1b(std::vector<Instruction>& list, int warmup, int num_microbatches) {
+void fill_1f1b(std::vector<Instruction>& list, int stage, int warmup, int num_microbatches) {
   warmup = std::min(warmup, num_microbatches);
   int next_f = 0;
   int next_b = 0;
-  for (; next_f < warmup; ++next_f) list.push_back({InstructionType::kForward, next_f});
+  for (; next_f < warmup; ++next_f) list.push_back({InstructionType::kForward, next_f, stage});
   while (next_b < num_microbatches) {
-    list.push_back({InstructionType::kBackward, next_b++});
-    if (next_f < num_microbatches) list.push_back({InstructionType::kForward, next_f++});
+    list.push_back({InstructionType::kBackward, next_b++, stage});
+    if (next_f < num_microbatches) list.push_back({InstructionType::kForward, next_f++, stage});
   }
-}
-
-// The counts of "envelope:e0,...,eS-1": S comma-separated non-negative integers.
-std::vector<int> parse_envelope_counts(const std::string& name, int num_stages) {
-  std::vector<int> counts;
-  std::size_t begin = kEnvelope.size() + 1;
-  while (true) {
-    std::size_t end = std::min(name.find(',', begin), name.size());
-    std::string token = name.substr(begin, end - begin);
-    bool digits =
-        !token.empty() && token.size() <= 9 &&
-        std::all_of(token.begin(), token.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (!digits) {
-      throw Error("schedule '" + name + "': warm-up count '" + token +
-                  "' is not a non-negative integer");
-    }
-    counts.push_back(std::stoi(token));
-    if (end == name.size()) break;
-    begin = end + 1;
-  }
-  if (counts.size() != static_cast<std::size_t>(num_stages)) {
-    throw Error("schedule '" + name + "' has " + std::to_string(counts.size()) +
-                " warm-up counts but the pipeline has " + std::to_string(num_stages) + " stages");
-  }
-  return counts;
 }
 
 // Whether every stage of `s` runs the instruction types of `types` in the same order; else the
@@ -71,7 +40,7 @@ int first_differing_stage(const Schedule& s,
                           const std::vector<std::vector<InstructionType>>& types) {
   for (std::size_t st = 0; st < types.size(); ++st) {
     const auto& got = types[st];
-    const auto& want = s.stages[st];
+    const auto& want = s.ranks[st];
     bool same = got.size() == want.size() &&
                 std::equal(got.begin(), got.end(), want.begin(),
                            [](InstructionType t, const Instruction& i) { return t == i.type; });
@@ -94,26 +63,63 @@ std::vector<int> extra_warmups(const std::vector<std::vector<InstructionType>>& 
 
 }  // namespace
 
-const std::string& type_name(InstructionType type) {
-  return type == InstructionType::kForward ? kForward : kBackward;
+void check_sizes(int num_stages, int num_microbatches) {
+  if (num_stages <= 0)
+    throw Error("number of stages must be positive, got " + std::to_string(num_stages));
+  if (num_microbatches <= 0) {
+    throw Error("number of microbatches must be positive, got " + std::to_string(num_microbatches));
+  }
 }
 
+Schedule empty_schedule(const std::string& name, int num_microbatches,
+                        std::vector<int> stage_rank, int num_ranks) {
+  Schedule s;
+  s.name = name;
+  s.num_stages = static_cast<int>(stage_rank.size());
+  s.num_microbatches = num_microbatches;
+  s.stage_rank = std::move(stage_rank);
+  s.ranks.resize(static_cast<std::size_t>(num_ranks));
+  std::size_t per_rank = 2 * static_cast<std::size_t>(num_microbatches) *
+                         static_cast<std::size_t>(s.num_stages / std::max(num_ranks, 1));
+  for (auto& list : s.ranks) list.reserve(per_rank);
+  return s;
+}
+
+const std::string& type_name(InstructionType type) { return kTypeNames[static_cast<int>(type)]; }
+
+char type_letter(InstructionType type) { return kTypeLetters[static_cast<int>(type)]; }
+
 InstructionType parse_type(const std::string& name) {
-  if (name == kForward) return InstructionType::kForward;
-  if (name == kBackward) return InstructionType::kBackward;
-  throw Error("unknown instruction type '" + name + "' (expected forward or backward)");
+  for (int t = 0; t < kNumInstructionTypes; ++t) {
+    if (name == kTypeNames[t]) return static_cast<InstructionType>(t);
+  }
+  throw Error("unknown instruction type '" + name +
+              "' (expected forward, backward, backward_input or backward_weight)");
+}
+
+std::string action_name(const Instruction& action) {
+  return std::to_string(action.stage) + type_letter(action.type) +
+         std::to_string(action.microbatch);
 }
 
 std::size_t Schedule::num_instructions() const {
   std::size_t n = 0;
-  for (const auto& stage : stages) n += stage.size();
+  for (const auto& list : ranks) n += list.size();
   return n;
 }
 
+bool Schedule::one_stage_per_rank() const {
+  if (num_ranks() != num_stages) return false;
+  for (int s = 0; s < num_stages; ++s) {
+    if (stage_rank[s] != s) return false;
+  }
+  return true;
+}
+
 Schedule make_1f1b(int num_stages, int num_microbatches) {
-  Schedule s = empty_schedule("1f1b", num_stages, num_microbatches);
+  Schedule s = one_stage_per_rank_schedule("1f1b", num_stages, num_microbatches);
   for (int stage = 0; stage < num_stages; ++stage) {
-    fill_1f1b(s.stages[stage], num_stages - stage, num_microbatches);
+    fill_1f1b(s.ranks[stage], stage, num_stages - stage, num_microbatches);
   }
   return s;
 }
@@ -133,7 +139,7 @@ Schedule make_1f1b_warmup(int num_stages, int num_microbatches,
     }
     name += (s > 0 ? "," : "") + std::to_string(extra_warmup[s]);
   }
-  Schedule sched = empty_schedule(name, num_stages, num_microbatches);
+  Schedule sched = one_stage_per_rank_schedule(name, num_stages, num_microbatches);
   int previous = num_microbatches;
   for (int s = 0; s < num_stages; ++s) {
     // Compared in 64 bits: a count near INT_MAX must not overflow.
@@ -145,41 +151,20 @@ Schedule make_1f1b_warmup(int num_stages, int num_microbatches,
                   " only " + std::to_string(previous) +
                   ", which deadlocks (a count may exceed the previous stage's by at most 1)");
     }
-    fill_1f1b(sched.stages[s], warmup, num_microbatches);
+    fill_1f1b(sched.ranks[s], s, warmup, num_microbatches);
     previous = warmup;
   }
   return sched;
 }
 
 Schedule make_gpipe(int num_stages, int num_microbatches) {
-  Schedule s = empty_schedule("gpipe", num_stages, num_microbatches);
-  for (auto& list : s.stages) {
-    for (int j = 0; j < num_microbatches; ++j) list.push_back({InstructionType::kForward, j});
-    for (int j = num_microbatches - 1; j >= 0; --j) list.push_back({InstructionType::kBackward, j});
+  Schedule s = one_stage_per_rank_schedule("gpipe", num_stages, num_microbatches);
+  for (int stage = 0; stage < num_stages; ++stage) {
+    for (auto type : {InstructionType::kForward, InstructionType::kBackward}) {
+      for (int j = 0; j < num_microbatches; ++j) s.ranks[stage].push_back({type, j, stage});
+    }
   }
   return s;
-}
-
-const std::vector<std::string>& schedule_names() {
-  static const std::vector<std::string> names = {"1f1b", "gpipe", kEnvelope};
-  return names;
-}
-
-Schedule make_schedule(const std::string& name, int num_stages, int num_microbatches) {
-  if (name == "1f1b") return make_1f1b(num_stages, num_microbatches);
-  if (name == "gpipe") return make_gpipe(num_stages, num_microbatches);
-  if (name == kEnvelope) {
-    throw Error(
-        "the envelope schedule needs a profile to compute its warm-up counts (use "
-        "`perseus plan --schedule envelope`, which resolves it, or name the counts: "
-        "envelope:e0,...,eS-1)");
-  }
-  if (name.rfind(kEnvelope + ":", 0) == 0) {
-    check_sizes(num_stages, num_microbatches);
-    return make_1f1b_warmup(num_stages, num_microbatches, parse_envelope_counts(name, num_stages));
-  }
-  throw Error("unknown schedule '" + name +
-              "' (expected 1f1b, gpipe, envelope or envelope:e0,...,eS-1)");
 }
 
 Schedule identify_schedule(const std::vector<std::vector<InstructionType>>& types) {

@@ -1,6 +1,9 @@
-// Pipeline schedules: for each stage, the ordered list of instructions it runs in one training
-// iteration (architecture section 4). Synchronous 1F1B (DeepSpeed ordering), 1F1B with extra
-// warm-up forwards per stage (EnvPipe's envelope schedule) and GPipe.
+// Pipeline schedules as data (architecture sections 4 and 10): for each rank (GPU), the ordered
+// list of actions (stage, kind, microbatch) it runs in one training iteration, and the rank that
+// holds each stage. A rank may hold several stages (interleaved and V-shaped schedules). This
+// header has the types, the notation and the classic one-stage-per-rank schedules: synchronous
+// 1F1B (DeepSpeed ordering), 1F1B with extra warm-up forwards (EnvPipe's envelope) and GPipe;
+// generators.hpp has the multi-stage ones and make_schedule() dispatches on a name.
 #pragma once
 
 #include <string>
@@ -8,25 +11,41 @@
 
 namespace perseus::schedule {
 
-enum class InstructionType { kForward, kBackward };
+// Action kinds. A stage's backward is either one kBackward or a kBackwardInput (gradient with
+// respect to the stage's input, which the previous stage waits for) and a kBackwardWeight
+// (gradient of its weights, which nothing else waits for) of the same microbatch.
+enum class InstructionType { kForward, kBackward, kBackwardInput, kBackwardWeight };
+inline constexpr int kNumInstructionTypes = 4;
 
-// Profile/plan name of an instruction type ("forward", "backward").
+// Profile/plan name of an instruction type ("forward", "backward", "backward_input",
+// "backward_weight").
 const std::string& type_name(InstructionType type);
 // Parses a type name; throws perseus::Error naming the unknown name.
 InstructionType parse_type(const std::string& name);
+// PyTorch's one-letter code of a kind: F, B, I, W.
+char type_letter(InstructionType type);
 
 struct Instruction {
   InstructionType type;
   int microbatch;
+  int stage = 0;  // pipeline stage (a virtual stage is a stage)
 };
 
+// PyTorch's notation of an action: stage, kind letter, microbatch ("0F0", "3I1", "2W0").
+std::string action_name(const Instruction& action);
+
 struct Schedule {
-  std::string name;  // "1f1b", "gpipe" or "envelope:e0,...,eS-1"
+  std::string name;  // "1f1b", "interleaved-1f1b:v2", "envelope:e0,...,eS-1", a file, ...
   int num_stages = 0;
   int num_microbatches = 0;
-  std::vector<std::vector<Instruction>> stages;  // per stage, in execution order
+  std::vector<int> stage_rank;                  // rank that runs each stage
+  std::vector<std::vector<Instruction>> ranks;  // per rank, its actions in execution order
 
+  int num_ranks() const { return static_cast<int>(ranks.size()); }
   std::size_t num_instructions() const;
+  // Whether every rank holds exactly one stage, stage r on rank r (the classic schedules; the
+  // ones Zeus's pair-list plan format and EnvPipe can describe).
+  bool one_stage_per_rank() const;
 };
 
 // Synchronous 1F1B: stage s runs min(S - s, M) warm-up forwards, alternates B/F, then drains.
@@ -37,12 +56,8 @@ Schedule make_1f1b(int num_stages, int num_microbatches);
 // stage before it (the schedule would deadlock).
 Schedule make_1f1b_warmup(int num_stages, int num_microbatches,
                           const std::vector<int>& extra_warmup);
-// GPipe: all forwards, then all backwards in reverse microbatch order.
+// GPipe: all forwards, then all backwards, both in microbatch order (as PyTorch runs it).
 Schedule make_gpipe(int num_stages, int num_microbatches);
-// By name: "1f1b", "gpipe", or "envelope:e0,...,eS-1" (make_1f1b_warmup with those counts).
-// Throws perseus::Error for unknown or malformed names and non-positive sizes; the plain name
-// "envelope" needs a profile to compute its counts (baselines::envelope_schedule).
-Schedule make_schedule(const std::string& name, int num_stages, int num_microbatches);
 // The schedule whose stages run exactly these instruction types in this order (a plan file that
 // names instructions but not microbatches, such as Zeus's): the microbatch count is stage 0's
 // number of forwards; 1f1b is tried first, then gpipe, then the envelope schedule whose warm-up
@@ -50,7 +65,11 @@ Schedule make_schedule(const std::string& name, int num_stages, int num_microbat
 // schedule produces is taken as the first of these. Throws perseus::Error naming the first stage
 // that none of them explains. Linear in the number of instructions.
 Schedule identify_schedule(const std::vector<std::vector<InstructionType>>& types);
-// Names accepted by make_schedule and the CLI ("envelope" standing for "envelope:e0,...").
-const std::vector<std::string>& schedule_names();
+
+// Checks sizes shared by every generator; throws perseus::Error naming the bad one.
+void check_sizes(int num_stages, int num_microbatches);
+// A schedule with `num_ranks` empty action lists and stage s on rank stage_rank[s].
+Schedule empty_schedule(const std::string& name, int num_microbatches,
+                        std::vector<int> stage_rank, int num_ranks);
 
 }  // namespace perseus::schedule

@@ -1,0 +1,1 @@
+#include "perseus/schedule/generators.hpp"
