@@ -24,7 +24,8 @@ namespace perseus::cli {
 namespace {
 
 struct BaselineArgs {
-  std::string profile, schedule = "1f1b", out, policy = "balanced";
+  std::string profile, out, policy = "balanced";
+  ScheduleOptions schedule;
   int stages = 0, microbatches = 0;
   double blocking_power = -1.0, eta = 0.5, step = 25.0;
   bool quiet = false, allow_implausible = false;
@@ -40,7 +41,8 @@ struct Pipeline {
 Pipeline load(const BaselineArgs& a) {
   require(!a.profile.empty(), "--profile is required");
   require(a.stages >= 0, "--stages must be positive");
-  require(a.microbatches > 0, "--microbatches is required and must be positive");
+  require(a.microbatches > 0 || (!a.schedule.file.empty() && a.microbatches == 0),
+          "--microbatches is required and must be positive");
   require(a.blocking_power >= 0.0 && std::isfinite(a.blocking_power),
           "--blocking-power is required and must be >= 0 watts");
   profile::Profile prof = read_profile(a.profile, a.allow_implausible);
@@ -144,9 +146,7 @@ CLI::App* add_baseline(CLI::App* parent, const std::string& name, const std::str
   sub->add_option("--microbatches", a->microbatches, "Microbatches per iteration (required)");
   sub->add_option("--blocking-power", a->blocking_power,
                   "Power (W) drawn while blocked on communication (required)");
-  sub->add_option("--schedule", a->schedule,
-                  "1f1b, gpipe, envelope (EnvPipe's, from the profile) or envelope:e0,...")
-      ->capture_default_str();
+  add_schedule_options(sub, a->schedule, "default 1f1b; envelope is EnvPipe's");
   sub->add_option("--out", a->out, "Write the plan as plan JSON to this file");
   sub->add_flag("--quiet", a->quiet, "Print nothing on success");
   sub->add_flag("--allow-implausible", a->allow_implausible, kAllowImplausibleHelp);

@@ -6,6 +6,8 @@
 #include "perseus/baselines/envpipe.hpp"
 #include "perseus/profile/csv.hpp"
 #include "perseus/profile/plausibility.hpp"
+#include "perseus/schedule/catalog.hpp"
+#include "perseus/schedule/schedule_file.hpp"
 
 namespace perseus::cli {
 
@@ -43,13 +45,45 @@ double percent(double part, double whole) {
   return 100.0 * part / whole;
 }
 
-schedule::Schedule resolve_schedule(const std::string& name, const profile::Profile& profile,
+void add_schedule_options(CLI::App* cmd, ScheduleOptions& o, const std::string& default_note) {
+  std::string names;
+  for (const auto& n : schedule::schedule_names()) names += (names.empty() ? "" : ", ") + n;
+  cmd->add_option("--schedule", o.name, names + " (" + default_note + ")");
+  cmd->add_option("--virtual-stages", o.virtual_stages,
+                  "Stages per GPU of an interleaved or V-shaped schedule (default 2 for those)");
+  cmd->add_option("--schedule-file", o.file,
+                  "Per-rank action lists in PyTorch's notation (CSV as torch writes it, or JSON)");
+}
+
+namespace {
+
+schedule::Schedule schedule_from_file(const ScheduleOptions& o, int num_stages,
+                                      int num_microbatches) {
+  require(o.name.empty() && o.virtual_stages == 0,
+          "give --schedule-file or --schedule/--virtual-stages, not both");
+  auto sched = naming("--schedule-file", [&] { return schedule::read_schedule_file(o.file); });
+  require(sched.num_stages == num_stages,
+          o.file + ": the schedule has " + std::to_string(sched.num_stages) +
+              " stages but the profile has " + std::to_string(num_stages));
+  require(num_microbatches <= 0 || sched.num_microbatches == num_microbatches,
+          o.file + ": the schedule runs " + std::to_string(sched.num_microbatches) +
+              " microbatches, not " + std::to_string(num_microbatches) + " (--microbatches)");
+  return sched;
+}
+
+}  // namespace
+
+schedule::Schedule resolve_schedule(const ScheduleOptions& o, const profile::Profile& profile,
                                     int num_stages, int num_microbatches) {
+  if (!o.file.empty()) return schedule_from_file(o, num_stages, num_microbatches);
+  const std::string name = o.name.empty() ? "1f1b" : o.name;
   if (name == "envelope") {
+    require(o.virtual_stages <= 1, "--schedule envelope runs one stage per GPU");
     return baselines::envelope_schedule(profile, num_stages, num_microbatches);
   }
-  return naming("--schedule",
-                [&] { return schedule::make_schedule(name, num_stages, num_microbatches); });
+  return naming("--schedule", [&] {
+    return schedule::make_schedule(name, num_stages, num_microbatches, o.virtual_stages);
+  });
 }
 
 void print_comparison(const plan::Evaluation& ev, const plan::Evaluation& all_max, std::FILE* to) {
@@ -127,12 +161,17 @@ emulate::ClusterSpec cluster_spec(std::optional<int> pipelines, std::optional<lo
   return spec;  // emulate::check_cluster checks the counts
 }
 
-PlanWithSchedule read_plan_for(const std::string& path, const std::string& schedule_name,
+PlanWithSchedule read_plan_for(const std::string& path, const ScheduleOptions& given,
                                int microbatches, const profile::Profile& prof) {
   require(microbatches >= 0, "--microbatches must be positive");
   plan::Plan p = plan::read_plan_file(path);
-  auto [name, mbs] = plan::plan_schedule(p, {schedule_name, microbatches}, path);
-  auto sched = resolve_schedule(name, prof, p.num_stages, mbs);
+  ScheduleOptions o = given;
+  if (o.file.empty()) {
+    auto choice = plan::plan_schedule(p, {given.name, microbatches, given.virtual_stages}, path);
+    o = {choice.name, choice.stages_per_rank, ""};
+    microbatches = choice.microbatches;
+  }
+  auto sched = resolve_schedule(o, prof, p.num_stages, microbatches);
   plan::check_plan_shape(p.frequencies, sched, path);
   require(prof.num_stages() == p.num_stages,
           path + ": the plan has " + std::to_string(p.num_stages) + " stages but profile " +

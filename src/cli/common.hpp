@@ -12,6 +12,7 @@
 #include "perseus/plan/frontier_query.hpp"
 #include "perseus/plan/plan_io.hpp"
 #include "perseus/profile/profile.hpp"
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/schedule/schedule.hpp"
 #include "perseus/util/error.hpp"
 
@@ -44,10 +45,20 @@ auto naming(const std::string& prefix, F&& f) {
 
 double percent(double part, double whole);
 
-// The schedule named by --schedule: "envelope" is EnvPipe's schedule for this profile
-// (baselines::envelope_schedule); other names go to schedule::make_schedule, whose errors are
-// prefixed with "--schedule".
-schedule::Schedule resolve_schedule(const std::string& name, const profile::Profile& profile,
+// The schedule options every planning command takes: --schedule NAME, --virtual-stages V and
+// --schedule-file PATH (a schedule in PyTorch's notation, schedule_file.hpp).
+struct ScheduleOptions {
+  std::string name;        // empty: not given
+  int virtual_stages = 0;  // 0: the schedule's default
+  std::string file;        // empty: not given
+};
+void add_schedule_options(CLI::App* cmd, ScheduleOptions& o, const std::string& default_note);
+
+// The schedule the options give: a --schedule-file as read (its stage and microbatch counts must
+// equal `num_stages` and, when positive, `num_microbatches`); "envelope" is EnvPipe's schedule
+// for this profile (baselines::envelope_schedule); other names (default 1f1b) go to
+// schedule::make_schedule. Errors name the option.
+schedule::Schedule resolve_schedule(const ScheduleOptions& o, const profile::Profile& profile,
                                     int num_stages, int num_microbatches);
 
 // Prints time_s, energy_j, the all-max reference, the energy saving and the slowdown in %, one
@@ -96,11 +107,11 @@ struct PlanWithSchedule {
 };
 
 // Reads a plan file (any format plan_io reads) and the schedule it runs on
-// (plan::plan_schedule: `schedule_name` / `microbatches`, empty / 0 when not given, fill what the
+// (plan::plan_schedule: `given` / `microbatches`, empty / 0 when not given, fill what the
 // file does not say and must agree with what it does). Checks the plan's shape against the
 // schedule and its stage count against `prof`; every mismatch is a perseus::Error naming the
 // plan file.
-PlanWithSchedule read_plan_for(const std::string& path, const std::string& schedule_name,
+PlanWithSchedule read_plan_for(const std::string& path, const ScheduleOptions& given,
                                int microbatches, const profile::Profile& prof);
 
 }  // namespace perseus::cli

@@ -10,6 +10,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/emulate/cluster.hpp"
 #include "perseus/emulate/timeline.hpp"
 #include "perseus/plan/frontier_store.hpp"
@@ -21,7 +22,8 @@ namespace perseus::cli {
 namespace {
 
 struct EmulateArgs {
-  std::string profile, plan, frontier, schedule, timeline;
+  std::string profile, plan, frontier, timeline;
+  ScheduleOptions schedule;
   int stages = 0, microbatches = 0;
   PlanChoice choice;
   double blocking_power = std::nan("");  // NaN: not given
@@ -52,7 +54,7 @@ Job job_from_frontier(const EmulateArgs& a) {
   plan::StoredFrontier f = plan::read_frontier(a.frontier);
   plan::FrontierQuery q(f);
   std::size_t i = naming(a.frontier, [&] { return choose_plan(a.choice, f, q); });
-  Job job{f.plans[i], schedule::make_schedule(f.schedule, f.num_stages, f.num_microbatches),
+  Job job{f.plans[i], f.build_schedule(),
           "frontier " + q.describe(i), f.blocking_power_w, f.rows[i].evaluated_time_s};
   return job;
 }
@@ -66,20 +68,21 @@ Job make_job(const EmulateArgs& a, const profile::Profile& prof) {
     PlanWithSchedule p = read_plan_for(a.plan, a.schedule, a.microbatches, prof);
     return {p.plan.frequencies, p.schedule, a.plan, blocking_power_of(p.plan, a.blocking_power)};
   }
-  require(a.microbatches > 0, "--microbatches is required with the all-max plan");
+  require(a.microbatches > 0 || (!a.schedule.file.empty() && a.microbatches == 0),
+          "--microbatches is required with the all-max plan");
   int stages = a.stages > 0 ? a.stages : prof.num_stages();
-  std::string name = a.schedule.empty() ? "1f1b" : a.schedule;
-  auto sched = resolve_schedule(name, prof, stages, a.microbatches);
+  auto sched = resolve_schedule(a.schedule, prof, stages, a.microbatches);
   return {plan::all_max_plan(prof, sched), sched, "all-max", a.blocking_power};
 }
 
 std::string timeline_csv(const emulate::Timeline& t) {
   std::ostringstream out;
   out.precision(9);
-  out << "stage,position,instruction,microbatch,frequency_mhz,start_s,end_s,energy_j,power_w,"
-         "critical\n";
+  out << "rank,position,stage,instruction,microbatch,frequency_mhz,start_s,end_s,energy_j,"
+         "power_w,critical\n";
   for (const auto& e : t.entries) {
-    out << e.stage << ',' << e.position << ',' << schedule::type_name(e.instruction.type) << ','
+    out << e.rank << ',' << e.position << ',' << e.instruction.stage << ','
+        << schedule::type_name(e.instruction.type) << ','
         << e.instruction.microbatch << ',' << e.frequency_mhz << ',' << e.start_s << ',' << e.end_s
         << ',' << e.energy_j << ',' << e.power_w() << ',' << (e.critical ? 1 : 0) << '\n';
   }
@@ -87,25 +90,26 @@ std::string timeline_csv(const emulate::Timeline& t) {
 }
 
 void print_timeline(const Job& job, const emulate::Timeline& t) {
-  std::printf("plan            %s (%s, %d stages, %d microbatches)\n", job.label.c_str(),
-              job.schedule.name.c_str(), job.schedule.num_stages, job.schedule.num_microbatches);
+  std::printf("plan            %s (%s, %d stages on %d GPUs, %d microbatches)\n",
+              job.label.c_str(), job.schedule.name.c_str(), job.schedule.num_stages,
+              job.schedule.num_ranks(), job.schedule.num_microbatches);
   std::printf("iteration time  %.6f s\n", t.time_s);
   if (job.reported_time_s >= 0.0) {
     std::printf("frontier time   %.6f s (emulated - reported: %+.3g s)\n", job.reported_time_s,
                 t.time_s - job.reported_time_s);
   }
   std::printf("energy          %.4f J\n\n", t.energy_j);
-  std::printf("%5s %10s %10s %7s %12s\n", "stage", "busy_s", "idle_s", "busy_%", "energy_j");
-  for (std::size_t s = 0; s < t.stage_busy_s.size(); ++s) {
-    std::printf("%5zu %10.4f %10.4f %7.2f %12.2f\n", s, t.stage_busy_s[s], t.stage_idle_s[s],
-                percent(t.stage_busy_s[s], t.time_s), t.stage_energy_j[s]);
+  std::printf("%5s %10s %10s %7s %12s\n", "gpu", "busy_s", "idle_s", "busy_%", "energy_j");
+  for (std::size_t r = 0; r < t.rank_busy_s.size(); ++r) {
+    std::printf("%5zu %10.4f %10.4f %7.2f %12.2f\n", r, t.rank_busy_s[r], t.rank_idle_s[r],
+                percent(t.rank_busy_s[r], t.time_s), t.rank_energy_j[r]);
   }
 }
 
 void run_emulate(const EmulateArgs& a) {
   require(!a.profile.empty(), "--profile is required");
-  require(a.perturbation.slow_factor == 1.0 || a.perturbation.slow_stage >= 0,
-          "--slow-factor needs --slow-stage (which stage's GPU is slow)");
+  require(a.perturbation.slow_factor == 1.0 || a.perturbation.slow_rank >= 0,
+          "--slow-factor needs --slow-gpu (which GPU is slow)");
   profile::Profile prof = read_profile(a.profile, a.allow_implausible);
   Job job = make_job(a, prof);
   if (!std::isnan(a.blocking_power)) job.blocking_power_w = a.blocking_power;
@@ -156,7 +160,7 @@ void print_sweep(const std::vector<emulate::ClusterPoint>& points, const emulate
 plan::StoredFrontier single_plan_frontier(const ClusterArgs& a) {
   require(!a.profile.empty(), "--plan needs --profile (to evaluate the plan and all-max)");
   profile::Profile prof = read_profile(a.profile, a.allow_implausible);
-  PlanWithSchedule p = read_plan_for(a.plan, "", 0, prof);
+  PlanWithSchedule p = read_plan_for(a.plan, {}, 0, prof);
   plan::StoredFrontier f;
   f.num_stages = p.schedule.num_stages;
   f.blocking_power_w = plan_blocking_power(p.plan, a.blocking_power, prof, a.allow_implausible);
@@ -223,13 +227,14 @@ void add_emulate_command(CLI::App& app) {
   add_plan_choice(em, a->choice, "With --frontier: ");
   em->add_option("--blocking-power", a->blocking_power,
                  "Blocking power in watts (default: the frontier's or plan JSON's)");
-  em->add_option("--schedule", a->schedule, "Schedule (default: the plan's, else 1f1b)");
+  add_schedule_options(em, a->schedule, "default: the plan's, else 1f1b");
   em->add_option("--stages", a->stages, "Stages for the all-max plan (default: the profile's)");
   em->add_option("--microbatches", a->microbatches, "Microbatches (default: the plan's)");
   em->add_option("--noise", a->perturbation.noise,
                  "Per-instruction time noise: duration x exp(noise x N(0,1))");
   em->add_option("--seed", a->perturbation.seed, "Seed of the noise")->capture_default_str();
-  em->add_option("--slow-stage", a->perturbation.slow_stage, "Stage whose GPU is slow");
+  em->add_option("--slow-gpu,--slow-stage", a->perturbation.slow_rank,
+                 "The slow GPU (pipeline rank; the stage's GPU in one-stage-per-GPU schedules)");
   em->add_option("--slow-factor", a->perturbation.slow_factor,
                  "Its instructions take this many times longer (>= 1)");
   em->add_option("--timeline", a->timeline, "Write every instruction's start/end/clock as CSV");

@@ -8,6 +8,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/plan/frontier_store.hpp"
 #include "perseus/plan/plan_io.hpp"
 #include "perseus/plan/solver.hpp"
@@ -23,14 +24,16 @@ namespace {
 namespace fs = std::filesystem;
 
 struct PlanArgs {
-  std::string profile, out, schedule = "1f1b", cost_model = "convex-hull";
+  std::string profile, out, cost_model = "convex-hull";
+  ScheduleOptions schedule;
   int stages = 0, microbatches = 0;
   double blocking_power = -1.0, unit_time = 0.001, noise_factor = 1.0;
   bool quiet = false, allow_implausible = false;
 };
 
 struct EvaluateArgs {
-  std::string profile, plan, schedule;
+  std::string profile, plan;
+  ScheduleOptions schedule;
   int microbatches = 0;
   double blocking_power = std::nan("");  // not given
   bool allow_implausible = false;
@@ -152,7 +155,7 @@ void run_export(const ExportArgs& a) {
     return a.every ? q.every(*a.every) : std::vector<std::size_t>{choose_plan(a.choice, f, q)};
   });
   ensure_writable_dir(a.out);
-  auto sched = schedule::make_schedule(f.schedule, f.num_stages, f.num_microbatches);
+  auto sched = f.build_schedule();
   for (std::size_t i : picks) write_plan(f, q, sched, i, a);
   std::printf("exported %zu plan%s to %s\n", picks.size(), picks.size() == 1 ? "" : "s",
               a.out.c_str());
@@ -173,9 +176,8 @@ void add_plan_command(CLI::App& app) {
   plan->add_option("--unit-time", pa->unit_time, "Time unit in seconds")->capture_default_str();
   plan->add_option("--cost-model", pa->cost_model, "exponential or convex-hull")
       ->capture_default_str();
-  plan->add_option("--schedule", pa->schedule,
-                   "1f1b, gpipe, envelope (EnvPipe's, from the profile) or envelope:e0,...")
-      ->capture_default_str();
+  add_schedule_options(plan, pa->schedule,
+                       "default 1f1b; envelope is EnvPipe's, from the profile");
   plan->add_option("--noise-factor", pa->noise_factor,
                    "Keep options within this factor of Pareto-optimal")
       ->capture_default_str();
@@ -194,7 +196,7 @@ void add_plan_command(CLI::App& app) {
       ->required();
   ev->add_option("--blocking-power", ea->blocking_power,
                  "Blocking power in watts (default: the plan JSON's)");
-  ev->add_option("--schedule", ea->schedule, "Schedule (default: from the plan, else 1f1b)");
+  add_schedule_options(ev, ea->schedule, "default: from the plan, else 1f1b");
   ev->add_option("--microbatches", ea->microbatches, "Microbatches (default: from the plan)");
   ev->add_flag("--allow-implausible", ea->allow_implausible, kAllowImplausibleHelp);
   ev->callback([ea] { run_evaluate(*ea); });

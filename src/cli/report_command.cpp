@@ -14,6 +14,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/baselines/envpipe.hpp"
 #include "perseus/baselines/uniform.hpp"
 #include "perseus/baselines/zeus.hpp"
@@ -38,7 +39,8 @@ using report::num;
 constexpr int kPipelines = 16;  // the published emulation's cluster, when the user gives none
 
 struct ReportArgs {
-  std::string profile, gpu = "a100", schedule = "1f1b", frontier, factors = "1.00:1.50:0.01";
+  std::string profile, gpu = "a100", frontier, factors = "1.00:1.50:0.01";
+  ScheduleOptions schedule;
   std::string out = "out/report/report.html", svg_dir;
   int stages = 8, microbatches = 12, tensor_parallel = 8;
   std::optional<int> pipelines;  // the sweep's cluster: --pipelines or --gpus, else kPipelines
@@ -116,13 +118,13 @@ void check_frontier(const ReportArgs& a, Inputs& in) {
   require(!a.has_microbatches || a.microbatches == f.num_microbatches,
           mismatch("--microbatches", std::to_string(a.microbatches),
                    std::to_string(f.num_microbatches) + " microbatches"));
-  require(!a.has_schedule || a.schedule == f.schedule,
-          mismatch("--schedule", a.schedule, f.schedule));
+  require(!a.has_schedule || a.schedule.name == f.schedule,
+          mismatch("--schedule", a.schedule.name, f.schedule));
   require(
       !a.has_blocking_power || std::abs(a.blocking_power - f.blocking_power_w) < 1e-9,
       mismatch("--blocking-power", num(a.blocking_power, 4), num(f.blocking_power_w, 4) + " W"));
   in.blocking_power_w = f.blocking_power_w;
-  in.schedule = schedule::make_schedule(f.schedule, f.num_stages, f.num_microbatches);
+  in.schedule = f.build_schedule();
 }
 
 // Plans the frontier in memory (convex-hull cost model), as `perseus plan` would write it.
@@ -365,8 +367,7 @@ void add_report_command(CLI::App& app) {
                   "--profile unless --frontier)");
   cmd->add_option("--unit-time", a->unit_time, "Planning time unit in seconds")
       ->capture_default_str();
-  cmd->add_option("--schedule", a->schedule, "1f1b, gpipe or envelope (EnvPipe's)")
-      ->capture_default_str();
+  add_schedule_options(cmd, a->schedule, "default 1f1b; envelope is EnvPipe's");
   cmd->add_option("--frontier", a->frontier,
                   "Use this frontier directory (from `perseus plan`) instead of planning");
   add_plan_choice(cmd, a->choice, "Timeline: ");

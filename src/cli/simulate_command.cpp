@@ -106,7 +106,10 @@ Setup make_setup(const SimulateArgs& a) {
   require(static_cast<long>(stages) * a.pipelines <= kMaxRanks,
           "--stages x --pipelines = " + std::to_string(static_cast<long>(stages) * a.pipelines) +
               " ranks; at most " + std::to_string(kMaxRanks) + " processes are simulated");
-  s.schedule = resolve_schedule(a.schedule, s.profile, stages, a.microbatches);
+  s.schedule = resolve_schedule({a.schedule, 0, ""}, s.profile, stages, a.microbatches);
+  require(s.schedule.one_stage_per_rank(),
+          "simulate-training runs one stage per GPU; the " + a.schedule +
+              " schedule is planned, evaluated and emulated, not yet simulated with processes");
   s.pipelines = a.pipelines;
   s.blocking_power_w = a.blocking_power;
   check_blocking_power(s.profile, a.blocking_power, a.allow_implausible);

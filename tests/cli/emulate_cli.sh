@@ -34,10 +34,10 @@ done
   --timeline "$tmp/t.csv" > "$tmp/a"
 "$perseus" emulate --profile "$tmp/p.csv" --frontier "$tmp/f" --index 3 > "$tmp/b"
 [[ $(third_of iteration "$tmp/a") == $(third_of iteration "$tmp/b") ]] || fail "plan file differs"
-[[ $(head -1 "$tmp/t.csv") == stage,position,instruction,microbatch,frequency_mhz,start_s,end_s,* ]] ||
+[[ $(head -1 "$tmp/t.csv") == rank,position,stage,instruction,microbatch,frequency_mhz,start_s,* ]] ||
   fail "timeline header: $(head -1 "$tmp/t.csv")"
 [[ $(($(wc -l < "$tmp/t.csv") - 1)) -eq 48 ]] || fail "timeline rows: $(wc -l < "$tmp/t.csv")"
-awk -F, 'NR > 1 && $10 == 1 { n++ } END { exit !(n >= 6) }' "$tmp/t.csv" || fail "no critical path"
+awk -F, 'NR > 1 && $11 == 1 { n++ } END { exit !(n >= 6) }' "$tmp/t.csv" || fail "no critical path"
 
 # All-max with a seeded noise: same seed, same result; a slow GPU is slower.
 allmax=(emulate --profile "$tmp/p.csv" --microbatches 6 --blocking-power 83.64)
@@ -84,8 +84,8 @@ expect_error "bad.plan" emulate --profile "$tmp/p.csv" --plan "$tmp/bad.plan" --
 expect_error "microbatches" emulate --profile "$tmp/p.csv" --plan "$tmp/x/plan_00003.json" \
   --blocking-power 80 --microbatches 7
 expect_error "slowdown factor must be >= 1" "${allmax[@]}" --slow-stage 1 --slow-factor 0.5
-expect_error "slow stage 9 out of range" "${allmax[@]}" --slow-stage 9 --slow-factor 1.5
-expect_error "--slow-factor needs --slow-stage" "${allmax[@]}" --slow-factor 1.5
+expect_error "slow GPU 9 out of range" "${allmax[@]}" --slow-gpu 9 --slow-factor 1.5
+expect_error "--slow-factor needs --slow-gpu" "${allmax[@]}" --slow-factor 1.5
 expect_error "noise" "${allmax[@]}" --noise -1
 expect_error "--blocking-power is required" emulate --profile "$tmp/p.csv" --microbatches 6
 expect_error "below 1" emulate cluster --frontier "$tmp/f" --pipelines 4 --factors 0.9

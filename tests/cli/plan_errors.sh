@@ -134,11 +134,11 @@ expect_no_output "--schedule: unknown schedule 'zigzag'" "$tmp/none" \
 # A clock the profile does not have (every 990 MHz becomes 991 MHz).
 sed 's/\b990\b/991/g' "$py" > "$tmp/wrong_clock.py"
 cmp -s "$py" "$tmp/wrong_clock.py" && fail "the plan has no 990 MHz clock to change"
-expect_no_output "$tmp/wrong_clock.py: plan stage" "$tmp/none" \
+expect_no_output "$tmp/wrong_clock.py: plan rank" "$tmp/none" \
   "${ev[@]}" --plan "$tmp/wrong_clock.py" --microbatches 6
 grep -q "991 MHz is not in profile $tmp/p.csv" "$tmp/stderr" || fail "$(cat "$tmp/stderr")"
 sed 's/"frequency_mhz": 990\b/"frequency_mhz": 991/' "$json" > "$tmp/wrong_clock.json"
-expect_no_output "$tmp/wrong_clock.json: plan stage" "$tmp/none" \
+expect_no_output "$tmp/wrong_clock.json: plan rank" "$tmp/none" \
   "${ev[@]}" --plan "$tmp/wrong_clock.json"
 # A plan for more stages than the profile has.
 expect_no_output "$py: the plan has 4 stages but profile $tmp/good.csv has 1" "$tmp/none" \

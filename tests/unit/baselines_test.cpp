@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/baselines/envpipe.hpp"
 #include "perseus/baselines/uniform.hpp"
 #include "perseus/baselines/zeus.hpp"
@@ -56,7 +57,7 @@ Profile shared_profile(const std::string& name) {
 
 bool in_envelope(const schedule::DagNode& node, int stages, int microbatches) {
   const auto& inst = node.instruction;
-  return node.stage == stages - 1 ||
+  return node.rank == stages - 1 ||
          (inst.type == InstructionType::kForward && inst.microbatch == 0) ||
          (inst.type == InstructionType::kBackward && inst.microbatch == microbatches - 1);
 }
@@ -67,8 +68,8 @@ std::vector<int> plan_critical_path(const Profile& p, const plan::FrequencyPlan&
   std::vector<double> duration(static_cast<std::size_t>(dag.num_nodes()), 0.0);
   for (int v = 1; v < dag.sink(); ++v) {
     const auto& node = dag.node(v);
-    duration[v] = p.at(node.stage, schedule::type_name(node.instruction.type),
-                       plan[node.stage][node.position])
+    duration[v] = p.at(node.rank, schedule::type_name(node.instruction.type),
+                       plan[node.rank][node.position])
                       .time_s;
   }
   return schedule::critical_path(dag, duration);
@@ -91,8 +92,8 @@ TEST(UniformBaseline, PicksTheLowestEnergyClockOfEachStageAndType) {
   plan::FrequencyPlan plan = uniform_plan(p, sched);
   const int expected[2][2] = {{1200, 1000}, {1400, 1200}};  // [stage][forward, backward]
   for (int s = 0; s < 2; ++s) {
-    for (std::size_t i = 0; i < sched.stages[s].size(); ++i) {
-      int t = sched.stages[s][i].type == InstructionType::kForward ? 0 : 1;
+    for (std::size_t i = 0; i < sched.ranks[s].size(); ++i) {
+      int t = sched.ranks[s][i].type == InstructionType::kForward ? 0 : 1;
       EXPECT_EQ(plan[s][i], expected[s][t]) << "stage " << s << " position " << i;
     }
   }
@@ -132,7 +133,7 @@ TEST(EnvPipe, ReachesTheEnvelopeWhenTheLastStageIsHeaviest) {
     // The envelope stays at max clock.
     for (int v = 1; v < dag.sink(); ++v) {
       if (in_envelope(dag.node(v), 4, 8)) {
-        EXPECT_EQ(r.plan[dag.node(v).stage][dag.node(v).position], 1400);
+        EXPECT_EQ(r.plan[dag.node(v).rank][dag.node(v).position], 1400);
       }
     }
   }
@@ -199,9 +200,9 @@ TEST(EnvelopeSchedule, CountsFollowEnvPipesFormula) {
   EXPECT_EQ(counts, (std::vector<int>{4, 3, 1, 0}));  // the same, worked by hand
   Schedule sched = envelope_schedule(p, S, M);
   EXPECT_EQ(sched.name, "envelope:4,3,1,0");
-  EXPECT_EQ(render(sched.stages[0]), "F0 F1 F2 F3 F4 F5 F6 F7 B0 B1 B2 B3 B4 B5 B6 B7");
-  EXPECT_EQ(render(sched.stages[2]), "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7");
-  EXPECT_EQ(render(sched.stages[3]), "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7");
+  EXPECT_EQ(render(sched.ranks[0]), "F0 F1 F2 F3 F4 F5 F6 F7 B0 B1 B2 B3 B4 B5 B6 B7");
+  EXPECT_EQ(render(sched.ranks[2]), "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7");
+  EXPECT_EQ(render(sched.ranks[3]), "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7");
   schedule::Dag dag(sched);
   EXPECT_EQ(dag.num_nodes(), 2 * S * M + 2);
   // With fewer microbatches than stages every count is 0 (warm-up is already all of M).
@@ -228,14 +229,14 @@ TEST(EnvelopeSchedule, NamesRoundTripThroughMakeSchedule) {
   Schedule a = schedule::make_1f1b_warmup(4, 8, {4, 3, 1, 0});
   Schedule b = schedule::make_schedule(a.name, 4, 8);
   EXPECT_EQ(b.name, "envelope:4,3,1,0");
-  ASSERT_EQ(a.stages.size(), b.stages.size());
-  for (std::size_t s = 0; s < a.stages.size(); ++s) {
-    EXPECT_EQ(render(a.stages[s]), render(b.stages[s]));
+  ASSERT_EQ(a.ranks.size(), b.ranks.size());
+  for (std::size_t s = 0; s < a.ranks.size(); ++s) {
+    EXPECT_EQ(render(a.ranks[s]), render(b.ranks[s]));
   }
   // All-zero counts are plain 1F1B.
   Schedule zero = schedule::make_schedule("envelope:0,0,0", 3, 5);
   Schedule plain = schedule::make_1f1b(3, 5);
-  for (int s = 0; s < 3; ++s) EXPECT_EQ(render(zero.stages[s]), render(plain.stages[s]));
+  for (int s = 0; s < 3; ++s) EXPECT_EQ(render(zero.ranks[s]), render(plain.ranks[s]));
   const auto& names = schedule::schedule_names();
   EXPECT_NE(std::find(names.begin(), names.end(), "envelope"), names.end());
 }

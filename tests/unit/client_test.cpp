@@ -585,7 +585,7 @@ TEST(ClientPipelineSim, SharesRankZerosJobIdAndRunsUntilTheFinalSchedule) {
   ScriptedServer server(std::vector<json>{json::object(), json::object()});
   server.plan_for = [&](int rank, int round) {
     json f = json::array();
-    for (const auto& inst : job.schedule.stages[rank % 2]) {
+    for (const auto& inst : job.schedule.ranks[rank % 2]) {
       f.push_back({perseus::schedule::type_name(inst.type), round == 0 ? 800 : 600});
     }
     return json{{"frequencies", f}};
@@ -642,7 +642,7 @@ TEST(ClientPipelineSim, ReportsTheRankThatFailedFirst) {
   SimJob job;
   job.profile = small_profile();
   job.schedule = perseus::schedule::make_1f1b(2, 3);
-  std::swap(job.schedule.stages[1][0], job.schedule.stages[1][2]);  // stage 1 out of order
+  std::swap(job.schedule.ranks[1][0], job.schedule.ranks[1][2]);  // stage 1 out of order
   try {
     run_in_threads(job, pipeline::StopRule{});
     ADD_FAILURE() << "no RankFailure";

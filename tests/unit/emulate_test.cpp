@@ -50,10 +50,10 @@ profile::Profile random_profile(int stages, unsigned seed) {
 double closed_form_energy(const profile::Profile& prof, const schedule::Schedule& sched,
                           const plan::FrequencyPlan& p, double time_s, double p_block) {
   double energy = 0.0, busy = 0.0;
-  for (std::size_t s = 0; s < sched.stages.size(); ++s) {
-    for (std::size_t i = 0; i < sched.stages[s].size(); ++i) {
+  for (std::size_t s = 0; s < sched.ranks.size(); ++s) {
+    for (std::size_t i = 0; i < sched.ranks[s].size(); ++i) {
       const auto& m =
-          prof.at(static_cast<int>(s), schedule::type_name(sched.stages[s][i].type), p[s][i]);
+          prof.at(static_cast<int>(s), schedule::type_name(sched.ranks[s][i].type), p[s][i]);
       energy += m.energy_j;
       busy += m.time_s;
     }
@@ -80,9 +80,9 @@ TEST(EmulateTimeline, MatchesEvaluatorAndClosedFormOnRandomPipelines) {
     ASSERT_EQ(t.entries.size(), sched.num_instructions());
     double stage_sum = 0.0;
     for (int s = 0; s < stages; ++s) {
-      EXPECT_NEAR(t.stage_busy_s[s], ev.stage_busy_s[s], 1e-9);
-      EXPECT_NEAR(t.stage_busy_s[s] + t.stage_idle_s[s], t.time_s, 1e-9);
-      stage_sum += t.stage_energy_j[s];
+      EXPECT_NEAR(t.rank_busy_s[s], ev.rank_busy_s[s], 1e-9);
+      EXPECT_NEAR(t.rank_busy_s[s] + t.rank_idle_s[s], t.time_s, 1e-9);
+      stage_sum += t.rank_energy_j[s];
     }
     EXPECT_NEAR(stage_sum, t.energy_j, 1e-9 * t.energy_j);
   }
@@ -95,7 +95,7 @@ TEST(EmulateTimeline, InstructionsRunInOrderWithoutOverlapAfterTheirInputs) {
   emulate::Timeline t = emulate::emulate(prof, sched, random_plan(prof, sched, rng), 60.0);
   auto find = [&](int stage, schedule::InstructionType type, int mb) {
     for (const auto& e : t.entries)
-      if (e.stage == stage && e.instruction.type == type && e.instruction.microbatch == mb)
+      if (e.rank == stage && e.instruction.type == type && e.instruction.microbatch == mb)
         return e;
     ADD_FAILURE() << "missing instruction";
     return t.entries.front();
@@ -103,19 +103,19 @@ TEST(EmulateTimeline, InstructionsRunInOrderWithoutOverlapAfterTheirInputs) {
   for (std::size_t k = 1; k < t.entries.size(); ++k) {
     const auto& prev = t.entries[k - 1];
     const auto& cur = t.entries[k];
-    if (prev.stage == cur.stage) {
+    if (prev.rank == cur.rank) {
       EXPECT_GE(cur.start_s, prev.end_s - 1e-12);
     }
     EXPECT_EQ(cur.frequency_mhz > 0, true);
-    if (cur.instruction.type == schedule::InstructionType::kForward && cur.stage > 0) {
+    if (cur.instruction.type == schedule::InstructionType::kForward && cur.rank > 0) {
       EXPECT_GE(
           cur.start_s,
-          find(cur.stage - 1, cur.instruction.type, cur.instruction.microbatch).end_s - 1e-12);
+          find(cur.rank - 1, cur.instruction.type, cur.instruction.microbatch).end_s - 1e-12);
     }
-    if (cur.instruction.type == schedule::InstructionType::kBackward && cur.stage < 3) {
+    if (cur.instruction.type == schedule::InstructionType::kBackward && cur.rank < 3) {
       EXPECT_GE(
           cur.start_s,
-          find(cur.stage + 1, cur.instruction.type, cur.instruction.microbatch).end_s - 1e-12);
+          find(cur.rank + 1, cur.instruction.type, cur.instruction.microbatch).end_s - 1e-12);
     }
   }
 }
@@ -191,10 +191,10 @@ TEST(EmulateTimeline, SlowGpuStretchesItsStageOnly) {
   auto p = plan::all_max_plan(prof, sched);
   emulate::Timeline base = emulate::emulate(prof, sched, p, 80.0);
   emulate::Timeline slow =
-      emulate::emulate(prof, sched, p, 80.0, {.slow_stage = 2, .slow_factor = 1.5});
+      emulate::emulate(prof, sched, p, 80.0, {.slow_rank = 2, .slow_factor = 1.5});
   for (int s = 0; s < 4; ++s) {
-    double expected = base.stage_busy_s[s] * (s == 2 ? 1.5 : 1.0);
-    EXPECT_NEAR(slow.stage_busy_s[s], expected, 1e-9);
+    double expected = base.rank_busy_s[s] * (s == 2 ? 1.5 : 1.0);
+    EXPECT_NEAR(slow.rank_busy_s[s], expected, 1e-9);
   }
   EXPECT_GT(slow.time_s, base.time_s);
   EXPECT_LE(slow.time_s, 1.5 * base.time_s + 1e-9);
@@ -205,9 +205,9 @@ TEST(EmulateTimeline, RejectsBadPerturbationsAndPlans) {
   auto prof = random_profile(3, 4);
   auto p = plan::all_max_plan(prof, sched);
   EXPECT_THROW(emulate::emulate(prof, sched, p, 80.0, {.noise = -0.1}), Error);
-  EXPECT_THROW(emulate::emulate(prof, sched, p, 80.0, {.slow_stage = 3, .slow_factor = 2.0}),
+  EXPECT_THROW(emulate::emulate(prof, sched, p, 80.0, {.slow_rank = 3, .slow_factor = 2.0}),
                Error);
-  EXPECT_THROW(emulate::emulate(prof, sched, p, 80.0, {.slow_stage = 0, .slow_factor = 0.9}),
+  EXPECT_THROW(emulate::emulate(prof, sched, p, 80.0, {.slow_rank = 0, .slow_factor = 0.9}),
                Error);
   auto wrong = schedule::make_1f1b(3, 5);
   EXPECT_THROW(emulate::emulate(prof, wrong, p, 80.0), Error);

@@ -165,11 +165,11 @@ struct Instance {
   }
 
   FrequencyPlan to_plan(const std::vector<int>& choice) const {
-    FrequencyPlan out(sched.stages.size());
-    for (std::size_t s = 0; s < out.size(); ++s) out[s].resize(sched.stages[s].size());
+    FrequencyPlan out(sched.ranks.size());
+    for (std::size_t s = 0; s < out.size(); ++s) out[s].resize(sched.ranks[s].size());
     for (int v = 1; v < dag->sink(); ++v) {
       const auto& node = dag->node(v);
-      out[node.stage][node.position] = options[v][choice[v]].mhz;
+      out[node.rank][node.position] = options[v][choice[v]].mhz;
     }
     return out;
   }
@@ -199,7 +199,7 @@ std::unique_ptr<Instance> build_instance(const CaseSpec& spec) {
     for (int u : dag.predecessors(v)) in->preds[v].push_back(u);
     if (!dag.is_instruction(v)) continue;
     const auto& node = dag.node(v);
-    for (const auto& m : in->prof.rows(node.stage, schedule::type_name(node.instruction.type))) {
+    for (const auto& m : in->prof.rows(node.stage(), schedule::type_name(node.instruction.type))) {
       in->options[v].push_back({m.frequency_mhz, m.time_s, m.energy_j});
     }
   }

@@ -19,6 +19,7 @@
 #include "perseus/plan/problem.hpp"
 #include "perseus/plan/solver.hpp"
 #include "perseus/profile/gpu_model.hpp"
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/schedule/schedule.hpp"
 #include "perseus/util/error.hpp"
 #include "test_support.hpp"
@@ -86,7 +87,7 @@ Plan sample_plan(const schedule::Schedule& sched) {
   p.predicted = TimeEnergy{1.234, 567.89};
   p.evaluated = TimeEnergy{1.2345678901, 567.123456789};
   int mhz = 1410;
-  for (const auto& stage : sched.stages) {
+  for (const auto& stage : sched.ranks) {
     std::vector<int> clocks;
     for (std::size_t i = 0; i < stage.size(); ++i, mhz -= 15) clocks.push_back(mhz);
     p.frequencies.push_back(clocks);
@@ -136,11 +137,11 @@ TEST(PlanIoJson, InstructionsCarryScheduleTypeAndMicrobatch) {
   EXPECT_EQ(doc["schedule"], "gpipe");
   ASSERT_EQ(doc["stages"].size(), 2u);
   for (std::size_t s = 0; s < 2; ++s) {
-    ASSERT_EQ(doc["stages"][s].size(), sched.stages[s].size());
-    for (std::size_t i = 0; i < sched.stages[s].size(); ++i) {
+    ASSERT_EQ(doc["stages"][s].size(), sched.ranks[s].size());
+    for (std::size_t i = 0; i < sched.ranks[s].size(); ++i) {
       const json& inst = doc["stages"][s][i];
-      EXPECT_EQ(inst["type"], schedule::type_name(sched.stages[s][i].type));
-      EXPECT_EQ(inst["microbatch"], sched.stages[s][i].microbatch);
+      EXPECT_EQ(inst["type"], schedule::type_name(sched.ranks[s][i].type));
+      EXPECT_EQ(inst["microbatch"], sched.ranks[s][i].microbatch);
       EXPECT_EQ(inst["frequency_mhz"], p.frequencies[s][i]);
     }
   }
@@ -288,9 +289,9 @@ TEST(PlanIoJson, NonPositiveCountsAreRejected) {
 TEST(PlanIoJson, NumStagesMustMatchStages) {
   json doc = sample_json();
   doc["num_stages"] = 3;
-  EXPECT_CONTAINS(error_of_json(doc), "plan.json: num_stages is 3 but 'stages' has 2 entries");
+  EXPECT_CONTAINS(error_of_json(doc), "plan.json: num_stages is 3 and stages_per_rank 1 but 'stages' has 2 rank lists");
   doc["num_stages"] = 1;
-  EXPECT_CONTAINS(error_of_json(doc), "plan.json: num_stages is 1 but 'stages' has 2 entries");
+  EXPECT_CONTAINS(error_of_json(doc), "plan.json: num_stages is 1 and stages_per_rank 1 but 'stages' has 2 rank lists");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -384,7 +385,7 @@ TEST(PlanIoZeus, RoundTripIdentifiesTheSchedule) {
     FrequencyPlan freqs;
     for (std::size_t s = 0; s < 3; ++s) {
       freqs.emplace_back();
-      for (std::size_t i = 0; i < sched.stages[s].size(); ++i) {
+      for (std::size_t i = 0; i < sched.ranks[s].size(); ++i) {
         freqs.back().push_back(static_cast<int>(1410 - 15 * (s + i)));
       }
     }

@@ -122,9 +122,9 @@ TEST(ReportSvg, ViridisRunsFromPurpleToYellowAndClamps) {
 emulate::TimelineEntry entry(int stage, int position, schedule::InstructionType type, int mb,
                              double start, double end, double energy, bool critical) {
   emulate::TimelineEntry e;
-  e.stage = stage;
+  e.rank = stage;
   e.position = position;
-  e.instruction = {type, mb};
+  e.instruction = {type, mb, stage};
   e.frequency_mhz = 1410;
   e.start_s = start;
   e.end_s = end;
@@ -140,9 +140,9 @@ emulate::Timeline small_timeline() {
   t.time_s = 0.4;
   t.energy_j = 150.0;
   t.blocking_power_w = 80.0;
-  t.stage_busy_s = {0.3, 0.3};
-  t.stage_idle_s = {0.1, 0.1};
-  t.stage_energy_j = {75.0, 75.0};
+  t.rank_busy_s = {0.3, 0.3};
+  t.rank_idle_s = {0.1, 0.1};
+  t.rank_energy_j = {75.0, 75.0};
   t.entries = {entry(0, 0, InstructionType::kForward, 0, 0.0, 0.1, 30.0, true),
                entry(0, 1, InstructionType::kBackward, 0, 0.2, 0.4, 60.0, true),
                entry(1, 0, InstructionType::kForward, 0, 0.1, 0.15, 20.0, true),

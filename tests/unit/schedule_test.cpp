@@ -1,4 +1,5 @@
 // Schedules and the instruction DAG.
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/schedule/schedule.hpp"
 
 #include <gtest/gtest.h>
@@ -22,21 +23,21 @@ std::string render(const std::vector<Instruction>& list) {
 
 TEST(Schedule, OneFOneBMatchesDeepSpeedOrdering) {
   Schedule s = make_1f1b(4, 8);
-  EXPECT_EQ(render(s.stages[0]), "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7");
-  EXPECT_EQ(render(s.stages[3]), "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7");
-  EXPECT_EQ(render(s.stages[1]), "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7");
+  EXPECT_EQ(render(s.ranks[0]), "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7");
+  EXPECT_EQ(render(s.ranks[3]), "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7");
+  EXPECT_EQ(render(s.ranks[1]), "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7");
 }
 
 TEST(Schedule, OneFOneBWithFewerMicrobatchesThanStages) {
   Schedule s = make_1f1b(4, 2);
-  EXPECT_EQ(render(s.stages[0]), "F0 F1 B0 B1");
-  EXPECT_EQ(render(s.stages[3]), "F0 B0 F1 B1");
+  EXPECT_EQ(render(s.ranks[0]), "F0 F1 B0 B1");
+  EXPECT_EQ(render(s.ranks[3]), "F0 B0 F1 B1");
 }
 
 TEST(Schedule, GPipeRunsAllForwardsThenBackwards) {
   Schedule s = make_gpipe(2, 3);
-  EXPECT_EQ(render(s.stages[0]), "F0 F1 F2 B2 B1 B0");
-  EXPECT_EQ(render(s.stages[1]), "F0 F1 F2 B2 B1 B0");
+  EXPECT_EQ(render(s.ranks[0]), "F0 F1 F2 B0 B1 B2");  // torch's order
+  EXPECT_EQ(render(s.ranks[1]), "F0 F1 F2 B0 B1 B2");
 }
 
 TEST(Schedule, RejectsBadSizesAndNames) {
@@ -52,7 +53,7 @@ TEST(Schedule, RejectsBadSizesAndNames) {
 
 std::vector<std::vector<InstructionType>> types_of(const Schedule& s) {
   std::vector<std::vector<InstructionType>> out;
-  for (const auto& stage : s.stages) {
+  for (const auto& stage : s.ranks) {
     out.emplace_back();
     for (const auto& inst : stage) out.back().push_back(inst.type);
   }
@@ -64,7 +65,7 @@ TEST(Schedule, IdentifiesOneFOneBGPipeAndEnvelopeFromTypesAlone) {
     for (int m : {4, 6, 12}) {
       Schedule want = make_schedule(name, 4, m);
       Schedule got = identify_schedule(types_of(want));
-      for (int st = 0; st < 4; ++st) EXPECT_EQ(render(got.stages[st]), render(want.stages[st]));
+      for (int st = 0; st < 4; ++st) EXPECT_EQ(render(got.ranks[st]), render(want.ranks[st]));
       // Small M clamps warm-ups, so an envelope may come back under equivalent counts.
       if (name != "envelope:2,2,1,0" || m == 12) {
         EXPECT_EQ(got.name, name) << m;
@@ -110,8 +111,8 @@ TEST(Dag, CrossStageEdgesFollowForwardAndBackwardDependencies) {
     return false;
   };
   auto find = [&](int stage, InstructionType type, int mb) {
-    for (int p = 0; p < static_cast<int>(s.stages[stage].size()); ++p) {
-      const auto& inst = s.stages[stage][p];
+    for (int p = 0; p < static_cast<int>(s.ranks[stage].size()); ++p) {
+      const auto& inst = s.ranks[stage][p];
       if (inst.type == type && inst.microbatch == mb) return dag.node_id(stage, p);
     }
     return -1;
@@ -134,27 +135,31 @@ TEST(Dag, CrossStageEdgesFollowForwardAndBackwardDependencies) {
 
 TEST(Dag, RejectsDuplicateInstructionAndCycle) {
   Schedule dup = make_1f1b(2, 2);
-  dup.stages[0][1] = dup.stages[0][0];
+  dup.ranks[0][1] = dup.ranks[0][0];
   EXPECT_THROW(Dag{dup}, Error);
   // A backward before its own forward on the same stage.
   Schedule early = make_1f1b(2, 1);
-  std::swap(early.stages[1][0], early.stages[1][1]);
+  std::swap(early.ranks[1][0], early.ranks[1][1]);
   EXPECT_THROW(Dag{early}, Error);
   // Stage 0 waits for B0 before F1, stage 1 needs F1 before B0: a deadlock.
   Schedule cyc = make_1f1b(2, 2);
-  cyc.stages[0] = {{InstructionType::kForward, 0},
+  cyc.ranks[0] = {{InstructionType::kForward, 0},
                    {InstructionType::kBackward, 0},
                    {InstructionType::kForward, 1},
                    {InstructionType::kBackward, 1}};
-  cyc.stages[1] = {{InstructionType::kForward, 0},
-                   {InstructionType::kForward, 1},
-                   {InstructionType::kBackward, 0},
-                   {InstructionType::kBackward, 1}};
+  cyc.ranks[1] = {{InstructionType::kForward, 0, 1},
+                   {InstructionType::kForward, 1, 1},
+                   {InstructionType::kBackward, 0, 1},
+                   {InstructionType::kBackward, 1, 1}};
   try {
     Dag dag(cyc);
-    FAIL() << "expected a cycle error";
+    FAIL() << "expected a deadlock error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cycle"), std::string::npos) << e.what();
+    // Rank 0 waits at B0 for stage 1's B0, which waits behind F1, which needs rank 0's F1.
+    EXPECT_NE(std::string(e.what()).find("deadlocks: waiting forever are rank 0 at 0B0, rank 1 at "
+                                         "1F1"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -121,7 +121,7 @@ plan::FrequencyPlan clocks_of(const std::vector<StagePlan>& stages) {
 // Per stage, the instruction names of the schedule, in order.
 std::vector<std::vector<std::string>> names_of(const schedule::Schedule& sched) {
   std::vector<std::vector<std::string>> out;
-  for (const auto& stage : sched.stages) {
+  for (const auto& stage : sched.ranks) {
     out.emplace_back();
     for (const auto& inst : stage) out.back().push_back(schedule::type_name(inst.type));
   }
@@ -149,9 +149,9 @@ bool all_at(const std::vector<StagePlan>& stages, int mhz) {
 // A plan on a 4-stage 1F1B schedule with clocks taken from the available list.
 plan::FrequencyPlan mixed_plan(const schedule::Schedule& sched, int offset) {
   const auto clocks = a100().frequencies();
-  plan::FrequencyPlan p(sched.stages.size());
-  for (std::size_t s = 0; s < sched.stages.size(); ++s) {
-    for (std::size_t i = 0; i < sched.stages[s].size(); ++i) {
+  plan::FrequencyPlan p(sched.ranks.size());
+  for (std::size_t s = 0; s < sched.ranks.size(); ++s) {
+    for (std::size_t i = 0; i < sched.ranks[s].size(); ++i) {
       p[s].push_back(clocks[(s + i + static_cast<std::size_t>(offset)) % 10]);
     }
   }
@@ -370,7 +370,7 @@ TEST(SchedulerPointSolution, RejectsPlansThatDoNotFitTheJob) {
                                    job_with({{"solution_path", (dir.path() / "short.py").string()},
                                              {"microbatches", 4}}));
                   }),
-                  "plan stage 2 has 7 instructions but the 1f1b schedule has 8");
+                  "plan rank 2 has 7 instructions but the 1f1b schedule has 8");
   // A clock the GPUs do not support.
   auto odd = clocks;
   odd[1][2] = 1234;

@@ -53,7 +53,7 @@ struct Rung {
 
 bool in_envelope(const schedule::DagNode& node, int num_stages, int num_microbatches) {
   const auto& inst = node.instruction;
-  return node.stage == num_stages - 1 ||
+  return node.stage() == num_stages - 1 ||
          (inst.type == InstructionType::kForward && inst.microbatch == 0) ||
          (inst.type == InstructionType::kBackward && inst.microbatch == num_microbatches - 1);
 }
@@ -67,7 +67,7 @@ class EnvPipeSearch {
     for (int v = 1; v < dag_.sink(); ++v) {
       const auto& node = dag_.node(v);
       Rung& r = rungs_[v];
-      r.ladder = &ladders_.of(node.stage, node.instruction.type);
+      r.ladder = &ladders_.of(node.stage(), node.instruction.type);
       r.envelope = in_envelope(node, schedule.num_stages, schedule.num_microbatches);
       r.level =
           r.envelope ? r.top() : static_cast<int>(&energy_optimal(*r.ladder) - r.ladder->data());
@@ -116,11 +116,11 @@ class EnvPipeSearch {
   }
 
   plan::FrequencyPlan plan() const {
-    plan::FrequencyPlan plan(schedule_.stages.size());
-    for (std::size_t s = 0; s < plan.size(); ++s) plan[s].resize(schedule_.stages[s].size());
+    plan::FrequencyPlan plan(schedule_.ranks.size());
+    for (std::size_t r = 0; r < plan.size(); ++r) plan[r].resize(schedule_.ranks[r].size());
     for (int v = 1; v < dag_.sink(); ++v) {
       const auto& node = dag_.node(v);
-      plan[node.stage][node.position] = rungs_[v].row().frequency_mhz;
+      plan[node.rank][node.position] = rungs_[v].row().frequency_mhz;
     }
     return plan;
   }
@@ -139,7 +139,7 @@ class EnvPipeSearch {
 };
 
 std::string describe(const schedule::DagNode& node) {
-  return "stage " + std::to_string(node.stage) + " (" + schedule::type_name(node.instruction.type) +
+  return "stage " + std::to_string(node.stage()) + " (" + schedule::type_name(node.instruction.type) +
          " of microbatch " + std::to_string(node.instruction.microbatch) + ")";
 }
 
@@ -170,6 +170,11 @@ EnvPipePolicy parse_envpipe_policy(const std::string& name) {
 
 EnvPipeResult envpipe(const profile::Profile& profile, const schedule::Schedule& schedule,
                       double blocking_power_w, EnvPipePolicy policy) {
+  if (!schedule.one_stage_per_rank()) {
+    throw Error("EnvPipe does not apply to the " + schedule.name +
+                " schedule: its envelope is defined for one stage per GPU (1f1b, gpipe, "
+                "envelope), not for interleaved or V-shaped schedules");
+  }
   check_stages(profile, schedule.num_stages);
   EnvPipeSearch search(profile, schedule);
   const long cap = search.iteration_cap();

@@ -19,32 +19,39 @@ void perturb(const schedule::Dag& dag, const Perturbation& p, plan::NodeCosts& c
   std::normal_distribution<double> normal(0.0, 1.0);
   for (int v = 1; v < dag.sink(); ++v) {
     double factor = p.noise > 0.0 ? std::exp(p.noise * normal(rng)) : 1.0;
-    if (dag.node(v).stage == p.slow_stage) factor *= p.slow_factor;
+    if (dag.node(v).rank == p.slow_rank) factor *= p.slow_factor;
     costs.time_s[v] *= factor;
     costs.energy_j[v] *= factor;
   }
 }
 
-// Runs every stage's instructions in order. An instruction starts when its GPU is free and the
-// instructions it needs from other stages have ended; a stage that waits is revisited when a
-// neighbour makes progress. Fills start[v] for every instruction node v; throws perseus::Error
-// if the schedule deadlocks.
+// Runs every rank's actions in order. An action starts when its GPU is free and the actions it
+// needs from other stages have ended; a rank that waits is revisited when a rank it waits on
+// makes progress. Fills start[v] for every instruction node v; throws perseus::Error if the
+// schedule deadlocks.
 void simulate(const schedule::Schedule& schedule, const schedule::Dag& dag,
               const std::vector<double>& time_s, std::vector<double>& start) {
-  const int num_stages = schedule.num_stages;
+  const int num_ranks = schedule.num_ranks();
   start.assign(time_s.size(), 0.0);
   std::vector<double> end(time_s.size(), -1.0);
-  std::vector<std::size_t> next(static_cast<std::size_t>(num_stages), 0);
+  std::vector<std::size_t> next(static_cast<std::size_t>(num_ranks), 0);
+  std::vector<char> queued(static_cast<std::size_t>(num_ranks), 1);
   std::deque<int> work;
-  for (int s = 0; s < num_stages; ++s) work.push_back(s);
+  for (int r = 0; r < num_ranks; ++r) work.push_back(r);
+  auto wake = [&](int v) {
+    for (int w : dag.successors(v)) {
+      int r = dag.node(w).rank;
+      if (dag.is_instruction(w) && !queued[r]) work.push_back(r), queued[r] = 1;
+    }
+  };
   std::size_t done = 0;
   while (!work.empty()) {
-    int s = work.front();
+    int r = work.front();
     work.pop_front();
-    bool progressed = false;
-    while (next[s] < schedule.stages[s].size()) {
-      int v = dag.node_id(s, static_cast<int>(next[s]));
-      double ready = 0.0;  // the previous instruction of the stage is a predecessor too
+    queued[r] = 0;
+    while (next[r] < schedule.ranks[r].size()) {
+      int v = dag.node_id(r, static_cast<int>(next[r]));
+      double ready = 0.0;  // the previous action of the rank is a predecessor too
       bool inputs_ready = true;
       for (int u : dag.predecessors(v)) {
         if (!dag.is_instruction(u)) continue;
@@ -54,13 +61,10 @@ void simulate(const schedule::Schedule& schedule, const schedule::Dag& dag,
       if (!inputs_ready) break;
       start[v] = ready;
       end[v] = ready + time_s[v];
-      ++next[s];
+      ++next[r];
       ++done;
-      progressed = true;
+      wake(v);
     }
-    if (!progressed) continue;
-    if (s > 0) work.push_back(s - 1);
-    if (s + 1 < num_stages) work.push_back(s + 1);
   }
   if (done != schedule.num_instructions()) {
     throw Error("schedule " + schedule.name + " deadlocks: " + std::to_string(done) + " of " +
@@ -70,13 +74,13 @@ void simulate(const schedule::Schedule& schedule, const schedule::Dag& dag,
 
 }  // namespace
 
-void check_perturbation(const Perturbation& p, int num_stages) {
+void check_perturbation(const Perturbation& p, int num_ranks) {
   if (!(p.noise >= 0.0) || !std::isfinite(p.noise)) {
     throw Error("noise must be a finite number >= 0, got " + std::to_string(p.noise));
   }
-  if (p.slow_stage < -1 || p.slow_stage >= num_stages) {
-    throw Error("slow stage " + std::to_string(p.slow_stage) + " out of range (the pipeline has " +
-                std::to_string(num_stages) + " stages, 0.." + std::to_string(num_stages - 1) + ")");
+  if (p.slow_rank < -1 || p.slow_rank >= num_ranks) {
+    throw Error("slow GPU " + std::to_string(p.slow_rank) + " out of range (the pipeline has " +
+                std::to_string(num_ranks) + " ranks, 0.." + std::to_string(num_ranks - 1) + ")");
   }
   if (!(p.slow_factor >= 1.0) || !std::isfinite(p.slow_factor)) {
     throw Error("slowdown factor must be >= 1, got " + std::to_string(p.slow_factor));
@@ -86,7 +90,7 @@ void check_perturbation(const Perturbation& p, int num_stages) {
 Timeline emulate(const profile::Profile& profile, const schedule::Schedule& schedule,
                  const plan::FrequencyPlan& plan, double blocking_power_w,
                  const Perturbation& perturbation) {
-  check_perturbation(perturbation, schedule.num_stages);
+  check_perturbation(perturbation, schedule.num_ranks());
   schedule::Dag dag(schedule);
   plan::NodeCosts costs = plan::node_costs(profile, schedule, dag, plan);
   perturb(dag, perturbation, costs);
@@ -95,30 +99,30 @@ Timeline emulate(const profile::Profile& profile, const schedule::Schedule& sche
 
   Timeline t;
   t.blocking_power_w = blocking_power_w;
-  const auto stages = static_cast<std::size_t>(schedule.num_stages);
-  t.stage_busy_s.assign(stages, 0.0);
-  t.stage_energy_j.assign(stages, 0.0);
+  const auto ranks = static_cast<std::size_t>(schedule.num_ranks());
+  t.rank_busy_s.assign(ranks, 0.0);
+  t.rank_energy_j.assign(ranks, 0.0);
   t.entries.reserve(schedule.num_instructions());
   for (int v = 1; v < dag.sink(); ++v) {
     const auto& node = dag.node(v);
-    TimelineEntry e{.stage = node.stage,
+    TimelineEntry e{.rank = node.rank,
                     .position = node.position,
                     .instruction = node.instruction,
-                    .frequency_mhz = plan[node.stage][node.position],
+                    .frequency_mhz = plan[node.rank][node.position],
                     .start_s = start[v],
                     .end_s = start[v] + costs.time_s[v],
                     .energy_j = costs.energy_j[v]};
     t.time_s = std::max(t.time_s, e.end_s);
-    t.stage_busy_s[node.stage] += costs.time_s[v];
-    t.stage_energy_j[node.stage] += e.energy_j;
+    t.rank_busy_s[node.rank] += costs.time_s[v];
+    t.rank_energy_j[node.rank] += e.energy_j;
     t.entries.push_back(e);
   }
   for (int v : schedule::critical_path(dag, costs.time_s)) t.entries[v - 1].critical = true;
-  t.stage_idle_s.resize(stages);
-  for (std::size_t s = 0; s < stages; ++s) {
-    t.stage_idle_s[s] = t.time_s - t.stage_busy_s[s];
-    t.stage_energy_j[s] += blocking_power_w * t.stage_idle_s[s];
-    t.energy_j += t.stage_energy_j[s];
+  t.rank_idle_s.resize(ranks);
+  for (std::size_t r = 0; r < ranks; ++r) {
+    t.rank_idle_s[r] = t.time_s - t.rank_busy_s[r];
+    t.rank_energy_j[r] += blocking_power_w * t.rank_idle_s[r];
+    t.energy_j += t.rank_energy_j[r];
   }
   return t;
 }

@@ -1,8 +1,8 @@
-// Timeline emulation of one pipeline iteration (architecture section 6): every stage is a GPU that
-// runs its instructions in schedule order, each starting when the GPU is free and its input from
-// the neighbouring stage has arrived. Durations and energies come from the profile at the planned
+// Timeline emulation of one pipeline iteration (architecture section 6): every rank is a GPU that
+// runs all its stages' actions in the schedule's order, each starting when the GPU is free and
+// its input from the neighbouring stage has arrived. Durations and energies come from the profile at the planned
 // clock; optional perturbations model measurement noise and a slow GPU. The result carries the
-// iteration time, per-stage busy/idle time and energy, and every instruction's start, end, clock
+// iteration time, per-rank busy/idle time and energy, and every instruction's start, end, clock
 // and power, with one critical path marked.
 #pragma once
 
@@ -21,16 +21,16 @@ struct Perturbation {
   // energy scales with the duration. 0 disables noise.
   double noise = 0.0;
   std::uint64_t seed = 0;
-  // One slow GPU: every instruction of `slow_stage` takes `slow_factor` times longer at the same
+  // One slow GPU: every action of rank `slow_rank` takes `slow_factor` times longer at the same
   // power (a throttled GPU). -1 slows nothing; slow_factor must be >= 1.
-  int slow_stage = -1;
+  int slow_rank = -1;
   double slow_factor = 1.0;
 };
 
 struct TimelineEntry {
-  int stage = 0;
-  int position = 0;  // index in the stage's instruction list
-  schedule::Instruction instruction{schedule::InstructionType::kForward, 0};
+  int rank = 0;
+  int position = 0;  // index in the rank's action list
+  schedule::Instruction instruction{schedule::InstructionType::kForward, 0};  // with its stage
   int frequency_mhz = 0;
   double start_s = 0.0;
   double end_s = 0.0;
@@ -43,16 +43,16 @@ struct TimelineEntry {
 
 struct Timeline {
   double time_s = 0.0;    // iteration time: when the last instruction ends
-  double energy_j = 0.0;  // instruction energy + blocking power x idle time, all stages
+  double energy_j = 0.0;  // instruction energy + blocking power x idle time, all ranks
   double blocking_power_w = 0.0;
-  std::vector<double> stage_busy_s;    // per stage: sum of instruction durations
-  std::vector<double> stage_idle_s;    // per stage: time_s - busy
-  std::vector<double> stage_energy_j;  // per stage: its instructions + blocking while idle
-  std::vector<TimelineEntry> entries;  // stage-major, schedule order within a stage
+  std::vector<double> rank_busy_s;     // per rank: sum of action durations
+  std::vector<double> rank_idle_s;     // per rank: time_s - busy
+  std::vector<double> rank_energy_j;   // per rank: its actions + blocking while idle
+  std::vector<TimelineEntry> entries;  // rank-major, schedule order within a rank
 };
 
 // Checks the perturbation; throws perseus::Error naming the bad field.
-void check_perturbation(const Perturbation& perturbation, int num_stages);
+void check_perturbation(const Perturbation& perturbation, int num_ranks);
 
 // Runs `plan` on `schedule`. Throws perseus::Error when the plan's shape does not match the
 // schedule or a clock is not in the profile (same messages as plan::evaluate).

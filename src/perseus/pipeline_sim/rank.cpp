@@ -44,7 +44,7 @@ RankSpec rank_spec(int rank, const schedule::Schedule& schedule, int num_pipelin
   spec.pipeline = rank / schedule.num_stages;
   spec.num_stages = schedule.num_stages;
   spec.num_pipelines = num_pipelines;
-  spec.instructions = schedule.stages[static_cast<std::size_t>(spec.stage)];
+  spec.instructions = schedule.ranks[static_cast<std::size_t>(spec.stage)];
   spec.profile = profile;
   spec.blocking_power_w = blocking_power_w;
   spec.optimizer = optimizer;

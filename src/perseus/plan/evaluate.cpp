@@ -7,35 +7,36 @@
 
 namespace perseus::plan {
 
-Evaluation evaluate_nodes(const schedule::Dag& dag, int num_stages,
+Evaluation evaluate_nodes(const schedule::Dag& dag, int num_ranks,
                           const std::vector<double>& node_time,
                           const std::vector<double>& node_energy, double blocking_power_w) {
   Evaluation ev;
   ev.time_s = schedule::longest_path(dag, node_time);
-  ev.stage_busy_s.assign(static_cast<std::size_t>(num_stages), 0.0);
+  ev.rank_busy_s.assign(static_cast<std::size_t>(num_ranks), 0.0);
   double busy = 0.0, energy = 0.0;
   for (int v = 0; v < dag.num_nodes(); ++v) {
     if (!dag.is_instruction(v)) continue;
-    ev.stage_busy_s[dag.node(v).stage] += node_time[v];
+    ev.rank_busy_s[dag.node(v).rank] += node_time[v];
     busy += node_time[v];
     energy += node_energy[v];
   }
-  ev.energy_j = energy + blocking_power_w * (num_stages * ev.time_s - busy);
+  ev.energy_j = energy + blocking_power_w * (num_ranks * ev.time_s - busy);
   return ev;
 }
 
 void check_plan_shape(const FrequencyPlan& plan, const schedule::Schedule& schedule,
                       const std::string& source) {
   const std::string where = source.empty() ? "" : source + ": ";
-  if (plan.size() != schedule.stages.size()) {
+  if (plan.size() != schedule.ranks.size()) {
     throw Error(where + "plan has " + std::to_string(plan.size()) +
-                " stages but the schedule has " + std::to_string(schedule.stages.size()));
+                " ranks (clock lists) but the schedule has " +
+                std::to_string(schedule.ranks.size()));
   }
-  for (std::size_t s = 0; s < plan.size(); ++s) {
-    if (plan[s].size() != schedule.stages[s].size()) {
-      throw Error(where + "plan stage " + std::to_string(s) + " has " +
-                  std::to_string(plan[s].size()) + " instructions but the " + schedule.name +
-                  " schedule has " + std::to_string(schedule.stages[s].size()));
+  for (std::size_t r = 0; r < plan.size(); ++r) {
+    if (plan[r].size() != schedule.ranks[r].size()) {
+      throw Error(where + "plan rank " + std::to_string(r) + " has " +
+                  std::to_string(plan[r].size()) + " instructions but the " + schedule.name +
+                  " schedule has " + std::to_string(schedule.ranks[r].size()));
     }
   }
 }
@@ -49,18 +50,19 @@ NodeCosts node_costs(const profile::Profile& profile, const schedule::Schedule& 
   for (int v = 1; v < dag.sink(); ++v) {
     const auto& node = dag.node(v);
     const std::string& type = schedule::type_name(node.instruction.type);
-    int mhz = plan[node.stage][node.position];
-    if (!profile.has(node.stage, type)) {
+    int mhz = plan[node.rank][node.position];
+    if (!profile.has(node.stage(), type)) {
       throw Error(profile.source() + ": no '" + type + "' rows for stage " +
-                  std::to_string(node.stage));
+                  std::to_string(node.stage()));
     }
     const profile::Measurement* m = nullptr;
-    for (const auto& row : profile.rows(node.stage, type)) {
+    for (const auto& row : profile.rows(node.stage(), type)) {
       if (row.frequency_mhz == mhz) m = &row;
     }
     if (m == nullptr) {
-      throw Error("plan stage " + std::to_string(node.stage) + " position " +
-                  std::to_string(node.position) + " (" + type + " of microbatch " +
+      throw Error("plan rank " + std::to_string(node.rank) + " position " +
+                  std::to_string(node.position) + " (" + type + " of stage " +
+                  std::to_string(node.stage()) + " microbatch " +
                   std::to_string(node.instruction.microbatch) + "): clock " + std::to_string(mhz) +
                   " MHz is not in profile " + profile.source());
     }
@@ -74,23 +76,21 @@ Evaluation evaluate(const profile::Profile& profile, const schedule::Schedule& s
                     const FrequencyPlan& plan, double blocking_power_w) {
   schedule::Dag dag(schedule);
   NodeCosts costs = node_costs(profile, schedule, dag, plan);
-  return evaluate_nodes(dag, schedule.num_stages, costs.time_s, costs.energy_j, blocking_power_w);
+  return evaluate_nodes(dag, schedule.num_ranks(), costs.time_s, costs.energy_j, blocking_power_w);
 }
 
 FrequencyPlan plan_per_instruction(const schedule::Schedule& schedule, const ClockOf& clock_of) {
-  FrequencyPlan plan(schedule.stages.size());
-  for (std::size_t s = 0; s < schedule.stages.size(); ++s) {
-    plan[s].reserve(schedule.stages[s].size());
-    for (const auto& inst : schedule.stages[s]) {
-      plan[s].push_back(clock_of(static_cast<int>(s), inst));
-    }
+  FrequencyPlan plan(schedule.ranks.size());
+  for (std::size_t r = 0; r < schedule.ranks.size(); ++r) {
+    plan[r].reserve(schedule.ranks[r].size());
+    for (const auto& inst : schedule.ranks[r]) plan[r].push_back(clock_of(static_cast<int>(r), inst));
   }
   return plan;
 }
 
 FrequencyPlan all_max_plan(const profile::Profile& profile, const schedule::Schedule& schedule) {
-  return plan_per_instruction(schedule, [&](int stage, const schedule::Instruction& inst) {
-    return profile.max_frequency(stage, schedule::type_name(inst.type));
+  return plan_per_instruction(schedule, [&](int, const schedule::Instruction& inst) {
+    return profile.max_frequency(inst.stage, schedule::type_name(inst.type));
   });
 }
 

@@ -1,6 +1,7 @@
 // Scoring a plan against a profile, the same way for every planner (ours, baselines, others):
 // iteration time = critical path of the profiled durations of the chosen clocks; energy = sum of
-// profiled instruction energies + P_block * (S * T - sum of busy time) (architecture section 5).
+// profiled instruction energies + P_block * (R * T - sum of busy time) over the R ranks (GPUs)
+// (architecture section 5).
 #pragma once
 
 #include <functional>
@@ -13,21 +14,21 @@
 
 namespace perseus::plan {
 
-// Clock (MHz) of every instruction: per stage, in schedule order.
+// Clock (MHz) of every instruction: per rank, in the rank's action order.
 using FrequencyPlan = std::vector<std::vector<int>>;
 
 struct Evaluation {
   double time_s = 0.0;
   double energy_j = 0.0;
-  std::vector<double> stage_busy_s;  // per stage: sum of instruction durations
+  std::vector<double> rank_busy_s;  // per rank: sum of its action durations
 };
 
 // Closed form of the iteration energy from per-node times and energies.
-Evaluation evaluate_nodes(const schedule::Dag& dag, int num_stages,
+Evaluation evaluate_nodes(const schedule::Dag& dag, int num_ranks,
                           const std::vector<double>& node_time,
                           const std::vector<double>& node_energy, double blocking_power_w);
 
-// Checks that the plan's clocks match the schedule's shape (stages, instructions per stage);
+// Checks that the plan's clocks match the schedule's shape (ranks, actions per rank);
 // throws perseus::Error prefixed with `source` otherwise.
 void check_plan_shape(const FrequencyPlan& plan, const schedule::Schedule& schedule,
                       const std::string& source);
@@ -38,17 +39,17 @@ struct NodeCosts {
   std::vector<double> energy_j;
 };
 // Throws perseus::Error when the plan's shape does not match the schedule or a clock is not in
-// the profile for that stage and instruction (naming stage, position and clock).
+// the profile for that stage and instruction (naming rank, position, action and clock).
 NodeCosts node_costs(const profile::Profile& profile, const schedule::Schedule& schedule,
                      const schedule::Dag& dag, const FrequencyPlan& plan);
 
 // Scores `plan`; throws perseus::Error when its shape does not match the schedule or a clock is
-// not in the profile for that stage and instruction (naming stage, position and clock).
+// not in the profile for that stage and instruction (naming rank, position, action and clock).
 Evaluation evaluate(const profile::Profile& profile, const schedule::Schedule& schedule,
                     const FrequencyPlan& plan, double blocking_power_w);
 
-// The plan that runs every instruction at clock_of(stage, instruction).
-using ClockOf = std::function<int(int stage, const schedule::Instruction& instruction)>;
+// The plan that runs every instruction at clock_of(rank, instruction).
+using ClockOf = std::function<int(int rank, const schedule::Instruction& instruction)>;
 FrequencyPlan plan_per_instruction(const schedule::Schedule& schedule, const ClockOf& clock_of);
 
 // The plan with every instruction at its highest profiled clock.

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/plan/frontier_query.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
@@ -78,10 +79,11 @@ std::string frontier_csv(const std::vector<FrontierRow>& rows, const TimeEnergy&
 json meta_json(const PlanProblem& problem, const Frontier& frontier, const FrontierInfo& info) {
   json models = json::array();
   for (int s = 0; s < problem.schedule.num_stages; ++s) {
-    for (auto type : {schedule::InstructionType::kForward, schedule::InstructionType::kBackward}) {
+    for (int t = 0; t < schedule::kNumInstructionTypes; ++t) {
+      auto type = static_cast<schedule::InstructionType>(t);
       for (int v = 1; v < problem.dag.sink(); ++v) {
         const auto& node = problem.dag.node(v);
-        if (node.stage != s || node.instruction.type != type) continue;
+        if (node.stage() != s || node.instruction.type != type) continue;
         models.push_back({{"stage", s},
                           {"instruction", schedule::type_name(type)},
                           {"options", problem.options(v).options.size()},
@@ -96,6 +98,7 @@ json meta_json(const PlanProblem& problem, const Frontier& frontier, const Front
           {"schedule", problem.schedule.name},
           {"num_stages", problem.schedule.num_stages},
           {"num_microbatches", problem.schedule.num_microbatches},
+          {"stages_per_rank", problem.schedule.stages_per_rank()},
           {"unit_time_s", st.unit_time_s},
           {"blocking_power_w", st.blocking_power_w},
           {"cost_model", cost_model_name(st.cost_model)},
@@ -197,7 +200,7 @@ std::vector<FrequencyPlan> read_plans(const fs::path& file, const StoredFrontier
       bad(file, 2,
           "plan 0 has " + std::to_string(k) + " clocks, expected " + std::to_string(width));
     }
-    FrequencyPlan plan(static_cast<std::size_t>(f.num_stages));
+    FrequencyPlan plan(static_cast<std::size_t>(f.num_stages / f.stages_per_rank));
     for (std::size_t k = 0; k < width; ++k) plan[positions[k].first].push_back(clocks[k]);
     plans.push_back(std::move(plan));
   }
@@ -212,6 +215,7 @@ Plan StoredFrontier::plan(std::size_t index) const {
   p.schedule = schedule;
   p.num_stages = num_stages;
   p.num_microbatches = num_microbatches;
+  p.stages_per_rank = stages_per_rank;
   p.unit_time_s = unit_time_s;
   p.blocking_power_w = blocking_power_w;
   p.predicted = TimeEnergy{r.planned_time_s, r.predicted_energy_j};
@@ -220,12 +224,17 @@ Plan StoredFrontier::plan(std::size_t index) const {
   return p;
 }
 
+schedule::Schedule StoredFrontier::build_schedule() const {
+  return schedule::make_schedule(schedule, num_stages, num_microbatches, stages_per_rank);
+}
+
 StoredFrontier stored_frontier(const PlanProblem& problem, const Frontier& frontier,
                                const TimeEnergy& all_max) {
   StoredFrontier f;
   f.schedule = problem.schedule.name;
   f.num_stages = problem.schedule.num_stages;
   f.num_microbatches = problem.schedule.num_microbatches;
+  f.stages_per_rank = problem.schedule.stages_per_rank();
   f.unit_time_s = problem.settings.unit_time_s;
   f.blocking_power_w = problem.settings.blocking_power_w;
   f.all_max = all_max;
@@ -262,6 +271,8 @@ StoredFrontier read_frontier_rows(const fs::path& dir) {
     f.schedule = meta.at("schedule").get<std::string>();
     f.num_stages = meta.at("num_stages").get<int>();
     f.num_microbatches = meta.at("num_microbatches").get<int>();
+    f.stages_per_rank = meta.value("stages_per_rank", 1);
+    if (f.stages_per_rank < 1) bad(meta_path, 0, "stages_per_rank must be positive");
     f.unit_time_s = meta.at("unit_time_s").get<double>();
     f.blocking_power_w = meta.at("blocking_power_w").get<double>();
     f.all_max.time_s = meta.at("all_max").at("time_s").get<double>();
@@ -278,14 +289,14 @@ StoredFrontier read_frontier(const fs::path& dir) {
   const fs::path meta_path = dir / "meta.json";
   schedule::Schedule sched;
   try {
-    sched = schedule::make_schedule(f.schedule, f.num_stages, f.num_microbatches);
+    sched = f.build_schedule();
   } catch (const Error& e) {
     bad(meta_path, 0, e.what());
   }
   std::vector<std::pair<int, int>> positions;
-  for (int s = 0; s < f.num_stages; ++s) {
-    for (std::size_t i = 0; i < sched.stages[s].size(); ++i)
-      positions.emplace_back(s, static_cast<int>(i));
+  for (int r = 0; r < sched.num_ranks(); ++r) {
+    for (std::size_t i = 0; i < sched.ranks[r].size(); ++i)
+      positions.emplace_back(r, static_cast<int>(i));
   }
   f.plans = read_plans(dir / "plans.txt", f, positions);
   if (f.plans.size() != f.rows.size()) {

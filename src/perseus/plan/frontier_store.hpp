@@ -31,6 +31,7 @@ struct StoredFrontier {
   std::string schedule;
   int num_stages = 0;
   int num_microbatches = 0;
+  int stages_per_rank = 1;
   double unit_time_s = 0.0;
   double blocking_power_w = 0.0;
   TimeEnergy all_max;  // the evaluated all-max plan, the reference for savings
@@ -39,6 +40,9 @@ struct StoredFrontier {
 
   // The plan at `index` with its metadata, ready to write as JSON.
   Plan plan(std::size_t index) const;
+  // The schedule the frontier was planned on; throws perseus::Error when the stored name and sizes
+  // do not make one.
+  schedule::Schedule build_schedule() const;
 };
 
 struct FrontierInfo {

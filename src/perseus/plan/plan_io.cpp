@@ -109,6 +109,9 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
   plan.schedule = field<std::string>(doc, "schedule", source);
   plan.num_stages = positive_field(doc, "num_stages", source);
   plan.num_microbatches = positive_field(doc, "num_microbatches", source);
+  plan.stages_per_rank = doc.contains("stages_per_rank")
+                             ? positive_field(doc, "stages_per_rank", source)
+                             : 1;
   plan.unit_time_s = optional_field<double>(doc, "unit_time_s", source, 0.0);
   plan.blocking_power_w = optional_field<double>(doc, "blocking_power_w", source, 0.0);
   plan.predicted = optional_time_energy(doc, "predicted", source);
@@ -128,9 +131,11 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
     }
     plan.frequencies.push_back(std::move(clocks));
   }
-  if (static_cast<int>(plan.frequencies.size()) != plan.num_stages) {
-    throw Error(source + ": num_stages is " + std::to_string(plan.num_stages) +
-                " but 'stages' has " + std::to_string(plan.frequencies.size()) + " entries");
+  if (static_cast<long>(plan.frequencies.size()) * plan.stages_per_rank != plan.num_stages) {
+    throw Error(source + ": num_stages is " + std::to_string(plan.num_stages) + " and " +
+                "stages_per_rank " + std::to_string(plan.stages_per_rank) +
+                " but 'stages' has " + std::to_string(plan.frequencies.size()) +
+                " rank lists");
   }
   return plan;
 }
@@ -292,7 +297,7 @@ Plan plan_from_list(const std::string& text, const std::string& source) {
 }
 
 // The list literal shared by the clock and Zeus formats: `[\n[e, e, ...],\n...\n]\n`, one list
-// per stage, entry(stage, position) the text of one element; then `# comment` when not empty.
+// per rank, entry(rank, position) the text of one element; then `# comment` when not empty.
 template <typename Entry>
 std::string list_literal(const FrequencyPlan& frequencies, const std::string& comment,
                          Entry entry) {
@@ -314,13 +319,14 @@ std::string list_literal(const FrequencyPlan& frequencies, const std::string& co
 
 std::string plan_to_json(const Plan& plan, const schedule::Schedule& schedule) {
   json stages = json::array();
-  for (std::size_t s = 0; s < plan.frequencies.size(); ++s) {
+  for (std::size_t r = 0; r < plan.frequencies.size(); ++r) {
     json list = json::array();
-    for (std::size_t i = 0; i < plan.frequencies[s].size(); ++i) {
-      const auto& inst = schedule.stages[s][i];
-      list.push_back({{"type", schedule::type_name(inst.type)},
+    for (std::size_t i = 0; i < plan.frequencies[r].size(); ++i) {
+      const auto& inst = schedule.ranks[r][i];
+      list.push_back({{"stage", inst.stage},
+                      {"type", schedule::type_name(inst.type)},
                       {"microbatch", inst.microbatch},
-                      {"frequency_mhz", plan.frequencies[s][i]}});
+                      {"frequency_mhz", plan.frequencies[r][i]}});
     }
     stages.push_back(std::move(list));
   }
@@ -328,6 +334,7 @@ std::string plan_to_json(const Plan& plan, const schedule::Schedule& schedule) {
               {"schedule", plan.schedule},
               {"num_stages", plan.num_stages},
               {"num_microbatches", plan.num_microbatches},
+              {"stages_per_rank", schedule.stages_per_rank()},
               {"unit_time_s", plan.unit_time_s},
               {"blocking_power_w", plan.blocking_power_w}};
   if (plan.predicted) doc["predicted"] = time_energy(*plan.predicted);
@@ -345,7 +352,7 @@ std::string plan_to_python_list(const FrequencyPlan& frequencies, const std::str
 std::string plan_to_zeus_list(const FrequencyPlan& frequencies, const schedule::Schedule& schedule,
                               const std::string& comment) {
   return list_literal(frequencies, comment, [&](std::size_t s, std::size_t i) {
-    return "(\"" + schedule::type_name(schedule.stages[s][i].type) + "\", " +
+    return "(\"" + schedule::type_name(schedule.ranks[s][i].type) + "\", " +
            std::to_string(frequencies[s][i]) + ")";
   });
 }
@@ -361,6 +368,13 @@ ScheduleChoice plan_schedule(const Plan& plan, const ScheduleChoice& given,
     choice.name = plan.schedule;
   }
   if (choice.name.empty()) choice.name = "1f1b";
+  if (plan.stages_per_rank > 0) {
+    if (given.stages_per_rank > 0 && given.stages_per_rank != plan.stages_per_rank) {
+      throw Error(source + ": the plan runs " + std::to_string(plan.stages_per_rank) +
+                  " stages per rank, not " + std::to_string(given.stages_per_rank));
+    }
+    choice.stages_per_rank = plan.stages_per_rank;
+  }
   if (plan.num_microbatches > 0) {
     if (given.microbatches > 0 && given.microbatches != plan.num_microbatches) {
       throw Error(source + ": the plan is for " + std::to_string(plan.num_microbatches) +

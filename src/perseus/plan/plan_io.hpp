@@ -1,6 +1,7 @@
 // Plan files, all read and written: the plan JSON (`perseus.plan/1`, docs/formats.md), the
-// reference optimizer's `freqs_pipeline_%05d.py` list literal (one list of clocks per stage) and
-// Zeus's list of (instruction, clock) pairs per stage. Reading never evaluates code; malformed
+// reference optimizer's `freqs_pipeline_%05d.py` list literal (one list of clocks per rank, which
+// is per stage in the one-stage-per-rank schedules it knows) and Zeus's list of (instruction,
+// clock) pairs per rank. Reading never evaluates code; malformed
 // files get a one-line perseus::Error.
 #pragma once
 
@@ -21,11 +22,12 @@ struct Plan {
   std::string schedule = "1f1b";  // empty: the file does not say (a list of bare clocks)
   int num_stages = 0;
   int num_microbatches = 0;
+  int stages_per_rank = 0;  // stages each rank (GPU) runs (0: the file does not say)
   double unit_time_s = 0.0;
   double blocking_power_w = 0.0;
   std::optional<TimeEnergy> predicted;
   std::optional<TimeEnergy> evaluated;
-  FrequencyPlan frequencies;  // per stage, in schedule order
+  FrequencyPlan frequencies;  // per rank, in the rank's action order
 };
 
 // Serializes a plan; instruction types and microbatches come from `schedule`.
@@ -51,6 +53,7 @@ Plan read_plan_file(const std::string& path);
 struct ScheduleChoice {
   std::string name;
   int microbatches = 0;
+  int stages_per_rank = 0;  // 0: the schedule's default
 };
 ScheduleChoice plan_schedule(const Plan& plan, const ScheduleChoice& given,
                              const std::string& source);

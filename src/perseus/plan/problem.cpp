@@ -33,17 +33,17 @@ PlanProblem PlanProblem::build(const profile::Profile& profile, schedule::Schedu
   problem.node_spec.assign(static_cast<std::size_t>(problem.dag.num_nodes()), -1);
   for (int v = 1; v < problem.dag.sink(); ++v) {
     const auto& node = problem.dag.node(v);
-    auto key = std::make_pair(node.stage, node.instruction.type);
+    auto key = std::make_pair(node.stage(), node.instruction.type);
     auto it = spec_of.find(key);
     if (it == spec_of.end()) {
       const std::string& type = schedule::type_name(node.instruction.type);
-      if (!profile.has(node.stage, type)) {
+      if (!profile.has(node.stage(), type)) {
         throw Error(profile.source() + ": no '" + type + "' rows for stage " +
-                    std::to_string(node.stage) + ", which the " + problem.schedule.name +
+                    std::to_string(node.stage()) + ", which the " + problem.schedule.name +
                     " schedule needs");
       }
       problem.specs.push_back(
-          profile::make_option_set(profile.rows(node.stage, type), settings.unit_time_s,
+          profile::make_option_set(profile.rows(node.stage(), type), settings.unit_time_s,
                                    settings.blocking_power_w, settings.noise_factor));
       problem.models.push_back(CostModel::build(problem.specs.back(), settings.cost_model));
       it = spec_of.emplace(key, static_cast<int>(problem.specs.size()) - 1).first;

@@ -226,8 +226,8 @@ FrequencyPlan to_frequency_plan(const schedule::Dag& dag, const std::vector<int>
   FrequencyPlan plan;
   for (int v = 1; v < dag.sink(); ++v) {
     const auto& node = dag.node(v);
-    if (node.stage >= static_cast<int>(plan.size())) plan.resize(node.stage + 1);
-    plan[node.stage].push_back(clocks[v - 1]);
+    if (node.rank >= static_cast<int>(plan.size())) plan.resize(node.rank + 1);
+    plan[node.rank].push_back(clocks[v - 1]);
   }
   return plan;
 }
@@ -237,13 +237,13 @@ Frontier solve_frontier(const PlanProblem& problem, const ProgressFn& progress) 
 }
 
 FrequencyPlan realize(const PlanProblem& problem, const std::vector<long>& durations) {
-  FrequencyPlan plan(problem.schedule.stages.size());
+  FrequencyPlan plan(problem.schedule.ranks.size());
   for (std::size_t s = 0; s < plan.size(); ++s) {
-    plan[s].resize(problem.schedule.stages[s].size());
+    plan[s].resize(problem.schedule.ranks[s].size());
   }
   for (int v = 1; v < problem.dag.sink(); ++v) {
     const auto& node = problem.dag.node(v);
-    plan[node.stage][node.position] = problem.options(v).realize(durations[v]).frequency_mhz;
+    plan[node.rank][node.position] = problem.options(v).realize(durations[v]).frequency_mhz;
   }
   return plan;
 }

@@ -51,7 +51,7 @@ Frontier solve_frontier(const PlanProblem& problem, const ProgressFn& progress =
 // option whose quantized duration fits (before slack reclamation).
 FrequencyPlan realize(const PlanProblem& problem, const std::vector<long>& durations);
 
-// Per-stage clock lists from flat per-instruction clocks (as Frontier::clocks returns).
+// Per-rank clock lists from flat per-instruction clocks (as Frontier::clocks returns).
 FrequencyPlan to_frequency_plan(const schedule::Dag& dag, const std::vector<int>& clocks);
 
 }  // namespace perseus::plan

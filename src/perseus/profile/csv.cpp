@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "perseus/util/error.hpp"
+#include "perseus/util/text.hpp"
 
 namespace perseus::profile {
 
@@ -26,30 +27,6 @@ namespace {
 enum Column { kStage, kInstruction, kFrequency, kTime, kEnergy, kNumColumns };
 constexpr std::array<const char*, kNumColumns> kColumnNames = {"stage", "instruction", "frequency",
                                                                "time", "energy"};
-
-std::string_view trim(std::string_view s) {
-  const char* space = " \t";
-  size_t begin = s.find_first_not_of(space);
-  if (begin == std::string_view::npos) return {};
-  return s.substr(begin, s.find_last_not_of(space) - begin + 1);
-}
-
-// A field without surrounding spaces and without one pair of surrounding double quotes.
-std::string_view clean_field(std::string_view s) {
-  s = trim(s);
-  if (s.size() >= 2 && s.front() == '"' && s.back() == '"') s = trim(s.substr(1, s.size() - 2));
-  return s;
-}
-
-std::vector<std::string_view> split_fields(std::string_view line) {
-  std::vector<std::string_view> fields;
-  for (size_t start = 0;;) {
-    size_t comma = line.find(',', start);
-    fields.push_back(clean_field(line.substr(start, comma - start)));
-    if (comma == std::string_view::npos) return fields;
-    start = comma + 1;
-  }
-}
 
 // Reads lines one at a time, dropping CR line ends and fully blank lines, counting line numbers.
 class LineReader {
@@ -119,7 +96,7 @@ struct Header {
 };
 
 Header parse_header(std::string_view line, const std::string& source, long line_number) {
-  std::vector<std::string_view> names = split_fields(line);
+  std::vector<std::string_view> names = split_csv_fields(line);
   Header header;
   header.num_fields = names.size();
   for (int c = 0; c < kNumColumns; ++c) {
@@ -139,7 +116,7 @@ Header parse_header(std::string_view line, const std::string& source, long line_
 }
 
 void add_row(Profile& profile, const Header& header, std::string_view line, long line_number) {
-  std::vector<std::string_view> fields = split_fields(line);
+  std::vector<std::string_view> fields = split_csv_fields(line);
   FieldParser parse(profile.source(), line_number);
   if (fields.size() != header.num_fields) {
     parse.fail("", "expected " + std::to_string(header.num_fields) +

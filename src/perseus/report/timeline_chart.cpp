@@ -1,5 +1,6 @@
-// The Gantt chart of one iteration: a lane per stage (stage 0 on top), one bar per instruction
-// coloured by its average power and labelled with its clock (and name where it fits), idle time
+// The Gantt chart of one iteration: a lane per rank (GPU; rank 0 on top, labelled with the stages
+// it runs), one bar per action coloured by its average power and labelled with its clock (and
+// name where it fits: "F3", or "2F3" with the stage when a rank runs several stages), idle time
 // in light grey, the critical path outlined and joined by a line; a colour bar for power and a
 // small legend on the right.
 #include <algorithm>
@@ -18,10 +19,40 @@ constexpr double kPlotHeight = 260.0;  // lanes share this (within the lane heig
 constexpr double kMinLane = 12.0, kMaxLane = 44.0;
 constexpr int kColourBarSlices = 48;
 
-int stage_count(const emulate::Timeline& t) {
-  int n = static_cast<int>(t.stage_busy_s.size());
-  for (const auto& e : t.entries) n = std::max(n, e.stage + 1);
+int rank_count(const emulate::Timeline& t) {
+  int n = static_cast<int>(t.rank_busy_s.size());
+  for (const auto& e : t.entries) n = std::max(n, e.rank + 1);
   return std::max(n, 1);
+}
+
+// Per rank, the stages its actions belong to, in first-seen order.
+std::vector<std::vector<int>> stages_of_ranks(const emulate::Timeline& t, int ranks) {
+  std::vector<std::vector<int>> stages(static_cast<std::size_t>(ranks));
+  for (const auto& e : t.entries) {
+    auto& list = stages[static_cast<std::size_t>(e.rank)];
+    if (std::find(list.begin(), list.end(), e.instruction.stage) == list.end()) {
+      list.push_back(e.instruction.stage);
+    }
+  }
+  return stages;
+}
+
+bool one_stage_per_rank(const std::vector<std::vector<int>>& stages) {
+  for (std::size_t r = 0; r < stages.size(); ++r) {
+    if (stages[r].size() > 1 || (stages[r].size() == 1 && stages[r][0] != static_cast<int>(r))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string lane_label(int rank, const std::vector<int>& stages, bool classic) {
+  if (classic) return "stage " + std::to_string(rank);
+  std::string out = "GPU " + std::to_string(rank) + " (";
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    out += (i ? "," : "") + std::to_string(stages[i]);
+  }
+  return out + ")";
 }
 
 struct PowerRange {
@@ -39,28 +70,31 @@ PowerRange power_range(const emulate::Timeline& t) {
   return {lo, hi};
 }
 
-// Geometry of the lanes: stage s occupies [top(s), top(s) + lane) vertically.
+// Geometry of the lanes: rank r occupies [top(r), top(r) + lane) vertically. `classic` when every
+// rank runs one stage, its own number (bars then need no stage in their names).
 struct Lanes {
   double y0, lane;
-  double top(int stage) const { return y0 + lane * stage; }
-  double centre(int stage) const { return top(stage) + lane / 2; }
+  bool classic = true;
+  double top(int rank) const { return y0 + lane * rank; }
+  double centre(int rank) const { return top(rank) + lane / 2; }
 };
 
-std::string entry_name(const emulate::TimelineEntry& e) {
-  return (e.instruction.type == schedule::InstructionType::kForward ? "F" : "B") +
-         std::to_string(e.instruction.microbatch);
+std::string entry_name(const emulate::TimelineEntry& e, bool classic) {
+  std::string name = schedule::action_name(e.instruction);
+  return classic ? name.substr(std::to_string(e.instruction.stage).size()) : name;
 }
 
 std::string entry_tooltip(const emulate::TimelineEntry& e) {
-  return "stage " + std::to_string(e.stage) + ", " + schedule::type_name(e.instruction.type) +
-         " of microbatch " + std::to_string(e.instruction.microbatch) + "\n" +
+  return "GPU " + std::to_string(e.rank) + ", stage " + std::to_string(e.instruction.stage) +
+         ", " + schedule::type_name(e.instruction.type) + " of microbatch " +
+         std::to_string(e.instruction.microbatch) + "\n" +
          std::to_string(e.frequency_mhz) + " MHz, " + num(e.start_s, 4) + "-" + num(e.end_s, 4) +
          " s, " + num(e.power_w(), 1) + " W, " + num(e.energy_j, 2) + " J" +
          (e.critical ? "\ncritical path" : "");
 }
 
-void draw_lanes(Canvas& c, const Lanes& l, int stages) {
-  for (int s = 0; s < stages; ++s) {
+void draw_lanes(Canvas& c, const Lanes& l, const std::vector<std::vector<int>>& stages) {
+  for (int s = 0; s < static_cast<int>(stages.size()); ++s) {
     c.add(Element("rect")
               .attr("class", "lane")
               .attr("x", c.left())
@@ -68,18 +102,19 @@ void draw_lanes(Canvas& c, const Lanes& l, int stages) {
               .attr("width", c.right() - c.left())
               .attr("height", l.lane - 2)
               .attr("fill", palette::kIdle));
-    c.label(c.left() - 8, l.centre(s) + 4, "stage " + std::to_string(s), "end", 12, "#222222");
+    c.label(c.left() - 8, l.centre(s) + 4, lane_label(s, stages[s], l.classic), "end", 12,
+            "#222222");
   }
 }
 
 // The clock on every bar: "F3 1410" across it when that fits, else the clock alone, else the
 // clock written upward, as large as the bar allows (tiny on a dense timeline, but there: the SVG
 // is vector, zooming in reads it).
-void draw_clock(Canvas& c, double x0, double w, double y0, double h,
+void draw_clock(Canvas& c, double x0, double w, double y0, double h, bool classic,
                 const emulate::TimelineEntry& e, const char* colour) {
   constexpr double kFont = 9.5, kCharWidth = 0.62;  // average glyph width / font size
   const std::string clock = std::to_string(e.frequency_mhz);
-  const std::string both = entry_name(e) + " " + clock;
+  const std::string both = entry_name(e, classic) + " " + clock;
   const double cx = x0 + w / 2, cy = y0 + h / 2;
   auto fits = [&](const std::string& text, double font) {
     return kCharWidth * font * static_cast<double>(text.size()) + 3 <= w && font + 2 <= h;
@@ -111,7 +146,7 @@ void draw_entry(Canvas& c, const LinearScale& x, const Lanes& l, const PowerRang
   Element bar("rect");
   bar.attr("class", e.critical ? "entry critical" : "entry")
       .attr("x", x0)
-      .attr("y", l.top(e.stage) + pad)
+      .attr("y", l.top(e.rank) + pad)
       .attr("width", w)
       .attr("height", l.lane - 2 * pad)
       .attr("fill", viridis(t));
@@ -121,7 +156,8 @@ void draw_entry(Canvas& c, const LinearScale& x, const Lanes& l, const PowerRang
     bar.attr("stroke", "#ffffff").attr("stroke-width", w > 3 ? 0.5 : 0.0);
   }
   c.add(bar.tooltip(entry_tooltip(e)));
-  draw_clock(c, x0, w, l.top(e.stage) + pad, l.lane - 2 * pad, e, t > 0.55 ? "#222222" : "#ffffff");
+  draw_clock(c, x0, w, l.top(e.rank) + pad, l.lane - 2 * pad, l.classic, e,
+             t > 0.55 ? "#222222" : "#ffffff");
 }
 
 // Connectors between consecutive critical instructions (time order) on different stages: from
@@ -137,9 +173,9 @@ void draw_critical_path(Canvas& c, const LinearScale& x, const Lanes& l,
   std::string d;
   for (std::size_t i = 1; i < path.size(); ++i) {
     const auto *from = path[i - 1], *to = path[i];
-    if (from->stage == to->stage) continue;
-    d += (d.empty() ? "" : " ") + path_through({{x(from->end_s), l.centre(from->stage)},
-                                                {x(to->start_s), l.centre(to->stage)}});
+    if (from->rank == to->rank) continue;
+    d += (d.empty() ? "" : " ") + path_through({{x(from->end_s), l.centre(from->rank)},
+                                                {x(to->start_s), l.centre(to->rank)}});
   }
   if (d.empty()) return;
   c.add(Element("path")
@@ -183,12 +219,13 @@ void draw_colour_bar(Canvas& c, const PowerRange& power, double y0, double y1) {
 }  // namespace
 
 std::string timeline_chart(const emulate::Timeline& t) {
-  const int stages = stage_count(t);
-  const double lane = std::clamp(kPlotHeight / stages, kMinLane, kMaxLane);
-  const double height = kMargins.top + lane * stages + kMargins.bottom;
+  const int ranks = rank_count(t);
+  const auto stages = stages_of_ranks(t, ranks);
+  const double lane = std::clamp(kPlotHeight / ranks, kMinLane, kMaxLane);
+  const double height = kMargins.top + lane * ranks + kMargins.bottom;
   Canvas c(kWidth, height, kMargins, "timeline",
-           "Timeline of one iteration per pipeline stage, coloured by power");
-  const Lanes lanes{c.top(), lane};
+           "Timeline of one iteration per GPU (pipeline rank), coloured by power");
+  const Lanes lanes{c.top(), lane, one_stage_per_rank(stages)};
   const double end = t.time_s > 0.0 ? t.time_s : 1.0;
   LinearScale x = c.x_scale(0.0, end);
   draw_lanes(c, lanes, stages);
@@ -196,13 +233,13 @@ std::string timeline_chart(const emulate::Timeline& t) {
   const PowerRange power = power_range(t);
   for (const auto& e : t.entries) draw_entry(c, x, lanes, power, e);
   draw_critical_path(c, x, lanes, t);
-  const double bar_bottom = lanes.top(stages) - 56;
+  const double bar_bottom = lanes.top(ranks) - 56;
   draw_colour_bar(c, power, lanes.y0 + 8, std::max(bar_bottom, lanes.y0 + 40));
   using Swatch = LegendEntry::Swatch;
   c.legend({{"blocked (" + num(t.blocking_power_w, 1) + " W)", palette::kIdle, Swatch::kBox,
              Marker::kCircle, ""},
             {"critical path", palette::kCritical, Swatch::kLine, Marker::kCircle, ""}},
-           c.right() + 14, lanes.top(stages) - 30);
+           c.right() + 14, lanes.top(ranks) - 30);
   return c.str();
 }
 

@@ -11,19 +11,29 @@ namespace {
 
 using Edge = std::pair<int, int>;
 
-// Lookup (stage, type, microbatch) -> node id, filled in one pass over the schedule.
-class InstructionIndex {
+// Lookup (stage, kind, microbatch) -> node id, filled in one pass over the schedule.
+class ActionIndex {
  public:
-  InstructionIndex(int stages, int microbatches)
-      : microbatches_(microbatches), ids_(stages * 2 * microbatches, -1) {}
+  ActionIndex(int stages, int microbatches)
+      : microbatches_(microbatches),
+        ids_(static_cast<std::size_t>(stages) * kNumInstructionTypes * microbatches, -1) {}
 
-  int& at(int stage, const Instruction& inst) {
-    std::size_t t = inst.type == InstructionType::kForward ? 0 : 1;
-    return ids_[(stage * 2 + t) * microbatches_ + static_cast<std::size_t>(inst.microbatch)];
+  int& at(int stage, InstructionType type, int microbatch) {
+    std::size_t t = static_cast<std::size_t>(type);
+    return ids_[(static_cast<std::size_t>(stage) * kNumInstructionTypes + t) * microbatches_ +
+                static_cast<std::size_t>(microbatch)];
+  }
+  int& at(const Instruction& a) { return at(a.stage, a.type, a.microbatch); }
+
+  // The action whose result stage `stage - 1` waits for in the backward pass: the backward, or
+  // the backward-input when the backward is split (-1 when neither exists).
+  int input_gradient(int stage, int microbatch) {
+    int b = at(stage, InstructionType::kBackward, microbatch);
+    return b != -1 ? b : at(stage, InstructionType::kBackwardInput, microbatch);
   }
 
  private:
-  int microbatches_;
+  std::size_t microbatches_;
   std::vector<int> ids_;
 };
 
@@ -39,16 +49,61 @@ void fill_csr(int n, const std::vector<Edge>& edges, bool forward, std::vector<i
   }
 }
 
-// Every backward must come after the forward of the same microbatch on its stage.
-void check_forward_first(const Schedule& schedule, InstructionIndex& index) {
-  for (int s = 0; s < schedule.num_stages; ++s) {
-    for (const Instruction& inst : schedule.stages[s]) {
-      if (inst.type != InstructionType::kBackward) continue;
-      int f = index.at(s, {InstructionType::kForward, inst.microbatch});
-      if (f == -1 || f > index.at(s, inst)) {
-        throw Error("schedule '" + schedule.name + "' stage " + std::to_string(s) +
-                    ": backward of microbatch " + std::to_string(inst.microbatch) +
-                    " does not follow its forward");
+std::string where(const Schedule& s, int rank, int position, const Instruction& a) {
+  return "schedule '" + s.name + "' rank " + std::to_string(rank) + " position " +
+         std::to_string(position) + " (" + action_name(a) + ")";
+}
+
+// Why an action cannot be placed (out of range, wrong rank), or an empty string.
+std::string misplaced(const Schedule& s, int rank, const Instruction& a) {
+  if (a.stage < 0 || a.stage >= s.num_stages) {
+    return "stage " + std::to_string(a.stage) + " out of range (the pipeline has " +
+           std::to_string(s.num_stages) + " stages)";
+  }
+  if (a.microbatch < 0 || a.microbatch >= s.num_microbatches) {
+    return "microbatch " + std::to_string(a.microbatch) + " out of range (" +
+           std::to_string(s.num_microbatches) + " microbatches)";
+  }
+  int owner = s.stage_rank[static_cast<std::size_t>(a.stage)];
+  if (owner != rank) {
+    return "stage " + std::to_string(a.stage) + " runs on rank " + std::to_string(owner);
+  }
+  return {};
+}
+
+std::string what(int stage, InstructionType type, int microbatch) {
+  return type_name(type) + " of stage " + std::to_string(stage) + " microbatch " +
+         std::to_string(microbatch);
+}
+
+// Every (stage, microbatch) has a forward and either a backward or a backward-input and a
+// backward-weight, in that order on its rank (node ids of one rank grow with position).
+void check_complete(const Schedule& s, ActionIndex& index) {
+  using T = InstructionType;
+  const std::string head = "schedule '" + s.name + "': ";
+  for (int st = 0; st < s.num_stages; ++st) {
+    for (int j = 0; j < s.num_microbatches; ++j) {
+      int f = index.at(st, T::kForward, j);
+      int b = index.at(st, T::kBackward, j);
+      int in = index.at(st, T::kBackwardInput, j);
+      int w = index.at(st, T::kBackwardWeight, j);
+      if (f == -1) throw Error(head + "no " + what(st, T::kForward, j));
+      if (b != -1 && (in != -1 || w != -1)) {
+        throw Error(head + what(st, T::kBackward, j) + " is also split into input and weight parts");
+      }
+      if (b == -1 && in == -1) throw Error(head + "no backward of stage " + std::to_string(st) +
+                                           " microbatch " + std::to_string(j) + " (B, or I and W)");
+      if ((in == -1) != (w == -1)) {
+        throw Error(head + "no " + what(st, in == -1 ? T::kBackwardInput : T::kBackwardWeight, j) +
+                    " to pair with its " + (in == -1 ? "backward_weight" : "backward_input"));
+      }
+      if ((b != -1 ? b : in) < f) {
+        throw Error(head + "the " + what(st, b != -1 ? T::kBackward : T::kBackwardInput, j) +
+                    " comes before its forward on rank " + std::to_string(s.stage_rank[st]));
+      }
+      if (w != -1 && w < in) {
+        throw Error(head + "the " + what(st, T::kBackwardWeight, j) +
+                    " comes before its backward_input on rank " + std::to_string(s.stage_rank[st]));
       }
     }
   }
@@ -56,49 +111,56 @@ void check_forward_first(const Schedule& schedule, InstructionIndex& index) {
 
 }  // namespace
 
-Dag::Dag(const Schedule& schedule) {
-  const int stages = schedule.num_stages;
-  nodes_.push_back({});  // source
-  InstructionIndex index(stages, schedule.num_microbatches);
-  for (int s = 0; s < stages; ++s) {
-    stage_offset_.push_back(static_cast<int>(nodes_.size()));
-    const auto& list = schedule.stages[s];
-    for (int p = 0; p < static_cast<int>(list.size()); ++p) {
-      const Instruction& inst = list[p];
-      if (inst.microbatch < 0 || inst.microbatch >= schedule.num_microbatches) {
-        throw Error("schedule stage " + std::to_string(s) + " position " + std::to_string(p) +
-                    ": microbatch " + std::to_string(inst.microbatch) + " out of range");
-      }
-      int& slot = index.at(s, inst);
-      if (slot != -1) {
-        throw Error("schedule stage " + std::to_string(s) + ": instruction " +
-                    type_name(inst.type) + " of microbatch " + std::to_string(inst.microbatch) +
-                    " appears twice");
-      }
-      slot = static_cast<int>(nodes_.size());
-      nodes_.push_back({s, p, inst});
+void Dag::throw_deadlock(const Schedule& schedule, const std::vector<int>& unmet) const {
+  std::string stuck;
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    for (int p = 0; p < static_cast<int>(schedule.ranks[r].size()); ++p) {
+      if (unmet[node_id(r, p)] == 0) continue;
+      stuck += (stuck.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " at " +
+               action_name(schedule.ranks[r][p]);
+      break;
     }
   }
-  check_forward_first(schedule, index);
+  throw Error("schedule '" + schedule.name + "' deadlocks: waiting forever are " + stuck);
+}
+
+Dag::Dag(const Schedule& schedule) {
+  if (schedule.stage_rank.size() != static_cast<std::size_t>(schedule.num_stages)) {
+    throw Error("schedule '" + schedule.name + "' maps " +
+                std::to_string(schedule.stage_rank.size()) + " stages to ranks but has " +
+                std::to_string(schedule.num_stages));
+  }
+  nodes_.push_back({});  // source
+  ActionIndex index(schedule.num_stages, schedule.num_microbatches);
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    rank_offset_.push_back(static_cast<int>(nodes_.size()));
+    const auto& list = schedule.ranks[r];
+    for (int p = 0; p < static_cast<int>(list.size()); ++p) {
+      const Instruction& a = list[p];
+      std::string why = misplaced(schedule, r, a);
+      if (!why.empty()) throw Error(where(schedule, r, p, a) + ": " + why);
+      int& slot = index.at(a);
+      if (slot != -1) throw Error(where(schedule, r, p, a) + ": the action appears twice");
+      slot = static_cast<int>(nodes_.size());
+      nodes_.push_back({r, p, a});
+    }
+  }
+  check_complete(schedule, index);
   const int n = static_cast<int>(nodes_.size()) + 1;
   nodes_.push_back({});  // sink
 
   std::vector<Edge> edges;
-  edges.reserve(n * 2);
-  for (int s = 0; s < stages; ++s) {
-    const auto& list = schedule.stages[s];
-    for (int p = 0; p + 1 < static_cast<int>(list.size()); ++p) {
-      edges.emplace_back(node_id(s, p), node_id(s, p + 1));
+  edges.reserve(static_cast<std::size_t>(n) * 2);
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    for (int p = 0; p + 1 < static_cast<int>(schedule.ranks[r].size()); ++p) {
+      edges.emplace_back(node_id(r, p), node_id(r, p + 1));
     }
-    if (s + 1 == stages) continue;
-    for (const Instruction& inst : list) {
-      int here = index.at(s, inst);
-      int next = index.at(s + 1, inst);
-      if (next == -1) continue;
-      if (inst.type == InstructionType::kForward)
-        edges.emplace_back(here, next);
-      else
-        edges.emplace_back(next, here);
+  }
+  for (int s = 0; s + 1 < schedule.num_stages; ++s) {
+    for (int j = 0; j < schedule.num_microbatches; ++j) {
+      edges.emplace_back(index.at(s, InstructionType::kForward, j),
+                         index.at(s + 1, InstructionType::kForward, j));
+      edges.emplace_back(index.input_gradient(s + 1, j), index.input_gradient(s, j));
     }
   }
   std::vector<int> indeg(n, 0), outdeg(n, 0);
@@ -123,9 +185,7 @@ Dag::Dag(const Schedule& schedule) {
       if (--deg[w] == 0) topo_.push_back(w);
     }
   }
-  if (static_cast<int>(topo_.size()) != n) {
-    throw Error("schedule '" + schedule.name + "' has a dependency cycle (it would deadlock)");
-  }
+  if (static_cast<int>(topo_.size()) != n) throw_deadlock(schedule, deg);
 }
 
 }  // namespace perseus::schedule

@@ -1,7 +1,13 @@
 // The instruction DAG of a schedule (activity on node): node 0 is the source, node N-1 the sink,
-// nodes 1..N-2 are instructions. Edges: consecutive instructions of a stage, F(s,j) -> F(s+1,j),
-// B(s+1,j) -> B(s,j), source -> nodes without predecessors, nodes without successors -> sink.
-// Built in linear time; adjacency is stored compactly (CSR) in both directions.
+// nodes 1..N-2 are actions. Edges: consecutive actions of a rank; the data dependencies
+// F(s,j) -> F(s+1,j) and G(s+1,j) -> G(s,j), where G is a stage's input-gradient action (its
+// backward, or its backward-input when the backward is split); source -> nodes without
+// predecessors, nodes without successors -> sink. A stage's forward before its backward (or
+// backward-input) and the backward-input before the backward-weight are checked on the rank's
+// order, which orders them (a stage lives on one rank). Built in linear time; adjacency is stored
+// compactly (CSR) in both directions. Construction throws perseus::Error naming the rank and
+// action when an action is out of range, repeated, on the wrong rank, missing, out of order, or
+// when the ranks' orders deadlock.
 #pragma once
 
 #include <algorithm>
@@ -13,9 +19,11 @@
 namespace perseus::schedule {
 
 struct DagNode {
-  int stage = -1;     // -1 for source and sink
-  int position = -1;  // index in the stage's instruction list
-  Instruction instruction{InstructionType::kForward, -1};
+  int rank = -1;      // -1 for source and sink
+  int position = -1;  // index in the rank's action list
+  Instruction instruction{InstructionType::kForward, -1, -1};
+
+  int stage() const { return instruction.stage; }
 };
 
 class Dag {
@@ -29,8 +37,8 @@ class Dag {
   bool is_instruction(int node) const { return node != source() && node != sink(); }
 
   const DagNode& node(int id) const { return nodes_[id]; }
-  // Node id of instruction `position` of `stage`.
-  int node_id(int stage, int position) const { return stage_offset_[stage] + position; }
+  // Node id of action `position` of `rank`.
+  int node_id(int rank, int position) const { return rank_offset_[rank] + position; }
 
   struct Range {
     const int* b;
@@ -50,8 +58,11 @@ class Dag {
     return {base + offset[id], base + offset[id + 1]};
   }
 
+  // Throws perseus::Error naming each rank's first action that never becomes ready.
+  [[noreturn]] void throw_deadlock(const Schedule& schedule, const std::vector<int>& unmet) const;
+
   std::vector<DagNode> nodes_;
-  std::vector<int> stage_offset_;
+  std::vector<int> rank_offset_;
   std::vector<int> succ_offset_, succ_, pred_offset_, pred_;
   std::vector<int> topo_;
 };
@@ -77,7 +88,7 @@ T longest_path(const Dag& dag, const std::vector<T>& duration) {
 
 // One longest source-to-sink path, as instruction node ids in execution order (source and sink
 // left out). Walks back from the sink through a predecessor that finishes last; ties go to the
-// predecessor on the same stage (the GPU was busy, not waiting), then to the first listed.
+// predecessor on the same rank (the GPU was busy, not waiting), then to the first listed.
 template <typename T>
 std::vector<int> critical_path(const Dag& dag, const std::vector<T>& duration) {
   const std::vector<T> finish = finish_times(dag, duration);
@@ -87,8 +98,8 @@ std::vector<int> critical_path(const Dag& dag, const std::vector<T>& duration) {
     int best = -1;
     for (int u : dag.predecessors(v)) {
       bool better = best < 0 || finish[u] > finish[best] ||
-                    (finish[u] == finish[best] && dag.node(u).stage == dag.node(v).stage &&
-                     dag.node(best).stage != dag.node(v).stage);
+                    (finish[u] == finish[best] && dag.node(u).rank == dag.node(v).rank &&
+                     dag.node(best).rank != dag.node(v).rank);
       if (better) best = u;
     }
     if (best < 0 || best == dag.source()) break;

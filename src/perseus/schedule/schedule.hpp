@@ -42,6 +42,7 @@ struct Schedule {
   std::vector<std::vector<Instruction>> ranks;  // per rank, its actions in execution order
 
   int num_ranks() const { return static_cast<int>(ranks.size()); }
+  int stages_per_rank() const { return ranks.empty() ? 0 : num_stages / num_ranks(); }
   std::size_t num_instructions() const;
   // Whether every rank holds exactly one stage, stage r on rank r (the classic schedules; the
   // ones Zeus's pair-list plan format and EnvPipe can describe).

@@ -1,9 +1,10 @@
-// Text helpers shared by everything that writes HTML, SVG or tables: XML escaping and compact,
-// locale-independent number formatting.
+// Text helpers shared by everything that writes HTML, SVG or tables (XML escaping, compact,
+// locale-independent number formatting) and by the CSV readers (one field splitter).
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace perseus {
 
@@ -14,5 +15,11 @@ std::string escape(std::string_view text);
 std::string num(double value, int decimals = 2);
 // A number with exactly `decimals` decimals ("1.50"); never "-0".
 std::string fixed(double value, int decimals);
+
+// Whitespace (spaces, tabs) removed from both ends.
+std::string_view trim(std::string_view s);
+// The comma-separated fields of one CSV line, each trimmed and without one pair of surrounding
+// double quotes (the files Perseus reads never quote commas).
+std::vector<std::string_view> split_csv_fields(std::string_view line);
 
 }  // namespace perseus

@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/server/schedulers/schedulers.hpp"
 #include "perseus/util/error.hpp"
 
@@ -126,7 +127,7 @@ schedule::Schedule schedule_arg(const ArgReader& args, int stages) {
 
 std::vector<std::string> instruction_names(const schedule::Schedule& sched, int stage) {
   std::set<std::string> names;
-  for (const auto& inst : sched.stages.at(static_cast<std::size_t>(stage))) {
+  for (const auto& inst : sched.ranks.at(static_cast<std::size_t>(stage))) {
     names.insert(schedule::type_name(inst.type));
   }
   return {names.begin(), names.end()};
@@ -156,10 +157,10 @@ void check_clocks(const plan::FrequencyPlan& plan, const std::vector<int>& avail
 
 std::vector<StagePlan> stage_plans(const schedule::Schedule& sched, const plan::FrequencyPlan& p) {
   plan::check_plan_shape(p, sched, "");
-  std::vector<StagePlan> out(sched.stages.size());
-  for (std::size_t s = 0; s < sched.stages.size(); ++s) {
-    for (std::size_t i = 0; i < sched.stages[s].size(); ++i) {
-      out[s].frequencies.emplace_back(schedule::type_name(sched.stages[s][i].type), p[s][i]);
+  std::vector<StagePlan> out(sched.ranks.size());
+  for (std::size_t s = 0; s < sched.ranks.size(); ++s) {
+    for (std::size_t i = 0; i < sched.ranks[s].size(); ++i) {
+      out[s].frequencies.emplace_back(schedule::type_name(sched.ranks[s][i].type), p[s][i]);
     }
   }
   return out;

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/plan/frontier_query.hpp"
 #include "perseus/plan/frontier_store.hpp"
 #include "perseus/server/schedulers/schedulers.hpp"
@@ -29,8 +30,7 @@ class FrontierScheduler : public Scheduler {
     std::string dir = data_path(args, "frontier", job).string();
     frontier_ = args.naming("frontier", [&] { return plan::read_frontier(dir); });
     query_.emplace(frontier_);
-    sched_ = schedule::make_schedule(frontier_.schedule, frontier_.num_stages,
-                                     frontier_.num_microbatches);
+    sched_ = frontier_.build_schedule();
     fastest_ = query_->fastest();
     base_ = others_ = choose(args);
     if (frontier_.num_stages != job.pp_degree) {

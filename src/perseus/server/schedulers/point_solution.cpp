@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/plan/plan_io.hpp"
 #include "perseus/server/schedulers/schedulers.hpp"
 
@@ -95,8 +96,8 @@ class PointSolution : public Scheduler {
     plan::ScheduleChoice given{args.text("schedule", ""),
                                args.has("microbatches") ? args.integer("microbatches", 1) : 0};
     try {
-      auto [name, microbatches] = plan::plan_schedule(p, given, source);
-      return schedule::make_schedule(name, stages, microbatches);
+      auto [name, microbatches, per_rank] = plan::plan_schedule(p, given, source);
+      return schedule::make_schedule(name, stages, microbatches, per_rank);
     } catch (const Error& e) {
       throw Error(context_ + ": " + e.what());
     }
