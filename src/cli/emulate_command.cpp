@@ -143,9 +143,14 @@ std::string sweep_csv(const std::vector<emulate::ClusterPoint>& points) {
 // (index and its own iteration time) and the savings.
 void print_sweep(const std::vector<emulate::ClusterPoint>& points, const emulate::ClusterSpec& s,
                  const plan::StoredFrontier& f) {
-  const int stages = f.num_stages;
-  std::printf("%d pipelines x %d stages x %d-way tensor parallel = %ld GPUs\n", s.pipelines, stages,
-              s.tensor_parallel, static_cast<long>(s.pipelines) * stages * s.tensor_parallel);
+  const int ranks = f.num_ranks();
+  const std::string per_pipeline =
+      f.stages_per_rank == 1 ? std::to_string(ranks) + " stages"
+                             : std::to_string(ranks) + " GPUs (" + std::to_string(f.num_stages) +
+                                   " stages)";
+  std::printf("%d pipelines x %s x %d-way tensor parallel = %ld GPUs\n", s.pipelines,
+              per_pipeline.c_str(), s.tensor_parallel,
+              static_cast<long>(s.pipelines) * ranks * s.tensor_parallel);
   std::printf("%7s %12s %14s %8s %11s %11s %11s %9s\n", "factor", "iter_time_s", "baseline_j",
               "plan", "plan_time_s", "intrinsic%", "extrinsic%", "total%");
   for (const auto& p : points) {
@@ -163,6 +168,7 @@ plan::StoredFrontier single_plan_frontier(const ClusterArgs& a) {
   PlanWithSchedule p = read_plan_for(a.plan, {}, 0, prof);
   plan::StoredFrontier f;
   f.num_stages = p.schedule.num_stages;
+  f.stages_per_rank = p.schedule.stages_per_rank();
   f.blocking_power_w = plan_blocking_power(p.plan, a.blocking_power, prof, a.allow_implausible);
   auto ev = naming(a.plan, [&] {
     return plan::evaluate(prof, p.schedule, p.plan.frequencies, f.blocking_power_w);
@@ -180,7 +186,7 @@ void run_cluster(const ClusterArgs& a) {
   plan::StoredFrontier f =
       a.plan.empty() ? plan::read_frontier_rows(a.frontier) : single_plan_frontier(a);
   emulate::ClusterSpec spec =
-      cluster_spec(a.pipelines, a.gpus, a.tensor_parallel, f.num_stages, std::nullopt);
+      cluster_spec(a.pipelines, a.gpus, a.tensor_parallel, f.num_ranks(), std::nullopt);
   auto start = std::chrono::steady_clock::now();
   auto points = emulate::sweep_cluster(f, spec, factors);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -1,4 +1,5 @@
-// `perseus profile synth|check`: write a synthetic profile, or validate and summarize one.
+// `perseus profile synth|split|check`: write a synthetic profile, derive virtual-stage and
+// split-backward rows from one, or validate and summarize one.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "cli/common.hpp"
 #include "perseus/profile/csv.hpp"
 #include "perseus/profile/gpu_model.hpp"
+#include "perseus/profile/split.hpp"
 #include "perseus/util/files.hpp"
 
 namespace perseus::cli {
@@ -29,7 +31,14 @@ struct SynthArgs {
   double forward_time_s = profile::ModelDescription{}.forward_time_s;
   double noise = 0.0;
   std::uint64_t seed = 1;
+  profile::SplitOptions split;
   std::string out;
+};
+
+struct SplitArgs {
+  std::string path, out;
+  profile::SplitOptions split;
+  bool allow_implausible = false;
 };
 
 // Smallest and largest of a set of values.
@@ -67,6 +76,12 @@ Ranges ranges(const Profile& prof) {
   return r;
 }
 
+void write_profile(const Profile& prof, const std::string& out) {
+  std::ostringstream csv;
+  profile::write_profile_csv(prof, csv);
+  write_file_atomic(out, csv.str());
+}
+
 std::string join(const std::vector<std::string>& items, const char* separator) {
   std::string out;
   for (const auto& item : items) out += (out.empty() ? "" : separator) + item;
@@ -85,16 +100,33 @@ void run_synth(const SynthArgs& a) {
   profile::ModelDescription model = profile::default_model(a.stages);
   if (!a.stage_work.empty()) model.stage_work = a.stage_work;
   model.forward_time_s = a.forward_time_s;
-  Profile prof = profile::synthesize_profile(gpu, model, a.noise, a.seed);
-  prof.validate();
-  std::ostringstream csv;
-  profile::write_profile_csv(prof, csv);
-  write_file_atomic(a.out, csv.str());
+  Profile prof = profile::split_profile(profile::synthesize_profile(gpu, model, a.noise, a.seed),
+                                       a.split);
+  write_profile(prof, a.out);
   std::fprintf(
       summary_stream(a.out),
       "wrote %s: synthetic %s profile, %d stages x %s x %s; plan with --blocking-power %g\n",
       a.out.c_str(), gpu.name.c_str(), prof.num_stages(), join(prof.instructions(0), "/").c_str(),
       clocks(ranges(prof)).c_str(), gpu.blocking_power_w);
+}
+
+void run_split(const SplitArgs& a) {
+  Profile prof = profile::split_profile(read_profile(a.path, a.allow_implausible), a.split);
+  write_profile(prof, a.out);
+  std::fprintf(summary_stream(a.out), "wrote %s: %d stages x %s x %s\n", a.out.c_str(),
+               prof.num_stages(), join(prof.instructions(0), "/").c_str(),
+               clocks(ranges(prof)).c_str());
+}
+
+void add_split_options(CLI::App* cmd, profile::SplitOptions& o) {
+  cmd->add_option("--virtual-stages", o.virtual_stages,
+                  "Cut every stage into this many equal virtual stages (time and energy / V)")
+      ->capture_default_str();
+  cmd->add_flag("--split-backward", o.split_backward,
+                "Add backward_input and backward_weight rows (for zero-bubble schedules)");
+  cmd->add_option("--input-fraction", o.input_fraction,
+                  "Share of a backward that is its input-gradient part")
+      ->capture_default_str();
 }
 
 struct CheckArgs {
@@ -136,8 +168,20 @@ void add_synth(CLI::App& parent) {
   cmd->add_option("--noise", a->noise, "Relative standard deviation of measurement noise")
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed of the noise generator")->capture_default_str();
+  add_split_options(cmd, a->split);
   cmd->add_option("--out", a->out, "Output CSV file")->required();
   cmd->callback([a] { run_synth(*a); });
+}
+
+void add_split(CLI::App& parent) {
+  auto a = std::make_shared<SplitArgs>();
+  CLI::App* cmd = parent.add_subcommand(
+      "split", "Derive virtual stages and split-backward rows from a profile (docs/formats.md)");
+  cmd->add_option("--profile", a->path, "Profile CSV to split")->required();
+  add_split_options(cmd, a->split);
+  cmd->add_option("--out", a->out, "Output CSV file")->required();
+  cmd->add_flag("--allow-implausible", a->allow_implausible, kAllowImplausibleHelp);
+  cmd->callback([a] { run_split(*a); });
 }
 
 void add_check(CLI::App& parent) {
@@ -159,6 +203,7 @@ void add_profile_command(CLI::App& app) {
       "profile", "Synthesize or validate stage profiles (time and energy per SM clock)");
   cmd->require_subcommand(1);
   add_synth(*cmd);
+  add_split(*cmd);
   add_check(*cmd);
 }
 

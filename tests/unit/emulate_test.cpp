@@ -20,6 +20,8 @@
 #include "perseus/plan/problem.hpp"
 #include "perseus/plan/solver.hpp"
 #include "perseus/profile/gpu_model.hpp"
+#include "perseus/profile/split.hpp"
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/schedule/schedule.hpp"
 #include "perseus/util/error.hpp"
 #include "test_support.hpp"
@@ -35,8 +37,8 @@ using perseus::Error;
 // A plan with a random profiled clock for every instruction.
 plan::FrequencyPlan random_plan(const profile::Profile& prof, const schedule::Schedule& sched,
                                 std::mt19937& rng) {
-  return plan::plan_per_instruction(sched, [&](int stage, const schedule::Instruction& inst) {
-    const auto& rows = prof.rows(stage, schedule::type_name(inst.type));
+  return plan::plan_per_instruction(sched, [&](int, const schedule::Instruction& inst) {
+    const auto& rows = prof.rows(inst.stage, schedule::type_name(inst.type));
     std::uniform_int_distribution<std::size_t> pick(0, rows.size() - 1);
     return rows[pick(rng)].frequency_mhz;
   });
@@ -47,33 +49,50 @@ profile::Profile random_profile(int stages, unsigned seed) {
                                      profile::default_model(stages), 0.05, seed);
 }
 
+// A profile with backward_input / backward_weight rows too, for every schedule.
+profile::Profile random_split_profile(int stages, unsigned seed) {
+  return profile::split_profile(random_profile(stages, seed), {1, true, 0.3 + 0.05 * (seed % 8)});
+}
+
 double closed_form_energy(const profile::Profile& prof, const schedule::Schedule& sched,
                           const plan::FrequencyPlan& p, double time_s, double p_block) {
   double energy = 0.0, busy = 0.0;
   for (std::size_t s = 0; s < sched.ranks.size(); ++s) {
     for (std::size_t i = 0; i < sched.ranks[s].size(); ++i) {
-      const auto& m =
-          prof.at(static_cast<int>(s), schedule::type_name(sched.ranks[s][i].type), p[s][i]);
+      const auto& inst = sched.ranks[s][i];
+      const auto& m = prof.at(inst.stage, schedule::type_name(inst.type), p[s][i]);
       energy += m.energy_j;
       busy += m.time_s;
     }
   }
-  return energy + p_block * (sched.num_stages * time_s - busy);
+  return energy + p_block * (sched.num_ranks() * time_s - busy);
+}
+
+// A random schedule of every generator on `ranks` GPUs; torch's interleaved schedules need M to
+// split into equal rounds, so M is a multiple of the ranks there.
+schedule::Schedule random_schedule(unsigned trial, int ranks, std::mt19937& rng) {
+  const auto& names = schedule::schedule_names();
+  std::string name = names[trial % names.size()];
+  if (name == "envelope") name = "1f1b";
+  int per_rank = name == "1f1b" || name == "gpipe" ? 1 : 2;
+  int mbs = 1 + static_cast<int>(rng() % 9);
+  if (name.rfind("interleaved", 0) == 0) mbs = ranks * (1 + static_cast<int>(rng() % 3));
+  if (name == "dualpipev") mbs = std::max(mbs, 2 * ranks);
+  return schedule::make_schedule(name, ranks * per_rank, mbs, per_rank);
 }
 
 TEST(EmulateTimeline, MatchesEvaluatorAndClosedFormOnRandomPipelines) {
   std::mt19937 rng(2024);
-  for (unsigned trial = 0; trial < 60; ++trial) {
+  for (unsigned trial = 0; trial < 70; ++trial) {
     int stages = 1 + static_cast<int>(trial % 6);
-    int mbs = 1 + static_cast<int>(rng() % 9);
-    auto sched =
-        trial % 3 == 0 ? schedule::make_gpipe(stages, mbs) : schedule::make_1f1b(stages, mbs);
-    auto prof = random_profile(stages, trial);
+    auto sched = random_schedule(trial, stages, rng);
+    stages = sched.num_ranks();
+    auto prof = random_split_profile(sched.num_stages, trial);
     auto p = random_plan(prof, sched, rng);
     double p_block = 40.0 + trial;
     emulate::Timeline t = emulate::emulate(prof, sched, p, p_block);
     plan::Evaluation ev = plan::evaluate(prof, sched, p, p_block);
-    SCOPED_TRACE("trial " + std::to_string(trial));
+    SCOPED_TRACE("trial " + std::to_string(trial) + " " + sched.name);
     EXPECT_NEAR(t.time_s, ev.time_s, 1e-9 * ev.time_s);
     EXPECT_NEAR(t.energy_j, closed_form_energy(prof, sched, p, ev.time_s, p_block),
                 1e-9 * t.energy_j);

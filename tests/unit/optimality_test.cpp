@@ -42,6 +42,7 @@
 #include "perseus/plan/solver.hpp"
 #include "perseus/profile/options.hpp"
 #include "perseus/profile/profile.hpp"
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/schedule/dag.hpp"
 #include "perseus/schedule/schedule.hpp"
 
@@ -60,6 +61,15 @@ struct CaseSpec {
   unsigned seed;
   int stages, microbatches, clocks;
   int clock_step;  // 0: a random subset of a coarse clock list; > 0: 1410, 1410 - step, ...
+  const char* schedule = "1f1b";
+  int stages_per_rank = 1;
+
+  // Whether the schedule splits backwards (its profile needs input and weight rows).
+  bool split() const {
+    return std::string(schedule).find("zero-bubble") != std::string::npos ||
+           std::string(schedule) == "zbv";
+  }
+  int actions_per_microbatch() const { return split() ? 3 : 2; }
 };
 
 // Enumeration sizes: clocks ^ (2 * stages * microbatches) plans per case.
@@ -80,6 +90,11 @@ const std::vector<CaseSpec>& case_specs() {
       {190, 3, 3, 2, 0},
       {194, 3, 3, 2, 0},
       {236, 3, 3, 2, 0},
+      // Multi-stage and split-backward schedules (issue 15): 2^16, 3^12, 2^18 and 3^12 plans.
+      {301, 4, 2, 2, 0, "interleaved-1f1b", 2},
+      {302, 2, 2, 3, 0, "interleaved-zero-bubble", 1},
+      {303, 2, 3, 2, 0, "interleaved-zero-bubble", 1},
+      {304, 2, 2, 3, 0, "zbv", 2},
   };
   return specs;
 }
@@ -108,8 +123,14 @@ profile::Profile make_profile(std::mt19937& rng, const CaseSpec& spec, double* p
     const double weight = uniform(0.8, 1.3);
     const double p_static = uniform(70.0, 100.0);
     const double p_dyn = uniform(200.0, 280.0);
-    for (const char* type : {"forward", "backward"}) {
-      const double mult = std::string(type) == "forward" ? 1.0 : uniform(1.8, 2.2);
+    std::vector<std::string> types = {"forward", "backward"};
+    if (spec.split()) types.insert(types.end(), {"backward_input", "backward_weight"});
+    double backward = 0.0, input = 0.0;  // multipliers, drawn in type order
+    for (const std::string& type : types) {
+      double mult = 1.0;
+      if (type == "backward") mult = backward = uniform(1.8, 2.2);
+      if (type == "backward_input") mult = input = backward * uniform(0.4, 0.6);
+      if (type == "backward_weight") mult = backward - input;
       for (int f : clocks) {
         const double r = static_cast<double>(f) / kMaxClock;
         const double volt = 0.65 + 0.35 * r;
@@ -161,7 +182,7 @@ struct Instance {
       finish[v] = start + t;
     }
     double time = finish[dag->sink()];
-    return {time, energy + p_block * (sched.num_stages * time - busy)};
+    return {time, energy + p_block * (sched.num_ranks() * time - busy)};
   }
 
   FrequencyPlan to_plan(const std::vector<int>& choice) const {
@@ -189,7 +210,8 @@ std::unique_ptr<Instance> build_instance(const CaseSpec& spec) {
   std::mt19937 rng(spec.seed);
   in->prof = make_profile(rng, spec, &in->p_block);
   in->prof.validate();
-  in->sched = schedule::make_1f1b(spec.stages, spec.microbatches);
+  in->sched = schedule::make_schedule(spec.schedule, spec.stages, spec.microbatches,
+                                     spec.stages_per_rank);
   in->dag = std::make_unique<schedule::Dag>(in->sched);
   const schedule::Dag& dag = *in->dag;
   const int n = dag.num_nodes();
@@ -235,7 +257,8 @@ const Instance& instance(std::size_t i) {
 }
 
 std::string case_name(const CaseSpec& spec) {
-  return "seed " + std::to_string(spec.seed) + " (" + std::to_string(spec.stages) + " stages, " +
+  return "seed " + std::to_string(spec.seed) + " (" + spec.schedule + ", " +
+         std::to_string(spec.stages) + " stages, " +
          std::to_string(spec.microbatches) + " microbatches, " + std::to_string(spec.clocks) +
          " clocks)";
 }
@@ -265,7 +288,8 @@ TEST(Optimality, FastEvaluatorMatchesPlanEvaluate) {
     const Instance& in = instance(c);
     SCOPED_TRACE(case_name(in.spec));
     EXPECT_EQ(static_cast<double>(in.plans),
-              std::pow(in.spec.clocks, 2.0 * in.spec.stages * in.spec.microbatches));
+              std::pow(in.spec.clocks, static_cast<double>(in.spec.actions_per_microbatch()) *
+                                           in.spec.stages * in.spec.microbatches));
     std::mt19937 rng(in.spec.seed * 31u);
     std::vector<int> choice(in.options.size(), 0);
     std::vector<double> finish(in.options.size(), 0.0);
@@ -382,7 +406,7 @@ void check_case(CostModelKind kind, const Instance& in, const Tolerances& tol, G
 
   // Every point is what its durations say: planned time, model cost and evaluation.
   ASSERT_EQ(frontier.steps.size() + 1, pts.size());
-  const double blocking_per_unit = in.spec.stages * in.p_block * kUnitTimeS;
+  const double blocking_per_unit = in.sched.num_ranks() * in.p_block * kUnitTimeS;
   std::vector<long> d = frontier.initial_durations;
   for (std::size_t i = 0; i < pts.size(); ++i) {
     if (i > 0) {

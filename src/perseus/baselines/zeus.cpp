@@ -43,7 +43,7 @@ std::vector<double> limit_grid(double max_w, double min_w, double step_w) {
   return grid;
 }
 
-// Per-stage limits of the k-th point of the grid.
+// Per-GPU (rank) limits of the k-th point of the grid.
 using LimitsAt = std::function<std::vector<double>(std::size_t k)>;
 
 // Evaluates every grid point's limits, drops repeated plans, prices and picks the cheapest.
@@ -57,8 +57,8 @@ ZeusSweep sweep(const profile::Profile& profile, const schedule::Schedule& sched
     PowerLimitPoint point;
     point.limits_w = limits_at(k);
     point.plan =
-        plan::plan_per_instruction(schedule, [&](int stage, const schedule::Instruction& inst) {
-          return clock_under_limit(rows_of(profile, stage, inst.type), point.limits_w[stage]);
+        plan::plan_per_instruction(schedule, [&](int rank, const schedule::Instruction& inst) {
+          return clock_under_limit(rows_of(profile, inst.stage, inst.type), point.limits_w[rank]);
         });
     if (!result.points.empty() && result.points.back().plan == point.plan) continue;
     point.evaluation = plan::evaluate(profile, schedule, point.plan, blocking_power_w);
@@ -105,11 +105,15 @@ const Measurement& row_under_limit(const std::vector<Measurement>& rows, double 
   return fastest != nullptr ? *fastest : *lowest_power;
 }
 
-// Forward + backward time of one microbatch on `stage` under `limit_w`.
-double compute_time(const profile::Profile& profile, int stage, double limit_w) {
+// Forward + backward time of one microbatch through every stage of `rank` under `limit_w`.
+double compute_time(const profile::Profile& profile, const schedule::Schedule& schedule, int rank,
+                    double limit_w) {
   double t = 0.0;
-  for (InstructionType type : {InstructionType::kForward, InstructionType::kBackward}) {
-    t += row_under_limit(rows_of(profile, stage, type), limit_w).time_s;
+  for (int stage = 0; stage < schedule.num_stages; ++stage) {
+    if (schedule.stage_rank[static_cast<std::size_t>(stage)] != rank) continue;
+    for (InstructionType type : {InstructionType::kForward, InstructionType::kBackward}) {
+      t += row_under_limit(rows_of(profile, stage, type), limit_w).time_s;
+    }
   }
   return t;
 }
@@ -124,20 +128,20 @@ ZeusSweep zeus_global(const profile::Profile& profile, const schedule::Schedule&
                       double blocking_power_w, double eta, double step_w) {
   auto [lo, hi] = check_and_power_range(profile, schedule, eta);
   std::vector<double> grid = limit_grid(hi, lo, step_w);
-  const auto stages = static_cast<std::size_t>(schedule.num_stages);
+  const auto ranks = static_cast<std::size_t>(schedule.num_ranks());
   return sweep(profile, schedule, blocking_power_w, eta, hi, grid.size(),
-               [&](std::size_t k) { return std::vector<double>(stages, grid[k]); });
+               [&](std::size_t k) { return std::vector<double>(ranks, grid[k]); });
 }
 
 ZeusSweep zeus_per_stage(const profile::Profile& profile, const schedule::Schedule& schedule,
                          double blocking_power_w, double eta, double step_w) {
   auto [lo, hi] = check_and_power_range(profile, schedule, eta);
   std::vector<double> grid = limit_grid(hi, lo, step_w);
-  const int stages = schedule.num_stages;
-  // time[k][s]: stage s's forward + backward time under grid limit k.
+  const int stages = schedule.num_ranks();  // one limit per GPU
+  // time[k][s]: GPU s's forward + backward time under grid limit k.
   std::vector<std::vector<double>> time(grid.size(), std::vector<double>(stages));
   for (std::size_t k = 0; k < grid.size(); ++k) {
-    for (int s = 0; s < stages; ++s) time[k][s] = compute_time(profile, s, grid[k]);
+    for (int s = 0; s < stages; ++s) time[k][s] = compute_time(profile, schedule, s, grid[k]);
   }
   auto limits_at = [&](std::size_t k) {
     const auto& t = time[k];

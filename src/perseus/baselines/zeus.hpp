@@ -15,7 +15,7 @@
 namespace perseus::baselines {
 
 struct PowerLimitPoint {
-  std::vector<double> limits_w;  // per stage
+  std::vector<double> limits_w;  // per GPU (rank; a stage in one-stage-per-GPU schedules)
   plan::FrequencyPlan plan;
   plan::Evaluation evaluation;
   double cost = 0.0;  // eta * energy + (1 - eta) * max_power_w * time
@@ -42,9 +42,9 @@ int clock_under_limit(const std::vector<profile::Measurement>& rows, double limi
 // schedule's.
 ZeusSweep zeus_global(const profile::Profile& profile, const schedule::Schedule& schedule,
                       double blocking_power_w, double eta, double step_w = 25.0);
-// For each swept limit L: the heaviest stage (largest forward + backward time under L) gets L;
-// every other stage the lowest swept limit under which its forward + backward time does not
-// exceed the heaviest stage's time under L.
+// For each swept limit L: the heaviest GPU (largest forward + backward time under L) gets L;
+// every other GPU the lowest swept limit under which its forward + backward time does not
+// exceed the heaviest GPU's time under L.
 ZeusSweep zeus_per_stage(const profile::Profile& profile, const schedule::Schedule& schedule,
                          double blocking_power_w, double eta, double step_w = 25.0);
 

@@ -87,9 +87,9 @@ namespace {
 // straggler_energy_j) stretched by the factor. Pipeline energies are per GPU of each stage, so
 // everything scales with the tensor-parallel degree.
 double cluster_energy(const plan::TimeEnergy& others, const plan::TimeEnergy& straggler,
-                      double factor, double end_s, int num_stages, double blocking_power_w,
+                      double factor, double end_s, int num_ranks, double blocking_power_w,
                       const ClusterSpec& spec) {
-  double other = others.energy_j + num_stages * blocking_power_w * (end_s - others.time_s);
+  double other = others.energy_j + num_ranks * blocking_power_w * (end_s - others.time_s);
   double slow = factor * straggler.energy_j;
   return spec.tensor_parallel * ((spec.pipelines - 1) * other + slow);
 }
@@ -100,21 +100,21 @@ plan::TimeEnergy time_energy(const plan::FrontierRow& r) {
 
 }  // namespace
 
-ClusterPoint emulate_cluster(const plan::FrontierQuery& query, int num_stages,
+ClusterPoint emulate_cluster(const plan::FrontierQuery& query, int num_ranks,
                              double blocking_power_w, const ClusterSpec& spec, double factor) {
   ClusterPoint p;
   p.factor = factor;
   const plan::TimeEnergy& all_max = query.all_max();
   const plan::TimeEnergy fastest = time_energy(query.row(query.fastest()));
   p.baseline.time_s = factor * all_max.time_s;
-  p.baseline.energy_j = cluster_energy(all_max, all_max, factor, p.baseline.time_s, num_stages,
+  p.baseline.energy_j = cluster_energy(all_max, all_max, factor, p.baseline.time_s, num_ranks,
                                        blocking_power_w, spec);
   p.intrinsic.time_s = p.perseus.time_s = factor * fastest.time_s;
-  p.intrinsic.energy_j = cluster_energy(fastest, fastest, factor, p.intrinsic.time_s, num_stages,
+  p.intrinsic.energy_j = cluster_energy(fastest, fastest, factor, p.intrinsic.time_s, num_ranks,
                                         blocking_power_w, spec);
   p.perseus_plan = query.within(p.perseus.time_s).value_or(query.fastest());
   p.perseus.energy_j = cluster_energy(time_energy(query.row(p.perseus_plan)), fastest, factor,
-                                      p.perseus.time_s, num_stages, blocking_power_w, spec);
+                                      p.perseus.time_s, num_ranks, blocking_power_w, spec);
   p.intrinsic_saving = (p.baseline.energy_j - p.intrinsic.energy_j) / p.baseline.energy_j;
   p.extrinsic_saving = (p.intrinsic.energy_j - p.perseus.energy_j) / p.baseline.energy_j;
   p.total_saving = p.intrinsic_saving + p.extrinsic_saving;
@@ -129,7 +129,7 @@ std::vector<ClusterPoint> sweep_cluster(const plan::StoredFrontier& frontier,
   std::vector<ClusterPoint> out;
   out.reserve(factors.size());
   for (double f : factors) {
-    out.push_back(emulate_cluster(query, frontier.num_stages, frontier.blocking_power_w, spec, f));
+    out.push_back(emulate_cluster(query, frontier.num_ranks(), frontier.blocking_power_w, spec, f));
   }
   return out;
 }

@@ -48,7 +48,7 @@ std::vector<double> parse_factors(const std::string& spec);
 void check_cluster(const ClusterSpec& spec, const std::vector<double>& factors);
 
 // One factor: plans chosen by `query` (its all-max is the baseline).
-ClusterPoint emulate_cluster(const plan::FrontierQuery& query, int num_stages,
+ClusterPoint emulate_cluster(const plan::FrontierQuery& query, int num_ranks,
                              double blocking_power_w, const ClusterSpec& spec, double factor);
 
 std::vector<ClusterPoint> sweep_cluster(const plan::StoredFrontier& frontier,

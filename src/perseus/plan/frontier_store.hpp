@@ -43,6 +43,8 @@ struct StoredFrontier {
   // The schedule the frontier was planned on; throws perseus::Error when the stored name and sizes
   // do not make one.
   schedule::Schedule build_schedule() const;
+  // GPUs of one pipeline (its ranks).
+  int num_ranks() const { return num_stages / stages_per_rank; }
 };
 
 struct FrontierInfo {

@@ -167,8 +167,8 @@ void Solver::record() {
     out_.initial_clocks = clocks_;
   else
     out_.clock_changes.push_back(std::move(changes));
-  Evaluation ev = evaluate_nodes(dag_, p_.schedule.num_stages, time_, energy_, s.blocking_power_w);
-  double blocking = static_cast<double>(p_.schedule.num_stages) * static_cast<double>(total_) *
+  Evaluation ev = evaluate_nodes(dag_, p_.schedule.num_ranks(), time_, energy_, s.blocking_power_w);
+  double blocking = static_cast<double>(p_.schedule.num_ranks()) * static_cast<double>(total_) *
                     s.unit_time_s * s.blocking_power_w;
   out_.points.push_back({total_, cost_sum_ + blocking, ev.time_s, ev.energy_j});
 }
