@@ -41,8 +41,7 @@ struct Pipeline {
 Pipeline load(const BaselineArgs& a) {
   require(!a.profile.empty(), "--profile is required");
   require(a.stages >= 0, "--stages must be positive");
-  require(a.microbatches > 0 || (!a.schedule.file.empty() && a.microbatches == 0),
-          "--microbatches is required and must be positive");
+  require_microbatches(a.microbatches, a.schedule, "for a baseline");
   require(a.blocking_power >= 0.0 && std::isfinite(a.blocking_power),
           "--blocking-power is required and must be >= 0 watts");
   profile::Profile prof = read_profile(a.profile, a.allow_implausible);

@@ -9,7 +9,7 @@ class App;
 
 namespace perseus::cli {
 
-void add_profile_command(CLI::App& app);   // perseus profile synth|check
+void add_profile_command(CLI::App& app);   // perseus profile synth|split|check
 void add_plan_command(CLI::App& app);      // perseus plan [evaluate|export]
 void add_emulate_command(CLI::App& app);   // perseus emulate [cluster]
 void add_baseline_command(CLI::App& app);  // perseus baseline all-max|uniform|envpipe|zeus-*
@@ -18,5 +18,6 @@ void add_serve_command(CLI::App& app);     // perseus serve | export-job
 void add_simulate_command(CLI::App& app);  // perseus simulate-training
 void add_search_command(CLI::App& app);    // perseus search [evaluate|grid]
 void add_gpu_command(CLI::App& app);       // perseus gpu probe
+void add_schedule_command(CLI::App& app);  // perseus schedule
 
 }  // namespace perseus::cli

@@ -73,6 +73,11 @@ schedule::Schedule schedule_from_file(const ScheduleOptions& o, int num_stages,
 
 }  // namespace
 
+void require_microbatches(int microbatches, const ScheduleOptions& o, const std::string& what) {
+  require(microbatches > 0 || (microbatches == 0 && !o.file.empty()),
+          "--microbatches is required " + what + " and must be positive (or give --schedule-file)");
+}
+
 schedule::Schedule resolve_schedule(const ScheduleOptions& o, const profile::Profile& profile,
                                     int num_stages, int num_microbatches) {
   if (!o.file.empty()) return schedule_from_file(o, num_stages, num_microbatches);

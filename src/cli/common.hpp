@@ -60,6 +60,9 @@ void add_schedule_options(CLI::App* cmd, ScheduleOptions& o, const std::string& 
 // schedule::make_schedule. Errors name the option.
 schedule::Schedule resolve_schedule(const ScheduleOptions& o, const profile::Profile& profile,
                                     int num_stages, int num_microbatches);
+// --microbatches must be positive, or absent (0) when a --schedule-file gives the count; the error
+// says `what` needs it.
+void require_microbatches(int microbatches, const ScheduleOptions& o, const std::string& what);
 
 // Prints time_s, energy_j, the all-max reference, the energy saving and the slowdown in %, one
 // `key value` line each.

@@ -10,11 +10,11 @@
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
-#include "perseus/schedule/catalog.hpp"
 #include "perseus/emulate/cluster.hpp"
 #include "perseus/emulate/timeline.hpp"
 #include "perseus/plan/frontier_store.hpp"
 #include "perseus/profile/csv.hpp"
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/util/files.hpp"
 
 namespace perseus::cli {
@@ -54,8 +54,8 @@ Job job_from_frontier(const EmulateArgs& a) {
   plan::StoredFrontier f = plan::read_frontier(a.frontier);
   plan::FrontierQuery q(f);
   std::size_t i = naming(a.frontier, [&] { return choose_plan(a.choice, f, q); });
-  Job job{f.plans[i], f.build_schedule(),
-          "frontier " + q.describe(i), f.blocking_power_w, f.rows[i].evaluated_time_s};
+  Job job{f.plans[i], f.build_schedule(), "frontier " + q.describe(i), f.blocking_power_w,
+          f.rows[i].evaluated_time_s};
   return job;
 }
 
@@ -68,8 +68,7 @@ Job make_job(const EmulateArgs& a, const profile::Profile& prof) {
     PlanWithSchedule p = read_plan_for(a.plan, a.schedule, a.microbatches, prof);
     return {p.plan.frequencies, p.schedule, a.plan, blocking_power_of(p.plan, a.blocking_power)};
   }
-  require(a.microbatches > 0 || (!a.schedule.file.empty() && a.microbatches == 0),
-          "--microbatches is required with the all-max plan");
+  require_microbatches(a.microbatches, a.schedule, "with the all-max plan");
   int stages = a.stages > 0 ? a.stages : prof.num_stages();
   auto sched = resolve_schedule(a.schedule, prof, stages, a.microbatches);
   return {plan::all_max_plan(prof, sched), sched, "all-max", a.blocking_power};
@@ -82,17 +81,17 @@ std::string timeline_csv(const emulate::Timeline& t) {
          "power_w,critical\n";
   for (const auto& e : t.entries) {
     out << e.rank << ',' << e.position << ',' << e.instruction.stage << ','
-        << schedule::type_name(e.instruction.type) << ','
-        << e.instruction.microbatch << ',' << e.frequency_mhz << ',' << e.start_s << ',' << e.end_s
-        << ',' << e.energy_j << ',' << e.power_w() << ',' << (e.critical ? 1 : 0) << '\n';
+        << schedule::type_name(e.instruction.type) << ',' << e.instruction.microbatch << ','
+        << e.frequency_mhz << ',' << e.start_s << ',' << e.end_s << ',' << e.energy_j << ','
+        << e.power_w() << ',' << (e.critical ? 1 : 0) << '\n';
   }
   return out.str();
 }
 
 void print_timeline(const Job& job, const emulate::Timeline& t) {
-  std::printf("plan            %s (%s, %d stages on %d GPUs, %d microbatches)\n",
-              job.label.c_str(), job.schedule.name.c_str(), job.schedule.num_stages,
-              job.schedule.num_ranks(), job.schedule.num_microbatches);
+  std::printf("plan            %s (%s, %d stages on %d GPUs, %d microbatches)\n", job.label.c_str(),
+              job.schedule.name.c_str(), job.schedule.num_stages, job.schedule.num_ranks(),
+              job.schedule.num_microbatches);
   std::printf("iteration time  %.6f s\n", t.time_s);
   if (job.reported_time_s >= 0.0) {
     std::printf("frontier time   %.6f s (emulated - reported: %+.3g s)\n", job.reported_time_s,
@@ -145,9 +144,9 @@ void print_sweep(const std::vector<emulate::ClusterPoint>& points, const emulate
                  const plan::StoredFrontier& f) {
   const int ranks = f.num_ranks();
   const std::string per_pipeline =
-      f.stages_per_rank == 1 ? std::to_string(ranks) + " stages"
-                             : std::to_string(ranks) + " GPUs (" + std::to_string(f.num_stages) +
-                                   " stages)";
+      f.stages_per_rank == 1
+          ? std::to_string(ranks) + " stages"
+          : std::to_string(ranks) + " GPUs (" + std::to_string(f.num_stages) + " stages)";
   std::printf("%d pipelines x %s x %d-way tensor parallel = %ld GPUs\n", s.pipelines,
               per_pipeline.c_str(), s.tensor_parallel,
               static_cast<long>(s.pipelines) * ranks * s.tensor_parallel);

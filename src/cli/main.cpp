@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   perseus::cli::add_simulate_command(app);
   perseus::cli::add_search_command(app);
   perseus::cli::add_gpu_command(app);
+  perseus::cli::add_schedule_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

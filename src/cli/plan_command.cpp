@@ -8,11 +8,11 @@
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
-#include "perseus/schedule/catalog.hpp"
 #include "perseus/plan/frontier_store.hpp"
 #include "perseus/plan/plan_io.hpp"
 #include "perseus/plan/solver.hpp"
 #include "perseus/profile/csv.hpp"
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
 #include "perseus/util/progress.hpp"
@@ -71,7 +71,7 @@ void print_summary(const plan::FrontierQuery& q) {
 void run_plan(const PlanArgs& a) {
   require(!a.profile.empty(), "--profile is required");
   require(a.stages >= 0, "--stages must be positive");
-  require(a.microbatches > 0, "--microbatches is required and must be positive");
+  require_microbatches(a.microbatches, a.schedule, "to plan");
   require(a.blocking_power >= 0.0, "--blocking-power is required and must be >= 0 watts");
   require(!a.out.empty(), "--out-dir is required");
   require(std::isfinite(a.blocking_power), "--blocking-power must be a finite number of watts");
@@ -150,6 +150,10 @@ void run_export(const ExportArgs& a) {
   require(a.format == "json" || a.format == "py" || a.format == "zeus",
           "--format must be json, py or zeus");
   plan::StoredFrontier f = plan::read_frontier(a.frontier);
+  require(a.format != "zeus" || f.stages_per_rank == 1,
+          "--format zeus: Zeus's pair lists name one stage per GPU, and the " + f.schedule +
+              " schedule runs " + std::to_string(f.stages_per_rank) +
+              " per GPU; export json (it names each action's stage)");
   plan::FrontierQuery q(f);
   std::vector<std::size_t> picks = naming(a.frontier, [&] {
     return a.every ? q.every(*a.every) : std::vector<std::size_t>{choose_plan(a.choice, f, q)};
@@ -176,8 +180,7 @@ void add_plan_command(CLI::App& app) {
   plan->add_option("--unit-time", pa->unit_time, "Time unit in seconds")->capture_default_str();
   plan->add_option("--cost-model", pa->cost_model, "exponential or convex-hull")
       ->capture_default_str();
-  add_schedule_options(plan, pa->schedule,
-                       "default 1f1b; envelope is EnvPipe's, from the profile");
+  add_schedule_options(plan, pa->schedule, "default 1f1b; envelope is EnvPipe's, from the profile");
   plan->add_option("--noise-factor", pa->noise_factor,
                    "Keep options within this factor of Pareto-optimal")
       ->capture_default_str();

@@ -14,7 +14,6 @@
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
-#include "perseus/schedule/catalog.hpp"
 #include "perseus/baselines/envpipe.hpp"
 #include "perseus/baselines/uniform.hpp"
 #include "perseus/baselines/zeus.hpp"
@@ -26,6 +25,7 @@
 #include "perseus/profile/gpu_model.hpp"
 #include "perseus/report/html.hpp"
 #include "perseus/report/svg.hpp"
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/util/files.hpp"
 #include "perseus/util/progress.hpp"
 
@@ -210,9 +210,13 @@ report::FrontierChartData frontier_data(const Inputs& in, const plan::FrontierQu
   d.baselines = {
       {"Uniform",
        time_energy(plan::evaluate(in.profile, in.schedule, uniform, in.blocking_power_w)),
-       "every instruction at its lowest-energy clock"},
-      envpipe_point(in, baselines::EnvPipePolicy::kGreedy, "EnvPipe greedy"),
-      envpipe_point(in, baselines::EnvPipePolicy::kBalanced, "EnvPipe balanced")};
+       "every instruction at its lowest-energy clock"}};
+  // EnvPipe's envelope is defined for one stage per GPU; the report leaves it out otherwise.
+  if (in.schedule.one_stage_per_rank()) {
+    d.baselines.push_back(envpipe_point(in, baselines::EnvPipePolicy::kGreedy, "EnvPipe greedy"));
+    d.baselines.push_back(
+        envpipe_point(in, baselines::EnvPipePolicy::kBalanced, "EnvPipe balanced"));
+  }
   d.curves = {zeus_curve(in, eta, &baselines::zeus_global, "Zeus global"),
               zeus_curve(in, eta, &baselines::zeus_per_stage, "Zeus per-stage")};
   return d;

@@ -289,9 +289,11 @@ TEST(PlanIoJson, NonPositiveCountsAreRejected) {
 TEST(PlanIoJson, NumStagesMustMatchStages) {
   json doc = sample_json();
   doc["num_stages"] = 3;
-  EXPECT_CONTAINS(error_of_json(doc), "plan.json: num_stages is 3 and stages_per_rank 1 but 'stages' has 2 rank lists");
+  EXPECT_CONTAINS(error_of_json(doc),
+                  "plan.json: num_stages is 3 and stages_per_rank 1 but 'stages' has 2 rank lists");
   doc["num_stages"] = 1;
-  EXPECT_CONTAINS(error_of_json(doc), "plan.json: num_stages is 1 and stages_per_rank 1 but 'stages' has 2 rank lists");
+  EXPECT_CONTAINS(error_of_json(doc),
+                  "plan.json: num_stages is 1 and stages_per_rank 1 but 'stages' has 2 rank lists");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -765,15 +767,26 @@ TEST_F(FrontierStore, CorruptMetadataIsReportedWithItsName) {
       edit([](json& d) { d["num_stages"] = "3"; }),
       edit([](json& d) { d["num_stages"] = 0; }),
       edit([](json& d) { d["num_microbatches"] = -4; }),
-      edit([](json& d) { d["schedule"] = "zigzag"; }),
+      edit([](json& d) {  // an older file names its schedule only
+        d["schedule"] = "zigzag";
+        d.erase("schedule_actions");
+      }),
       edit([](json& d) { d["unit_time_s"] = nullptr; }),
+      edit([](json& d) { d["schedule_actions"] = "0F0,0X0\n"; }),
+      edit([](json& d) { d["stages_per_rank"] = 0; }),
   };
   for (std::size_t k = 0; k < cases.size(); ++k) {
     std::string msg = corrupted(dir, "meta.json", cases[k]);
     EXPECT_CONTAINS(msg, meta) << "case " << k;
   }
-  // A stage count that disagrees with plans.txt is caught (by the plans' width).
+  // A stage count that disagrees with the schedule's actions is caught; without them, by the
+  // plans' width.
   std::string msg = corrupted(dir, "meta.json", edit([](json& d) { d["num_stages"] = 2; }));
+  EXPECT_CONTAINS(msg, meta + ": schedule_actions has 3 stages and 4 microbatches, not 2 and 4");
+  msg = corrupted(dir, "meta.json", edit([](json& d) {
+                    d["num_stages"] = 2;
+                    d.erase("schedule_actions");
+                  }));
   EXPECT_CONTAINS(msg, (dir / "plans.txt").string());
   std::string missing = (tmp.path() / "nope" / "meta.json").string();
   EXPECT_CONTAINS(error_of([&] { read_frontier(tmp.path() / "nope"); }), missing);

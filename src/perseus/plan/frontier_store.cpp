@@ -6,8 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "perseus/schedule/catalog.hpp"
 #include "perseus/plan/frontier_query.hpp"
+#include "perseus/schedule/catalog.hpp"
+#include "perseus/schedule/schedule_file.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
 
@@ -99,6 +100,7 @@ json meta_json(const PlanProblem& problem, const Frontier& frontier, const Front
           {"num_stages", problem.schedule.num_stages},
           {"num_microbatches", problem.schedule.num_microbatches},
           {"stages_per_rank", problem.schedule.stages_per_rank()},
+          {"schedule_actions", schedule::schedule_to_csv(problem.schedule)},
           {"unit_time_s", st.unit_time_s},
           {"blocking_power_w", st.blocking_power_w},
           {"cost_model", cost_model_name(st.cost_model)},
@@ -225,7 +227,17 @@ Plan StoredFrontier::plan(std::size_t index) const {
 }
 
 schedule::Schedule StoredFrontier::build_schedule() const {
-  return schedule::make_schedule(schedule, num_stages, num_microbatches, stages_per_rank);
+  if (schedule_actions.empty()) {
+    return schedule::make_schedule(schedule, num_stages, num_microbatches, stages_per_rank);
+  }
+  schedule::Schedule s = schedule::parse_schedule_text(schedule_actions, "schedule_actions");
+  if (s.num_stages != num_stages || s.num_microbatches != num_microbatches) {
+    throw Error("schedule_actions has " + std::to_string(s.num_stages) + " stages and " +
+                std::to_string(s.num_microbatches) + " microbatches, not " +
+                std::to_string(num_stages) + " and " + std::to_string(num_microbatches));
+  }
+  s.name = schedule;
+  return s;
 }
 
 StoredFrontier stored_frontier(const PlanProblem& problem, const Frontier& frontier,
@@ -235,6 +247,7 @@ StoredFrontier stored_frontier(const PlanProblem& problem, const Frontier& front
   f.num_stages = problem.schedule.num_stages;
   f.num_microbatches = problem.schedule.num_microbatches;
   f.stages_per_rank = problem.schedule.stages_per_rank();
+  f.schedule_actions = schedule::schedule_to_csv(problem.schedule);
   f.unit_time_s = problem.settings.unit_time_s;
   f.blocking_power_w = problem.settings.blocking_power_w;
   f.all_max = all_max;
@@ -273,6 +286,7 @@ StoredFrontier read_frontier_rows(const fs::path& dir) {
     f.num_microbatches = meta.at("num_microbatches").get<int>();
     f.stages_per_rank = meta.value("stages_per_rank", 1);
     if (f.stages_per_rank < 1) bad(meta_path, 0, "stages_per_rank must be positive");
+    f.schedule_actions = meta.value("schedule_actions", "");
     f.unit_time_s = meta.at("unit_time_s").get<double>();
     f.blocking_power_w = meta.at("blocking_power_w").get<double>();
     f.all_max.time_s = meta.at("all_max").at("time_s").get<double>();

@@ -32,6 +32,7 @@ struct StoredFrontier {
   int num_stages = 0;
   int num_microbatches = 0;
   int stages_per_rank = 1;
+  std::string schedule_actions;  // the schedule as CSV in PyTorch's notation (empty: by name)
   double unit_time_s = 0.0;
   double blocking_power_w = 0.0;
   TimeEnergy all_max;  // the evaluated all-max plan, the reference for savings

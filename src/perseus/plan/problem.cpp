@@ -38,9 +38,12 @@ PlanProblem PlanProblem::build(const profile::Profile& profile, schedule::Schedu
     if (it == spec_of.end()) {
       const std::string& type = schedule::type_name(node.instruction.type);
       if (!profile.has(node.stage(), type)) {
+        bool split = node.instruction.type == schedule::InstructionType::kBackwardInput ||
+                     node.instruction.type == schedule::InstructionType::kBackwardWeight;
         throw Error(profile.source() + ": no '" + type + "' rows for stage " +
                     std::to_string(node.stage()) + ", which the " + problem.schedule.name +
-                    " schedule needs");
+                    " schedule needs" +
+                    (split ? " (`perseus profile split --split-backward` derives them)" : ""));
       }
       problem.specs.push_back(
           profile::make_option_set(profile.rows(node.stage(), type), settings.unit_time_s,

@@ -85,12 +85,11 @@ std::string entry_name(const emulate::TimelineEntry& e, bool classic) {
 }
 
 std::string entry_tooltip(const emulate::TimelineEntry& e) {
-  return "GPU " + std::to_string(e.rank) + ", stage " + std::to_string(e.instruction.stage) +
-         ", " + schedule::type_name(e.instruction.type) + " of microbatch " +
-         std::to_string(e.instruction.microbatch) + "\n" +
-         std::to_string(e.frequency_mhz) + " MHz, " + num(e.start_s, 4) + "-" + num(e.end_s, 4) +
-         " s, " + num(e.power_w(), 1) + " W, " + num(e.energy_j, 2) + " J" +
-         (e.critical ? "\ncritical path" : "");
+  return "GPU " + std::to_string(e.rank) + ", stage " + std::to_string(e.instruction.stage) + ", " +
+         schedule::type_name(e.instruction.type) + " of microbatch " +
+         std::to_string(e.instruction.microbatch) + "\n" + std::to_string(e.frequency_mhz) +
+         " MHz, " + num(e.start_s, 4) + "-" + num(e.end_s, 4) + " s, " + num(e.power_w(), 1) +
+         " W, " + num(e.energy_j, 2) + " J" + (e.critical ? "\ncritical path" : "");
 }
 
 void draw_lanes(Canvas& c, const Lanes& l, const std::vector<std::vector<int>>& stages) {
@@ -223,9 +222,12 @@ std::string timeline_chart(const emulate::Timeline& t) {
   const auto stages = stages_of_ranks(t, ranks);
   const double lane = std::clamp(kPlotHeight / ranks, kMinLane, kMaxLane);
   const double height = kMargins.top + lane * ranks + kMargins.bottom;
-  Canvas c(kWidth, height, kMargins, "timeline",
+  const bool classic = one_stage_per_rank(stages);
+  Margins margins = kMargins;
+  if (!classic) margins.left += 40;  // "GPU 3 (3,12)" is longer than "stage 3"
+  Canvas c(kWidth, height, margins, "timeline",
            "Timeline of one iteration per GPU (pipeline rank), coloured by power");
-  const Lanes lanes{c.top(), lane, one_stage_per_rank(stages)};
+  const Lanes lanes{c.top(), lane, classic};
   const double end = t.time_s > 0.0 ? t.time_s : 1.0;
   LinearScale x = c.x_scale(0.0, end);
   draw_lanes(c, lanes, stages);
