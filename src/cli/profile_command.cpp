@@ -100,8 +100,8 @@ void run_synth(const SynthArgs& a) {
   profile::ModelDescription model = profile::default_model(a.stages);
   if (!a.stage_work.empty()) model.stage_work = a.stage_work;
   model.forward_time_s = a.forward_time_s;
-  Profile prof = profile::split_profile(profile::synthesize_profile(gpu, model, a.noise, a.seed),
-                                       a.split);
+  Profile prof =
+      profile::split_profile(profile::synthesize_profile(gpu, model, a.noise, a.seed), a.split);
   write_profile(prof, a.out);
   std::fprintf(
       summary_stream(a.out),

@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "perseus/schedule/catalog.hpp"
 #include "perseus/baselines/envpipe.hpp"
 #include "perseus/baselines/uniform.hpp"
 #include "perseus/baselines/zeus.hpp"
 #include "perseus/plan/evaluate.hpp"
 #include "perseus/profile/csv.hpp"
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/schedule/dag.hpp"
 #include "perseus/util/error.hpp"
 #include "test_support.hpp"
@@ -68,9 +68,9 @@ std::vector<int> plan_critical_path(const Profile& p, const plan::FrequencyPlan&
   std::vector<double> duration(static_cast<std::size_t>(dag.num_nodes()), 0.0);
   for (int v = 1; v < dag.sink(); ++v) {
     const auto& node = dag.node(v);
-    duration[v] = p.at(node.rank, schedule::type_name(node.instruction.type),
-                       plan[node.rank][node.position])
-                      .time_s;
+    duration[v] =
+        p.at(node.rank, schedule::type_name(node.instruction.type), plan[node.rank][node.position])
+            .time_s;
   }
   return schedule::critical_path(dag, duration);
 }

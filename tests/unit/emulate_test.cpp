@@ -114,8 +114,7 @@ TEST(EmulateTimeline, InstructionsRunInOrderWithoutOverlapAfterTheirInputs) {
   emulate::Timeline t = emulate::emulate(prof, sched, random_plan(prof, sched, rng), 60.0);
   auto find = [&](int stage, schedule::InstructionType type, int mb) {
     for (const auto& e : t.entries)
-      if (e.rank == stage && e.instruction.type == type && e.instruction.microbatch == mb)
-        return e;
+      if (e.rank == stage && e.instruction.type == type && e.instruction.microbatch == mb) return e;
     ADD_FAILURE() << "missing instruction";
     return t.entries.front();
   };
@@ -127,14 +126,12 @@ TEST(EmulateTimeline, InstructionsRunInOrderWithoutOverlapAfterTheirInputs) {
     }
     EXPECT_EQ(cur.frequency_mhz > 0, true);
     if (cur.instruction.type == schedule::InstructionType::kForward && cur.rank > 0) {
-      EXPECT_GE(
-          cur.start_s,
-          find(cur.rank - 1, cur.instruction.type, cur.instruction.microbatch).end_s - 1e-12);
+      EXPECT_GE(cur.start_s,
+                find(cur.rank - 1, cur.instruction.type, cur.instruction.microbatch).end_s - 1e-12);
     }
     if (cur.instruction.type == schedule::InstructionType::kBackward && cur.rank < 3) {
-      EXPECT_GE(
-          cur.start_s,
-          find(cur.rank + 1, cur.instruction.type, cur.instruction.microbatch).end_s - 1e-12);
+      EXPECT_GE(cur.start_s,
+                find(cur.rank + 1, cur.instruction.type, cur.instruction.microbatch).end_s - 1e-12);
     }
   }
 }
@@ -224,10 +221,8 @@ TEST(EmulateTimeline, RejectsBadPerturbationsAndPlans) {
   auto prof = random_profile(3, 4);
   auto p = plan::all_max_plan(prof, sched);
   EXPECT_THROW(emulate::emulate(prof, sched, p, 80.0, {.noise = -0.1}), Error);
-  EXPECT_THROW(emulate::emulate(prof, sched, p, 80.0, {.slow_rank = 3, .slow_factor = 2.0}),
-               Error);
-  EXPECT_THROW(emulate::emulate(prof, sched, p, 80.0, {.slow_rank = 0, .slow_factor = 0.9}),
-               Error);
+  EXPECT_THROW(emulate::emulate(prof, sched, p, 80.0, {.slow_rank = 3, .slow_factor = 2.0}), Error);
+  EXPECT_THROW(emulate::emulate(prof, sched, p, 80.0, {.slow_rank = 0, .slow_factor = 0.9}), Error);
   auto wrong = schedule::make_1f1b(3, 5);
   EXPECT_THROW(emulate::emulate(prof, wrong, p, 80.0), Error);
   p[1][2] = 1234567;

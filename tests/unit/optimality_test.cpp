@@ -210,8 +210,8 @@ std::unique_ptr<Instance> build_instance(const CaseSpec& spec) {
   std::mt19937 rng(spec.seed);
   in->prof = make_profile(rng, spec, &in->p_block);
   in->prof.validate();
-  in->sched = schedule::make_schedule(spec.schedule, spec.stages, spec.microbatches,
-                                     spec.stages_per_rank);
+  in->sched =
+      schedule::make_schedule(spec.schedule, spec.stages, spec.microbatches, spec.stages_per_rank);
   in->dag = std::make_unique<schedule::Dag>(in->sched);
   const schedule::Dag& dag = *in->dag;
   const int n = dag.num_nodes();
@@ -258,9 +258,8 @@ const Instance& instance(std::size_t i) {
 
 std::string case_name(const CaseSpec& spec) {
   return "seed " + std::to_string(spec.seed) + " (" + spec.schedule + ", " +
-         std::to_string(spec.stages) + " stages, " +
-         std::to_string(spec.microbatches) + " microbatches, " + std::to_string(spec.clocks) +
-         " clocks)";
+         std::to_string(spec.stages) + " stages, " + std::to_string(spec.microbatches) +
+         " microbatches, " + std::to_string(spec.clocks) + " clocks)";
 }
 
 // The plan with every instruction at its slowest Pareto-optimal clock (no other clock is both

@@ -15,8 +15,8 @@
 
 #include "perseus/schedule/dag.hpp"
 #include "perseus/schedule/generators.hpp"
-#include "perseus/schedule/schedule_file.hpp"
 #include "perseus/schedule/schedule.hpp"
+#include "perseus/schedule/schedule_file.hpp"
 #include "perseus/util/error.hpp"
 #include "test_support.hpp"
 

@@ -1,11 +1,11 @@
 // Schedules and the instruction DAG.
-#include "perseus/schedule/catalog.hpp"
 #include "perseus/schedule/schedule.hpp"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/schedule/dag.hpp"
 #include "perseus/util/error.hpp"
 
@@ -144,13 +144,13 @@ TEST(Dag, RejectsDuplicateInstructionAndCycle) {
   // Stage 0 waits for B0 before F1, stage 1 needs F1 before B0: a deadlock.
   Schedule cyc = make_1f1b(2, 2);
   cyc.ranks[0] = {{InstructionType::kForward, 0},
-                   {InstructionType::kBackward, 0},
-                   {InstructionType::kForward, 1},
-                   {InstructionType::kBackward, 1}};
+                  {InstructionType::kBackward, 0},
+                  {InstructionType::kForward, 1},
+                  {InstructionType::kBackward, 1}};
   cyc.ranks[1] = {{InstructionType::kForward, 0, 1},
-                   {InstructionType::kForward, 1, 1},
-                   {InstructionType::kBackward, 0, 1},
-                   {InstructionType::kBackward, 1, 1}};
+                  {InstructionType::kForward, 1, 1},
+                  {InstructionType::kBackward, 0, 1},
+                  {InstructionType::kBackward, 1, 1}};
   try {
     Dag dag(cyc);
     FAIL() << "expected a deadlock error";

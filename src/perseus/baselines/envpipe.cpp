@@ -139,8 +139,9 @@ class EnvPipeSearch {
 };
 
 std::string describe(const schedule::DagNode& node) {
-  return "stage " + std::to_string(node.stage()) + " (" + schedule::type_name(node.instruction.type) +
-         " of microbatch " + std::to_string(node.instruction.microbatch) + ")";
+  return "stage " + std::to_string(node.stage()) + " (" +
+         schedule::type_name(node.instruction.type) + " of microbatch " +
+         std::to_string(node.instruction.microbatch) + ")";
 }
 
 // "; stage h is heavier than the last stage (...)" when some stage outweighs the last one.

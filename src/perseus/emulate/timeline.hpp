@@ -1,9 +1,9 @@
 // Timeline emulation of one pipeline iteration (architecture section 6): every rank is a GPU that
 // runs all its stages' actions in the schedule's order, each starting when the GPU is free and
-// its input from the neighbouring stage has arrived. Durations and energies come from the profile at the planned
-// clock; optional perturbations model measurement noise and a slow GPU. The result carries the
-// iteration time, per-rank busy/idle time and energy, and every instruction's start, end, clock
-// and power, with one critical path marked.
+// its input from the neighbouring stage has arrived. Durations and energies come from the profile
+// at the planned clock; optional perturbations model measurement noise and a slow GPU. The result
+// carries the iteration time, per-rank busy/idle time and energy, and every instruction's start,
+// end, clock and power, with one critical path marked.
 #pragma once
 
 #include <cstdint>

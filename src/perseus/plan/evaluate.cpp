@@ -83,7 +83,8 @@ FrequencyPlan plan_per_instruction(const schedule::Schedule& schedule, const Clo
   FrequencyPlan plan(schedule.ranks.size());
   for (std::size_t r = 0; r < schedule.ranks.size(); ++r) {
     plan[r].reserve(schedule.ranks[r].size());
-    for (const auto& inst : schedule.ranks[r]) plan[r].push_back(clock_of(static_cast<int>(r), inst));
+    for (const auto& inst : schedule.ranks[r])
+      plan[r].push_back(clock_of(static_cast<int>(r), inst));
   }
   return plan;
 }

@@ -109,9 +109,8 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
   plan.schedule = field<std::string>(doc, "schedule", source);
   plan.num_stages = positive_field(doc, "num_stages", source);
   plan.num_microbatches = positive_field(doc, "num_microbatches", source);
-  plan.stages_per_rank = doc.contains("stages_per_rank")
-                             ? positive_field(doc, "stages_per_rank", source)
-                             : 1;
+  plan.stages_per_rank =
+      doc.contains("stages_per_rank") ? positive_field(doc, "stages_per_rank", source) : 1;
   plan.unit_time_s = optional_field<double>(doc, "unit_time_s", source, 0.0);
   plan.blocking_power_w = optional_field<double>(doc, "blocking_power_w", source, 0.0);
   plan.predicted = optional_time_energy(doc, "predicted", source);
@@ -133,9 +132,8 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
   }
   if (static_cast<long>(plan.frequencies.size()) * plan.stages_per_rank != plan.num_stages) {
     throw Error(source + ": num_stages is " + std::to_string(plan.num_stages) + " and " +
-                "stages_per_rank " + std::to_string(plan.stages_per_rank) +
-                " but 'stages' has " + std::to_string(plan.frequencies.size()) +
-                " rank lists");
+                "stages_per_rank " + std::to_string(plan.stages_per_rank) + " but 'stages' has " +
+                std::to_string(plan.frequencies.size()) + " rank lists");
   }
   return plan;
 }

@@ -15,9 +15,9 @@
 namespace perseus::profile {
 
 struct SplitOptions {
-  int virtual_stages = 1;        // V >= 1
-  bool split_backward = false;   // add backward_input / backward_weight rows
-  double input_fraction = 0.5;   // share of a backward that is the input-gradient part, (0, 1)
+  int virtual_stages = 1;       // V >= 1
+  bool split_backward = false;  // add backward_input / backward_weight rows
+  double input_fraction = 0.5;  // share of a backward that is the input-gradient part, (0, 1)
 };
 
 // Throws perseus::Error naming the option when V < 1 or the fraction is not in (0, 1), and when

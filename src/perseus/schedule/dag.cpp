@@ -89,10 +89,12 @@ void check_complete(const Schedule& s, ActionIndex& index) {
       int w = index.at(st, T::kBackwardWeight, j);
       if (f == -1) throw Error(head + "no " + what(st, T::kForward, j));
       if (b != -1 && (in != -1 || w != -1)) {
-        throw Error(head + what(st, T::kBackward, j) + " is also split into input and weight parts");
+        throw Error(head + what(st, T::kBackward, j) +
+                    " is also split into input and weight parts");
       }
-      if (b == -1 && in == -1) throw Error(head + "no backward of stage " + std::to_string(st) +
-                                           " microbatch " + std::to_string(j) + " (B, or I and W)");
+      if (b == -1 && in == -1)
+        throw Error(head + "no backward of stage " + std::to_string(st) + " microbatch " +
+                    std::to_string(j) + " (B, or I and W)");
       if ((in == -1) != (w == -1)) {
         throw Error(head + "no " + what(st, in == -1 ? T::kBackwardInput : T::kBackwardWeight, j) +
                     " to pair with its " + (in == -1 ? "backward_weight" : "backward_input"));

@@ -71,8 +71,8 @@ void check_sizes(int num_stages, int num_microbatches) {
   }
 }
 
-Schedule empty_schedule(const std::string& name, int num_microbatches,
-                        std::vector<int> stage_rank, int num_ranks) {
+Schedule empty_schedule(const std::string& name, int num_microbatches, std::vector<int> stage_rank,
+                        int num_ranks) {
   Schedule s;
   s.name = name;
   s.num_stages = static_cast<int>(stage_rank.size());
@@ -85,9 +85,13 @@ Schedule empty_schedule(const std::string& name, int num_microbatches,
   return s;
 }
 
-const std::string& type_name(InstructionType type) { return kTypeNames[static_cast<int>(type)]; }
+const std::string& type_name(InstructionType type) {
+  return kTypeNames[static_cast<int>(type)];
+}
 
-char type_letter(InstructionType type) { return kTypeLetters[static_cast<int>(type)]; }
+char type_letter(InstructionType type) {
+  return kTypeLetters[static_cast<int>(type)];
+}
 
 InstructionType parse_type(const std::string& name) {
   for (int t = 0; t < kNumInstructionTypes; ++t) {

@@ -70,7 +70,7 @@ Schedule identify_schedule(const std::vector<std::vector<InstructionType>>& type
 // Checks sizes shared by every generator; throws perseus::Error naming the bad one.
 void check_sizes(int num_stages, int num_microbatches);
 // A schedule with `num_ranks` empty action lists and stage s on rank stage_rank[s].
-Schedule empty_schedule(const std::string& name, int num_microbatches,
-                        std::vector<int> stage_rank, int num_ranks);
+Schedule empty_schedule(const std::string& name, int num_microbatches, std::vector<int> stage_rank,
+                        int num_ranks);
 
 }  // namespace perseus::schedule

@@ -52,8 +52,8 @@ void parse_item(std::string_view item, std::vector<Instruction>& out) {
   std::string_view rest = item;
   int stage = take_number(rest);
   std::size_t letters = 0;
-  while (letters < rest.size() && ((rest[letters] >= 'A' && rest[letters] <= 'Z') ||
-                                   rest[letters] == '_')) {
+  while (letters < rest.size() &&
+         ((rest[letters] >= 'A' && rest[letters] <= 'Z') || rest[letters] == '_')) {
     ++letters;
   }
   std::string_view kind = rest.substr(0, letters);

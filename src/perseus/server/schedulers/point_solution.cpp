@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "perseus/schedule/catalog.hpp"
 #include "perseus/plan/plan_io.hpp"
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/server/schedulers/schedulers.hpp"
 
 namespace perseus::server::schedulers {
