@@ -14,7 +14,6 @@
 #include "perseus/emulate/timeline.hpp"
 #include "perseus/plan/frontier_store.hpp"
 #include "perseus/profile/csv.hpp"
-#include "perseus/schedule/catalog.hpp"
 #include "perseus/util/files.hpp"
 
 namespace perseus::cli {

@@ -12,7 +12,6 @@
 #include "perseus/plan/plan_io.hpp"
 #include "perseus/plan/solver.hpp"
 #include "perseus/profile/csv.hpp"
-#include "perseus/schedule/catalog.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
 #include "perseus/util/progress.hpp"

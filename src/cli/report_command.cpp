@@ -25,7 +25,6 @@
 #include "perseus/profile/gpu_model.hpp"
 #include "perseus/report/html.hpp"
 #include "perseus/report/svg.hpp"
-#include "perseus/schedule/catalog.hpp"
 #include "perseus/util/files.hpp"
 #include "perseus/util/progress.hpp"
 

@@ -9,7 +9,6 @@
 
 #include "perseus/plan/frontier_query.hpp"
 #include "perseus/plan/frontier_store.hpp"
-#include "perseus/schedule/catalog.hpp"
 #include "perseus/server/schedulers/schedulers.hpp"
 
 namespace perseus::server::schedulers {
