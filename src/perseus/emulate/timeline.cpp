@@ -27,50 +27,74 @@ void perturb(const schedule::Dag& dag, const Perturbation& p, plan::NodeCosts& c
 
 // Runs every rank's actions in order. An action starts when its GPU is free and the actions it
 // needs from other stages have ended; a rank that waits is revisited when a rank it waits on
-// makes progress. Fills start[v] for every instruction node v; throws perseus::Error if the
-// schedule deadlocks.
-void simulate(const schedule::Schedule& schedule, const schedule::Dag& dag,
-              const std::vector<double>& time_s, std::vector<double>& start) {
-  const int num_ranks = schedule.num_ranks();
-  start.assign(time_s.size(), 0.0);
-  std::vector<double> end(time_s.size(), -1.0);
-  std::vector<std::size_t> next(static_cast<std::size_t>(num_ranks), 0);
-  std::vector<char> queued(static_cast<std::size_t>(num_ranks), 1);
-  std::deque<int> work;
-  for (int r = 0; r < num_ranks; ++r) work.push_back(r);
-  auto wake = [&](int v) {
-    for (int w : dag.successors(v)) {
-      int r = dag.node(w).rank;
-      if (dag.is_instruction(w) && !queued[r]) work.push_back(r), queued[r] = 1;
+// makes progress. Each action runs once, so the work is linear in the DAG's size.
+class RankRunner {
+ public:
+  RankRunner(const schedule::Schedule& schedule, const schedule::Dag& dag,
+             const std::vector<double>& time_s)
+      : schedule_(schedule),
+        dag_(dag),
+        time_s_(time_s),
+        end_(time_s.size(), -1.0),
+        next_(schedule.ranks.size(), 0),
+        queued_(schedule.ranks.size(), 1) {
+    for (int r = 0; r < schedule.num_ranks(); ++r) work_.push_back(r);
+  }
+
+  // Fills start[v] for every instruction node v; throws perseus::Error if the schedule
+  // deadlocks.
+  void run(std::vector<double>& start) {
+    start.assign(time_s_.size(), 0.0);
+    while (!work_.empty()) {
+      int r = work_.front();
+      work_.pop_front();
+      queued_[r] = 0;
+      run_rank(r, start);
     }
-  };
-  std::size_t done = 0;
-  while (!work.empty()) {
-    int r = work.front();
-    work.pop_front();
-    queued[r] = 0;
-    while (next[r] < schedule.ranks[r].size()) {
-      int v = dag.node_id(r, static_cast<int>(next[r]));
+    if (done_ != schedule_.num_instructions()) {
+      throw Error("schedule " + schedule_.name + " deadlocks: " + std::to_string(done_) + " of " +
+                  std::to_string(schedule_.num_instructions()) + " instructions could run");
+    }
+  }
+
+ private:
+  // Runs rank r's actions until one waits on an input.
+  void run_rank(int r, std::vector<double>& start) {
+    while (next_[r] < schedule_.ranks[r].size()) {
+      int v = dag_.node_id(r, static_cast<int>(next_[r]));
       double ready = 0.0;  // the previous action of the rank is a predecessor too
-      bool inputs_ready = true;
-      for (int u : dag.predecessors(v)) {
-        if (!dag.is_instruction(u)) continue;
-        if (end[u] < 0.0) inputs_ready = false;
-        ready = std::max(ready, end[u]);
+      for (int u : dag_.predecessors(v)) {
+        if (!dag_.is_instruction(u)) continue;
+        if (end_[u] < 0.0) return;
+        ready = std::max(ready, end_[u]);
       }
-      if (!inputs_ready) break;
       start[v] = ready;
-      end[v] = ready + time_s[v];
-      ++next[r];
-      ++done;
-      wake(v);
+      end_[v] = ready + time_s_[v];
+      ++next_[r];
+      ++done_;
+      wake_successors(v);
     }
   }
-  if (done != schedule.num_instructions()) {
-    throw Error("schedule " + schedule.name + " deadlocks: " + std::to_string(done) + " of " +
-                std::to_string(schedule.num_instructions()) + " instructions could run");
+
+  void wake_successors(int v) {
+    for (int w : dag_.successors(v)) {
+      if (!dag_.is_instruction(w)) continue;
+      int r = dag_.node(w).rank;
+      if (queued_[r]) continue;
+      work_.push_back(r);
+      queued_[r] = 1;
+    }
   }
-}
+
+  const schedule::Schedule& schedule_;
+  const schedule::Dag& dag_;
+  const std::vector<double>& time_s_;
+  std::vector<double> end_;
+  std::vector<std::size_t> next_;
+  std::vector<char> queued_;
+  std::deque<int> work_;
+  std::size_t done_ = 0;
+};
 
 }  // namespace
 
@@ -95,7 +119,7 @@ Timeline emulate(const profile::Profile& profile, const schedule::Schedule& sche
   plan::NodeCosts costs = plan::node_costs(profile, schedule, dag, plan);
   perturb(dag, perturbation, costs);
   std::vector<double> start;
-  simulate(schedule, dag, costs.time_s, start);
+  RankRunner(schedule, dag, costs.time_s).run(start);
 
   Timeline t;
   t.blocking_power_w = blocking_power_w;
