@@ -24,6 +24,7 @@
 #include "perseus/plan/solver.hpp"
 #include "perseus/profile/csv.hpp"
 #include "perseus/profile/gpu_model.hpp"
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/schedule/schedule.hpp"
 #include "perseus/server/scheduler.hpp"
 #include "perseus/util/files.hpp"
@@ -201,6 +202,10 @@ TEST(SchedulerArgs, RejectsUnknownArgumentsAndWrongTypes) {
       {"all-max", json::array({1, 2}), "scheduler 'all-max': arguments must be a JSON object"},
       {"all-max", {{"microbatches", 4}, {"schedule", "zigzag"}}, "argument 'schedule':"},
       {"all-max", {{"microbatches", 4}, {"schedule", 3}}, "argument 'schedule' must be a"},
+      {"all-max",
+       {{"microbatches", 4}, {"schedule", "zbv"}},
+       "argument 'schedule': the control plane runs one stage per GPU (1f1b, gpipe, envelope); zbv "
+       "is planned and emulated by the CLI only, for now"},
       {"profiler",
        {{"microbatches", 4}, {"patience", 0}},
        "scheduler 'profiler': argument 'patience' must be an integer >= 1"},
@@ -567,6 +572,24 @@ class SchedulerFrontier : public ::testing::Test {
 
 TempDir* SchedulerFrontier::dir_ = nullptr;
 plan::StoredFrontier* SchedulerFrontier::stored_ = nullptr;
+
+// A frontier of an interleaved schedule (2 stages per GPU) is refused with the reason: the
+// control plane's plans name instructions without their stage.
+TEST(SchedulerFrontierMultiStage, IsRefusedWithTheReason) {
+  TempDir dir;
+  auto sched = schedule::make_schedule("interleaved-1f1b", 4, 4, 2);
+  plan::PlanSettings settings{0.001, a100().blocking_power_w, plan::CostModelKind::kConvexHull,
+                              1.0};
+  auto problem = plan::PlanProblem::build(a100_profile(), sched, settings);
+  plan::write_frontier(dir.path() / "f", problem, plan::solve_frontier(problem),
+                       {"synthetic a100", {1.0, 1.0}, 0});
+  EXPECT_CONTAINS(error_of([&] {
+                    make_scheduler("frontier",
+                                   job_with({{"frontier", (dir.path() / "f").string()}}, 2));
+                  }),
+                  "argument 'frontier': the control plane runs one stage per GPU (1f1b, gpipe, "
+                  "envelope); interleaved-1f1b is planned and emulated by the CLI only");
+}
 
 TEST_F(SchedulerFrontier, ServesTheTargetPlanEveryRound) {
   ASSERT_GT(stored().rows.size(), 10u);

@@ -121,8 +121,16 @@ schedule::Schedule schedule_arg(const ArgReader& args, int stages) {
                                std::to_string(stages) + " stages");
     }
   }
-  return args.naming("schedule",
-                     [&] { return schedule::make_schedule(name, stages, microbatches); });
+  auto sched =
+      args.naming("schedule", [&] { return schedule::make_schedule(name, stages, microbatches); });
+  args.naming("schedule", [&] { require_one_stage_per_gpu(sched); });
+  return sched;
+}
+
+void require_one_stage_per_gpu(const schedule::Schedule& sched) {
+  if (sched.one_stage_per_rank()) return;
+  throw Error("the control plane runs one stage per GPU (1f1b, gpipe, envelope); " + sched.name +
+              " is planned and emulated by the CLI only, for now");
 }
 
 std::vector<std::string> instruction_names(const schedule::Schedule& sched, int stage) {

@@ -30,6 +30,7 @@ class FrontierScheduler : public Scheduler {
     frontier_ = args.naming("frontier", [&] { return plan::read_frontier(dir); });
     query_.emplace(frontier_);
     sched_ = frontier_.build_schedule();
+    args.naming("frontier", [&] { require_one_stage_per_gpu(sched_); });
     fastest_ = query_->fastest();
     base_ = others_ = choose(args);
     if (frontier_.num_stages != job.pp_degree) {

@@ -97,7 +97,9 @@ class PointSolution : public Scheduler {
                                args.has("microbatches") ? args.integer("microbatches", 1) : 0};
     try {
       auto [name, microbatches, per_rank] = plan::plan_schedule(p, given, source);
-      return schedule::make_schedule(name, stages, microbatches, per_rank);
+      auto sched = schedule::make_schedule(name, stages, microbatches, per_rank);
+      require_one_stage_per_gpu(sched);
+      return sched;
     } catch (const Error& e) {
       throw Error(context_ + ": " + e.what());
     }

@@ -78,10 +78,14 @@ auto ArgReader::naming(const std::string& name, F&& f) const -> decltype(f()) {
 std::string context_of(const std::string& scheduler);
 
 // The arguments "microbatches" (required) and "schedule" (default "1f1b") that name the
-// instruction order, and the schedule they give with `stages` stages.
+// instruction order, and the schedule they give with `stages` stages (one stage per GPU: a
+// multi-stage schedule is refused with the reason).
 extern const std::vector<std::string> kScheduleArgs;
 std::vector<std::string> with_schedule_args(std::vector<std::string> known);
 schedule::Schedule schedule_arg(const ArgReader& args, int stages);
+// Throws perseus::Error saying that the control plane runs one stage per GPU when `sched` does
+// not (the server's wire format and the client name instructions without their stage).
+void require_one_stage_per_gpu(const schedule::Schedule& sched);
 
 // Distinct instruction names of one stage, sorted ("backward", "forward").
 std::vector<std::string> instruction_names(const schedule::Schedule& sched, int stage);
