@@ -774,6 +774,7 @@ TEST_F(FrontierStore, CorruptMetadataIsReportedWithItsName) {
       edit([](json& d) { d["unit_time_s"] = nullptr; }),
       edit([](json& d) { d["schedule_actions"] = "0F0,0X0\n"; }),
       edit([](json& d) { d["stages_per_rank"] = 0; }),
+      edit([](json& d) { d["stages_per_rank"] = 3; }),  // the actions run one stage per rank
   };
   for (std::size_t k = 0; k < cases.size(); ++k) {
     std::string msg = corrupted(dir, "meta.json", cases[k]);

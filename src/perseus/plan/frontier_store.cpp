@@ -162,15 +162,18 @@ long parse_count(const std::string& s, long limit) {
   return v <= limit ? v : -1;
 }
 
-std::vector<FrequencyPlan> read_plans(const fs::path& file, const StoredFrontier& f,
-                                      const std::vector<std::pair<int, int>>& positions) {
+// The plans of `sched`, one clock list per rank; a position counts actions rank by rank.
+std::vector<FrequencyPlan> read_plans(const fs::path& file, const schedule::Schedule& sched) {
+  std::vector<int> rank_of;  // per position
+  for (int r = 0; r < sched.num_ranks(); ++r)
+    rank_of.insert(rank_of.end(), sched.ranks[r].size(), r);
   std::istringstream in(read_file(file));
   std::string format;
   std::size_t count = 0, width = 0;
-  if (!(in >> format >> count >> width) || format != kPlansFormat || width != positions.size()) {
+  if (!(in >> format >> count >> width) || format != kPlansFormat || width != rank_of.size()) {
     bad(file, 1,
         "bad header (expected " + std::string(kPlansFormat) + " with " +
-            std::to_string(positions.size()) + " instructions)");
+            std::to_string(rank_of.size()) + " instructions)");
   }
   std::vector<int> clocks(width, 0);
   std::vector<FrequencyPlan> plans;
@@ -202,8 +205,8 @@ std::vector<FrequencyPlan> read_plans(const fs::path& file, const StoredFrontier
       bad(file, 2,
           "plan 0 has " + std::to_string(k) + " clocks, expected " + std::to_string(width));
     }
-    FrequencyPlan plan(static_cast<std::size_t>(f.num_stages / f.stages_per_rank));
-    for (std::size_t k = 0; k < width; ++k) plan[positions[k].first].push_back(clocks[k]);
+    FrequencyPlan plan(sched.ranks.size());
+    for (std::size_t k = 0; k < width; ++k) plan[rank_of[k]].push_back(clocks[k]);
     plans.push_back(std::move(plan));
   }
   return plans;
@@ -235,6 +238,10 @@ schedule::Schedule StoredFrontier::build_schedule() const {
     throw Error("schedule_actions has " + std::to_string(s.num_stages) + " stages and " +
                 std::to_string(s.num_microbatches) + " microbatches, not " +
                 std::to_string(num_stages) + " and " + std::to_string(num_microbatches));
+  }
+  if (s.stages_per_rank() != stages_per_rank) {
+    throw Error("schedule_actions runs " + std::to_string(s.stages_per_rank()) +
+                " stages per rank, not stages_per_rank " + std::to_string(stages_per_rank));
   }
   s.name = schedule;
   return s;
@@ -285,7 +292,9 @@ StoredFrontier read_frontier_rows(const fs::path& dir) {
     f.num_stages = meta.at("num_stages").get<int>();
     f.num_microbatches = meta.at("num_microbatches").get<int>();
     f.stages_per_rank = meta.value("stages_per_rank", 1);
-    if (f.stages_per_rank < 1) bad(meta_path, 0, "stages_per_rank must be positive");
+    if (f.stages_per_rank < 1 || f.num_stages % f.stages_per_rank != 0) {
+      bad(meta_path, 0, "stages_per_rank must be a positive divisor of num_stages");
+    }
     f.schedule_actions = meta.value("schedule_actions", "");
     f.unit_time_s = meta.at("unit_time_s").get<double>();
     f.blocking_power_w = meta.at("blocking_power_w").get<double>();
@@ -307,12 +316,7 @@ StoredFrontier read_frontier(const fs::path& dir) {
   } catch (const Error& e) {
     bad(meta_path, 0, e.what());
   }
-  std::vector<std::pair<int, int>> positions;
-  for (int r = 0; r < sched.num_ranks(); ++r) {
-    for (std::size_t i = 0; i < sched.ranks[r].size(); ++i)
-      positions.emplace_back(r, static_cast<int>(i));
-  }
-  f.plans = read_plans(dir / "plans.txt", f, positions);
+  f.plans = read_plans(dir / "plans.txt", sched);
   if (f.plans.size() != f.rows.size()) {
     bad(dir / "plans.txt", 0,
         std::to_string(f.plans.size()) + " plans but frontier.csv has " +
