@@ -62,7 +62,7 @@ schedule::Schedule schedule_from_file(const ScheduleOptions& o, int num_stages,
   require(o.name.empty() && o.virtual_stages == 0,
           "give --schedule-file or --schedule/--virtual-stages, not both");
   auto sched = naming("--schedule-file", [&] { return schedule::read_schedule_file(o.file); });
-  require(sched.num_stages == num_stages,
+  require(num_stages <= 0 || sched.num_stages == num_stages,
           o.file + ": the schedule has " + std::to_string(sched.num_stages) +
               " stages but the profile has " + std::to_string(num_stages));
   require(num_microbatches <= 0 || sched.num_microbatches == num_microbatches,
@@ -73,6 +73,15 @@ schedule::Schedule schedule_from_file(const ScheduleOptions& o, int num_stages,
 
 }  // namespace
 
+schedule::Schedule options_schedule(const ScheduleOptions& o, int num_stages,
+                                    int num_microbatches) {
+  if (!o.file.empty()) return schedule_from_file(o, num_stages, num_microbatches);
+  return naming("--schedule", [&] {
+    return schedule::make_schedule(o.name.empty() ? "1f1b" : o.name, num_stages, num_microbatches,
+                                   o.virtual_stages);
+  });
+}
+
 void require_microbatches(int microbatches, const ScheduleOptions& o, const std::string& what) {
   require(microbatches > 0 || (microbatches == 0 && !o.file.empty()),
           "--microbatches is required " + what + " and must be positive (or give --schedule-file)");
@@ -80,15 +89,11 @@ void require_microbatches(int microbatches, const ScheduleOptions& o, const std:
 
 schedule::Schedule resolve_schedule(const ScheduleOptions& o, const profile::Profile& profile,
                                     int num_stages, int num_microbatches) {
-  if (!o.file.empty()) return schedule_from_file(o, num_stages, num_microbatches);
-  const std::string name = o.name.empty() ? "1f1b" : o.name;
-  if (name == "envelope") {
+  if (o.file.empty() && o.name == "envelope") {
     require(o.virtual_stages <= 1, "--schedule envelope runs one stage per GPU");
     return baselines::envelope_schedule(profile, num_stages, num_microbatches);
   }
-  return naming("--schedule", [&] {
-    return schedule::make_schedule(name, num_stages, num_microbatches, o.virtual_stages);
-  });
+  return options_schedule(o, num_stages, num_microbatches);
 }
 
 void print_comparison(const plan::Evaluation& ev, const plan::Evaluation& all_max, std::FILE* to) {

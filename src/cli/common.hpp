@@ -54,10 +54,12 @@ struct ScheduleOptions {
 };
 void add_schedule_options(CLI::App* cmd, ScheduleOptions& o, const std::string& default_note);
 
-// The schedule the options give: a --schedule-file as read (its stage and microbatch counts must
-// equal `num_stages` and, when positive, `num_microbatches`); "envelope" is EnvPipe's schedule
-// for this profile (baselines::envelope_schedule); other names (default 1f1b) go to
-// schedule::make_schedule. Errors name the option.
+// The schedule the options give without a profile: a --schedule-file as read (its stage and
+// microbatch counts must equal `num_stages` and `num_microbatches` where those are positive), or
+// the named schedule (default 1f1b) from schedule::make_schedule. Errors name the option.
+schedule::Schedule options_schedule(const ScheduleOptions& o, int num_stages, int num_microbatches);
+// options_schedule, where "envelope" is EnvPipe's schedule for this profile
+// (baselines::envelope_schedule).
 schedule::Schedule resolve_schedule(const ScheduleOptions& o, const profile::Profile& profile,
                                     int num_stages, int num_microbatches);
 // --microbatches must be positive, or absent (0) when a --schedule-file gives the count; the error

@@ -8,7 +8,6 @@
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
-#include "perseus/schedule/catalog.hpp"
 #include "perseus/schedule/schedule_file.hpp"
 #include "perseus/util/files.hpp"
 
@@ -23,19 +22,13 @@ struct ScheduleArgs {
 };
 
 void run_schedule(const ScheduleArgs& a) {
-  schedule::Schedule s;
-  if (!a.schedule.file.empty()) {
-    require(a.schedule.name.empty() && a.schedule.virtual_stages == 0,
-            "give --schedule-file or --schedule/--virtual-stages, not both");
-    s = naming("--schedule-file", [&] { return schedule::read_schedule_file(a.schedule.file); });
-  } else {
+  const bool named = a.schedule.file.empty();  // a file gives its own stages and microbatches
+  if (named) {
     require(a.stages > 0, "--stages is required (pipeline stages, virtual stages included)");
     require_microbatches(a.microbatches, a.schedule, "to build a schedule");
-    const std::string name = a.schedule.name.empty() ? "1f1b" : a.schedule.name;
-    s = naming("--schedule", [&] {
-      return schedule::make_schedule(name, a.stages, a.microbatches, a.schedule.virtual_stages);
-    });
   }
+  schedule::Schedule s =
+      options_schedule(a.schedule, named ? a.stages : 0, named ? a.microbatches : 0);
   write_file_atomic(a.out, schedule::schedule_to_csv(s));
   std::fprintf(summary_stream(a.out), "%s: %d stages on %d GPUs, %d microbatches, %zu actions\n",
                s.name.c_str(), s.num_stages, s.num_ranks(), s.num_microbatches,
