@@ -111,6 +111,40 @@ void check_complete(const Schedule& s, ActionIndex& index) {
   }
 }
 
+// The edges between actions: each rank's order, then the data dependencies F(s) -> F(s+1) and
+// G(s+1) -> G(s) of every microbatch (G: the input-gradient action).
+std::vector<Edge> dependency_edges(const Schedule& schedule, const Dag& dag, ActionIndex& index) {
+  std::vector<Edge> edges;
+  edges.reserve(static_cast<std::size_t>(dag.num_nodes()) * 2);
+  for (int r = 0; r < schedule.num_ranks(); ++r) {
+    for (int p = 0; p + 1 < static_cast<int>(schedule.ranks[r].size()); ++p) {
+      edges.emplace_back(dag.node_id(r, p), dag.node_id(r, p + 1));
+    }
+  }
+  for (int s = 0; s + 1 < schedule.num_stages; ++s) {
+    for (int j = 0; j < schedule.num_microbatches; ++j) {
+      edges.emplace_back(index.at(s, InstructionType::kForward, j),
+                         index.at(s + 1, InstructionType::kForward, j));
+      edges.emplace_back(index.input_gradient(s + 1, j), index.input_gradient(s, j));
+    }
+  }
+  return edges;
+}
+
+// Source (node 0) -> every action without a predecessor; every action without a successor ->
+// sink (node n - 1).
+void add_source_and_sink_edges(int n, std::vector<Edge>& edges) {
+  std::vector<int> indeg(n, 0), outdeg(n, 0);
+  for (const auto& [u, v] : edges) {
+    ++outdeg[u];
+    ++indeg[v];
+  }
+  for (int v = 1; v + 1 < n; ++v) {
+    if (indeg[v] == 0) edges.emplace_back(0, v);
+    if (outdeg[v] == 0) edges.emplace_back(v, n - 1);
+  }
+}
+
 }  // namespace
 
 void Dag::throw_deadlock(const Schedule& schedule, const std::vector<int>& unmet) const {
@@ -151,33 +185,16 @@ Dag::Dag(const Schedule& schedule) {
   const int n = static_cast<int>(nodes_.size()) + 1;
   nodes_.push_back({});  // sink
 
-  std::vector<Edge> edges;
-  edges.reserve(static_cast<std::size_t>(n) * 2);
-  for (int r = 0; r < schedule.num_ranks(); ++r) {
-    for (int p = 0; p + 1 < static_cast<int>(schedule.ranks[r].size()); ++p) {
-      edges.emplace_back(node_id(r, p), node_id(r, p + 1));
-    }
-  }
-  for (int s = 0; s + 1 < schedule.num_stages; ++s) {
-    for (int j = 0; j < schedule.num_microbatches; ++j) {
-      edges.emplace_back(index.at(s, InstructionType::kForward, j),
-                         index.at(s + 1, InstructionType::kForward, j));
-      edges.emplace_back(index.input_gradient(s + 1, j), index.input_gradient(s, j));
-    }
-  }
-  std::vector<int> indeg(n, 0), outdeg(n, 0);
-  for (const auto& [u, v] : edges) {
-    ++outdeg[u];
-    ++indeg[v];
-  }
-  for (int v = 1; v + 1 < n; ++v) {
-    if (indeg[v] == 0) edges.emplace_back(0, v);
-    if (outdeg[v] == 0) edges.emplace_back(v, n - 1);
-  }
+  std::vector<Edge> edges = dependency_edges(schedule, *this, index);
+  add_source_and_sink_edges(n, edges);
   fill_csr(n, edges, true, succ_offset_, succ_);
   fill_csr(n, edges, false, pred_offset_, pred_);
+  sort_topologically(schedule);
+}
 
-  // Kahn's algorithm; a cycle means the schedule deadlocks.
+// Kahn's algorithm; a cycle means the schedule deadlocks.
+void Dag::sort_topologically(const Schedule& schedule) {
+  const int n = num_nodes();
   std::vector<int> deg(n);
   for (int v = 0; v < n; ++v) deg[v] = static_cast<int>(predecessors(v).size());
   topo_.reserve(n);

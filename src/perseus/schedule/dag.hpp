@@ -58,6 +58,8 @@ class Dag {
     return {base + offset[id], base + offset[id + 1]};
   }
 
+  // Fills topo_ (Kahn's algorithm); a cycle throws through throw_deadlock.
+  void sort_topologically(const Schedule& schedule);
   // Throws perseus::Error naming each rank's first action that never becomes ready.
   [[noreturn]] void throw_deadlock(const Schedule& schedule, const std::vector<int>& unmet) const;
 

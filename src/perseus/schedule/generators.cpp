@@ -1,7 +1,6 @@
 #include "perseus/schedule/generators.hpp"
 
 #include <algorithm>
-#include <climits>
 #include <deque>
 
 #include "perseus/util/error.hpp"
@@ -11,32 +10,6 @@ namespace perseus::schedule {
 namespace {
 
 using T = InstructionType;
-
-// Throws unless the ranks, stages per rank and microbatches are positive and the stage count
-// fits in an int.
-void check_rank_sizes(int num_ranks, int stages_per_rank, int num_microbatches) {
-  if (num_ranks <= 0)
-    throw Error("number of ranks must be positive, got " + std::to_string(num_ranks));
-  if (stages_per_rank <= 0) {
-    throw Error("number of stages per rank must be positive, got " +
-                std::to_string(stages_per_rank));
-  }
-  if (static_cast<long long>(num_ranks) * stages_per_rank > INT_MAX) {
-    throw Error(std::to_string(num_ranks) + " ranks with " + std::to_string(stages_per_rank) +
-                " stages each are too many stages");
-  }
-  check_sizes(num_ranks * stages_per_rank, num_microbatches);
-}
-
-// A looped schedule: R * V stages, stage s on rank s mod R.
-Schedule looped_schedule(const std::string& name, int num_ranks, int stages_per_rank,
-                         int num_microbatches) {
-  check_rank_sizes(num_ranks, stages_per_rank, num_microbatches);
-  std::vector<int> stage_rank(static_cast<std::size_t>(num_ranks * stages_per_rank));
-  for (std::size_t s = 0; s < stage_rank.size(); ++s)
-    stage_rank[s] = static_cast<int>(s) % num_ranks;
-  return empty_schedule(name, num_microbatches, std::move(stage_rank), num_ranks);
-}
 
 // A V-shaped schedule: 2R stages, stages r and 2R-1-r on rank r.
 Schedule v_schedule(const std::string& name, int num_ranks, int num_microbatches) {

@@ -1,6 +1,7 @@
 #include "perseus/schedule/schedule.hpp"
 
 #include <algorithm>
+#include <climits>
 
 #include "perseus/util/error.hpp"
 
@@ -17,9 +18,7 @@ const char kTypeLetters[kNumInstructionTypes] = {'F', 'B', 'I', 'W'};
 Schedule one_stage_per_rank_schedule(const std::string& name, int num_stages,
                                      int num_microbatches) {
   check_sizes(num_stages, num_microbatches);
-  std::vector<int> stage_rank(static_cast<std::size_t>(num_stages));
-  for (int s = 0; s < num_stages; ++s) stage_rank[s] = s;
-  return empty_schedule(name, num_microbatches, std::move(stage_rank), num_stages);
+  return looped_schedule(name, num_stages, 1, num_microbatches);
 }
 
 // 1F1B order of one stage: `warmup` forwards, then B/F alternating, then the remaining backwards.
@@ -71,6 +70,20 @@ void check_sizes(int num_stages, int num_microbatches) {
   }
 }
 
+void check_rank_sizes(int num_ranks, int stages_per_rank, int num_microbatches) {
+  if (num_ranks <= 0)
+    throw Error("number of ranks must be positive, got " + std::to_string(num_ranks));
+  if (stages_per_rank <= 0) {
+    throw Error("number of stages per rank must be positive, got " +
+                std::to_string(stages_per_rank));
+  }
+  if (static_cast<long long>(num_ranks) * stages_per_rank > INT_MAX) {
+    throw Error(std::to_string(num_ranks) + " ranks with " + std::to_string(stages_per_rank) +
+                " stages each are too many stages");
+  }
+  check_sizes(num_ranks * stages_per_rank, num_microbatches);
+}
+
 Schedule empty_schedule(const std::string& name, int num_microbatches, std::vector<int> stage_rank,
                         int num_ranks) {
   Schedule s;
@@ -85,12 +98,28 @@ Schedule empty_schedule(const std::string& name, int num_microbatches, std::vect
   return s;
 }
 
+Schedule looped_schedule(const std::string& name, int num_ranks, int stages_per_rank,
+                         int num_microbatches) {
+  check_rank_sizes(num_ranks, stages_per_rank, num_microbatches);
+  std::vector<int> stage_rank(static_cast<std::size_t>(num_ranks * stages_per_rank));
+  for (std::size_t s = 0; s < stage_rank.size(); ++s)
+    stage_rank[s] = static_cast<int>(s) % num_ranks;
+  return empty_schedule(name, num_microbatches, std::move(stage_rank), num_ranks);
+}
+
 const std::string& type_name(InstructionType type) {
   return kTypeNames[static_cast<int>(type)];
 }
 
 char type_letter(InstructionType type) {
   return kTypeLetters[static_cast<int>(type)];
+}
+
+std::optional<InstructionType> type_of_letter(char letter) {
+  for (int t = 0; t < kNumInstructionTypes; ++t) {
+    if (letter == kTypeLetters[t]) return static_cast<InstructionType>(t);
+  }
+  return std::nullopt;
 }
 
 InstructionType parse_type(const std::string& name) {

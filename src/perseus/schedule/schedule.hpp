@@ -6,6 +6,7 @@
 // generators.hpp has the multi-stage ones and make_schedule() dispatches on a name.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@ const std::string& type_name(InstructionType type);
 InstructionType parse_type(const std::string& name);
 // PyTorch's one-letter code of a kind: F, B, I, W.
 char type_letter(InstructionType type);
+// The kind whose letter is `letter`, or none.
+std::optional<InstructionType> type_of_letter(char letter);
 
 struct Instruction {
   InstructionType type;
@@ -35,7 +38,7 @@ struct Instruction {
 std::string action_name(const Instruction& action);
 
 struct Schedule {
-  std::string name;  // "1f1b", "interleaved-1f1b:v2", "envelope:e0,...,eS-1", a file, ...
+  std::string name;  // "1f1b", "interleaved-1f1b", "envelope:e0,...,eS-1", a file's name, ...
   int num_stages = 0;
   int num_microbatches = 0;
   std::vector<int> stage_rank;                  // rank that runs each stage
@@ -69,8 +72,13 @@ Schedule identify_schedule(const std::vector<std::vector<InstructionType>>& type
 
 // Checks sizes shared by every generator; throws perseus::Error naming the bad one.
 void check_sizes(int num_stages, int num_microbatches);
+// The same for R ranks of V stages: all positive, and R * V fits in an int.
+void check_rank_sizes(int num_ranks, int stages_per_rank, int num_microbatches);
 // A schedule with `num_ranks` empty action lists and stage s on rank stage_rank[s].
 Schedule empty_schedule(const std::string& name, int num_microbatches, std::vector<int> stage_rank,
                         int num_ranks);
+// An empty looped schedule: R * V stages, stage s on rank s mod R (checked by check_rank_sizes).
+Schedule looped_schedule(const std::string& name, int num_ranks, int stages_per_rank,
+                         int num_microbatches);
 
 }  // namespace perseus::schedule

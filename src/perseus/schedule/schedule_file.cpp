@@ -63,13 +63,12 @@ void parse_item(std::string_view item, std::vector<Instruction>& out) {
       std::find(kBookkeeping.begin(), kBookkeeping.end(), kind) != kBookkeeping.end()) {
     return;
   }
-  static const std::string kLetters = "FBIW";
-  std::size_t type = kind.size() == 1 ? kLetters.find(kind[0]) : std::string::npos;
-  if (stage < 0 || microbatch < 0 || !rest.empty() || type == std::string::npos) {
+  auto type = kind.size() == 1 ? type_of_letter(kind[0]) : std::nullopt;
+  if (stage < 0 || microbatch < 0 || !rest.empty() || !type) {
     throw Error("'" + std::string(item) +
                 "' is not an action in PyTorch's notation (stage, F/B/I/W, microbatch: 0F3)");
   }
-  out.push_back({static_cast<InstructionType>(type), microbatch, stage});
+  out.push_back({*type, microbatch, stage});
 }
 
 // The rank of every stage, from where its actions are; throws naming a stage found on two ranks
