@@ -210,8 +210,7 @@ report::FrontierChartData frontier_data(const Inputs& in, const plan::FrontierQu
       {"Uniform",
        time_energy(plan::evaluate(in.profile, in.schedule, uniform, in.blocking_power_w)),
        "every instruction at its lowest-energy clock"}};
-  // EnvPipe's envelope is defined for one stage per GPU; the report leaves it out otherwise.
-  if (in.schedule.one_stage_per_rank()) {
+  if (baselines::envpipe_applies(in.schedule)) {  // else the report leaves it out
     d.baselines.push_back(envpipe_point(in, baselines::EnvPipePolicy::kGreedy, "EnvPipe greedy"));
     d.baselines.push_back(
         envpipe_point(in, baselines::EnvPipePolicy::kBalanced, "EnvPipe balanced"));

@@ -169,9 +169,13 @@ EnvPipePolicy parse_envpipe_policy(const std::string& name) {
   throw Error("unknown EnvPipe policy '" + name + "' (expected greedy or balanced)");
 }
 
+bool envpipe_applies(const schedule::Schedule& schedule) {
+  return schedule.one_stage_per_rank();
+}
+
 EnvPipeResult envpipe(const profile::Profile& profile, const schedule::Schedule& schedule,
                       double blocking_power_w, EnvPipePolicy policy) {
-  if (!schedule.one_stage_per_rank()) {
+  if (!envpipe_applies(schedule)) {
     throw Error("EnvPipe does not apply to the " + schedule.name +
                 " schedule: its envelope is defined for one stage per GPU (1f1b, gpipe, "
                 "envelope), not for interleaved or V-shaped schedules");

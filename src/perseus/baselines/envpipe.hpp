@@ -19,6 +19,10 @@ enum class EnvPipePolicy { kGreedy, kBalanced };
 // "greedy" or "balanced"; throws perseus::Error naming the unknown policy otherwise.
 EnvPipePolicy parse_envpipe_policy(const std::string& name);
 
+// Whether EnvPipe applies to `schedule`: its envelope is defined for one stage per GPU (1f1b,
+// gpipe, envelope), not for interleaved or V-shaped schedules.
+bool envpipe_applies(const schedule::Schedule& schedule);
+
 struct EnvPipeResult {
   plan::FrequencyPlan plan;
   plan::Evaluation evaluation;
@@ -31,7 +35,7 @@ struct EnvPipeResult {
 // backward of the last microbatch on every stage. Clocks step through each (stage, type)'s
 // profiled clocks in increasing order. Always terminates: each iteration raises at least one
 // clock, and an iteration cap guards the loop besides. Throws perseus::Error when the profile's
-// stage count differs from the schedule's.
+// stage count differs from the schedule's, or when EnvPipe does not apply to the schedule.
 EnvPipeResult envpipe(const profile::Profile& profile, const schedule::Schedule& schedule,
                       double blocking_power_w, EnvPipePolicy policy);
 
