@@ -8,6 +8,7 @@
 #include "perseus/profile/plausibility.hpp"
 #include "perseus/schedule/catalog.hpp"
 #include "perseus/schedule/schedule_file.hpp"
+#include "perseus/util/text.hpp"
 
 namespace perseus::cli {
 
@@ -46,9 +47,8 @@ double percent(double part, double whole) {
 }
 
 void add_schedule_options(CLI::App* cmd, ScheduleOptions& o, const std::string& default_note) {
-  std::string names;
-  for (const auto& n : schedule::schedule_names()) names += (names.empty() ? "" : ", ") + n;
-  cmd->add_option("--schedule", o.name, names + " (" + default_note + ")");
+  cmd->add_option("--schedule", o.name,
+                  join(schedule::schedule_names()) + " (" + default_note + ")");
   cmd->add_option("--virtual-stages", o.virtual_stages,
                   "Stages per GPU of an interleaved or V-shaped schedule (default 2 for those)");
   cmd->add_option("--schedule-file", o.file,

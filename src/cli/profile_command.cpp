@@ -16,6 +16,7 @@
 #include "perseus/profile/gpu_model.hpp"
 #include "perseus/profile/split.hpp"
 #include "perseus/util/files.hpp"
+#include "perseus/util/text.hpp"
 
 namespace perseus::cli {
 
@@ -80,12 +81,6 @@ void write_profile(const Profile& prof, const std::string& out) {
   std::ostringstream csv;
   profile::write_profile_csv(prof, csv);
   write_file_atomic(out, csv.str());
-}
-
-std::string join(const std::vector<std::string>& items, const char* separator) {
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : separator) + item;
-  return out;
 }
 
 // "38 clocks (1410..855 MHz)", or "30..38 clocks (...)" when the counts differ.

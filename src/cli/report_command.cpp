@@ -27,6 +27,7 @@
 #include "perseus/report/svg.hpp"
 #include "perseus/util/files.hpp"
 #include "perseus/util/progress.hpp"
+#include "perseus/util/text.hpp"
 
 namespace perseus::cli {
 
@@ -152,12 +153,6 @@ Inputs load_inputs(const ReportArgs& a) {
     in.schedule = resolve_schedule(a.schedule, in.profile, in.profile.num_stages(), a.microbatches);
   }
   return in;
-}
-
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
 }
 
 plan::TimeEnergy time_energy(const plan::Evaluation& e) {

@@ -17,6 +17,7 @@
 #include "perseus/server/http_server.hpp"
 #include "perseus/server/scheduler.hpp"
 #include "perseus/util/log.hpp"
+#include "perseus/util/text.hpp"
 #include "perseus/wire/protocol.hpp"
 
 namespace perseus::cli {
@@ -161,8 +162,7 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--address", args->address, "IP address to bind")->capture_default_str();
   cmd->add_option("--store", args->store, "SQLite store (created if missing; restored if not)")
       ->capture_default_str();
-  std::string names;
-  for (const auto& n : server::scheduler_names()) names += (names.empty() ? "" : ", ") + n;
+  const std::string names = join(server::scheduler_names());
   cmd->add_option("--scheduler", args->scheduler,
                   "default scheduler for jobs that name none (" + names +
                       "; Zeus's names too); default $ZEUS_PFO_SCHEDULER, else none: jobs must "

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "perseus/util/error.hpp"
+#include "perseus/util/text.hpp"
 
 namespace perseus::profile {
 
@@ -82,9 +83,7 @@ const GpuModel& gpu_model(const std::string& name) {
   for (const auto& gpu : builtin_models()) {
     if (gpu.name == name) return gpu;
   }
-  std::string known;
-  for (const auto& n : gpu_model_names()) known += (known.empty() ? "" : ", ") + n;
-  throw Error("unknown GPU model '" + name + "' (known: " + known + ")");
+  throw Error("unknown GPU model '" + name + "' (known: " + join(gpu_model_names()) + ")");
 }
 
 std::vector<std::string> gpu_model_names() {

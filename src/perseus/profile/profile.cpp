@@ -6,6 +6,7 @@
 #include <set>
 
 #include "perseus/util/error.hpp"
+#include "perseus/util/text.hpp"
 
 namespace perseus::profile {
 
@@ -23,9 +24,7 @@ std::string line_note(const char* prefix, long line) {
 }
 
 std::string known_list() {
-  std::string out;
-  for (const auto& name : known_instructions()) out += (out.empty() ? "" : ", ") + name;
-  return out;
+  return join(known_instructions());
 }
 
 const Measurement* find(const std::vector<Measurement>& rows, int frequency_mhz) {

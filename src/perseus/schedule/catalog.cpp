@@ -4,6 +4,7 @@
 
 #include "perseus/schedule/generators.hpp"
 #include "perseus/util/error.hpp"
+#include "perseus/util/text.hpp"
 
 namespace perseus::schedule {
 
@@ -74,12 +75,6 @@ int stages_per_rank_of(const Entry& e, int num_stages, int requested) {
   return per_rank;
 }
 
-std::string names_list() {
-  std::string out;
-  for (const auto& name : schedule_names()) out += (out.empty() ? "" : ", ") + name;
-  return out;
-}
-
 }  // namespace
 
 const std::vector<std::string>& schedule_names() {
@@ -113,7 +108,7 @@ Schedule make_schedule(const std::string& name, int num_stages, int num_microbat
     if (stages_per_rank > 1) throw Error("the envelope schedule runs one stage per rank");
     return make_1f1b_warmup(num_stages, num_microbatches, parse_envelope_counts(name, num_stages));
   }
-  throw Error("unknown schedule '" + name + "' (expected " + names_list() +
+  throw Error("unknown schedule '" + name + "' (expected " + join(schedule_names()) +
               " or envelope:e0,...,eS-1)");
 }
 

@@ -6,6 +6,15 @@
 
 namespace perseus {
 
+std::string join(const std::vector<std::string>& items, std::string_view separator) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += separator;
+    out += items[i];
+  }
+  return out;
+}
+
 std::string_view trim(std::string_view s) {
   const char* space = " \t";
   size_t begin = s.find_first_not_of(space);

@@ -16,6 +16,8 @@ std::string num(double value, int decimals = 2);
 // A number with exactly `decimals` decimals ("1.50"); never "-0".
 std::string fixed(double value, int decimals);
 
+// The items with `separator` between them ("a, b, c").
+std::string join(const std::vector<std::string>& items, std::string_view separator = ", ");
 // Whitespace (spaces, tabs) removed from both ends.
 std::string_view trim(std::string_view s);
 // The comma-separated fields of one CSV line, each trimmed and without one pair of surrounding

@@ -9,20 +9,11 @@
 #include "perseus/schedule/catalog.hpp"
 #include "perseus/server/schedulers/schedulers.hpp"
 #include "perseus/util/error.hpp"
+#include "perseus/util/text.hpp"
 
 namespace perseus::server::schedulers {
 
 using nlohmann::json;
-
-namespace {
-
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
-}  // namespace
 
 ArgReader::ArgReader(std::string context, const json& args, std::vector<std::string> known,
                      std::string noun)
