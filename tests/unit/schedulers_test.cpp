@@ -583,12 +583,12 @@ TEST(SchedulerFrontierMultiStage, IsRefusedWithTheReason) {
   auto problem = plan::PlanProblem::build(a100_profile(), sched, settings);
   plan::write_frontier(dir.path() / "f", problem, plan::solve_frontier(problem),
                        {"synthetic a100", {1.0, 1.0}, 0});
-  EXPECT_CONTAINS(error_of([&] {
-                    make_scheduler("frontier",
-                                   job_with({{"frontier", (dir.path() / "f").string()}}, 2));
-                  }),
-                  "argument 'frontier': the control plane runs one stage per GPU (1f1b, gpipe, "
-                  "envelope); interleaved-1f1b is planned and emulated by the CLI only");
+  EXPECT_CONTAINS(
+      error_of([&] {
+        make_scheduler("frontier", job_with({{"frontier", (dir.path() / "f").string()}}, 2));
+      }),
+      "argument 'frontier': the control plane runs one stage per GPU (1f1b, gpipe, "
+      "envelope); interleaved-1f1b is planned and emulated by the CLI only");
 }
 
 TEST_F(SchedulerFrontier, ServesTheTargetPlanEveryRound) {
