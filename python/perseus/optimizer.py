@@ -202,26 +202,31 @@ class PipelineFrequencyOptimizer:
         """Marks the end of a training iteration (reports every ``report_every`` iterations)."""
         self._opt.on_step_end()
 
-    def on_instruction_begin(self, name):
-        """Applies the clock planned for the next ``name`` instruction ("forward", "backward")."""
+    def on_instruction_begin(self, name, stage=None):
+        """Applies the clock planned for the next ``name`` instruction ("forward", "backward",
+        "backward_input", "backward_weight") of pipeline stage ``stage``. The stage is needed
+        on a GPU that runs several stages (interleaved and V-shaped schedules); with one stage
+        per GPU it may be left out."""
         if self._sync:
             sync_device(self.device_id)
-        self._opt.on_instruction_begin(name)
+        self._opt.on_instruction_begin(name, stage)
 
-    def on_instruction_end(self, name):
-        """Marks the end of the ``name`` instruction and records its time and energy."""
+    def on_instruction_end(self, name, stage=None):
+        """Marks the end of the ``name`` instruction (of ``stage``) and records its time and
+        energy."""
         if self._sync:
             sync_device(self.device_id)
-        self._opt.on_instruction_end(name)
+        self._opt.on_instruction_end(name, stage)
 
     @contextlib.contextmanager
-    def instruction(self, name):
-        """``with opt.instruction("forward"): ...``; the end hook also runs on exceptions."""
-        self.on_instruction_begin(name)
+    def instruction(self, name, stage=None):
+        """``with opt.instruction("forward", stage=2): ...``; the end hook also runs on
+        exceptions."""
+        self.on_instruction_begin(name, stage)
         try:
             yield self
         finally:
-            self.on_instruction_end(name)
+            self.on_instruction_end(name, stage)
 
     @contextlib.contextmanager
     def step(self):

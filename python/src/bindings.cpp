@@ -14,6 +14,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -174,6 +175,16 @@ struct PyCallable {
           delete p;
         }) {}
 };
+
+// A hook's stage argument: None is "not given" (-1); a negative index is a caller's mistake.
+int stage_index(std::optional<int> stage) {
+  if (!stage) return -1;
+  if (*stage < 0) {
+    throw py::value_error("stage must be a pipeline stage index >= 0 or None, got " +
+                          std::to_string(*stage));
+  }
+  return *stage;
+}
 
 std::function<void(const std::string&)> make_log(py::object log) {
   if (log.is_none()) return {};
@@ -408,18 +419,18 @@ PYBIND11_MODULE(_perseus, m) {
            })
       .def(
           "on_instruction_begin",
-          [](Optimizer& o, const std::string& name) {
+          [](Optimizer& o, const std::string& name, std::optional<int> stage) {
             py::gil_scoped_release nogil;
-            o.get().on_instruction_begin(name);
+            o.get().on_instruction_begin(name, stage_index(stage));
           },
-          py::arg("name"))
+          py::arg("name"), py::arg("stage") = py::none())
       .def(
           "on_instruction_end",
-          [](Optimizer& o, const std::string& name) {
+          [](Optimizer& o, const std::string& name, std::optional<int> stage) {
             py::gil_scoped_release nogil;
-            o.get().on_instruction_end(name);
+            o.get().on_instruction_end(name, stage_index(stage));
           },
-          py::arg("name"))
+          py::arg("name"), py::arg("stage") = py::none())
       .def("close", &Optimizer::close)
       .def_property_readonly("closed", &Optimizer::closed)
       .def_property_readonly("job_id", [](Optimizer& o) { return o.get().job_id(); })

@@ -109,7 +109,8 @@ struct PipelineFrequencyOptimizer::Impl {
   // The iteration in progress.
   bool in_step = false;
   std::size_t position = 0;  // next schedule entry
-  std::string running;
+  std::optional<std::pair<std::string, int>> running;  // (kind, stage) between begin and end
+  std::string running_label;                           // ... and its label
   std::vector<IterationMeasurement> iterations;
   WindowMeasurements last_window;
 
@@ -329,14 +330,30 @@ struct PipelineFrequencyOptimizer::Impl {
     mismatch_reason.clear();
   }
 
+  // The label the loop's instruction is measured and matched under: the schedule's entry at
+  // `position` when it names this instruction (the same label, or the kind alone on a GPU that
+  // runs one stage, for a loop that passes the stage anyway), else the instruction's own label.
+  std::string label_of(const std::string& kind, int stage) const {
+    if (schedule && position < schedule->frequencies.size()) {
+      const std::string& planned = schedule->frequencies[position].first;
+      if (stage >= 0 && planned == kind) return planned;
+    }
+    return wire::instruction_label(kind, stage);
+  }
+
   // Checks the loop's instruction against the schedule; true when its clock should be locked.
-  bool schedule_entry_matches(const std::string& name) {
+  bool schedule_entry_matches(const std::string& label) {
     const auto& f = schedule->frequencies;
-    if (position < f.size() && f[position].first == name) return true;
+    if (position < f.size() && f[position].first == label) return true;
     std::string expected = position < f.size() ? "'" + f[position].first + "'" : "nothing more";
+    std::string hint;
+    if (position < f.size() && wire::parse_instruction_label(f[position].first).stage >= 0 &&
+        wire::parse_instruction_label(label).stage < 0) {
+      hint = " (this GPU runs several stages: pass the stage index with the instruction)";
+    }
     note_mismatch("the schedule expects " + expected + " as instruction " +
                   std::to_string(position + 1) + " of the iteration, but the training loop ran '" +
-                  name + "'");
+                  label + "'" + hint);
     return false;
   }
 
@@ -413,26 +430,34 @@ void PipelineFrequencyOptimizer::on_step_begin() {
   m.window->step_begin(m.now());
 }
 
-void PipelineFrequencyOptimizer::on_instruction_begin(const std::string& name) {
+void PipelineFrequencyOptimizer::on_instruction_begin(const std::string& name, int stage) {
   Impl& m = *impl_;
+  const std::string label = m.label_of(name, stage);
   // Power-limit schedules set their limit once per round; clock schedules lock per instruction.
-  const int mhz = m.clock_for(name);
+  const int mhz = m.clock_for(label);
   ++m.position;
-  m.running = name;
-  m.window->instruction_begin(m.now(), name, mhz);
-  m.guarded("instruction_begin", [&] { m.gpu->instruction_begin(name); });
+  m.running.emplace(name, stage);
+  m.running_label = label;
+  m.window->instruction_begin(m.now(), label, mhz);
+  m.guarded("instruction_begin", [&] { m.gpu->instruction_begin(label); });
 }
 
-void PipelineFrequencyOptimizer::on_instruction_end(const std::string& name) {
+void PipelineFrequencyOptimizer::on_instruction_end(const std::string& name, int stage) {
   Impl& m = *impl_;
-  m.guarded("instruction_end", [&] { m.gpu->instruction_end(name); });
+  const bool follows = m.running == std::pair(name, stage);
+  const std::string label = follows ? m.running_label : wire::instruction_label(name, stage);
+  m.guarded("instruction_end", [&] { m.gpu->instruction_end(label); });
   const double t = m.now();
-  if (m.running != name) {
-    m.local_problem("on_instruction_end('" + name + "') does not follow on_instruction_begin('" +
-                    name + "'); its measurement is dropped");
+  if (!follows) {
+    const std::string began =
+        m.running ? "on_instruction_begin('" +
+                        wire::instruction_label(m.running->first, m.running->second) + "')"
+                  : "any on_instruction_begin";
+    m.local_problem("on_instruction_end('" + label + "') does not follow " + began +
+                    "; its measurement is dropped");
     return;
   }
-  m.running.clear();
+  m.running.reset();
   m.window->instruction_end(t);
 }
 

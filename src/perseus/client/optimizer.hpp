@@ -11,7 +11,7 @@
 //
 // Protocol (perseus/wire/protocol.hpp): rank 0 registers the job unless a job id is given; every
 // rank registers itself and fetches round 0's schedule (a barrier over the job's ranks). Each
-// on_instruction_begin takes the schedule's next (instruction, MHz) entry and has the clock thread
+// on_instruction_begin takes the schedule's next (instruction label, MHz) entry and has the clock thread
 // lock that clock (schedules with power_limit_w set the limit once per round instead). After
 // report_every iterations the rank posts its measurements for the round and fetches the next
 // round's schedule, used from the next step on; a schedule with done=true is kept for good and
@@ -107,8 +107,12 @@ class PipelineFrequencyOptimizer {
 
   void on_step_begin();
   void on_step_end();
-  void on_instruction_begin(const std::string& name);
-  void on_instruction_end(const std::string& name);
+  // `name` is the instruction's kind ("forward", "backward", "backward_input",
+  // "backward_weight"); `stage` its pipeline stage, needed on a GPU that runs several stages
+  // (interleaved and V-shaped schedules; -1: not given). The schedule names such instructions
+  // "<kind>@<stage>" (perseus/wire/protocol.hpp); a GPU with one stage may pass it or not.
+  void on_instruction_begin(const std::string& name, int stage = -1);
+  void on_instruction_end(const std::string& name, int stage = -1);
 
   const std::string& job_id() const;
   // "<job id>#<secret>" when the server gave the job a secret, else the job id: what other

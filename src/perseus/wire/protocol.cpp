@@ -261,4 +261,20 @@ json parse_json(const std::string& text) {
   }
 }
 
+std::string instruction_label(const std::string& kind, int stage) {
+  return stage < 0 ? kind : kind + kStageSeparator + std::to_string(stage);
+}
+
+InstructionLabel parse_instruction_label(const std::string& label) {
+  const auto at = label.rfind(kStageSeparator);
+  if (at == std::string::npos) return {label, -1};
+  const std::string stage = label.substr(at + 1);
+  const bool digits = !stage.empty() && stage.size() <= 6 &&
+                      stage.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || at == 0) {
+    throw Error("instruction '" + label + "': expected KIND@STAGE with a stage index >= 0");
+  }
+  return {label.substr(0, at), std::stoi(stage)};
+}
+
 }  // namespace perseus::wire

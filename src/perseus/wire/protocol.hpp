@@ -61,6 +61,20 @@ struct FrequencySchedule {
   std::optional<double> power_limit_w;  // set the power limit instead of locking clocks
 };
 
+// Instruction names on the wire (FrequencySchedule entries, breakdown keys). A GPU that runs one
+// pipeline stage names an instruction by its kind alone ("forward", "backward", "backward_input",
+// "backward_weight"), as Zeus does; a GPU that runs several stages (interleaved and V-shaped
+// schedules) names the stage too: "<kind>@<stage>", e.g. "backward_input@5".
+inline constexpr char kStageSeparator = '@';
+// The label of `kind` on `stage`; the kind alone when stage < 0.
+std::string instruction_label(const std::string& kind, int stage);
+struct InstructionLabel {
+  std::string kind;
+  int stage = -1;  // -1: the label names no stage
+};
+// Splits a label; throws perseus::Error when the part after '@' is not a stage index >= 0.
+InstructionLabel parse_instruction_label(const std::string& label);
+
 // Measurements of one rank over one reporting window (several iterations).
 struct ProfilingResult {
   int rank = 0;
