@@ -24,10 +24,12 @@
 #include "perseus/plan/solver.hpp"
 #include "perseus/profile/csv.hpp"
 #include "perseus/profile/gpu_model.hpp"
+#include "perseus/profile/split.hpp"
 #include "perseus/schedule/catalog.hpp"
 #include "perseus/schedule/schedule.hpp"
 #include "perseus/server/scheduler.hpp"
 #include "perseus/util/files.hpp"
+#include "perseus/wire/protocol.hpp"
 #include "test_support.hpp"
 
 namespace perseus::server {
@@ -61,9 +63,12 @@ JobSpec job_with(json args, int pp = 4, int dp = 1) {
 using CostFn = std::function<std::pair<double, double>(int stage, const std::string& instruction,
                                                        int mhz, std::optional<double> limit)>;
 
+// Costs from a profile; an instruction labelled with its stage ("forward@5", a GPU that runs
+// several stages) costs that stage's row, a bare one the row of the GPU's own stage.
 CostFn from_profile(const profile::Profile& prof) {
-  return [&prof](int stage, const std::string& instruction, int mhz, std::optional<double>) {
-    const auto& m = prof.at(stage, instruction, mhz);
+  return [&prof](int gpu, const std::string& instruction, int mhz, std::optional<double>) {
+    auto [kind, stage] = wire::parse_instruction_label(instruction);
+    const auto& m = prof.at(stage < 0 ? gpu : stage, kind, mhz);
     return std::make_pair(m.time_s, m.energy_j);
   };
 }
@@ -119,12 +124,16 @@ plan::FrequencyPlan clocks_of(const std::vector<StagePlan>& stages) {
   return out;
 }
 
-// Per stage, the instruction names of the schedule, in order.
+// Per GPU, the instruction labels of the schedule, in order: the kind, with the stage when a GPU
+// runs several.
 std::vector<std::vector<std::string>> names_of(const schedule::Schedule& sched) {
   std::vector<std::vector<std::string>> out;
-  for (const auto& stage : sched.ranks) {
+  for (const auto& rank : sched.ranks) {
     out.emplace_back();
-    for (const auto& inst : stage) out.back().push_back(schedule::type_name(inst.type));
+    for (const auto& inst : rank) {
+      out.back().push_back(wire::instruction_label(schedule::type_name(inst.type),
+                                                   sched.one_stage_per_rank() ? -1 : inst.stage));
+    }
   }
   return out;
 }
@@ -203,9 +212,14 @@ TEST(SchedulerArgs, RejectsUnknownArgumentsAndWrongTypes) {
       {"all-max", {{"microbatches", 4}, {"schedule", "zigzag"}}, "argument 'schedule':"},
       {"all-max", {{"microbatches", 4}, {"schedule", 3}}, "argument 'schedule' must be a"},
       {"all-max",
-       {{"microbatches", 4}, {"schedule", "zbv"}},
-       "argument 'schedule': the control plane runs one stage per GPU (1f1b, gpipe, envelope); zbv "
-       "is planned and emulated by the CLI only, for now"},
+       {{"microbatches", 4}, {"schedule", "zbv"}, {"virtual_stages", 3}},
+       "argument 'schedule': schedule 'zbv' runs exactly 2 stage(s) per rank, not 3"},
+      {"all-max",
+       {{"microbatches", 4}, {"schedule", "interleaved-1f1b"}, {"virtual_stages", 0}},
+       "argument 'virtual_stages' must be an integer >= 1, got 0"},
+      {"all-max",
+       {{"microbatches", 9}, {"schedule", "interleaved-1f1b"}},
+       "argument 'schedule': "},
       {"profiler",
        {{"microbatches", 4}, {"patience", 0}},
        "scheduler 'profiler': argument 'patience' must be an integer >= 1"},
@@ -517,6 +531,34 @@ TEST(SchedulerProfiler, NamesStageAndInstructionOfAMissingBreakdown) {
   EXPECT_CONTAINS(error_of([&] { s->observe(results); }), "got results for 3 stages, expected 4");
 }
 
+// Interleaved zero bubble on 2 GPUs of 2 stages each: the profiler measures every stage's
+// forward, backward_input and backward_weight from labelled instructions, and writes them as the
+// rows of the 4 stages.
+TEST(SchedulerProfiler, ProfilesEveryStageOfGpusThatRunSeveral) {
+  profile::Profile two = profile::synthesize_profile(a100(), profile::default_model(2));
+  profile::Profile split = profile::split_profile(two, {2, true, 0.5});
+  TempDir dir;
+  JobSpec job = job_with(
+      {{"microbatches", 4}, {"schedule", "interleaved-zero-bubble"}, {"max_frequency", 1350}}, 2);
+  job.output_dir = dir.path();
+  auto s = make_scheduler("profiler", job);
+  auto rounds = run_to_end(*s, from_profile(split));
+  EXPECT_EQ(names_of(rounds.front().stages),
+            names_of(schedule::make_schedule("interleaved-zero-bubble", 4, 4, 2)));
+  profile::Profile written = profile::read_profile_csv((dir.path() / "profile.csv").string());
+  ASSERT_EQ(written.num_stages(), 4);
+  for (int st = 0; st < 4; ++st) {
+    EXPECT_FALSE(written.has(st, "backward"));
+    for (const char* name : {"forward", "backward_input", "backward_weight"}) {
+      ASSERT_EQ(written.rows(st, name).size(), rounds.size() - 1) << st << name;
+      for (const auto& m : written.rows(st, name)) {
+        EXPECT_NEAR(m.energy_j, split.at(st, name, m.frequency_mhz).energy_j, 1e-9) << st << name;
+        EXPECT_NEAR(m.time_s, split.at(st, name, m.frequency_mhz).time_s, 1e-12) << st << name;
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // frontier
 
@@ -573,9 +615,9 @@ class SchedulerFrontier : public ::testing::Test {
 TempDir* SchedulerFrontier::dir_ = nullptr;
 plan::StoredFrontier* SchedulerFrontier::stored_ = nullptr;
 
-// A frontier of an interleaved schedule (2 stages per GPU) is refused with the reason: the
-// control plane's plans name instructions without their stage.
-TEST(SchedulerFrontierMultiStage, IsRefusedWithTheReason) {
+// A frontier of an interleaved schedule (2 stages per GPU) is served per GPU, each instruction
+// labelled with its stage; a job with another number of GPUs is told how many the frontier has.
+TEST(SchedulerFrontierMultiStage, ServesOnePlanPerGpuLabelledWithStages) {
   TempDir dir;
   auto sched = schedule::make_schedule("interleaved-1f1b", 4, 4, 2);
   plan::PlanSettings settings{0.001, a100().blocking_power_w, plan::CostModelKind::kConvexHull,
@@ -583,12 +625,18 @@ TEST(SchedulerFrontierMultiStage, IsRefusedWithTheReason) {
   auto problem = plan::PlanProblem::build(a100_profile(), sched, settings);
   plan::write_frontier(dir.path() / "f", problem, plan::solve_frontier(problem),
                        {"synthetic a100", {1.0, 1.0}, 0});
-  EXPECT_CONTAINS(
-      error_of([&] {
-        make_scheduler("frontier", job_with({{"frontier", (dir.path() / "f").string()}}, 2));
-      }),
-      "argument 'frontier': the control plane runs one stage per GPU (1f1b, gpipe, "
-      "envelope); interleaved-1f1b is planned and emulated by the CLI only");
+  const std::string path = (dir.path() / "f").string();
+  auto s = make_scheduler("frontier", job_with({{"frontier", path}, {"target", "cheapest"}}, 2));
+  Round r = s->next();
+  ASSERT_EQ(r.stages.size(), 2u);
+  EXPECT_EQ(names_of(r.stages), names_of(sched));
+  EXPECT_EQ(r.stages[0].frequencies.front().first, "forward@0");
+  EXPECT_EQ(r.stages[1].frequencies.back().first, "backward@1");
+  auto stored = plan::read_frontier(path);
+  EXPECT_EQ(clocks_of(r.stages), stored.plans.at(s->status()["index"].get<std::size_t>()));
+  s->observe(results_of(r, from_profile(a100_profile())));
+  EXPECT_CONTAINS(error_of([&] { make_scheduler("frontier", job_with({{"frontier", path}}, 4)); }),
+                  "has 2 GPUs (4 stages) but the job has pp_degree 4");
 }
 
 TEST_F(SchedulerFrontier, ServesTheTargetPlanEveryRound) {

@@ -1,6 +1,7 @@
 #include "perseus/schedule/catalog.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "perseus/schedule/generators.hpp"
 #include "perseus/util/error.hpp"
@@ -110,6 +111,21 @@ Schedule make_schedule(const std::string& name, int num_stages, int num_microbat
   }
   throw Error("unknown schedule '" + name + "' (expected " + join(schedule_names()) +
               " or envelope:e0,...,eS-1)");
+}
+
+Schedule make_schedule_on_ranks(const std::string& name, int num_ranks, int num_microbatches,
+                                int stages_per_rank) {
+  check_sizes(num_ranks, num_microbatches);
+  int per_rank = stages_per_rank;
+  for (const Entry& e : kEntries) {
+    if (per_rank == 0 && name == e.name) per_rank = e.default_per_rank;
+  }
+  per_rank = std::max(per_rank, 1);
+  if (num_ranks > std::numeric_limits<int>::max() / per_rank) {
+    throw Error(std::to_string(num_ranks) + " ranks of " + std::to_string(per_rank) +
+                " stages each are too many stages");
+  }
+  return make_schedule(name, num_ranks * per_rank, num_microbatches, stages_per_rank);
 }
 
 }  // namespace perseus::schedule

@@ -19,6 +19,10 @@ namespace perseus::schedule {
 // name "envelope" needs a profile to compute its counts (baselines::envelope_schedule).
 Schedule make_schedule(const std::string& name, int num_stages, int num_microbatches,
                        int stages_per_rank = 0);
+// make_schedule for `num_ranks` GPUs (the control plane's pp_degree): stages_per_rank (0: the
+// schedule's default) stages on each, num_ranks * stages_per_rank stages in all.
+Schedule make_schedule_on_ranks(const std::string& name, int num_ranks, int num_microbatches,
+                                int stages_per_rank = 0);
 // Names accepted by make_schedule and the CLI ("envelope" standing for "envelope:e0,...").
 const std::vector<std::string>& schedule_names();
 

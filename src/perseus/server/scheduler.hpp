@@ -1,7 +1,9 @@
 // Pluggable frequency schedulers of the control-plane server (architecture section 7). A scheduler
-// sees pure pipeline parallelism: one plan per pipeline stage, and one aggregated result per
-// stage (the job folds data and tensor parallelism: a stage's ranks all get the stage's plan, and
-// their results aggregate as max time and summed energy). A job runs in rounds: the server asks
+// sees pure pipeline parallelism: one plan per pipeline position (pp_rank, a "stage" in Zeus's
+// words), and one aggregated result per position (the job folds data and tensor parallelism: a
+// position's ranks all get its plan, and their results aggregate as max time and summed energy).
+// With a schedule that runs several model stages per GPU (interleaved, V-shaped), a position's
+// plan covers all its stages, each instruction labelled "<kind>@<stage>" (wire::instruction_label). A job runs in rounds: the server asks
 // next() for a round's plans, every rank runs them for a window of iterations and reports, and
 // the server hands the aggregated results to observe() before asking for the next round.
 //

@@ -10,6 +10,7 @@
 #include "perseus/server/schedulers/schedulers.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/text.hpp"
+#include "perseus/wire/protocol.hpp"
 
 namespace perseus::server::schedulers {
 
@@ -94,40 +95,48 @@ std::string context_of(const std::string& scheduler) {
   return "scheduler '" + scheduler + "'";
 }
 
-const std::vector<std::string> kScheduleArgs = {"microbatches", "schedule"};
+const std::vector<std::string> kScheduleArgs = {"microbatches", "schedule", "virtual_stages"};
 
 std::vector<std::string> with_schedule_args(std::vector<std::string> known) {
   known.insert(known.end(), kScheduleArgs.begin(), kScheduleArgs.end());
   return known;
 }
 
-schedule::Schedule schedule_arg(const ArgReader& args, int stages) {
+schedule::Schedule schedule_arg(const ArgReader& args, int ranks) {
   int microbatches = args.integer("microbatches", 1);
   std::string name = args.text("schedule", "1f1b");
+  int per_rank = args.integer("virtual_stages", 1, 0);
   if (name.rfind("envelope:", 0) == 0) {
     auto counts = std::count(name.begin(), name.end(), ',') + 1;
-    if (counts != stages) {
+    if (counts != ranks) {
       throw StageCountMismatch(args.context() + ": argument 'schedule': " + name + " has " +
                                std::to_string(counts) + " warm-up counts but the job has " +
-                               std::to_string(stages) + " stages");
+                               std::to_string(ranks) + " stages");
     }
   }
-  auto sched =
-      args.naming("schedule", [&] { return schedule::make_schedule(name, stages, microbatches); });
-  args.naming("schedule", [&] { require_one_stage_per_gpu(sched); });
-  return sched;
+  return args.naming("schedule", [&] {
+    return schedule::make_schedule_on_ranks(name, ranks, microbatches, per_rank);
+  });
 }
 
-void require_one_stage_per_gpu(const schedule::Schedule& sched) {
-  if (sched.one_stage_per_rank()) return;
-  throw Error("the control plane runs one stage per GPU (1f1b, gpipe, envelope); " + sched.name +
-              " is planned and emulated by the CLI only, for now");
+void require_ranks(const schedule::Schedule& sched, int pp_degree, const std::string& where) {
+  if (sched.num_ranks() == pp_degree) return;
+  const std::string stages = sched.one_stage_per_rank()
+                                 ? " stages"
+                                 : " GPUs (" + std::to_string(sched.num_stages) + " stages)";
+  throw StageCountMismatch(where + " has " + std::to_string(sched.num_ranks()) + stages +
+                           " but the job has pp_degree " + std::to_string(pp_degree));
 }
 
-std::vector<std::string> instruction_names(const schedule::Schedule& sched, int stage) {
+std::string instruction_label(const schedule::Schedule& sched, const schedule::Instruction& inst) {
+  return wire::instruction_label(schedule::type_name(inst.type),
+                                 sched.one_stage_per_rank() ? -1 : inst.stage);
+}
+
+std::vector<std::string> instruction_names(const schedule::Schedule& sched, int rank) {
   std::set<std::string> names;
-  for (const auto& inst : sched.ranks.at(static_cast<std::size_t>(stage))) {
-    names.insert(schedule::type_name(inst.type));
+  for (const auto& inst : sched.ranks.at(static_cast<std::size_t>(rank))) {
+    names.insert(instruction_label(sched, inst));
   }
   return {names.begin(), names.end()};
 }
@@ -159,7 +168,7 @@ std::vector<StagePlan> stage_plans(const schedule::Schedule& sched, const plan::
   std::vector<StagePlan> out(sched.ranks.size());
   for (std::size_t s = 0; s < sched.ranks.size(); ++s) {
     for (std::size_t i = 0; i < sched.ranks[s].size(); ++i) {
-      out[s].frequencies.emplace_back(schedule::type_name(sched.ranks[s][i].type), p[s][i]);
+      out[s].frequencies.emplace_back(instruction_label(sched, sched.ranks[s][i]), p[s][i]);
     }
   }
   return out;
@@ -280,9 +289,9 @@ StageWindow summarize(const std::string& context, const StageResult& result, int
 std::vector<StageWindow> summarize_all(const std::string& context,
                                        const std::vector<StageResult>& results,
                                        const schedule::Schedule& sched, std::size_t skip) {
-  check_results(context, results, sched.num_stages);
+  check_results(context, results, sched.num_ranks());
   std::vector<StageWindow> out;
-  for (int s = 0; s < sched.num_stages; ++s) {
+  for (int s = 0; s < sched.num_ranks(); ++s) {
     out.push_back(summarize(context, results[static_cast<std::size_t>(s)], s,
                             instruction_names(sched, s), skip));
   }

@@ -30,14 +30,9 @@ class FrontierScheduler : public Scheduler {
     frontier_ = args.naming("frontier", [&] { return plan::read_frontier(dir); });
     query_.emplace(frontier_);
     sched_ = frontier_.build_schedule();
-    args.naming("frontier", [&] { require_one_stage_per_gpu(sched_); });
     fastest_ = query_->fastest();
     base_ = others_ = choose(args);
-    if (frontier_.num_stages != job.pp_degree) {
-      throw StageCountMismatch(
-          context_ + ": frontier " + dir + " has " + std::to_string(frontier_.num_stages) +
-          " stages but the job has pp_degree " + std::to_string(job.pp_degree));
-    }
+    require_ranks(sched_, job.pp_degree, context_ + ": frontier " + dir);
     for (std::size_t i = 0; i < frontier_.plans.size(); ++i) {
       check_clocks(frontier_.plans[i], job.available_frequencies,
                    context_ + ": frontier " + dir + " plan " + std::to_string(i));
@@ -54,7 +49,7 @@ class FrontierScheduler : public Scheduler {
   }
 
   void observe(const std::vector<StageResult>& results) override {
-    check_results(context_, results, frontier_.num_stages);
+    check_results(context_, results, sched_.num_ranks());
   }
 
   void report_straggler(const json& report) override {

@@ -40,7 +40,7 @@ class PointSolution : public Scheduler {
   }
 
   void observe(const std::vector<StageResult>& results) override {
-    check_results(context_, results, plans_.front().sched.num_stages);
+    check_results(context_, results, plans_.front().sched.num_ranks());
     if (round_ + 1 >= rounds()) throw Error(context_ + ": results after the final round");
     ++round_;
   }
@@ -94,12 +94,11 @@ class PointSolution : public Scheduler {
   schedule::Schedule schedule_of(const ArgReader& args, const plan::Plan& p,
                                  const std::string& source, int stages) const {
     plan::ScheduleChoice given{args.text("schedule", ""),
-                               args.has("microbatches") ? args.integer("microbatches", 1) : 0};
+                               args.has("microbatches") ? args.integer("microbatches", 1) : 0,
+                               args.integer("virtual_stages", 1, 0)};
     try {
       auto [name, microbatches, per_rank] = plan::plan_schedule(p, given, source);
-      auto sched = schedule::make_schedule(name, stages, microbatches, per_rank);
-      require_one_stage_per_gpu(sched);
-      return sched;
+      return schedule::make_schedule(name, stages, microbatches, per_rank);
     } catch (const Error& e) {
       throw Error(context_ + ": " + e.what());
     }
@@ -110,11 +109,7 @@ class PointSolution : public Scheduler {
     plan::Plan p = args.naming("solution_path", [&] { return plan::read_plan_file(source); });
     const std::string where = context_ + ": " + source;
     PlanRound round{source, schedule_of(args, p, source, p.num_stages), p.frequencies};
-    if (p.num_stages != job.pp_degree) {
-      throw StageCountMismatch(where + ": plan has " + std::to_string(p.num_stages) +
-                               " stages but the job has pp_degree " +
-                               std::to_string(job.pp_degree));
-    }
+    require_ranks(round.sched, job.pp_degree, where + ": the plan");
     plan::check_plan_shape(round.clocks, round.sched, where);
     check_clocks(round.clocks, job.available_frequencies, where);
     return round;

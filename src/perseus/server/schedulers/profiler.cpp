@@ -1,10 +1,12 @@
 // "profiler" (Zeus's InstructionProfiler): sweeps the available clocks from high to low, with
-// every stage at one clock per round, and averages each instruction's measured time and energy.
+// every GPU at one clock per round, and averages each instruction's measured time and energy:
+// one profile row per (stage, kind, clock), so a schedule with several stages per GPU or a split
+// backward profiles every stage's forward, backward or backward_input and backward_weight.
 // A clock's round is repeated (at most `max_windows` rounds) until every (stage, instruction)
 // energy estimate's standard error, as the clients report it, is at most `target_stderr` of the
 // estimate; Perseus clients fit the repeated windows together, so the last window's estimate is
 // kept. Clients that report no standard error (Zeus's) get one round per clock. Stops once every
-// stage's energy has been above its lowest for `patience` clocks in a row (past the minimum of
+// GPU's energy has been above its lowest for `patience` clocks in a row (past the minimum of
 // the U-shaped energy curve) or the clocks run out, then writes the profile CSV (with an
 // `energy_stderr` column, relative), the blocking power measured at the highest clock
 // (`<csv>.blocking_power`) and a summary (`<csv>.json`: rounds, measured seconds, worst error).
@@ -19,6 +21,7 @@
 #include "perseus/profile/profile.hpp"
 #include "perseus/server/schedulers/schedulers.hpp"
 #include "perseus/util/files.hpp"
+#include "perseus/wire/protocol.hpp"
 
 namespace perseus::server::schedulers {
 
@@ -44,8 +47,8 @@ std::vector<int> sweep_clocks(const ArgReader& args, const JobSpec& job) {
   return clocks;
 }
 
-// Mean over stages of (iteration energy - instruction energy) / (iteration time - busy time),
-// leaving out stages that never blocked; nullopt when none did.
+// Mean over GPUs of (iteration energy - instruction energy) / (iteration time - busy time),
+// leaving out GPUs that never blocked; nullopt when none did.
 std::optional<double> blocking_power(const std::vector<StageWindow>& windows) {
   double sum = 0.0;
   int count = 0;
@@ -135,20 +138,23 @@ class Profiler : public Scheduler {
     return worst;
   }
 
-  // Adds the clock's rows to the profile and tracks each stage's energy against its lowest.
+  // Adds the clock's rows to the profile and tracks each GPU's energy against its lowest.
   void record(const std::vector<StageWindow>& windows, const std::vector<StageResult>& results,
               int mhz) {
     for (std::size_t s = 0; s < windows.size(); ++s) {
       double energy = 0.0;
-      for (const auto& [name, mean] : windows[s].instructions) {
+      for (const auto& [label, mean] : windows[s].instructions) {
+        // A GPU running several stages labels its instructions with their stage.
+        auto [kind, stage] = wire::parse_instruction_label(label);
+        if (stage < 0) stage = static_cast<int>(s);
         profile::Measurement row;
         row.frequency_mhz = mhz;
         row.time_s = mean.time_s;
         row.energy_j = mean.energy_j;
-        profile_.add(static_cast<int>(s), name, row);
-        auto se = results[s].energy_stderr.find(name);
+        profile_.add(stage, kind, row);
+        auto se = results[s].energy_stderr.find(label);
         if (se != results[s].energy_stderr.end() && mean.energy_j > 0.0) {
-          stderr_[{static_cast<int>(s), name, mhz}] = se->second / mean.energy_j;
+          stderr_[{stage, kind, mhz}] = se->second / mean.energy_j;
         }
         energy += mean.energy_j;
       }
@@ -202,8 +208,8 @@ class Profiler : public Scheduler {
   std::size_t skip_ = 1;
   fs::path output_;
   profile::Profile profile_;
-  std::vector<double> lowest_;  // per stage: lowest energy so far
-  std::vector<int> rises_;      // per stage: clocks since that lowest
+  std::vector<double> lowest_;  // per GPU: lowest energy so far
+  std::vector<int> rises_;      // per GPU: clocks since that lowest
   std::size_t measured_ = 0;
   std::optional<double> blocking_power_w_;
   bool done_ = false;

@@ -77,18 +77,21 @@ auto ArgReader::naming(const std::string& name, F&& f) const -> decltype(f()) {
 // "scheduler 'name'", the context of every message of that scheduler.
 std::string context_of(const std::string& scheduler);
 
-// The arguments "microbatches" (required) and "schedule" (default "1f1b") that name the
-// instruction order, and the schedule they give with `stages` stages (one stage per GPU: a
-// multi-stage schedule is refused with the reason).
+// The arguments "microbatches" (required), "schedule" (default "1f1b") and "virtual_stages" (the
+// stages each GPU runs; default the schedule's own) that name the instruction order, and the
+// schedule they give on `ranks` GPUs (the job's pp_degree).
 extern const std::vector<std::string> kScheduleArgs;
 std::vector<std::string> with_schedule_args(std::vector<std::string> known);
-schedule::Schedule schedule_arg(const ArgReader& args, int stages);
-// Throws perseus::Error saying that the control plane runs one stage per GPU when `sched` does
-// not (the server's wire format and the client name instructions without their stage).
-void require_one_stage_per_gpu(const schedule::Schedule& sched);
+schedule::Schedule schedule_arg(const ArgReader& args, int ranks);
+// Throws StageCountMismatch ("<where> has 4 GPUs (8 stages) but the job has pp_degree 2") unless
+// `sched` runs on pp_degree GPUs.
+void require_ranks(const schedule::Schedule& sched, int pp_degree, const std::string& where);
 
-// Distinct instruction names of one stage, sorted ("backward", "forward").
-std::vector<std::string> instruction_names(const schedule::Schedule& sched, int stage);
+// The wire name of an instruction (wire::instruction_label): its kind, with its stage when the
+// schedule runs several stages per GPU.
+std::string instruction_label(const schedule::Schedule& sched, const schedule::Instruction& inst);
+// Distinct instruction labels of one rank (GPU), sorted ("backward", "forward").
+std::vector<std::string> instruction_names(const schedule::Schedule& sched, int rank);
 
 // The highest available clock; throws when the job reports none.
 int max_clock(const std::string& context, const JobSpec& job);
@@ -96,7 +99,8 @@ int max_clock(const std::string& context, const JobSpec& job);
 void check_clocks(const plan::FrequencyPlan& plan, const std::vector<int>& available,
                   const std::string& where);
 
-// Per-stage plans: the given clocks, or every instruction at `mhz`.
+// Per-rank plans (one per GPU of the pipeline, instructions labelled by instruction_label): the
+// given clocks, or every instruction at `mhz`.
 std::vector<StagePlan> stage_plans(const schedule::Schedule& sched, const plan::FrequencyPlan& p);
 std::vector<StagePlan> uniform_plans(const schedule::Schedule& sched, int mhz);
 
@@ -131,7 +135,7 @@ struct StageWindow {
 // Throws naming context, stage and instruction when a breakdown is missing or malformed.
 StageWindow summarize(const std::string& context, const StageResult& result, int stage,
                       const std::vector<std::string>& instructions, std::size_t skip);
-// summarize() for every stage, with each stage's instruction names from `sched`.
+// summarize() for every rank (GPU), with each rank's instruction labels from `sched`.
 std::vector<StageWindow> summarize_all(const std::string& context,
                                        const std::vector<StageResult>& results,
                                        const schedule::Schedule& sched, std::size_t skip);
