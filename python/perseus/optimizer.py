@@ -41,6 +41,13 @@ def _user_stacklevel():
     return level
 
 
+def _stages(stage):
+    """A simulated GPU's stage: an index, or a list of indices."""
+    if isinstance(stage, (list, tuple)):
+        return [int(s) for s in stage]
+    return int(stage)
+
+
 def _default_log(message):
     warnings.warn(message, PerseusWarning, stacklevel=_user_stacklevel())
 
@@ -79,7 +86,8 @@ class PipelineFrequencyOptimizer:
             any object with the GpuBackend methods (supported_clocks, lock_clock, reset_clock,
             set_power_limit, reset_power_limit, now_s, total_energy_j).
         profile: profile CSV for ``gpu="sim"`` (required there).
-        stage: profile stage the simulated GPU runs (default: ``pp_rank``).
+        stage: profile stage the simulated GPU runs (default: ``pp_rank``), or a list of them
+            for a GPU that runs several (interleaved and V-shaped schedules).
         blocking_power: simulated GPU's power while blocked, in watts (default 0).
         real_time, time_scale: simulated GPU in real time, ``time_scale`` wall seconds per
             simulated second (default: virtual time).
@@ -175,7 +183,7 @@ class PipelineFrequencyOptimizer:
                                      '`perseus profile synth --gpu a100 --stages S --out F`)')
                 self.sim = _perseus.SimGpu(
                     os.fspath(profile),
-                    stage=int(pp_rank if stage is None else stage),
+                    stage=_stages(pp_rank if stage is None else stage),
                     blocking_power=float(0.0 if blocking_power is None else blocking_power),
                     real_time=bool(real_time),
                     time_scale=float(time_scale),

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "perseus/client/gpu_backend.hpp"
@@ -300,14 +301,20 @@ PYBIND11_MODULE(_perseus, m) {
 
   py::class_<SimGpu, std::shared_ptr<SimGpu>>(
       m, "SimGpu",
-      "A simulated GPU whose instruction time and energy follow one stage of a profile CSV.\n"
+      "A simulated GPU whose instruction time and energy follow one stage of a profile CSV, or\n"
+      "several (stage=[0, 2]: interleaved and V-shaped schedules, instructions 'forward@2').\n"
       "Virtual mode (default): time advances only by instructions and wait_until().\n"
       "Real-time mode: instruction_end() sleeps until the profiled duration times time_scale\n"
       "has passed since instruction_begin(); now() is wall time divided by time_scale.")
-      .def(py::init([](const std::string& profile, int stage, double blocking_power, bool real_time,
-                       double time_scale, const std::string& counter, py::dict counter_options) {
+      .def(py::init([](const std::string& profile, std::variant<int, std::vector<int>> stage,
+                       double blocking_power, bool real_time, double time_scale,
+                       const std::string& counter, py::dict counter_options) {
              SimGpuOptions o;
-             o.stage = stage;
+             if (const int* one = std::get_if<int>(&stage)) {
+               o.stages = {*one};
+             } else {
+               o.stages = std::get<std::vector<int>>(stage);
+             }
              o.blocking_power_w = blocking_power;
              o.real_time = real_time;
              o.time_scale = time_scale;

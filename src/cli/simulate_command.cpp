@@ -28,6 +28,7 @@
 #include "perseus/profile/csv.hpp"
 #include "perseus/profile/gpu_model.hpp"
 #include "perseus/util/files.hpp"
+#include "perseus/util/text.hpp"
 #include "perseus/wire/protocol.hpp"
 
 namespace perseus::cli {
@@ -43,7 +44,8 @@ constexpr int kMaxRanks = 512;  // processes this command forks at most
 constexpr int kGiveUpWindows = 3;
 
 struct SimulateArgs {
-  std::string server, profile, schedule = "1f1b", scheduler, scheduler_args, job_metadata, out;
+  std::string server, profile, scheduler, scheduler_args, job_metadata, out;
+  ScheduleOptions schedule;
   int stages = 0, pipelines = 1, microbatches = 0, iterations = 20, max_iterations = 10000;
   int report_every = 5;
   double blocking_power = -1.0, timeout = 600.0;
@@ -103,13 +105,11 @@ Setup make_setup(const SimulateArgs& a) {
                 std::to_string(s.profile.num_stages()) + " stages)");
   }
   require(stages > 0, "--stages must be positive");
-  require(static_cast<long>(stages) * a.pipelines <= kMaxRanks,
-          "--stages x --pipelines = " + std::to_string(static_cast<long>(stages) * a.pipelines) +
-              " ranks; at most " + std::to_string(kMaxRanks) + " processes are simulated");
-  s.schedule = resolve_schedule({a.schedule, 0, ""}, s.profile, stages, a.microbatches);
-  require(s.schedule.one_stage_per_rank(),
-          "simulate-training runs one stage per GPU; the " + a.schedule +
-              " schedule is planned, evaluated and emulated, not yet simulated with processes");
+  s.schedule = resolve_schedule(a.schedule, s.profile, stages, a.microbatches);
+  const long ranks = static_cast<long>(s.schedule.num_ranks()) * a.pipelines;
+  require(ranks <= kMaxRanks, "GPUs per pipeline x --pipelines = " + std::to_string(ranks) +
+                                  " ranks; at most " + std::to_string(kMaxRanks) +
+                                  " processes are simulated");
   s.pipelines = a.pipelines;
   s.blocking_power_w = a.blocking_power;
   check_blocking_power(s.profile, a.blocking_power, a.allow_implausible);
@@ -227,28 +227,23 @@ class RankProcesses {
   std::vector<Child> children_;
 };
 
-std::string rank_label(int rank, int stages) {
-  return "rank " + std::to_string(rank) + " (stage " + std::to_string(rank % stages) +
-         ", pipeline " + std::to_string(rank / stages) + ")";
+std::string rank_label(int rank, const schedule::Schedule& sched) {
+  const int gpus = sched.num_ranks(), gpu = rank % gpus;
+  std::vector<std::string> stages;
+  for (std::size_t s = 0; s < sched.stage_rank.size(); ++s) {
+    if (sched.stage_rank[s] == gpu) stages.push_back(std::to_string(s));
+  }
+  return "rank " + std::to_string(rank) + " (stage" + (stages.size() > 1 ? "s " : " ") +
+         join(stages) + ", pipeline " + std::to_string(rank / gpus) + ")";
 }
 
 pipeline::RunResult run_ranks(const Setup& setup, const pipeline::StopRule& stop,
                               double timeout_s) {
-  const int S = setup.schedule.num_stages;
-  const int n = S * setup.pipelines;
+  const auto label = [&](int rank) { return rank_label(rank, setup.schedule); };
   std::vector<pipeline::Channel> parent_ends;
-  std::vector<pipeline::RankLinks> links(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r) {
-    auto [mine, theirs] = pipeline::channel_pair(rank_label(r, S), "the parent process");
-    parent_ends.push_back(std::move(mine));
-    links[r].coordinator = std::move(theirs);
-    if (r % S > 0) {
-      auto [down, up] = pipeline::channel_pair("stage " + std::to_string(r % S),
-                                               "stage " + std::to_string(r % S - 1));
-      links[r - 1].next = std::move(down);
-      links[r].prev = std::move(up);
-    }
-  }
+  std::vector<pipeline::RankLinks> links = pipeline::make_links(
+      setup.schedule, setup.pipelines, label, "the parent process", parent_ends);
+  const int n = static_cast<int>(links.size());
 
   RankProcesses processes;
   for (int r = 0; r < n; ++r) {
@@ -276,7 +271,7 @@ pipeline::RunResult run_ranks(const Setup& setup, const pipeline::StopRule& stop
     result = pipeline::coordinate(parent_ends, stop, timeout_s);
   } catch (const pipeline::RankFailure& f) {
     processes.kill_all();
-    std::string message = rank_label(f.rank(), S) + " failed: " + f.what();
+    std::string message = label(f.rank()) + " failed: " + f.what();
     if (f.exited_silently()) {
       message += " (" + describe_status(processes.child(f.rank()).status) + ")";
     }
@@ -292,7 +287,7 @@ pipeline::RunResult run_ranks(const Setup& setup, const pipeline::StopRule& stop
   for (int r = 0; r < n; ++r) {
     const Child& c = processes.child(r);
     if (!WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0) {
-      throw Error(rank_label(r, S) + " failed after the run: " + describe_status(c.status));
+      throw Error(label(r) + " failed after the run: " + describe_status(c.status));
     }
   }
   return result;
@@ -334,7 +329,7 @@ void run_simulate(const SimulateArgs& a) {
   stop.final_window = a.report_every;
   stop.max_iterations = a.max_iterations;
   stop.give_up_degraded = kGiveUpWindows * a.report_every;
-  const int S = setup.schedule.num_stages;
+  const int S = setup.schedule.num_stages, gpus = setup.schedule.num_ranks();
 
   pipeline::RunResult result = run_ranks(setup, stop, a.timeout);
 
@@ -359,6 +354,7 @@ void run_simulate(const SimulateArgs& a) {
                 {"profile", setup.profile_label},
                 {"schedule", setup.schedule.name},
                 {"stages", S},
+                {"gpus_per_pipeline", gpus},
                 {"pipelines", setup.pipelines},
                 {"microbatches", setup.schedule.num_microbatches},
                 {"blocking_power_w", a.blocking_power},
@@ -372,8 +368,9 @@ void run_simulate(const SimulateArgs& a) {
   }
   if (!a.quiet) {
     std::printf("job             %s\n", result.job_id.empty() ? "(none)" : result.job_id.c_str());
-    std::printf("pipeline        %d stages x %d pipelines = %d ranks, %s, %d microbatches\n", S,
-                setup.pipelines, S * setup.pipelines, setup.schedule.name.c_str(),
+    std::printf("pipeline        %d stages on %d GPUs x %d pipelines = %d ranks, %s, %d "
+                "microbatches\n",
+                S, gpus, setup.pipelines, gpus * setup.pipelines, setup.schedule.name.c_str(),
                 setup.schedule.num_microbatches);
     std::printf("iterations      %zu\n", its.size());
     std::printf("last window     %d iterations: %.6f s, %.4f J per iteration\n", last.count,
@@ -446,8 +443,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--stages", a->stages, "Pipeline stages (default: the profile's; 4 embedded)");
   cmd->add_option("--pipelines", a->pipelines, "Data-parallel pipelines")->capture_default_str();
   cmd->add_option("--microbatches", a->microbatches, "Microbatches per iteration")->required();
-  cmd->add_option("--schedule", a->schedule, "Pipeline schedule (1f1b, gpipe, envelope[:...])")
-      ->capture_default_str();
+  add_schedule_options(cmd, a->schedule, "default 1f1b; envelope is EnvPipe's");
   cmd->add_option("--blocking-power", a->blocking_power,
                   "Power in watts a GPU draws while blocked (83.64 for A100)")
       ->required();

@@ -23,6 +23,8 @@
 #include "perseus/pipeline_sim/rank.hpp"
 #include "perseus/plan/evaluate.hpp"
 #include "perseus/profile/gpu_model.hpp"
+#include "perseus/profile/split.hpp"
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/schedule/schedule.hpp"
 #include "perseus/wire/protocol.hpp"
 #include "scripted_server.hpp"
@@ -145,7 +147,7 @@ using perseus::test::small_profile;
 
 std::unique_ptr<SimGpu> sim(int stage = 0) {
   return std::make_unique<SimGpu>(
-      small_profile(), SimGpuOptions{stage, 0.0, false, 1.0, CounterOptions::named("ideal")});
+      small_profile(), SimGpuOptions{{stage}, 0.0, false, 1.0, CounterOptions::named("ideal")});
 }
 
 // Collects the optimizer's warnings (from any thread).
@@ -379,6 +381,67 @@ TEST(ClientOptimizer, RunsAtTheDefaultClockWhenTheScheduleDoesNotMatchTheLoop) {
   EXPECT_CONTAINS(error_of([&] { opt2.on_instruction_begin("backward"); }), "expects 'forward'");
 }
 
+// A GPU that runs stages 0 and 1 (an interleaved or V-shaped schedule) gets a plan whose
+// instructions name their stage: the hooks pass it, the clocks follow the plan and the breakdowns
+// carry the labels. A loop that leaves the stage out is told to pass it.
+TEST(ClientOptimizer, MatchesInstructionsByStageOnAGpuThatRunsSeveral) {
+  const json plan = {{"frequencies", json::array({json::array({"forward@0", 800}),
+                                                  json::array({"forward@1", 600}),
+                                                  json::array({"backward@1", 1000}),
+                                                  json::array({"backward@0", 600})})}};
+  ScriptedServer server(std::vector<json>{plan, plan});
+  Warnings w;
+  auto two_stages = std::make_unique<SimGpu>(
+      small_profile(), SimGpuOptions{{0, 1}, 0.0, false, 1.0, CounterOptions::named("ideal")});
+  PipelineFrequencyOptimizer opt(fast_options(server.http->url(), w), std::move(two_stages));
+  const std::vector<std::pair<std::string, int>> order = {
+      {"forward", 0}, {"forward", 1}, {"backward", 1}, {"backward", 0}};
+  for (int i = 0; i < 2; ++i) {
+    opt.on_step_begin();
+    for (const auto& [name, stage] : order) {
+      opt.on_instruction_begin(name, stage);
+      opt.on_instruction_end(name, stage);
+    }
+    opt.on_step_end();
+  }
+  EXPECT_TRUE(w.lines->empty()) << w.lines->front();
+  ASSERT_EQ(opt.iterations().size(), 2u);
+  EXPECT_NEAR(opt.iterations()[0].time_s, 0.012 + 0.016 * 1.5 + 0.020 * 1.5 + 0.032, 1e-12);
+  ASSERT_EQ(server.results.size(), 1u);
+  auto result = perseus::wire::parse_profiling_result(server.results[0]);
+  EXPECT_NEAR(result.energy_breakdown.at("backward@1")[0][0], 4.4 * 1.5, 1e-12);
+  EXPECT_NEAR(result.time_breakdown.at("forward@0")[1][0], 0.012, 1e-12);
+
+  iterate(opt, 2);  // "forward", "backward": no stage
+  // The simulated GPU refuses the unlabelled instructions too (warned once each).
+  ASSERT_GE(w.lines->size(), 1u);
+  EXPECT_CONTAINS(w.lines->back(),
+                  "the schedule expects 'forward@0' as instruction 1 of the iteration, but the "
+                  "training loop ran 'forward' (this GPU runs several stages: pass the stage "
+                  "index with the instruction)");
+}
+
+// With one stage per GPU the plan names bare kinds (Zeus's names); a loop that passes the stage
+// anyway matches them, and its measurements go under the plan's names.
+TEST(ClientOptimizer, AcceptsAStageForAPlanWithBareNames) {
+  ScriptedServer server(std::vector<json>{clocks(800, 600), clocks(800, 600)});
+  Warnings w;
+  PipelineFrequencyOptimizer opt(fast_options(server.http->url(), w), sim(1));
+  for (int i = 0; i < 2; ++i) {
+    opt.on_step_begin();
+    for (const char* name : {"forward", "backward"}) {
+      opt.on_instruction_begin(name, 1);
+      opt.on_instruction_end(name, 1);
+    }
+    opt.on_step_end();
+  }
+  EXPECT_TRUE(w.lines->empty()) << w.lines->front();
+  EXPECT_NEAR(opt.iterations()[0].time_s, (0.012 + 0.032) * 1.5, 1e-12);
+  auto result = perseus::wire::parse_profiling_result(server.results.at(0));
+  EXPECT_EQ(result.time_breakdown.count("forward"), 1u);
+  EXPECT_EQ(result.time_breakdown.count("forward@1"), 0u);
+}
+
 TEST(ClientOptimizer, RecoversAtTheNextWindowBoundary) {
   ScriptedServer server(std::vector<json>{clocks(800, 600), clocks(600, 600), clocks(600, 1000)});
   server.failing = true;
@@ -508,25 +571,15 @@ struct SimJob {
 
 // Runs the job's ranks in threads over socket pairs, the coordinator on this thread.
 pipeline::RunResult run_in_threads(const SimJob& job, const pipeline::StopRule& stop) {
-  const int S = job.schedule.num_stages;
-  const int n = S * job.pipelines;
   std::vector<pipeline::Channel> coordinator_ends;
-  std::vector<pipeline::RankLinks> links(static_cast<std::size_t>(n));
+  std::vector<pipeline::RankLinks> links = pipeline::make_links(
+      job.schedule, job.pipelines, [](int r) { return "rank " + std::to_string(r); },
+      "coordinator", coordinator_ends);
+  const int n = static_cast<int>(links.size());
   std::vector<pipeline::RankSpec> specs;
   for (int r = 0; r < n; ++r) {
-    auto [mine, theirs] = pipeline::channel_pair("rank " + std::to_string(r), "coordinator");
-    coordinator_ends.push_back(std::move(mine));
-    links[r].coordinator = std::move(theirs);
-    pipeline::RankSpec spec = pipeline::rank_spec(r, job.schedule, job.pipelines, job.profile,
-                                                  job.blocking_power_w, job.optimizer);
-    const int stage = spec.stage;
-    specs.push_back(std::move(spec));
-    if (stage > 0) {
-      auto [down, up] = pipeline::channel_pair("stage " + std::to_string(stage),
-                                               "stage " + std::to_string(stage - 1));
-      links[r - 1].next = std::move(down);
-      links[r].prev = std::move(up);
-    }
+    specs.push_back(pipeline::rank_spec(r, job.schedule, job.pipelines, job.profile,
+                                        job.blocking_power_w, job.optimizer));
   }
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
@@ -576,6 +629,35 @@ TEST(ClientPipelineSim, AllMaxIterationsMatchThePlannersEvaluation) {
   auto result = run_in_threads(job, pipeline::StopRule{2, false, 5, 10000});
   EXPECT_NEAR(result.iterations[1].time_s, expected.time_s, 1e-9 * expected.time_s);
   EXPECT_NEAR(result.iterations[1].energy_j, expected.energy_j, 1e-9 * expected.energy_j);
+}
+
+// GPUs that run several stages (interleaved, V-shaped, split backward) exchange each stage's
+// activations and gradients with the GPU of the neighbouring stage: every generator's iteration
+// takes the evaluator's critical path and energy, with 1 and 2 pipelines.
+TEST(ClientPipelineSim, MultiStageSchedulesMatchThePlannersEvaluation) {
+  SimJob job;
+  job.profile = perseus::profile::split_profile(
+      perseus::profile::synthesize_profile(perseus::profile::gpu_model("a100"),
+                                           perseus::profile::default_model(4)),
+      {2, true, 0.5});
+  job.blocking_power_w = 83.64;
+  for (const char* name :
+       {"interleaved-1f1b", "looped-bfs", "interleaved-zero-bubble", "zbv", "dualpipev"}) {
+    job.schedule = perseus::schedule::make_schedule(name, 8, 8, 2);
+    auto expected = perseus::plan::evaluate(job.profile, job.schedule,
+                                            perseus::plan::all_max_plan(job.profile, job.schedule),
+                                            job.blocking_power_w);
+    for (int pipelines : {1, 2}) {
+      SCOPED_TRACE(std::string(name) + " x" + std::to_string(pipelines));
+      job.pipelines = pipelines;
+      auto result = run_in_threads(job, pipeline::StopRule{2, false, 5, 10000});
+      ASSERT_EQ(result.iterations.size(), 2u);
+      for (const auto& it : result.iterations) {
+        EXPECT_NEAR(it.time_s, expected.time_s, 1e-9 * expected.time_s);
+        EXPECT_NEAR(it.energy_j, pipelines * expected.energy_j, 1e-9 * expected.energy_j);
+      }
+    }
+  }
 }
 
 TEST(ClientPipelineSim, SharesRankZerosJobIdAndRunsUntilTheFinalSchedule) {
@@ -648,7 +730,7 @@ TEST(ClientPipelineSim, ReportsTheRankThatFailedFirst) {
     ADD_FAILURE() << "no RankFailure";
   } catch (const pipeline::RankFailure& e) {
     EXPECT_EQ(e.rank(), 1);
-    EXPECT_CONTAINS(e.what(), "protocol error");
+    EXPECT_CONTAINS(e.what(), "schedule error: 1B0 runs before its forward on the same GPU");
   }
 }
 

@@ -127,7 +127,7 @@ TEST(EnergyCounter, ADirectReadDoesNotDisturbTheVirtualSampler) {
     std::vector<std::vector<CounterSample>> series;
     for (bool direct_read : {false, true}) {
       SimGpu gpu(perseus::test::small_profile(),
-                 SimGpuOptions{0, 40.0, false, 1.0, CounterOptions::named(name)});
+                 SimGpuOptions{{0}, 40.0, false, 1.0, CounterOptions::named(name)});
       auto sampler = gpu.start_energy_sampler(SamplerOptions{}, {});
       for (int i = 0; i < 40; ++i) {
         gpu.instruction_begin("forward");
@@ -266,7 +266,7 @@ TEST(EnergyCounterOptions, TheCounterAndTheSimulatedGpuValidateThem) {
   EXPECT_CONTAINS(error_of([&] { EnergyCounter counter(trace, o); }), "'sampled_fraction'");
   EXPECT_CONTAINS(
       error_of([&] {
-        SimGpu gpu(perseus::test::small_profile(), SimGpuOptions{0, 0.0, false, 1.0, o});
+        SimGpu gpu(perseus::test::small_profile(), SimGpuOptions{{0}, 0.0, false, 1.0, o});
       }),
       "'sampled_fraction'");
 }
@@ -615,7 +615,7 @@ struct SimRun {
 
 SimRun run_sim(AttributionMethod method, int iterations = 400) {
   const perseus::profile::Profile profile = perseus::test::small_profile();
-  SimGpu gpu(profile, SimGpuOptions{1, 60.0, false, 1.0, CounterOptions::named("realistic")});
+  SimGpu gpu(profile, SimGpuOptions{{1}, 60.0, false, 1.0, CounterOptions::named("realistic")});
   auto sampler = gpu.start_energy_sampler(SamplerOptions{}, {});
   MeasurementWindow window(*sampler, method);
   std::mt19937_64 random(2024);

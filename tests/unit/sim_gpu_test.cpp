@@ -23,7 +23,7 @@ using perseus::test::small_profile;
 
 SimGpu make(int stage = 0, double blocking = 50.0) {
   return SimGpu(small_profile(),
-                SimGpuOptions{stage, blocking, false, 1.0, CounterOptions::named("ideal")});
+                SimGpuOptions{{stage}, blocking, false, 1.0, CounterOptions::named("ideal")});
 }
 
 void run(SimGpu& gpu, const std::string& name) {
@@ -34,7 +34,7 @@ void run(SimGpu& gpu, const std::string& name) {
 TEST(SimGpu, ListsTheStagesProfiledClocksHighestFirst) {
   Profile p = small_profile();
   p.add(1, "forward", {700, 0.02, 2.0});
-  SimGpu gpu(p, SimGpuOptions{1, 0.0, false, 1.0, CounterOptions::named("ideal")});
+  SimGpu gpu(p, SimGpuOptions{{1}, 0.0, false, 1.0, CounterOptions::named("ideal")});
   EXPECT_EQ(gpu.supported_clocks(), (std::vector<int>{1000, 800, 700, 600}));
   EXPECT_EQ(make(0).supported_clocks(), (std::vector<int>{1000, 800, 600}));
 }
@@ -73,7 +73,7 @@ TEST(SimGpu, ValidatesItsOptions) {
   EXPECT_CONTAINS(error_of([] { make(2); }), "stage 2 is not in profile small (2 stages)");
   EXPECT_CONTAINS(error_of([] { make(0, -1.0); }), "blocking power must be");
   EXPECT_CONTAINS(error_of([] {
-                    SimGpu(small_profile(), SimGpuOptions{0, 1.0, true, 0.0, {}});
+                    SimGpu(small_profile(), SimGpuOptions{{0}, 1.0, true, 0.0, {}});
                   }),
                   "time scale must be a positive number");
 }
@@ -134,7 +134,7 @@ TEST(SimGpu, VirtualTimeIsExactlyDeterministic) {
 }
 
 TEST(SimGpu, RealTimeModeSleepsForTheScaledDuration) {
-  SimGpu gpu(small_profile(), SimGpuOptions{0, 50.0, true, 0.5, CounterOptions::named("ideal")});
+  SimGpu gpu(small_profile(), SimGpuOptions{{0}, 50.0, true, 0.5, CounterOptions::named("ideal")});
   auto start = std::chrono::steady_clock::now();
   double t0 = gpu.now_s();
   run(gpu, "backward");  // 0.020 simulated s = 0.010 wall s

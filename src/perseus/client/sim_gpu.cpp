@@ -11,6 +11,8 @@
 #include <utility>
 
 #include "perseus/util/error.hpp"
+#include "perseus/util/text.hpp"
+#include "perseus/wire/protocol.hpp"
 
 namespace perseus::client {
 
@@ -28,9 +30,12 @@ SimGpu::SimGpu(profile::Profile profile, SimGpuOptions options)
       trace_(options.blocking_power_w),
       counter_(trace_, options.counter) {
   const int stages = profile_.num_stages();
-  if (options_.stage < 0 || options_.stage >= stages) {
-    throw Error("simulated GPU: stage " + std::to_string(options_.stage) + " is not in profile " +
-                profile_.source() + " (" + std::to_string(stages) + " stages)");
+  if (options_.stages.empty()) throw Error("simulated GPU: no stage to run");
+  for (int stage : options_.stages) {
+    if (stage < 0 || stage >= stages) {
+      throw Error("simulated GPU: stage " + std::to_string(stage) + " is not in profile " +
+                  profile_.source() + " (" + std::to_string(stages) + " stages)");
+    }
   }
   if (!(options_.blocking_power_w >= 0.0) || !std::isfinite(options_.blocking_power_w)) {
     throw Error("simulated GPU: blocking power must be a finite number of watts >= 0, got " +
@@ -41,19 +46,44 @@ SimGpu::SimGpu(profile::Profile profile, SimGpuOptions options)
                 number(options_.time_scale));
   }
   std::set<int, std::greater<>> clocks;
-  for (const auto& name : profile_.instructions(options_.stage)) {
-    for (const auto& row : profile_.rows(options_.stage, name)) clocks.insert(row.frequency_mhz);
+  for (int stage : options_.stages) {
+    for (const auto& name : profile_.instructions(stage)) {
+      for (const auto& row : profile_.rows(stage, name)) clocks.insert(row.frequency_mhz);
+    }
   }
   if (clocks.empty()) {
     throw Error("simulated GPU: profile " + profile_.source() + " has no rows for stage " +
-                std::to_string(options_.stage));
+                stage_list());
   }
   clocks_.assign(clocks.begin(), clocks.end());
   if (options_.real_time) wall_origin_s_ = wall_s();
 }
 
+std::string SimGpu::stage_list() const {
+  std::vector<std::string> items;
+  for (int stage : options_.stages) items.push_back(std::to_string(stage));
+  return join(items);
+}
+
 std::string SimGpu::where() const {
-  return "simulated GPU (stage " + std::to_string(options_.stage) + ")";
+  return "simulated GPU (stage" + std::string(options_.stages.size() > 1 ? "s " : " ") +
+         stage_list() + ")";
+}
+
+std::pair<int, std::string> SimGpu::resolve(const std::string& instruction) const {
+  auto [kind, stage] = wire::parse_instruction_label(instruction);
+  if (stage < 0) {
+    if (options_.stages.size() > 1) {
+      throw Error(where() + ": instruction '" + instruction +
+                  "' names no stage, but this GPU runs several (KIND@STAGE)");
+    }
+    return {options_.stages.front(), kind};
+  }
+  if (std::find(options_.stages.begin(), options_.stages.end(), stage) == options_.stages.end()) {
+    throw Error(where() + ": instruction '" + instruction + "' is of stage " +
+                std::to_string(stage) + ", which this GPU does not run");
+  }
+  return {stage, kind};
 }
 
 double SimGpu::wall_s() {
@@ -97,11 +127,12 @@ void SimGpu::reset_power_limit() {
 }
 
 const profile::Measurement& SimGpu::row_for(const std::string& instruction) const {
-  if (!profile_.has(options_.stage, instruction)) {
-    throw Error(where() + ": profile " + profile_.source() + " has no '" + instruction +
-                "' rows for stage " + std::to_string(options_.stage));
+  const auto [stage, kind] = resolve(instruction);
+  if (!profile_.has(stage, kind)) {
+    throw Error(where() + ": profile " + profile_.source() + " has no '" + kind +
+                "' rows for stage " + std::to_string(stage));
   }
-  const auto& rows = profile_.rows(options_.stage, instruction);
+  const auto& rows = profile_.rows(stage, kind);
   // A locked clock caps the clock; the instruction runs at the highest profiled clock at or
   // below it (its lowest clock when none is).
   const int cap = locked_mhz_ > 0 ? locked_mhz_ : std::numeric_limits<int>::max();
@@ -189,7 +220,8 @@ void SimGpu::instruction_end(const std::string& name) {
     throw Error(where() + ": instruction_end('" + name + "') without instruction_begin('" + name +
                 "')" + (running_.empty() ? "" : " ('" + running_ + "' is running)"));
   }
-  const profile::Measurement& m = profile_.at(options_.stage, name, running_mhz_);
+  const auto [stage, kind] = resolve(name);
+  const profile::Measurement& m = profile_.at(stage, kind, running_mhz_);
   // Real time: sleeping longer than asked is time spent blocked, not running.
   if (options_.real_time) {
     sleep_until_sim(begin_s_ + m.time_s);

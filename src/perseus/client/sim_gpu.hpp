@@ -25,6 +25,7 @@
 
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "perseus/client/energy_counter.hpp"
@@ -34,7 +35,9 @@
 namespace perseus::client {
 
 struct SimGpuOptions {
-  int stage = 0;                  // the profile stage this GPU runs
+  // The profile stages this GPU runs: one, or several (interleaved and V-shaped schedules, whose
+  // instructions name their stage: "forward@2", perseus/wire/protocol.hpp).
+  std::vector<int> stages = {0};
   double blocking_power_w = 0.0;  // power while not running an instruction
   bool real_time = false;
   double time_scale = 1.0;  // real-time mode: wall seconds per simulated second
@@ -43,7 +46,7 @@ struct SimGpuOptions {
 
 class SimGpu : public GpuBackend {
  public:
-  // Throws perseus::Error when the stage is not in the profile or options are out of range.
+  // Throws perseus::Error when a stage is not in the profile or options are out of range.
   SimGpu(profile::Profile profile, SimGpuOptions options);
 
   std::vector<int> supported_clocks() const override;
@@ -71,11 +74,15 @@ class SimGpu : public GpuBackend {
   int current_clock(const std::string& instruction) const;
 
  private:
+  // The (stage, kind) an instruction label names; throws when this GPU does not run its stage, or
+  // when it names none and this GPU runs several.
+  std::pair<int, std::string> resolve(const std::string& instruction) const;
   // The profile rows `instruction` runs at under the current lock and power limit.
   const profile::Measurement& row_for(const std::string& instruction) const;
   // Real-time mode: steady-clock seconds; sleeps until simulated time t_s.
   static double wall_s();
   void sleep_until_sim(double t_s) const;
+  std::string stage_list() const;  // "0, 2"
   std::string where() const;
 
   class VirtualSampler;

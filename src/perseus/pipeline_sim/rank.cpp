@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <set>
+#include <utility>
 
 #include "perseus/client/sim_gpu.hpp"
 
@@ -10,51 +13,187 @@ namespace perseus::pipeline_sim {
 
 namespace {
 
-const char* name_of(schedule::InstructionType type) {
-  return type == schedule::InstructionType::kForward ? "forward" : "backward";
+using schedule::InstructionType;
+
+// A stage's output to a neighbour: its forward goes to the next stage, its backward (or
+// backward-input: the gradient the previous stage waits for) to the previous one.
+bool sends_forward(InstructionType type) {
+  return type == InstructionType::kForward;
+}
+bool sends_gradient(InstructionType type) {
+  return type == InstructionType::kBackward || type == InstructionType::kBackwardInput;
 }
 
-// The virtual time at which the input of `inst` (from the neighbour on `input`) arrived.
-double receive_input(Channel& input, const schedule::Instruction& inst) {
-  const bool forward = inst.type == schedule::InstructionType::kForward;
-  const std::string line = input.receive();
-  auto w = words(line, 3);
-  const std::string where = "message '" + line + "' from " + input.peer();
-  if (w.size() != 3 || w[0] != (forward ? "F" : "B")) {
-    throw Error("protocol error: expected the " + std::string(name_of(inst.type)) +
-                " of microbatch " + std::to_string(inst.microbatch) + " from " + input.peer() +
-                ", got '" + line + "'");
+// "F 3 m" / "B 3 m": what stage 3 sends after its forward / backward of microbatch m.
+std::string message_key(bool forward, int stage, int microbatch) {
+  return std::string(forward ? "F " : "B ") + std::to_string(stage) + " " +
+         std::to_string(microbatch);
+}
+
+// Messages from the neighbouring GPUs, kept until the instruction that needs them: a GPU that
+// runs several stages may receive one stage's message before another's it needs first.
+class Inbox {
+ public:
+  // The virtual time carried by message `key` from `peer` (waiting for it if needed).
+  double take(Channel& peer, const std::string& key) {
+    auto& kept = kept_[peer.peer()];
+    for (;;) {
+      auto it = kept.find(key);
+      if (it != kept.end()) {
+        double t = it->second;
+        kept.erase(it);
+        return t;
+      }
+      const std::string line = peer.receive();
+      auto w = words(line, 4);
+      if (w.size() != 4 || (w[0] != "F" && w[0] != "B")) {
+        throw Error("protocol error: expected 'F|B stage microbatch time' from " + peer.peer() +
+                    ", got '" + line + "'");
+      }
+      const std::string where = "message '" + line + "' from " + peer.peer();
+      const std::string got = message_key(w[0] == "F", static_cast<int>(parse_long(w[1], where)),
+                                          static_cast<int>(parse_long(w[2], where)));
+      if (!kept.emplace(got, parse_double(w[3], where)).second) {
+        throw Error("protocol error: " + where + " repeats '" + got + "'");
+      }
+    }
   }
-  if (parse_long(w[1], where) != inst.microbatch) {
-    throw Error("protocol error: expected microbatch " + std::to_string(inst.microbatch) +
-                " from " + input.peer() + ", got '" + line + "'");
+
+ private:
+  std::map<std::string, std::map<std::string, double>> kept_;  // peer -> key -> time
+};
+
+// The stage whose output `inst` needs (-1: none, the first or last stage).
+int input_stage(const schedule::Instruction& inst, int num_stages) {
+  if (inst.type == InstructionType::kForward) return inst.stage - 1;
+  if (sends_gradient(inst.type) && inst.stage + 1 < num_stages) return inst.stage + 1;
+  return -1;
+}
+
+// The stage that waits for the output of `inst` (-1: none).
+int output_stage(const schedule::Instruction& inst, int num_stages) {
+  if (sends_forward(inst.type)) return inst.stage + 1 < num_stages ? inst.stage + 1 : -1;
+  if (sends_gradient(inst.type)) return inst.stage - 1;
+  return -1;
+}
+
+// The channel to the GPU of `stage`, or null when this GPU runs it (or there is none).
+Channel* link_to(const RankSpec& spec, RankLinks& links, int stage) {
+  if (stage < 0) return nullptr;
+  const int rank = spec.stage_rank.at(static_cast<std::size_t>(stage));
+  if (rank == spec.pp_rank) return nullptr;
+  auto it = links.peers.find(rank);
+  if (it == links.peers.end()) {
+    throw Error("no link from GPU " + std::to_string(spec.pp_rank) + " to GPU " +
+                std::to_string(rank) + " (stage " + std::to_string(stage) + ")");
   }
-  return parse_double(w[2], where);
+  return &it->second;
+}
+
+// The pp_rank pairs (a < b) of GPUs holding neighbouring stages.
+std::set<std::pair<int, int>> neighbour_ranks(const schedule::Schedule& schedule) {
+  std::set<std::pair<int, int>> pairs;
+  for (int s = 0; s + 1 < schedule.num_stages; ++s) {
+    int a = schedule.stage_rank[static_cast<std::size_t>(s)];
+    int b = schedule.stage_rank[static_cast<std::size_t>(s + 1)];
+    if (a != b) pairs.emplace(std::min(a, b), std::max(a, b));
+  }
+  return pairs;
+}
+
+// What this GPU ran in the iteration (message keys, plus "I s m" for backward-inputs), to catch an
+// order that runs an action before the action on the same GPU it depends on.
+class LocalOrder {
+ public:
+  void check(const schedule::Instruction& inst, int input, bool input_here) {
+    const int m = inst.microbatch, s = inst.stage;
+    if (inst.type == InstructionType::kBackwardWeight) {
+      need(inst, "I " + std::to_string(s) + " " + std::to_string(m), "its backward-input");
+    } else if (inst.type != InstructionType::kForward) {
+      need(inst, message_key(true, s, m), "its forward");
+    }
+    if (input >= 0 && input_here) {
+      need(inst, message_key(inst.type == InstructionType::kForward, input, m),
+           "its input from stage " + std::to_string(input));
+    }
+  }
+  void ran(const schedule::Instruction& inst) {
+    const int m = inst.microbatch, s = inst.stage;
+    if (inst.type == InstructionType::kBackwardWeight) return;
+    ran_.insert(message_key(sends_forward(inst.type), s, m));
+    if (inst.type == InstructionType::kBackwardInput) {
+      ran_.insert("I " + std::to_string(s) + " " + std::to_string(m));
+    }
+  }
+  void clear() { ran_.clear(); }
+
+ private:
+  void need(const schedule::Instruction& inst, const std::string& key, const std::string& what) {
+    if (ran_.count(key) == 0) {
+      throw Error("schedule error: " + schedule::action_name(inst) + " runs before " + what +
+                  " on the same GPU");
+    }
+  }
+  std::set<std::string> ran_;
+};
+
+std::string gpu_label(int pp_rank) {
+  return "GPU " + std::to_string(pp_rank);
 }
 
 }  // namespace
 
 // ---- one rank ----
 
+std::vector<int> RankSpec::stages() const {
+  std::vector<int> out;
+  for (std::size_t s = 0; s < stage_rank.size(); ++s) {
+    if (stage_rank[s] == pp_rank) out.push_back(static_cast<int>(s));
+  }
+  return out;
+}
+
 RankSpec rank_spec(int rank, const schedule::Schedule& schedule, int num_pipelines,
                    const profile::Profile& profile, double blocking_power_w,
                    const client::OptimizerOptions& optimizer) {
   RankSpec spec;
-  spec.stage = rank % schedule.num_stages;
-  spec.pipeline = rank / schedule.num_stages;
-  spec.num_stages = schedule.num_stages;
+  spec.num_ranks = schedule.num_ranks();
+  spec.pp_rank = rank % spec.num_ranks;
+  spec.pipeline = rank / spec.num_ranks;
   spec.num_pipelines = num_pipelines;
-  spec.instructions = schedule.ranks[static_cast<std::size_t>(spec.stage)];
+  spec.stage_rank = schedule.stage_rank;
+  spec.instructions = schedule.ranks[static_cast<std::size_t>(spec.pp_rank)];
   spec.profile = profile;
   spec.blocking_power_w = blocking_power_w;
   spec.optimizer = optimizer;
   return spec;
 }
 
+std::vector<RankLinks> make_links(const schedule::Schedule& schedule, int num_pipelines,
+                                  const std::function<std::string(int)>& rank_label,
+                                  const std::string& coordinator,
+                                  std::vector<Channel>& coordinator_ends) {
+  const int R = schedule.num_ranks();
+  std::vector<RankLinks> links(static_cast<std::size_t>(R * num_pipelines));
+  for (std::size_t r = 0; r < links.size(); ++r) {
+    auto [mine, theirs] = channel_pair(rank_label(static_cast<int>(r)), coordinator);
+    coordinator_ends.push_back(std::move(mine));
+    links[r].coordinator = std::move(theirs);
+  }
+  for (int p = 0; p < num_pipelines; ++p) {
+    for (auto [a, b] : neighbour_ranks(schedule)) {
+      auto [a_end, b_end] = channel_pair(gpu_label(b), gpu_label(a));
+      links[static_cast<std::size_t>(p * R + a)].peers[b] = std::move(a_end);
+      links[static_cast<std::size_t>(p * R + b)].peers[a] = std::move(b_end);
+    }
+  }
+  return links;
+}
+
 void run_rank(const RankSpec& spec, RankLinks& links) {
-  const int S = spec.num_stages;
+  const int S = static_cast<int>(spec.stage_rank.size());
   client::SimGpuOptions gpu_options;
-  gpu_options.stage = spec.stage;
+  gpu_options.stages = spec.stages();
   gpu_options.blocking_power_w = spec.blocking_power_w;
   gpu_options.counter = spec.counter;
   gpu_options.counter.seed += static_cast<std::uint64_t>(spec.rank());  // independent counters
@@ -63,13 +202,13 @@ void run_rank(const RankSpec& spec, RankLinks& links) {
 
   client::OptimizerOptions o = spec.optimizer;
   o.rank = spec.rank();
-  o.pp_rank = spec.stage;
+  o.pp_rank = spec.pp_rank;
   o.dp_rank = spec.pipeline;
   o.tp_rank = 0;
-  o.pp_degree = S;
+  o.pp_degree = spec.num_ranks;
   o.dp_degree = spec.num_pipelines;
   o.tp_degree = 1;
-  o.world_size = S * spec.num_pipelines;
+  o.world_size = spec.num_ranks * spec.num_pipelines;
   if (!o.share_job_id) {
     o.share_job_id = [&links](const std::string& id) {
       links.coordinator.send("JOB " + id);
@@ -79,22 +218,28 @@ void run_rank(const RankSpec& spec, RankLinks& links) {
   client::PipelineFrequencyOptimizer optimizer(std::move(o), std::move(owned_gpu));
   links.coordinator.send("READY " + optimizer.job_id());
 
+  Inbox inbox;
+  LocalOrder order;
   for (long i = 0;; ++i) {
     const bool final = optimizer.done();
     const int round = optimizer.round();
     const double t0 = gpu->now_s(), e0 = gpu->true_energy_j();
     optimizer.on_step_begin();
+    order.clear();
     for (const auto& inst : spec.instructions) {
-      const bool forward = inst.type == schedule::InstructionType::kForward;
-      Channel* input = forward ? (spec.stage > 0 ? &links.prev : nullptr)
-                               : (spec.stage < S - 1 ? &links.next : nullptr);
-      if (input != nullptr) gpu->wait_until(receive_input(*input, inst));
-      optimizer.on_instruction_begin(name_of(inst.type));
-      optimizer.on_instruction_end(name_of(inst.type));
-      Channel* output = forward ? (spec.stage < S - 1 ? &links.next : nullptr)
-                                : (spec.stage > 0 ? &links.prev : nullptr);
-      if (output != nullptr) {
-        output->send(std::string(forward ? "F " : "B ") + std::to_string(inst.microbatch) + " " +
+      const int from = input_stage(inst, S);
+      Channel* input = link_to(spec, links, from);
+      order.check(inst, from, input == nullptr);
+      if (input != nullptr) {
+        gpu->wait_until(inbox.take(
+            *input, message_key(inst.type == InstructionType::kForward, from, inst.microbatch)));
+      }
+      const std::string& kind = schedule::type_name(inst.type);
+      optimizer.on_instruction_begin(kind, inst.stage);
+      optimizer.on_instruction_end(kind, inst.stage);
+      order.ran(inst);
+      if (Channel* output = link_to(spec, links, output_stage(inst, S))) {
+        output->send(message_key(sends_forward(inst.type), inst.stage, inst.microbatch) + " " +
                      exact(gpu->now_s()));
       }
     }

@@ -1,14 +1,19 @@
 // A pipeline-parallel training job on simulated GPUs in virtual time (architecture section 7), the
-// engine of `perseus simulate-training`: one rank per (pipeline, stage), each with its own
-// PipelineFrequencyOptimizer and SimGpu, talking to the control-plane server like a real job.
-// Ranks run in separate processes (the command) or threads (tests); they exchange messages over
-// connected stream sockets (socketpair, perseus/pipeline_sim/channel.hpp), never shared memory:
+// engine of `perseus simulate-training`: one rank per (pipeline, GPU of the pipeline), each with
+// its own PipelineFrequencyOptimizer and SimGpu, talking to the control-plane server like a real
+// job. A GPU runs its schedule actions in order: one stage's, or several stages' (interleaved and
+// V-shaped schedules). Ranks run in separate processes (the command) or threads (tests); they
+// exchange messages over connected stream sockets (socketpair, perseus/pipeline_sim/channel.hpp),
+// never shared memory:
 //
-//   neighbours    stage s sends "F m t" to s+1 after forward m, s+1 sends "B m t" to s after
-//                 backward m; t is the sender's virtual time at the end of the instruction. The
-//                 receiver calls SimGpu::wait_until(t) before the instruction that needs it, so
-//                 every instruction starts when its GPU is free and its input has arrived: the
-//                 iteration time is the schedule DAG's critical path.
+//   neighbours    after the forward of stage s on microbatch m, its GPU sends "F s m t" to the
+//                 GPU of stage s+1; after the backward (or backward-input) of stage s it sends
+//                 "B s m t" to the GPU of stage s-1; t is the sender's virtual time at the end of
+//                 the instruction. Neighbouring stages on the same GPU need no message (its order
+//                 runs them in turn). The receiver keeps messages that arrive before it needs them
+//                 and calls SimGpu::wait_until(t) before the instruction that needs one, so every
+//                 instruction starts when its GPU is free and its input has arrived: the iteration
+//                 time is the schedule DAG's critical path.
 //   coordinator   at the end of each iteration every rank sends its virtual time ("END i t"), the
 //                 coordinator answers the maximum ("GO t"), each rank waits until then (blocked,
 //                 at blocking power: the gradient all-reduce) and calls on_step_end, so every
@@ -21,6 +26,8 @@
 // client library: a training process links the client only.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,31 +40,43 @@
 namespace perseus::pipeline_sim {
 
 struct RankSpec {
-  int stage = 0;
-  int pipeline = 0;
-  int num_stages = 1;
+  int pp_rank = 0;   // the GPU's position in its pipeline
+  int pipeline = 0;  // the data-parallel pipeline
+  int num_ranks = 1;  // GPUs per pipeline
   int num_pipelines = 1;
-  std::vector<schedule::Instruction> instructions;  // this stage's order in one iteration
+  std::vector<int> stage_rank;                      // pp_rank of each stage (the schedule's)
+  std::vector<schedule::Instruction> instructions;  // this GPU's order in one iteration
   profile::Profile profile;
   double blocking_power_w = 0.0;
   client::CounterOptions counter;  // the simulated GPU's energy counter (seed + rank per rank)
   // Server, job and reporting options; run_rank fills rank, degrees and share_job_id.
   client::OptimizerOptions optimizer;
 
-  int rank() const { return pipeline * num_stages + stage; }
+  int rank() const { return pipeline * num_ranks + pp_rank; }
+  // The stages this GPU runs, ascending.
+  std::vector<int> stages() const;
 };
 
-// The spec of rank `rank` (pipeline rank / S, stage rank % S) of a job of `num_pipelines`
-// pipelines running `schedule`.
+// The spec of rank `rank` (pipeline rank / R, GPU rank % R, R the schedule's GPUs per pipeline)
+// of a job of `num_pipelines` pipelines running `schedule`.
 RankSpec rank_spec(int rank, const schedule::Schedule& schedule, int num_pipelines,
                    const profile::Profile& profile, double blocking_power_w,
                    const client::OptimizerOptions& optimizer);
 
 struct RankLinks {
-  Channel prev;         // stage - 1 (absent on the first stage)
-  Channel next;         // stage + 1 (absent on the last stage)
+  // One channel to each GPU of the same pipeline that holds a stage next to one of this GPU's
+  // (by pp_rank).
+  std::map<int, Channel> peers;
   Channel coordinator;  // the process or thread running coordinate()
 };
+
+// The links of every rank of `num_pipelines` pipelines running `schedule` (index: rank); the
+// coordinator's ends go to `coordinator_ends`, named by `rank_label(rank)` there and
+// `coordinator` on the rank's side.
+std::vector<RankLinks> make_links(const schedule::Schedule& schedule, int num_pipelines,
+                                  const std::function<std::string(int)>& rank_label,
+                                  const std::string& coordinator,
+                                  std::vector<Channel>& coordinator_ends);
 
 // Runs one rank until the coordinator says stop. Throws perseus::Error (PeerClosed when a peer
 // went away first).
