@@ -6,17 +6,20 @@
 #   3. plan: `perseus plan` computes the time-energy frontier from the measured profile
 #   4. run: the same job under all-max, then under the fastest frontier plan (point solution)
 #   5. print measured time and energy of the plan against all-max (and write summary.txt)
-# Usage: closed_loop.sh OUT_DIR STAGES MICROBATCHES ITERATIONS [GPU]
-# The simulated GPUs run the embedded default profile (`perseus profile synth --gpu GPU`) with a
-# realistic energy counter (100 ms refresh, 4 ms reads). Environment: PERSEUS_SIM_OPTS adds
-# options to every `simulate-training` (e.g. "--counter ideal" or "--attribution deltas"),
-# PERSEUS_SYNTH_OPTS to `profile synth` (e.g. "--forward-time 0.003"), PERSEUS_PROFILER_ARGS
-# fields to the profiler's arguments (e.g. '"target_stderr": 0.005').
+# Usage: closed_loop.sh OUT_DIR GPUS MICROBATCHES ITERATIONS [GPU]
+# The simulated GPUs (GPUS per pipeline) run the embedded default profile (`perseus profile synth
+# --gpu GPU`) with a realistic energy counter (100 ms refresh, 4 ms reads). Environment:
+# PERSEUS_SIM_OPTS adds options to every `simulate-training` (e.g. "--counter ideal" or
+# "--attribution deltas"), PERSEUS_SYNTH_OPTS to `profile synth` (e.g. "--forward-time 0.003",
+# or "--virtual-stages 2 --split-backward" for the schedules below), PERSEUS_PROFILER_ARGS fields
+# to the profiler's arguments (e.g. '"target_stderr": 0.005'), PERSEUS_SCHEDULE the pipeline
+# schedule of every step (default 1f1b; e.g. zbv, with its default stages per GPU).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 perseus=${PERSEUS_BIN:-$root/build/src/perseus}
 out=$(mkdir -p "$1" && cd "$1" && pwd)
-stages=$2 microbatches=$3 iterations=$4 gpu=${5:-a100}
+gpus=$2 microbatches=$3 iterations=$4 gpu=${5:-a100}
+schedule=${PERSEUS_SCHEDULE:-1f1b}
 declare -A blocking=([a100]=83.64 [a40]=70.38 [h100]=110)
 
 "$perseus" serve --port 0 --store "$out/store.sqlite" --output-dir "$out" --data-dir "$out" \
@@ -28,31 +31,34 @@ url=$(grep -o 'http://[0-9.:]*' "$out/server.log")
 echo "server        $url (store $out/store.sqlite)"
 
 # The simulated GPUs: the embedded default profile (what a real cluster would be measured as).
-"$perseus" profile synth --gpu "$gpu" --stages "$stages" --out "$out/gpus.csv" \
+"$perseus" profile synth --gpu "$gpu" --stages "$gpus" --out "$out/gpus.csv" \
   ${PERSEUS_SYNTH_OPTS:-} >/dev/null
 simulate() {  # scheduler, scheduler args (JSON), output file, extra options...
   "$perseus" simulate-training --server "$url" --profile "$out/gpus.csv" \
     --microbatches "$microbatches" --blocking-power "${blocking[$gpu]}" --quiet \
-    --scheduler "$1" --scheduler-args "$2" --out "$3" ${PERSEUS_SIM_OPTS:-} "${@:4}"
+    --schedule "$schedule" --scheduler "$1" --scheduler-args "$2" --out "$3" \
+    ${PERSEUS_SIM_OPTS:-} "${@:4}"
 }
+job="\"microbatches\": $microbatches, \"schedule\": \"$schedule\""
 
 echo "1/4 profiling with the instruction profiler ..."
 simulate profiler \
-  "{\"microbatches\": $microbatches, \"output\": \"$out/profile.csv\"${PERSEUS_PROFILER_ARGS:+, $PERSEUS_PROFILER_ARGS}}" \
+  "{$job, \"output\": \"$out/profile.csv\"${PERSEUS_PROFILER_ARGS:+, $PERSEUS_PROFILER_ARGS}}" \
   "$out/profile-run.json" --until-done
 p_block=$(printf "%.2f" "$(cat "$out/profile.csv.blocking_power")")
 echo "    measured $(($(wc -l < "$out/profile.csv") - 1)) profile rows, blocking power $p_block W"
 
 echo "2/4 planning the frontier ..."
-"$perseus" plan --profile "$out/profile.csv" --stages "$stages" --microbatches "$microbatches" \
-  --blocking-power "$p_block" --out-dir "$out/frontier" --quiet > "$out/plan.log"
+"$perseus" plan --profile "$out/profile.csv" --microbatches "$microbatches" \
+  --schedule "$schedule" --blocking-power "$p_block" --out-dir "$out/frontier" --quiet \
+  > "$out/plan.log"
 rm -rf "$out/plans"
 "$perseus" plan export --frontier "$out/frontier" --fastest --out-dir "$out/plans" > "$out/export.log"
 echo "    $(head -1 "$out/export.log")"
 plan_file=$(ls "$out"/plans/*.json | head -1)
 
 echo "3/4 running all-max ..."
-simulate all-max "{\"microbatches\": $microbatches}" "$out/all-max.json" \
+simulate all-max "{$job}" "$out/all-max.json" \
   --iterations "$iterations"
 echo "4/4 running the fastest frontier plan (point solution) ..."
 simulate point-solution "{\"solution_path\": \"$plan_file\"}" "$out/plan.json" \

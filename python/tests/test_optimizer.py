@@ -29,13 +29,13 @@ class Recording(perseus.PipelineFrequencyOptimizer):
         super().__init__(*a, **kw)
         self.calls = []
 
-    def on_instruction_begin(self, name):
+    def on_instruction_begin(self, name, stage=None):
         self.calls.append(("begin", name))
-        super().on_instruction_begin(name)
+        super().on_instruction_begin(name, stage)
 
-    def on_instruction_end(self, name):
+    def on_instruction_end(self, name, stage=None):
         self.calls.append(("end", name))
-        super().on_instruction_end(name)
+        super().on_instruction_end(name, stage)
 
     def on_step_begin(self):
         self.calls.append(("step_begin",))
@@ -69,6 +69,31 @@ def test_no_server_runs_at_default_clock(profile2, profile2_rows):
             assert time_s == pytest.approx(t, rel=1e-6)
             assert energy_j == pytest.approx(e, rel=1e-6)
         assert opt.sim.now() == pytest.approx(3 * t, rel=1e-6)
+
+
+def test_a_gpu_that_runs_two_stages_takes_the_stage_with_each_instruction(profile2,
+                                                                          profile2_rows):
+    """An interleaved or V-shaped schedule: one GPU runs stages 0 and 1 of the profile."""
+    logged = []
+    with make(profile2, stage=[0, 1], log=logged.append) as opt:
+        order = [("forward", 0), ("forward", 1), ("backward", 1), ("backward", 0)]
+        for _ in range(2):
+            with opt.step():
+                for name, stage in order:
+                    with opt.instruction(name, stage=stage):
+                        pass
+        top = [profile2_rows[key][max(profile2_rows[key])] for key in
+               [(0, "forward"), (1, "forward"), (1, "backward"), (0, "backward")]]
+        for time_s, energy_j in opt.iterations:
+            assert time_s == pytest.approx(sum(t for t, _ in top), rel=1e-6)
+            assert energy_j == pytest.approx(sum(e for _, e in top), rel=1e-6)
+        assert sorted(opt.last_window["time_breakdown"]) == [
+            "backward@0", "backward@1", "forward@0", "forward@1"]
+        assert not logged
+        with pytest.raises(ValueError, match="stage must be a pipeline stage index >= 0"):
+            opt.on_instruction_begin("forward", -2)
+        train(opt, 1)  # no stage: the simulated GPU cannot tell which one runs
+        assert any("names no stage, but this GPU runs several" in m for m in logged)
 
 
 def test_context_managers_call_begin_and_end(profile2):

@@ -99,8 +99,9 @@ expect_error "missing.csv: schedule 'missing.csv': no forward of stage 0 microba
 expect_error "no 'backward_input' rows for stage 3, which the zbv schedule needs (\`perseus profile split --split-backward\` derives them)" \
   plan --profile "$tmp/p4.csv" --blocking-power 83.64 --schedule zbv --microbatches 8 \
   --out "$tmp/none"
-expect_error "simulate-training runs one stage per GPU; the zbv schedule is planned" \
-  simulate-training "${common[@]}" --schedule zbv --server http://127.0.0.1:1 --iterations 1
+expect_error "schedule 'zbv' runs exactly 2 stage(s) per rank, not 3 (--virtual-stages)" \
+  simulate-training "${common[@]}" --schedule zbv --virtual-stages 3 \
+  --server http://127.0.0.1:1 --iterations 1
 expect_error "EnvPipe does not apply to the zbv schedule" \
   baseline envpipe "${common[@]}" --schedule zbv
 expect_error "Zeus's pair lists name one stage per GPU" \
