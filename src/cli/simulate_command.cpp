@@ -368,10 +368,11 @@ void run_simulate(const SimulateArgs& a) {
   }
   if (!a.quiet) {
     std::printf("job             %s\n", result.job_id.empty() ? "(none)" : result.job_id.c_str());
-    std::printf("pipeline        %d stages on %d GPUs x %d pipelines = %d ranks, %s, %d "
-                "microbatches\n",
-                S, gpus, setup.pipelines, gpus * setup.pipelines, setup.schedule.name.c_str(),
-                setup.schedule.num_microbatches);
+    std::printf(
+        "pipeline        %d stages on %d GPUs x %d pipelines = %d ranks, %s, %d "
+        "microbatches\n",
+        S, gpus, setup.pipelines, gpus * setup.pipelines, setup.schedule.name.c_str(),
+        setup.schedule.num_microbatches);
     std::printf("iterations      %zu\n", its.size());
     std::printf("last window     %d iterations: %.6f s, %.4f J per iteration\n", last.count,
                 last.time_s, last.energy_j);

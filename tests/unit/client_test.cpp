@@ -385,10 +385,10 @@ TEST(ClientOptimizer, RunsAtTheDefaultClockWhenTheScheduleDoesNotMatchTheLoop) {
 // instructions name their stage: the hooks pass it, the clocks follow the plan and the breakdowns
 // carry the labels. A loop that leaves the stage out is told to pass it.
 TEST(ClientOptimizer, MatchesInstructionsByStageOnAGpuThatRunsSeveral) {
-  const json plan = {{"frequencies", json::array({json::array({"forward@0", 800}),
-                                                  json::array({"forward@1", 600}),
-                                                  json::array({"backward@1", 1000}),
-                                                  json::array({"backward@0", 600})})}};
+  const json plan = {
+      {"frequencies",
+       json::array({json::array({"forward@0", 800}), json::array({"forward@1", 600}),
+                    json::array({"backward@1", 1000}), json::array({"backward@0", 600})})}};
   ScriptedServer server(std::vector<json>{plan, plan});
   Warnings w;
   auto two_stages = std::make_unique<SimGpu>(
@@ -573,8 +573,8 @@ struct SimJob {
 pipeline::RunResult run_in_threads(const SimJob& job, const pipeline::StopRule& stop) {
   std::vector<pipeline::Channel> coordinator_ends;
   std::vector<pipeline::RankLinks> links = pipeline::make_links(
-      job.schedule, job.pipelines, [](int r) { return "rank " + std::to_string(r); },
-      "coordinator", coordinator_ends);
+      job.schedule, job.pipelines, [](int r) { return "rank " + std::to_string(r); }, "coordinator",
+      coordinator_ends);
   const int n = static_cast<int>(links.size());
   std::vector<pipeline::RankSpec> specs;
   for (int r = 0; r < n; ++r) {

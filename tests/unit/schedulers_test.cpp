@@ -217,9 +217,7 @@ TEST(SchedulerArgs, RejectsUnknownArgumentsAndWrongTypes) {
       {"all-max",
        {{"microbatches", 4}, {"schedule", "interleaved-1f1b"}, {"virtual_stages", 0}},
        "argument 'virtual_stages' must be an integer >= 1, got 0"},
-      {"all-max",
-       {{"microbatches", 9}, {"schedule", "interleaved-1f1b"}},
-       "argument 'schedule': "},
+      {"all-max", {{"microbatches", 9}, {"schedule", "interleaved-1f1b"}}, "argument 'schedule': "},
       {"profiler",
        {{"microbatches", 4}, {"patience", 0}},
        "scheduler 'profiler': argument 'patience' must be an integer >= 1"},
@@ -635,7 +633,9 @@ TEST(SchedulerFrontierMultiStage, ServesOnePlanPerGpuLabelledWithStages) {
   auto stored = plan::read_frontier(path);
   EXPECT_EQ(clocks_of(r.stages), stored.plans.at(s->status()["index"].get<std::size_t>()));
   s->observe(results_of(r, from_profile(a100_profile())));
-  EXPECT_CONTAINS(error_of([&] { make_scheduler("frontier", job_with({{"frontier", path}}, 4)); }),
+  EXPECT_CONTAINS(error_of([&] {
+                    make_scheduler("frontier", job_with({{"frontier", path}}, 4));
+                  }),
                   "has 2 GPUs (4 stages) but the job has pp_degree 4");
 }
 

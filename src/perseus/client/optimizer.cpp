@@ -108,7 +108,7 @@ struct PipelineFrequencyOptimizer::Impl {
 
   // The iteration in progress.
   bool in_step = false;
-  std::size_t position = 0;  // next schedule entry
+  std::size_t position = 0;                            // next schedule entry
   std::optional<std::pair<std::string, int>> running;  // (kind, stage) between begin and end
   std::string running_label;                           // ... and its label
   std::vector<IterationMeasurement> iterations;

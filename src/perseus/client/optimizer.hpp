@@ -11,8 +11,8 @@
 //
 // Protocol (perseus/wire/protocol.hpp): rank 0 registers the job unless a job id is given; every
 // rank registers itself and fetches round 0's schedule (a barrier over the job's ranks). Each
-// on_instruction_begin takes the schedule's next (instruction label, MHz) entry and has the clock thread
-// lock that clock (schedules with power_limit_w set the limit once per round instead). After
+// on_instruction_begin takes the schedule's next (instruction label, MHz) entry and has the clock
+// thread lock that clock (schedules with power_limit_w set the limit once per round instead). After
 // report_every iterations the rank posts its measurements for the round and fetches the next
 // round's schedule, used from the next step on; a schedule with done=true is kept for good and
 // nothing more is reported.

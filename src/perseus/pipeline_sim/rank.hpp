@@ -40,8 +40,8 @@
 namespace perseus::pipeline_sim {
 
 struct RankSpec {
-  int pp_rank = 0;   // the GPU's position in its pipeline
-  int pipeline = 0;  // the data-parallel pipeline
+  int pp_rank = 0;    // the GPU's position in its pipeline
+  int pipeline = 0;   // the data-parallel pipeline
   int num_ranks = 1;  // GPUs per pipeline
   int num_pipelines = 1;
   std::vector<int> stage_rank;                      // pp_rank of each stage (the schedule's)

@@ -3,9 +3,10 @@
 // words), and one aggregated result per position (the job folds data and tensor parallelism: a
 // position's ranks all get its plan, and their results aggregate as max time and summed energy).
 // With a schedule that runs several model stages per GPU (interleaved, V-shaped), a position's
-// plan covers all its stages, each instruction labelled "<kind>@<stage>" (wire::instruction_label). A job runs in rounds: the server asks
-// next() for a round's plans, every rank runs them for a window of iterations and reports, and
-// the server hands the aggregated results to observe() before asking for the next round.
+// plan covers all its stages, each instruction labelled "<kind>@<stage>" (wire::instruction_label).
+// A job runs in rounds: the server asks next() for a round's plans, every rank runs them for a
+// window of iterations and reports, and the server hands the aggregated results to observe() before
+// asking for the next round.
 //
 // Schedulers must be deterministic functions of (job, arguments, observed results, straggler
 // reports): after a restart the server rebuilds each job's scheduler by replaying its stored
