@@ -557,6 +557,35 @@ TEST(SchedulerProfiler, ProfilesEveryStageOfGpusThatRunSeveral) {
   }
 }
 
+// Every scheduler that builds its plans from the schedule arguments serves a ZBV job on 2 GPUs
+// (4 stages): per-GPU plans with stage-labelled instructions, results summarized per GPU, to
+// the final round.
+TEST(SchedulerMultiStage, EverySchedulerRunsAZbvJobToTheEnd) {
+  profile::Profile split = profile::split_profile(
+      profile::synthesize_profile(a100(), profile::default_model(2)), {2, true, 0.5});
+  const json zbv = {{"microbatches", 4}, {"schedule", "zbv"}};
+  const std::vector<std::pair<std::string, json>> cases = {
+      {"all-max", json::object()},
+      {"profiler", {{"max_frequency", 1300}}},
+      {"zeus-global", {{"power_limits", json::array({300, 250, 200})}}},
+      {"zeus-per-stage", {{"power_limits", json::array({300, 250, 200})}}},
+  };
+  for (const auto& [name, extra] : cases) {
+    SCOPED_TRACE(name);
+    TempDir dir;
+    json args = zbv;
+    args.update(extra);
+    JobSpec job = job_with(args, 2);
+    job.output_dir = dir.path();
+    auto rounds = run_to_end(*make_scheduler(name, job), from_profile(split));
+    ASSERT_FALSE(rounds.empty());
+    EXPECT_TRUE(rounds.back().done);
+    for (const auto& r : rounds) {
+      EXPECT_EQ(names_of(r.stages), names_of(schedule::make_schedule("zbv", 4, 4, 2)));
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // frontier
 
