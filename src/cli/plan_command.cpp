@@ -102,9 +102,10 @@ void run_plan(const PlanArgs& a) {
   plan::write_frontier(out, problem, frontier, {a.profile, all_max, seconds});
   if (a.quiet) return;
   std::printf(
-      "%zu plans in %.3f s (%s); stopped: %s\nwrote %s/{frontier.csv,plans.txt,meta.json}\n\n",
-      frontier.points.size(), seconds, a.cost_model.c_str(), frontier.stop_reason.c_str(),
-      a.out.c_str());
+      "%zu plans in %.3f s (%s, %ld minimum cuts); stopped: %s\n"
+      "wrote %s/{frontier.csv,plans.txt,meta.json}\n\n",
+      frontier.points.size(), seconds, a.cost_model.c_str(), frontier.min_cuts,
+      frontier.stop_reason.c_str(), a.out.c_str());
   print_summary(plan::FrontierQuery(plan::read_frontier(out)));
 }
 

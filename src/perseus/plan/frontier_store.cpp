@@ -110,6 +110,7 @@ json meta_json(const PlanProblem& problem, const Frontier& frontier, const Front
           {"fastest_time_units", frontier.fastest_time},
           {"stop_reason", frontier.stop_reason},
           {"solve_seconds", info.seconds},
+          {"min_cuts", frontier.min_cuts},
           {"all_max", {{"time_s", info.all_max.time_s}, {"energy_j", info.all_max.energy_j}}},
           {"cost_models", std::move(models)}};
 }

@@ -8,6 +8,7 @@ namespace perseus::plan {
 void BoundedMinCut::reset(int num_nodes) {
   n_ = num_nodes;
   head_.assign(static_cast<std::size_t>(num_nodes) + 2, -1);
+  has_auxiliary_ = false;
   next_.clear();
   to_.clear();
   cap_.clear();
@@ -17,13 +18,11 @@ void BoundedMinCut::reset(int num_nodes) {
 }
 
 void BoundedMinCut::drop_auxiliary_arcs() {
+  if (!has_auxiliary_) return;
   const std::size_t user = 2 * lb_.size();
-  if (to_.size() == user) {
-    user_head_ = head_;
-    return;
-  }
   to_.resize(user), cap_.resize(user), next_.resize(user);
   head_ = user_head_;
+  has_auxiliary_ = false;
 }
 
 int BoundedMinCut::add_arc(int u, int v, double lb, double ub) {
@@ -72,6 +71,8 @@ BoundedMinCut::Status BoundedMinCut::solve(int s, int t) {
   }
   const int ss = n_, tt = n_ + 1;
   const std::size_t aux_begin = to_.size();
+  user_head_ = head_;
+  has_auxiliary_ = true;
   double demand = 0.0;
   for (int v = 0; v < n_; ++v) {
     if (excess_[v] > 0)

@@ -48,7 +48,8 @@ class BoundedMinCut {
 
   int n_ = 0;                   // nodes of the user's network; two more are used internally
   std::vector<int> head_;       // first residual arc of each node, -1 when none
-  std::vector<int> user_head_;  // head_ with only the user's arcs
+  std::vector<int> user_head_;  // head_ with only the user's arcs (while has_auxiliary_)
+  bool has_auxiliary_ = false;  // solve() added its super source/sink and return arcs
   std::vector<int> next_, to_;
   std::vector<double> cap_;  // residual capacities; arc 2k and 2k+1 are a pair
   std::vector<double> lb_, ub_;

@@ -26,6 +26,9 @@ struct Frontier {
   long slowest_time = 0;              // critical path with every instruction at its slowest option
   long fastest_time = 0;              // ... at its fastest option
   std::string stop_reason;
+  // Minimum cuts solved: a step whose critical network (nodes, arcs, bounds) equals the last
+  // step's reuses its cut, as the algorithm is deterministic.
+  long min_cuts = 0;
   // Planned durations, compactly: plan 0 per DAG node, then the nodes whose duration changed
   // (by +1 or -1) at each later step: plan i = plan i-1 + steps[i-1].
   std::vector<long> initial_durations;
