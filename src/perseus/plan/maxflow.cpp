@@ -14,6 +14,7 @@ void BoundedMinCut::reset(int num_nodes) {
   cap_.clear();
   lb_.clear();
   ub_.clear();
+  start_.clear();
   from_.clear();
 }
 
@@ -29,6 +30,7 @@ int BoundedMinCut::add_arc(int u, int v, double lb, double ub) {
   drop_auxiliary_arcs();
   lb_.push_back(lb);
   ub_.push_back(ub);
+  start_.push_back(lb);
   from_.push_back(u);
   add_residual_pair(u, v, 0.0);  // capacity is set in solve() once infinity is known
   return static_cast<int>(lb_.size()) - 1;
@@ -58,16 +60,16 @@ BoundedMinCut::Status BoundedMinCut::solve(int s, int t) {
   }
   const double big = 2.0 * finite_total;
   eps_ = 1e-12 * finite_total;
-  for (int a = 0; a < arcs; ++a) {
-    double ub = std::isfinite(ub_[a]) ? ub_[a] : big;
-    cap_[2 * static_cast<std::size_t>(a)] = ub - lb_[a];
-    cap_[2 * static_cast<std::size_t>(a) + 1] = 0.0;
-  }
-  // Lower bounds become demands served by a super source and sink.
+  // The start flow f0 within the bounds; its imbalance becomes demands served by a super source
+  // and sink.
   excess_.assign(static_cast<std::size_t>(n_), 0.0);
   for (int a = 0; a < arcs; ++a) {
-    excess_[to_[2 * static_cast<std::size_t>(a)]] += lb_[a];
-    excess_[from_[a]] -= lb_[a];
+    double ub = std::isfinite(ub_[a]) ? ub_[a] : big;
+    double f0 = std::clamp(start_[a], lb_[a], ub);
+    cap_[2 * static_cast<std::size_t>(a)] = ub - f0;
+    cap_[2 * static_cast<std::size_t>(a) + 1] = f0 - lb_[a];
+    excess_[to_[2 * static_cast<std::size_t>(a)]] += f0;
+    excess_[from_[a]] -= f0;
   }
   const int ss = n_, tt = n_ + 1;
   const std::size_t aux_begin = to_.size();

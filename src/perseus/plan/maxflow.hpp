@@ -1,9 +1,9 @@
 // Minimum s-t cut on a network whose arcs carry flow bounds [lb, ub] (ub may be infinite): the
 // step the frontier solver runs on the critical subgraph every iteration (architecture section 5).
-// Feasible flow first (super source/sink for the lower bounds, t->s return arc), then a maximum
-// flow from s to t on the residual network, then the source side of the cut is the set of nodes
-// reachable from s in the residual. Dinic's algorithm; buffers are reused between solves so the
-// solver never reallocates per iteration.
+// Feasible flow first (from a start flow, lower bounds by default: super source/sink for its
+// imbalance, t->s return arc), then a maximum flow from s to t on the residual network, then the
+// source side of the cut is the set of nodes reachable from s in the residual. Dinic's algorithm;
+// buffers are reused between solves so the solver never reallocates per iteration.
 #pragma once
 
 #include <limits>
@@ -25,6 +25,10 @@ class BoundedMinCut {
   void reset(int num_nodes);
   // Adds arc u->v with flow bounds [lb, ub]; returns its index. Requires 0 <= lb <= ub.
   int add_arc(int u, int v, double lb, double ub);
+  // Starts solve() from this flow on `arc` (clamped to its bounds; default lb), e.g. the flow of
+  // a similar network solved before: a warm start needs fewer augmentations, and the cut is the
+  // same (the source side is the set reachable from s in the residual of any maximum flow).
+  void set_start_flow(int arc, double flow) { start_[static_cast<std::size_t>(arc)] = flow; }
   // Solves for a minimum cut between s and t.
   Status solve(int s, int t);
 
@@ -52,7 +56,7 @@ class BoundedMinCut {
   bool has_auxiliary_ = false;  // solve() added its super source/sink and return arcs
   std::vector<int> next_, to_;
   std::vector<double> cap_;  // residual capacities; arc 2k and 2k+1 are a pair
-  std::vector<double> lb_, ub_;
+  std::vector<double> lb_, ub_, start_;
   std::vector<int> from_, level_, iter_, queue_;
   std::vector<char> reached_;
   std::vector<double> excess_;

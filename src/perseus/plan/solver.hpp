@@ -1,7 +1,10 @@
 // The frontier solver: Phillips-Dessouky iterative minimum cuts on the critical subgraph
-// (architecture section 5). Starts from the slowest plan and shortens the iteration by one time
-// unit per step, choosing the cheapest set of instructions to speed up (and those that can slow
-// down in return) with a minimum cut whose arc bounds are marginal costs from the cost models.
+// (architecture section 5; Phillips and Dessouky, Management Science 1977). Starts from the
+// slowest plan and shortens the iteration by one time unit per step, choosing the cheapest set of
+// instructions to speed up (and those that can slow down in return) with a minimum cut whose arc
+// bounds are marginal costs from the cost models. Cost: one minimum cut per change of the
+// critical network, O((V + E) log k) to find how many steps k a cut makes, and slack
+// reclamation and evaluation only for steps that change a realized clock.
 #pragma once
 
 #include <functional>
@@ -48,7 +51,17 @@ struct Frontier {
 // Called with (steps done, expected total steps).
 using ProgressFn = std::function<void(long, long)>;
 
-Frontier solve_frontier(const PlanProblem& problem, const ProgressFn& progress = {});
+struct SolverOptions {
+  // The published algorithm's way: one unit per step and a fresh minimum cut from the lower
+  // bounds every step. The frontier is the same (tests check it); only slower.
+  bool per_unit = false;
+};
+
+// Steps that cannot change the answer are taken together: a step whose critical network equals
+// the last one's reuses its cut, the next cut starts from the last one's flow, and with constant
+// marginal costs (convex hull) one cut makes as many unit steps as it stays optimal for.
+Frontier solve_frontier(const PlanProblem& problem, const ProgressFn& progress = {},
+                        const SolverOptions& options = {});
 
 // The realized clocks of a duration assignment: for each instruction, the slowest profiled
 // option whose quantized duration fits (before slack reclamation).

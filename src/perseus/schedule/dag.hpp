@@ -49,6 +49,10 @@ class Dag {
   };
   Range successors(int id) const { return range(succ_offset_, succ_, id); }
   Range predecessors(int id) const { return range(pred_offset_, pred_, id); }
+  // Index in 0..num_edges()-1 of the edge from `id` to its k-th successor.
+  std::size_t edge_id(int id, std::size_t k) const {
+    return static_cast<std::size_t>(succ_offset_[id]) + k;
+  }
   // Nodes in a topological order (source first, sink last).
   const std::vector<int>& topological_order() const { return topo_; }
 
