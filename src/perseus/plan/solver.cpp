@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "perseus/plan/maxflow.hpp"
+#include "perseus/plan/no_slowdown.hpp"
 #include "perseus/plan/reclaim.hpp"
 
 namespace perseus::plan {
@@ -70,6 +71,11 @@ class Solver {
   void change(int v, int delta, std::vector<std::pair<int, int>>& changes);
   // Appends the point of the current durations; `changes` are the nodes moved since the last.
   void record(const std::vector<std::pair<int, int>>& changes);
+  // Appends the point of the realized options option_ (after slack reclamation).
+  void append_point(double predicted_energy_j);
+  // When the fastest point takes longer in real time than every instruction at its fastest
+  // option, appends the same durations realized without slowdown (plan/no_slowdown.hpp).
+  void append_no_slowdown_point();
 
   const PlanProblem& p_;
   const SolverOptions options_;
@@ -318,6 +324,10 @@ void Solver::record(const std::vector<std::pair<int, int>>& changes) {
   }
   option_ = realized_;
   reclaim_slack(p_, option_);
+  append_point(cost_sum_ + blocking);
+}
+
+void Solver::append_point(double predicted_energy_j) {
   std::vector<std::pair<int, int>> clock_changes;
   for (int v = 1; v < dag_.sink(); ++v) {
     const profile::Option& o = p_.options(v).options[option_[v]];
@@ -330,8 +340,18 @@ void Solver::record(const std::vector<std::pair<int, int>>& changes) {
     out_.initial_clocks = clocks_;
   else
     out_.clock_changes.push_back(std::move(clock_changes));
-  Evaluation ev = evaluate_nodes(dag_, p_.schedule.num_ranks(), time_, energy_, s.blocking_power_w);
-  out_.points.push_back({total_, cost_sum_ + blocking, ev.time_s, ev.energy_j});
+  Evaluation ev = evaluate_nodes(dag_, p_.schedule.num_ranks(), time_, energy_,
+                                 p_.settings.blocking_power_w);
+  out_.points.push_back({total_, predicted_energy_j, ev.time_s, ev.energy_j});
+}
+
+void Solver::append_no_slowdown_point() {
+  const double target = fastest_iteration_time(p_);
+  const FrontierPoint last = out_.points.back();
+  if (last.evaluated_time_s <= target + kNoSlowdownTolerance * std::max(1.0, target)) return;
+  option_ = without_slowdown(p_, option_);
+  out_.steps.emplace_back();  // the same planned durations
+  append_point(last.predicted_energy_j);
 }
 
 Frontier Solver::run(const ProgressFn& progress) {
@@ -373,6 +393,7 @@ Frontier Solver::run(const ProgressFn& progress) {
     }
     if (progress) progress(out_.slowest_time - total_, expected);
   }
+  append_no_slowdown_point();
   out_.min_cuts = cuts_;
   return std::move(out_);
 }

@@ -1,0 +1,107 @@
+#include "perseus/plan/no_slowdown.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "perseus/plan/evaluate.hpp"
+#include "perseus/plan/reclaim.hpp"
+
+namespace perseus::plan {
+
+namespace {
+
+const profile::Option& at(const PlanProblem& p, int v, int k) {
+  return p.options(v).options[static_cast<std::size_t>(k)];
+}
+
+int fastest_option(const PlanProblem& p, int v) {
+  return static_cast<int>(p.options(v).options.size()) - 1;
+}
+
+// Per node: profiled time and energy of its option.
+struct Realized {
+  std::vector<double> time, energy;
+};
+
+Realized realized(const PlanProblem& p, const std::vector<int>& option) {
+  const auto n = static_cast<std::size_t>(p.dag.num_nodes());
+  Realized r{std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};
+  for (int v = 1; v < p.dag.sink(); ++v) {
+    r.time[v] = at(p, v, option[v]).time_s;
+    r.energy[v] = at(p, v, option[v]).energy_j;
+  }
+  return r;
+}
+
+double energy_of(const PlanProblem& p, const std::vector<int>& option) {
+  Realized r = realized(p, option);
+  return evaluate_nodes(p.dag, p.schedule.num_ranks(), r.time, r.energy,
+                        p.settings.blocking_power_w)
+      .energy_j;
+}
+
+// Earliest starts and latest finishes of durations `time` within their own critical path.
+struct Windows {
+  std::vector<double> es, lf;
+  double total = 0.0;
+};
+
+Windows windows(const schedule::Dag& dag, const std::vector<double>& time) {
+  Windows w{std::vector<double>(time.size(), 0.0), {}, 0.0};
+  for (int v : dag.topological_order()) {
+    for (int u : dag.predecessors(v)) w.es[v] = std::max(w.es[v], w.es[u] + time[u]);
+  }
+  w.total = w.es[dag.sink()];
+  w.lf.assign(time.size(), w.total);
+  const auto& topo = dag.topological_order();
+  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+    for (int s : dag.successors(*it)) w.lf[*it] = std::min(w.lf[*it], w.lf[s] - time[s]);
+  }
+  return w;
+}
+
+// Speeds up critical instructions, cheapest energy per second gained first, until the iteration
+// takes at most `target` seconds.
+void speed_up(const PlanProblem& p, std::vector<int>& option, double target) {
+  const double tolerance = kNoSlowdownTolerance * std::max(1.0, target);
+  const double blocking = p.settings.blocking_power_w;
+  for (;;) {
+    Realized r = realized(p, option);
+    Windows w = windows(p.dag, r.time);
+    if (w.total <= target + tolerance) return;
+    int best = -1;
+    double best_rate = std::numeric_limits<double>::infinity();
+    for (int v = 1; v < p.dag.sink(); ++v) {
+      if (option[v] == fastest_option(p, v) || w.es[v] + r.time[v] < w.lf[v] - tolerance) continue;
+      const auto &now = at(p, v, option[v]), &faster = at(p, v, option[v] + 1);
+      const double gained = now.time_s - faster.time_s;
+      if (gained <= 0.0) continue;
+      // Effective energy (as in slack reclamation): the instruction's own, plus the blocking
+      // power its GPU draws over the time it gives back.
+      const double rate = (faster.energy_j - now.energy_j + blocking * gained) / gained;
+      if (rate < best_rate) best_rate = rate, best = v;
+    }
+    if (best < 0) return;  // every critical instruction is at its fastest option
+    ++option[best];
+  }
+}
+
+}  // namespace
+
+double fastest_iteration_time(const PlanProblem& problem) {
+  std::vector<int> option(static_cast<std::size_t>(problem.dag.num_nodes()), 0);
+  for (int v = 1; v < problem.dag.sink(); ++v) option[v] = fastest_option(problem, v);
+  return windows(problem.dag, realized(problem, option).time).total;
+}
+
+std::vector<int> without_slowdown(const PlanProblem& problem, std::vector<int> option) {
+  const double target = fastest_iteration_time(problem);
+  speed_up(problem, option, target);
+  reclaim_slack(problem, option);
+  std::vector<int> from_fastest(option.size(), 0);
+  for (int v = 1; v < problem.dag.sink(); ++v) from_fastest[v] = fastest_option(problem, v);
+  reclaim_slack(problem, from_fastest);
+  return energy_of(problem, from_fastest) < energy_of(problem, option) ? from_fastest : option;
+}
+
+}  // namespace perseus::plan
