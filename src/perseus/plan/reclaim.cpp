@@ -1,7 +1,6 @@
 #include "perseus/plan/reclaim.hpp"
 
 #include <algorithm>
-#include <queue>
 
 namespace perseus::plan {
 
@@ -33,7 +32,7 @@ class Reclaimer {
   const int n_;
   std::vector<double> time_, es_, lf_;
   std::vector<int> work_;
-  std::priority_queue<Candidate> queue_;
+  std::vector<Candidate> queue_;  // a max-heap on saving per second
 };
 
 void Reclaimer::compute_windows() {
@@ -59,7 +58,10 @@ void Reclaimer::push_candidate(int v) {
   if (extra <= 0.0) return;
   // Effective energy saved: instruction energy plus the blocking power no longer drawn.
   double saving = now.energy_j - slower.energy_j + p_.settings.blocking_power_w * extra;
-  if (saving > 0.0) queue_.push({saving / extra, v});
+  if (saving > 0.0) {
+    queue_.push_back({saving / extra, v});
+    std::push_heap(queue_.begin(), queue_.end());
+  }
 }
 
 void Reclaimer::raise_starts(int v) {
@@ -95,8 +97,9 @@ void Reclaimer::run() {
   const double tolerance = 1e-12 * std::max(1.0, es_[dag_.sink()]);
   for (int v = 1; v < dag_.sink(); ++v) push_candidate(v);
   while (!queue_.empty()) {
-    int v = queue_.top().node;
-    queue_.pop();
+    std::pop_heap(queue_.begin(), queue_.end());
+    int v = queue_.back().node;
+    queue_.pop_back();
     double slower = at(v, option_[v] - 1).time_s;
     if (es_[v] + slower > lf_[v] + tolerance) continue;
     --option_[v];

@@ -340,8 +340,8 @@ void Solver::append_point(double predicted_energy_j) {
     out_.initial_clocks = clocks_;
   else
     out_.clock_changes.push_back(std::move(clock_changes));
-  Evaluation ev = evaluate_nodes(dag_, p_.schedule.num_ranks(), time_, energy_,
-                                 p_.settings.blocking_power_w);
+  Evaluation ev =
+      evaluate_nodes(dag_, p_.schedule.num_ranks(), time_, energy_, p_.settings.blocking_power_w);
   out_.points.push_back({total_, predicted_energy_j, ev.time_s, ev.energy_j});
 }
 
