@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Frontier solver speed (issue 2): wall time and peak RSS of `perseus plan`, single thread, on
-# the GPT-3 A100 reference profile at M = 12, 24, 48, 96 (1 ms, exponential model as published)
-# and on Bloom A40 at M = 12 (0.1 ms). The published Python optimizer needs 24 s, 124 s and 905 s
-# for M = 12, 24, 48 on this machine class; targets: < 0.25 s at M = 12, < 10 s at M = 96,
-# < 1 GB peak memory.
+# Frontier solver speed (issues 2 and 16): wall time, peak RSS, minimum cuts solved and Pareto
+# rows of `perseus plan`, single thread, and the fastest plan against all-max:
+#   - GPT-3 on A100 (shared profile, 8 stages) at M = 12, 24, 48, 96, 1 ms, exponential model as
+#     published (the published Python optimizer: 24 s, 124 s, 905 s for M = 12, 24, 48), and the
+#     convex hull at M = 96;
+#   - Bloom on A40 (shared profile; the only A40 profile in the shared data) at M = 12, 48, 96,
+#     0.1 ms, convex hull (issue 16 measured 1.2 s, 19.6 s and 73 s before its changes);
+#   - a synthetic A100 pipeline of 16 GPUs at M = 128, 1 ms: 1F1B, and interleaved 1F1B with two
+#     stages per GPU (32 stages).
+# Targets (issue 16): Bloom A40 M = 96 < 5 s, GPT-3 A100 M = 96 < 0.5 s, 16 GPUs M = 128 < 10 s,
+# peak RSS < 256 MB; the fastest plan no slower than all-max (slowdown_% <= 0).
 # Usage: bench/plan_bench.sh [path/to/perseus]   (default build/src/perseus)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,21 +18,38 @@ data=$root/../shared/data/perseus/stage_profiles
 [[ -d $data ]] || { echo "plan_bench: shared data not found at $data" >&2; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+"$perseus" profile synth --gpu a100 --stages 16 --out "$out/synth16.csv" > /dev/null
+"$perseus" profile split --profile "$out/synth16.csv" --virtual-stages 2 --out "$out/synth32.csv" \
+  > /dev/null
 
-run() {  # label profile microbatches unit blocking published
-  local label=$1 profile=$2 mbs=$3 unit=$4 pblock=$5 published=$6
-  /usr/bin/time -f "%e %M" -o "$out/time" "$perseus" plan --profile "$data/$profile" --stages 8 \
-    --microbatches "$mbs" --unit-time "$unit" --blocking-power "$pblock" \
-    --cost-model exponential --out "$out/f" --quiet
+printf "%-16s %-18s %4s %-6s %-11s %7s %8s %6s %7s %11s %11s\n" workload schedule M unit model \
+  seconds peak_mb cuts pareto slowdown_% published_s
+run() {  # label profile schedule microbatches unit blocking model published
+  local label=$1 profile=$2 schedule=$3 mbs=$4 unit=$5 pblock=$6 model=$7 published=$8
+  /usr/bin/time -f "%e %M" -o "$out/time" "$perseus" plan --profile "$profile" \
+    --schedule "$schedule" --microbatches "$mbs" --unit-time "$unit" --blocking-power "$pblock" \
+    --cost-model "$model" --out "$out/f" --quiet
   read -r secs kb <"$out/time"
-  local plans
-  plans=$(($(wc -l <"$out/f/frontier.csv") - 1))
-  printf "%-16s M=%-3s unit=%-6s plans=%-6s seconds=%-7s peak_rss_mb=%-7.1f published_s=%s\n" \
-    "$label" "$mbs" "$unit" "$plans" "$secs" "$(echo "$kb / 1024" | bc -l)" "$published"
+  "$perseus" plan export --frontier "$out/f" --fastest --out-dir "$out/fastest" > "$out/export"
+  local cuts pareto slowdown
+  cuts=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["min_cuts"])' \
+    "$out/f/meta.json")
+  pareto=$(awk -F, 'NR > 1 && $6 == 1 { n++ } END { print n }' "$out/f/frontier.csv")
+  slowdown=$(grep -o '[-+][0-9.]* % time' "$out/export" | head -1 | cut -d' ' -f1)
+  printf "%-16s %-18s %4s %-6s %-11s %7s %8.1f %6s %7s %11s %11s\n" "$label" "$schedule" "$mbs" \
+    "$unit" "$model" "$secs" "$(echo "$kb / 1024" | bc -l)" "$cuts" "$pareto" "$slowdown" \
+    "$published"
+  rm -rf "$out/f" "$out/fastest"
 }
 
-run gpt3-a100 gpt3-175b+a100_sxm_bf16.csv 12 0.001 83.64 24
-run gpt3-a100 gpt3-175b+a100_sxm_bf16.csv 24 0.001 83.64 124
-run gpt3-a100 gpt3-175b+a100_sxm_bf16.csv 48 0.001 83.64 905
-run gpt3-a100 gpt3-175b+a100_sxm_bf16.csv 96 0.001 83.64 -
-run bloom-a40 bloom+a40_bf16.csv 12 0.0001 70.38 -
+gpt=$data/gpt3-175b+a100_sxm_bf16.csv bloom=$data/bloom+a40_bf16.csv
+run gpt3-a100 "$gpt" 1f1b 12 0.001 83.64 exponential 24
+run gpt3-a100 "$gpt" 1f1b 24 0.001 83.64 exponential 124
+run gpt3-a100 "$gpt" 1f1b 48 0.001 83.64 exponential 905
+run gpt3-a100 "$gpt" 1f1b 96 0.001 83.64 exponential -
+run gpt3-a100 "$gpt" 1f1b 96 0.001 83.64 convex-hull -
+run bloom-a40 "$bloom" 1f1b 12 0.0001 70.38 convex-hull -
+run bloom-a40 "$bloom" 1f1b 48 0.0001 70.38 convex-hull -
+run bloom-a40 "$bloom" 1f1b 96 0.0001 70.38 convex-hull -
+run synth-a100x16 "$out/synth16.csv" 1f1b 128 0.001 83.64 convex-hull -
+run synth-a100x16 "$out/synth32.csv" interleaved-1f1b 128 0.001 83.64 convex-hull -

@@ -1,0 +1,182 @@
+// The frontier solver's steps (plan/solver_impl.hpp): arc bounds from the cost models, the
+// critical network and its minimum cut (reused while the network is unchanged, warm-started
+// from the last flow), and how many unit steps one cut makes.
+#include <algorithm>
+#include <limits>
+
+#include "perseus/plan/solver_impl.hpp"
+
+namespace perseus::plan::detail {
+
+void Solver::tabulate_bounds() {
+  bound_table_.resize(p_.models.size());
+  run_down_.resize(p_.models.size());
+  run_up_.resize(p_.models.size());
+  for (std::size_t i = 0; i < p_.models.size(); ++i) {
+    const CostModel& c = p_.models[i];
+    for (long d = c.min_duration(); d <= c.max_duration(); ++d) {
+      double lb = 0.0, ub = kInfinity;
+      if (d > c.min_duration()) ub = std::abs(c(d - 1) - c(d));
+      if (d < c.max_duration()) lb = std::abs(c(d) - c(d + 1));
+      if (d > c.min_duration() && d < c.max_duration()) ub += kFpError;
+      bound_table_[i].emplace_back(round_down(lb), round_down(ub));
+    }
+    const auto& b = bound_table_[i];
+    const std::size_t size = b.size();
+    run_down_[i].assign(size, 1);
+    run_up_[i].assign(size, 1);
+    for (std::size_t k = 1; k < size; ++k) {
+      if (b[k] == b[k - 1]) run_down_[i][k] = run_down_[i][k - 1] + 1;
+    }
+    for (std::size_t k = size - 1; k-- > 0;) {
+      if (b[k] == b[k + 1]) run_up_[i][k] = run_up_[i][k + 1] + 1;
+    }
+  }
+}
+
+std::pair<double, double> Solver::bounds(int v) const {
+  if (is_dummy(v)) return {0.0, kInfinity};
+  return bound_table_[static_cast<std::size_t>(p_.node_spec[v])]
+                     [static_cast<std::size_t>(d_[v] - p_.model(v).min_duration())];
+}
+
+void Solver::list_critical(std::vector<Arc>& net, std::vector<std::size_t>* keys) {
+  net.clear();
+  if (keys) keys->clear();
+  in_id_.assign(static_cast<std::size_t>(n_), -1);
+  int ids = 0;
+  for (int v = 0; v < n_; ++v) {
+    if (es_[v] + d_[v] == lf_[v]) in_id_[v] = ids, ids += 2;
+  }
+  for (int v = 0; v < n_; ++v) {
+    if (in_id_[v] < 0) continue;
+    auto [lb, ub] = bounds(v);
+    net.push_back({in_id_[v], in_id_[v] + 1, lb, ub});
+    if (keys) keys->push_back(static_cast<std::size_t>(v));
+    const auto successors = dag_.successors(v);
+    for (std::size_t k = 0; k < successors.size(); ++k) {
+      const int w = successors.begin()[k];
+      if (in_id_[w] >= 0 && es_[v] + d_[v] == lf_[w] - d_[w]) {
+        net.push_back({in_id_[v] + 1, in_id_[w], 0.0, kInfinity});
+        if (keys) keys->push_back(static_cast<std::size_t>(n_) + dag_.edge_id(v, k));
+      }
+    }
+  }
+}
+
+bool Solver::list_network() {
+  std::swap(net_, previous_net_);
+  list_critical(net_, &arc_key_);
+  int ids = 0;
+  for (int id : in_id_) ids = std::max(ids, id + 2);
+  return !options_.per_unit && cuts_ > 0 && net_ == previous_net_ &&
+         side_.size() == static_cast<std::size_t>(ids);
+}
+
+void Solver::build_network() {
+  cut_.reset(static_cast<int>(side_.size()));
+  for (std::size_t i = 0; i < net_.size(); ++i) {
+    const Arc& a = net_[i];
+    const int arc = cut_.add_arc(a.u, a.v, a.lb, a.ub);
+    if (!options_.per_unit && flow_cut_[arc_key_[i]] == cuts_) {
+      cut_.set_start_flow(arc, flow_[arc_key_[i]]);
+    }
+  }
+}
+
+void Solver::keep_flow() {
+  for (std::size_t i = 0; i < net_.size(); ++i) {
+    flow_[arc_key_[i]] = cut_.flow(static_cast<int>(i));
+    flow_cut_[arc_key_[i]] = cuts_;
+  }
+}
+
+void Solver::change(int v, int delta, std::vector<std::pair<int, int>>& changes) {
+  const CostModel& c = p_.model(v);
+  cost_sum_ += c(d_[v] + delta) - c(d_[v]);
+  d_[v] += delta;
+  changes.emplace_back(v, delta);
+}
+
+bool Solver::cut_step(std::vector<int>& faster, std::vector<int>& slower) {
+  if (!list_network()) {
+    int ids = 0;
+    for (int id : in_id_) ids = std::max(ids, id + 2);
+    side_.assign(static_cast<std::size_t>(ids), 0);
+    build_network();
+    status_ = cut_.solve(in_id_[dag_.source()], in_id_[dag_.sink()] + 1);
+    ++cuts_;
+    if (status_ == BoundedMinCut::Status::kFinite) keep_flow();
+    for (int id = 0; id < ids; ++id) side_[id] = cut_.source_side(id) ? 1 : 0;
+  }
+  if (status_ == BoundedMinCut::Status::kInfinite) {
+    out_.stop_reason = "every critical path has an instruction that cannot run faster";
+    return false;
+  }
+  if (status_ == BoundedMinCut::Status::kInfeasible) {
+    out_.stop_reason = "no feasible flow: the cost model is not convex at the current durations";
+    return false;
+  }
+  for (int v = 0; v < n_; ++v) {
+    if (in_id_[v] < 0) continue;
+    bool in_s = side_[in_id_[v]] != 0, out_s = side_[in_id_[v] + 1] != 0;
+    if (in_s && !out_s) faster.push_back(v);
+    if (!in_s && out_s && !is_dummy(v) && d_[v] < p_.model(v).max_duration()) slower.push_back(v);
+  }
+  for (int v : faster) {
+    if (is_dummy(v) || d_[v] <= p_.model(v).min_duration()) {
+      out_.stop_reason = "every critical path has an instruction that cannot run faster";
+      return false;
+    }
+  }
+  if (faster.empty()) {
+    out_.stop_reason = "the minimum cut speeds up no instruction";
+    return false;
+  }
+  return true;
+}
+
+long Solver::run_length(const std::vector<int>& faster, const std::vector<int>& slower) {
+  long cap = std::numeric_limits<long>::max();
+  auto run = [&](const std::vector<std::vector<long>>& table, int v) {
+    const std::size_t at = static_cast<std::size_t>(d_[v] - p_.model(v).min_duration());
+    return table[static_cast<std::size_t>(p_.node_spec[v])][at];
+  };
+  for (int v : faster) cap = std::min(cap, run(run_down_, v));
+  for (int v : slower) cap = std::min(cap, run(run_up_, v));
+  if (cap <= 1 || options_.per_unit) return 1;
+  // States 1..k-1 must keep the network; once it changes it stays changed (a path's slack is
+  // linear in the steps, so the least slack through an arc is concave), so gallop, then bisect.
+  long good = 0, bad = cap;
+  for (long j = 1; j < cap; j *= 2) {
+    if (!network_holds(faster, slower, j)) {
+      bad = j;
+      break;
+    }
+    good = j;
+  }
+  while (bad - good > 1) {
+    const long mid = good + (bad - good) / 2;
+    (network_holds(faster, slower, mid) ? good : bad) = mid;
+  }
+  return bad;
+}
+
+bool Solver::network_holds(const std::vector<int>& faster, const std::vector<int>& slower,
+                           long steps) {
+  for (int v : faster) d_[v] -= steps;
+  for (int v : slower) d_[v] += steps;
+  compute_times();
+  list_critical(probe_net_, nullptr);
+  for (int v : faster) d_[v] += steps;
+  for (int v : slower) d_[v] -= steps;
+  return probe_net_ == net_;
+}
+
+void Solver::apply(const std::vector<int>& faster, const std::vector<int>& slower,
+                   std::vector<std::pair<int, int>>& changes) {
+  for (int v : faster) change(v, -1, changes);
+  for (int v : slower) change(v, +1, changes);
+}
+
+}  // namespace perseus::plan::detail
