@@ -487,6 +487,42 @@ TEST(BoundedMinCut, NoArcs) {
   check_finite_solution(cut, net);
 }
 
+// The solver's warm start: a network solved once, its bounds moved (set_bounds) and solved
+// again from the first flow (set_start_flow, clamped to the new bounds), gives the status, cut
+// value and source side of a fresh solve of the moved network (the source side of a minimum cut
+// is the same for every maximum flow), and a valid flow.
+TEST(BoundedMinCut, WarmStartFromAnotherFlowGivesTheFreshCut) {
+  std::mt19937 rng(1616);
+  int warm = 0;
+  for (int c = 0; c < 200; ++c) {
+    Network net = random_network(rng, 4, 12, /*dyadic=*/true, /*back_arcs=*/c % 4 == 3);
+    BoundedMinCut cut;
+    if (run(cut, net) != Status::kFinite) continue;
+    std::vector<double> flows;
+    for (int a = 0; a < cut.num_arcs(); ++a) flows.push_back(cut.flow(a));
+    Network moved = net;
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    for (std::size_t a = 0; a < moved.arcs.size(); ++a) {
+      if (unit(rng) < 0.3) {
+        moved.arcs[a] = random_arc(rng, moved.arcs[a].u, moved.arcs[a].v, true, {0.7, 0.2});
+      }
+      cut.set_bounds(static_cast<int>(a), moved.arcs[a].lb, moved.arcs[a].ub);
+      cut.set_start_flow(static_cast<int>(a), flows[a]);
+    }
+    SCOPED_TRACE("case " + std::to_string(c) + ": " + describe(moved));
+    BoundedMinCut fresh;
+    Status expected = run(fresh, moved);
+    Status got = cut.solve(moved.s, moved.t);
+    ASSERT_EQ(status_name(got), std::string(status_name(expected)));
+    if (expected != Status::kFinite) continue;  // no cut to compare
+    ++warm;
+    for (int v = 0; v < moved.n; ++v) EXPECT_EQ(cut.source_side(v), fresh.source_side(v)) << v;
+    EXPECT_TRUE(near(cut.cut_value(), fresh.cut_value()));
+    check_finite_solution(cut, moved);
+  }
+  EXPECT_GE(warm, 30);
+}
+
 TEST(BoundedMinCut, ReuseAcrossNetworksMatchesFreshObjects) {
   std::vector<Network> nets = {
       {4, 0, 3, {{0, 1, 0.5, 2.0}, {1, 2, 1.0, 3.0}, {2, 3, 0.0, 1.5}}},

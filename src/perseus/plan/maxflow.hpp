@@ -25,6 +25,9 @@ class BoundedMinCut {
   void reset(int num_nodes);
   // Adds arc u->v with flow bounds [lb, ub]; returns its index. Requires 0 <= lb <= ub.
   int add_arc(int u, int v, double lb, double ub);
+  // Changes the bounds of `arc` (for solving a network again with only bounds moved); its start
+  // flow becomes the new lower bound. Requires 0 <= lb <= ub.
+  void set_bounds(int arc, double lb, double ub);
   // Starts solve() from this flow on `arc` (clamped to its bounds; default lb), e.g. the flow of
   // a similar network solved before: a warm start needs fewer augmentations, and the cut is the
   // same (the source side is the set reachable from s in the residual of any maximum flow).

@@ -74,10 +74,21 @@ bool Solver::list_network() {
 }
 
 void Solver::build_network() {
-  cut_.reset(static_cast<int>(side_.size()));
+  // The same arcs as the last solved network (only bounds moved, as every step with a model
+  // whose marginal costs change at every unit): update it in place.
+  const bool same_arcs =
+      !options_.per_unit && cuts_ > 0 && net_.size() == previous_net_.size() &&
+      std::equal(net_.begin(), net_.end(), previous_net_.begin(),
+                 [](const Arc& a, const Arc& b) { return a.u == b.u && a.v == b.v; });
+  if (!same_arcs) cut_.reset(static_cast<int>(side_.size()));
   for (std::size_t i = 0; i < net_.size(); ++i) {
     const Arc& a = net_[i];
-    const int arc = cut_.add_arc(a.u, a.v, a.lb, a.ub);
+    int arc = static_cast<int>(i);
+    if (same_arcs) {
+      cut_.set_bounds(arc, a.lb, a.ub);
+    } else {
+      arc = cut_.add_arc(a.u, a.v, a.lb, a.ub);
+    }
     if (!options_.per_unit && flow_cut_[arc_key_[i]] == cuts_) {
       cut_.set_start_flow(arc, flow_[arc_key_[i]]);
     }
