@@ -12,6 +12,8 @@
 #include <string>
 
 #include "perseus/plan/evaluate.hpp"
+#include "perseus/plan/frontier_query.hpp"
+#include "perseus/plan/frontier_store.hpp"
 #include "perseus/plan/problem.hpp"
 #include "perseus/plan/reclaim.hpp"
 #include "perseus/plan/solver.hpp"
@@ -108,6 +110,28 @@ TEST(NoSlowdown, TheAddedPointIsTheCheaperCandidate) {
   const double ours = plan::evaluate(gpt, sched, clocks, 83.64).energy_j;
   EXPECT_NEAR(ours, added.evaluated_energy_j, 1e-9 * ours);
   EXPECT_LE(ours, plan::evaluate(gpt, sched, reclaimed, 83.64).energy_j + 1e-9);
+}
+
+// The no-slowdown point survives the round trip through frontier.csv (times kept to 10
+// significant digits): "--max-slowdown 0%" selects it, and it reads as +0.00 % slower. GPT-3 at
+// M = 24 with the exponential model is a case whose stored time rounds up.
+TEST(NoSlowdown, ZeroSlowdownSelectsItFromTheStoredFrontier) {
+  PERSEUS_REQUIRE_SHARED_DATA();
+  auto gpt = profile::read_profile_csv(
+      (perseus::test::shared_data() / "perseus" / "stage_profiles" / "gpt3-175b+a100_sxm_bf16.csv")
+          .string());
+  auto sched = schedule::make_schedule("1f1b", 8, 24);
+  plan::PlanSettings settings{0.001, 83.64, plan::CostModelKind::kExponential, 1.0};
+  auto problem = plan::PlanProblem::build(gpt, sched, settings);
+  auto f = fastest_of(gpt, sched, settings);
+  perseus::test::TempDir dir;
+  plan::write_frontier(dir.path() / "f", problem, f.frontier,
+                       {"gpt3", {f.all_max.time_s, f.all_max.energy_j}, 0.0});
+  plan::FrontierQuery query(plan::read_frontier_rows(dir.path() / "f"));
+  const std::size_t chosen = query.within_slowdown(0.0);
+  EXPECT_EQ(chosen, f.frontier.points.size() - 1);
+  EXPECT_EQ(query.slowdown(chosen), 0.0);
+  EXPECT_CONTAINS(query.describe(chosen), "+0.00 % time");
 }
 
 TEST(NoSlowdown, RandomPipelines) {

@@ -78,7 +78,9 @@ std::vector<std::size_t> FrontierQuery::every(double step_s) const {
 }
 
 double FrontierQuery::slowdown(std::size_t i) const {
-  return rows_.at(i).evaluated_time_s / all_max_.time_s - 1.0;
+  const double slowdown = rows_.at(i).evaluated_time_s / all_max_.time_s - 1.0;
+  // A plan as fast as all-max (the no-slowdown point, equal up to rounding) is 0, not -0.00 %.
+  return std::abs(slowdown) <= kTimeTolerance ? 0.0 : slowdown;
 }
 
 double FrontierQuery::saving(std::size_t i) const {
