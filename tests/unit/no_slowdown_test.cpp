@@ -48,6 +48,27 @@ Fastest fastest_of(const profile::Profile& p, const schedule::Schedule& sched,
   return f;
 }
 
+const profile::Profile& gpt3_a100() {
+  static const profile::Profile p = profile::read_profile_csv(
+      (perseus::test::shared_data() / "perseus" / "stage_profiles" / "gpt3-175b+a100_sxm_bf16.csv")
+          .string());
+  return p;
+}
+
+// GPT-3 on A100 (shared profile) at 1 ms: its problem and its frontier's fastest point.
+struct Gpt3Case {
+  schedule::Schedule sched;
+  plan::PlanProblem problem;
+  Fastest f;
+};
+
+Gpt3Case gpt3_case(int microbatches, plan::CostModelKind model) {
+  auto sched = schedule::make_schedule("1f1b", 8, microbatches);
+  plan::PlanSettings settings{0.001, 83.64, model, 1.0};
+  return {sched, plan::PlanProblem::build(gpt3_a100(), sched, settings),
+          fastest_of(gpt3_a100(), sched, settings)};
+}
+
 void expect_no_slowdown(const std::string& label, const profile::Profile& p, int microbatches,
                         const plan::PlanSettings& settings) {
   SCOPED_TRACE(label);
@@ -59,7 +80,7 @@ void expect_no_slowdown(const std::string& label, const profile::Profile& p, int
 TEST(NoSlowdown, SharedProfilesAndTheEmbeddedDefault) {
   PERSEUS_REQUIRE_SHARED_DATA();
   const auto dir = perseus::test::shared_data() / "perseus" / "stage_profiles";
-  auto gpt = profile::read_profile_csv((dir / "gpt3-175b+a100_sxm_bf16.csv").string());
+  const auto& gpt = gpt3_a100();
   auto bloom = profile::read_profile_csv((dir / "bloom+a40_bf16.csv").string());
   for (auto model : {plan::CostModelKind::kConvexHull, plan::CostModelKind::kExponential}) {
     const std::string m = " " + plan::cost_model_name(model);
@@ -77,13 +98,8 @@ TEST(NoSlowdown, SharedProfilesAndTheEmbeddedDefault) {
 // all-fastest plan (the other candidate).
 TEST(NoSlowdown, TheAddedPointIsTheCheaperCandidate) {
   PERSEUS_REQUIRE_SHARED_DATA();
-  auto gpt = profile::read_profile_csv(
-      (perseus::test::shared_data() / "perseus" / "stage_profiles" / "gpt3-175b+a100_sxm_bf16.csv")
-          .string());
-  auto sched = schedule::make_schedule("1f1b", 8, 12);
-  plan::PlanSettings settings{0.001, 83.64, plan::CostModelKind::kConvexHull, 1.0};
-  auto problem = plan::PlanProblem::build(gpt, sched, settings);
-  auto f = fastest_of(gpt, sched, settings);
+  const auto [sched, problem, f] = gpt3_case(12, plan::CostModelKind::kConvexHull);
+  const auto& gpt = gpt3_a100();
   const auto& points = f.frontier.points;
   ASSERT_GE(points.size(), 2u);
   const auto &added = points.back(), &planned = points[points.size() - 2];
@@ -117,13 +133,7 @@ TEST(NoSlowdown, TheAddedPointIsTheCheaperCandidate) {
 // M = 24 with the exponential model is a case whose stored time rounds up.
 TEST(NoSlowdown, ZeroSlowdownSelectsItFromTheStoredFrontier) {
   PERSEUS_REQUIRE_SHARED_DATA();
-  auto gpt = profile::read_profile_csv(
-      (perseus::test::shared_data() / "perseus" / "stage_profiles" / "gpt3-175b+a100_sxm_bf16.csv")
-          .string());
-  auto sched = schedule::make_schedule("1f1b", 8, 24);
-  plan::PlanSettings settings{0.001, 83.64, plan::CostModelKind::kExponential, 1.0};
-  auto problem = plan::PlanProblem::build(gpt, sched, settings);
-  auto f = fastest_of(gpt, sched, settings);
+  const auto [sched, problem, f] = gpt3_case(24, plan::CostModelKind::kExponential);
   perseus::test::TempDir dir;
   plan::write_frontier(dir.path() / "f", problem, f.frontier,
                        {"gpt3", {f.all_max.time_s, f.all_max.energy_j}, 0.0});
