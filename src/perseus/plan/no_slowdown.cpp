@@ -18,6 +18,13 @@ int fastest_option(const PlanProblem& p, int v) {
   return static_cast<int>(p.options(v).options.size()) - 1;
 }
 
+// Every instruction at its fastest option.
+std::vector<int> all_fastest(const PlanProblem& p) {
+  std::vector<int> option(static_cast<std::size_t>(p.dag.num_nodes()), 0);
+  for (int v = 1; v < p.dag.sink(); ++v) option[v] = fastest_option(p, v);
+  return option;
+}
+
 // Per node: profiled time and energy of its option.
 struct Realized {
   std::vector<double> time, energy;
@@ -40,39 +47,20 @@ double energy_of(const PlanProblem& p, const std::vector<int>& option) {
       .energy_j;
 }
 
-// Earliest starts and latest finishes of durations `time` within their own critical path.
-struct Windows {
-  std::vector<double> es, lf;
-  double total = 0.0;
-};
-
-Windows windows(const schedule::Dag& dag, const std::vector<double>& time) {
-  Windows w{std::vector<double>(time.size(), 0.0), {}, 0.0};
-  for (int v : dag.topological_order()) {
-    for (int u : dag.predecessors(v)) w.es[v] = std::max(w.es[v], w.es[u] + time[u]);
-  }
-  w.total = w.es[dag.sink()];
-  w.lf.assign(time.size(), w.total);
-  const auto& topo = dag.topological_order();
-  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
-    for (int s : dag.successors(*it)) w.lf[*it] = std::min(w.lf[*it], w.lf[s] - time[s]);
-  }
-  return w;
-}
-
 // Speeds up critical instructions, cheapest energy per second gained first, until the iteration
 // takes at most `target` seconds.
 void speed_up(const PlanProblem& p, std::vector<int>& option, double target) {
   const double tolerance = kNoSlowdownTolerance * std::max(1.0, target);
   const double blocking = p.settings.blocking_power_w;
+  std::vector<double> es, lf;
   for (;;) {
     Realized r = realized(p, option);
-    Windows w = windows(p.dag, r.time);
-    if (w.total <= target + tolerance) return;
+    const double total = schedule::critical_windows(p.dag, r.time, es, lf);
+    if (total <= target + tolerance) return;
     int best = -1;
     double best_rate = std::numeric_limits<double>::infinity();
     for (int v = 1; v < p.dag.sink(); ++v) {
-      if (option[v] == fastest_option(p, v) || w.es[v] + r.time[v] < w.lf[v] - tolerance) continue;
+      if (option[v] == fastest_option(p, v) || es[v] + r.time[v] < lf[v] - tolerance) continue;
       const auto &now = at(p, v, option[v]), &faster = at(p, v, option[v] + 1);
       const double gained = now.time_s - faster.time_s;
       if (gained <= 0.0) continue;
@@ -89,17 +77,16 @@ void speed_up(const PlanProblem& p, std::vector<int>& option, double target) {
 }  // namespace
 
 double fastest_iteration_time(const PlanProblem& problem) {
-  std::vector<int> option(static_cast<std::size_t>(problem.dag.num_nodes()), 0);
-  for (int v = 1; v < problem.dag.sink(); ++v) option[v] = fastest_option(problem, v);
-  return windows(problem.dag, realized(problem, option).time).total;
+  std::vector<double> es, lf;
+  return schedule::critical_windows(problem.dag, realized(problem, all_fastest(problem)).time, es,
+                                    lf);
 }
 
-std::vector<int> without_slowdown(const PlanProblem& problem, std::vector<int> option) {
-  const double target = fastest_iteration_time(problem);
-  speed_up(problem, option, target);
+std::vector<int> without_slowdown(const PlanProblem& problem, std::vector<int> option,
+                                  double target_s) {
+  speed_up(problem, option, target_s);
   reclaim_slack(problem, option);
-  std::vector<int> from_fastest(option.size(), 0);
-  for (int v = 1; v < problem.dag.sink(); ++v) from_fastest[v] = fastest_option(problem, v);
+  std::vector<int> from_fastest = all_fastest(problem);
   reclaim_slack(problem, from_fastest);
   return energy_of(problem, from_fastest) < energy_of(problem, option) ? from_fastest : option;
 }

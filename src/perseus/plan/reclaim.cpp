@@ -38,16 +38,7 @@ class Reclaimer {
 void Reclaimer::compute_windows() {
   time_.assign(static_cast<std::size_t>(n_), 0.0);
   for (int v = 1; v < dag_.sink(); ++v) time_[v] = at(v, option_[v]).time_s;
-  es_.assign(time_.size(), 0.0);
-  for (int v : dag_.topological_order()) {
-    for (int u : dag_.predecessors(v)) es_[v] = std::max(es_[v], es_[u] + time_[u]);
-  }
-  const double total = es_[dag_.sink()];
-  lf_.assign(time_.size(), total);
-  const auto& topo = dag_.topological_order();
-  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
-    for (int w : dag_.successors(*it)) lf_[*it] = std::min(lf_[*it], lf_[w] - time_[w]);
-  }
+  schedule::critical_windows(dag_, time_, es_, lf_);
 }
 
 void Reclaimer::push_candidate(int v) {

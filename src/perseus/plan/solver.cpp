@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "perseus/plan/no_slowdown.hpp"
 #include "perseus/plan/reclaim.hpp"
@@ -20,20 +19,7 @@ void Solver::set_all(bool fastest) {
 }
 
 void Solver::compute_times() {
-  es_.assign(static_cast<std::size_t>(n_), 0);
-  for (int v : dag_.topological_order()) {
-    long start = 0;
-    for (int u : dag_.predecessors(v)) start = std::max(start, es_[u] + d_[u]);
-    es_[v] = start;
-  }
-  total_ = es_[dag_.sink()];
-  lf_.assign(static_cast<std::size_t>(n_), total_);
-  const auto& topo = dag_.topological_order();
-  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
-    long finish = total_;
-    for (int w : dag_.successors(*it)) finish = std::min(finish, lf_[w] - d_[w]);
-    lf_[*it] = finish;
-  }
+  total_ = schedule::critical_windows(dag_, d_, es_, lf_);
 }
 
 void Solver::record(const std::vector<std::pair<int, int>>& changes) {
@@ -83,7 +69,7 @@ void Solver::append_no_slowdown_point() {
   const double target = fastest_iteration_time(p_);
   const FrontierPoint last = out_.points.back();
   if (last.evaluated_time_s <= target + kNoSlowdownTolerance * std::max(1.0, target)) return;
-  option_ = without_slowdown(p_, option_);
+  option_ = without_slowdown(p_, option_, target);
   out_.steps.emplace_back();  // the same planned durations
   append_point(last.predicted_energy_j);
 }

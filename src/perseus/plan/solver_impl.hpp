@@ -47,8 +47,9 @@ class Solver {
   // previous step's, whose minimum cut then still holds (the algorithm is deterministic).
   bool list_network();
   // The critical network of the current durations and times into `net` (with each arc's key
-  // into `keys` when given); numbers the critical nodes in in_id_.
-  void list_critical(std::vector<Arc>& net, std::vector<std::size_t>* keys);
+  // into `keys` when given); numbers the critical nodes in in_id_ and returns how many network
+  // ids that takes (two per critical node).
+  int list_critical(std::vector<Arc>& net, std::vector<std::size_t>* keys);
   // Fills the minimum-cut network from net_, starting from the last cut's flows.
   void build_network();
   // Keeps the solved flow of every arc for the next cut's warm start.
@@ -88,6 +89,7 @@ class Solver {
   std::vector<int> option_;            // realized option index per node
   std::vector<int> clocks_;            // realized clock per instruction
   std::vector<int> in_id_;             // network id of a critical node's entry; exit is in_id_ + 1
+  int ids_ = 0;                        // network ids of net_
   std::vector<Arc> net_, previous_net_;  // this step's and the last solved critical network
   std::vector<Arc> probe_net_;           // network_holds()'s
   // Per arc of net_: its key in flow_ (a node's own arc: the node; an edge: n_ + its edge id).

@@ -40,7 +40,7 @@ std::pair<double, double> Solver::bounds(int v) const {
                      [static_cast<std::size_t>(d_[v] - p_.model(v).min_duration())];
 }
 
-void Solver::list_critical(std::vector<Arc>& net, std::vector<std::size_t>* keys) {
+int Solver::list_critical(std::vector<Arc>& net, std::vector<std::size_t>* keys) {
   net.clear();
   if (keys) keys->clear();
   in_id_.assign(static_cast<std::size_t>(n_), -1);
@@ -62,15 +62,14 @@ void Solver::list_critical(std::vector<Arc>& net, std::vector<std::size_t>* keys
       }
     }
   }
+  return ids;
 }
 
 bool Solver::list_network() {
   std::swap(net_, previous_net_);
-  list_critical(net_, &arc_key_);
-  int ids = 0;
-  for (int id : in_id_) ids = std::max(ids, id + 2);
+  ids_ = list_critical(net_, &arc_key_);
   return !options_.per_unit && cuts_ > 0 && net_ == previous_net_ &&
-         side_.size() == static_cast<std::size_t>(ids);
+         side_.size() == static_cast<std::size_t>(ids_);
 }
 
 void Solver::build_network() {
@@ -111,14 +110,12 @@ void Solver::change(int v, int delta, std::vector<std::pair<int, int>>& changes)
 
 bool Solver::cut_step(std::vector<int>& faster, std::vector<int>& slower) {
   if (!list_network()) {
-    int ids = 0;
-    for (int id : in_id_) ids = std::max(ids, id + 2);
-    side_.assign(static_cast<std::size_t>(ids), 0);
+    side_.assign(static_cast<std::size_t>(ids_), 0);
     build_network();
     status_ = cut_.solve(in_id_[dag_.source()], in_id_[dag_.sink()] + 1);
     ++cuts_;
     if (status_ == BoundedMinCut::Status::kFinite) keep_flow();
-    for (int id = 0; id < ids; ++id) side_[id] = cut_.source_side(id) ? 1 : 0;
+    for (int id = 0; id < ids_; ++id) side_[id] = cut_.source_side(id) ? 1 : 0;
   }
   if (status_ == BoundedMinCut::Status::kInfinite) {
     out_.stop_reason = "every critical path has an instruction that cannot run faster";

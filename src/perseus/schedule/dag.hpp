@@ -92,6 +92,27 @@ T longest_path(const Dag& dag, const std::vector<T>& duration) {
   return finish_times(dag, duration)[dag.sink()];
 }
 
+// Earliest start and latest finish of every node within the critical path (durations as in
+// finish_times; `start` and `latest_finish` are resized); returns the critical path's length.
+// A node is critical when start + duration == latest_finish.
+template <typename T>
+T critical_windows(const Dag& dag, const std::vector<T>& duration, std::vector<T>& start,
+                   std::vector<T>& latest_finish) {
+  start.assign(duration.size(), T{});
+  for (int v : dag.topological_order()) {
+    for (int u : dag.predecessors(v)) start[v] = std::max(start[v], start[u] + duration[u]);
+  }
+  const T total = start[dag.sink()];
+  latest_finish.assign(duration.size(), total);
+  const auto& topo = dag.topological_order();
+  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+    for (int w : dag.successors(*it)) {
+      latest_finish[*it] = std::min(latest_finish[*it], latest_finish[w] - duration[w]);
+    }
+  }
+  return total;
+}
+
 // One longest source-to-sink path, as instruction node ids in execution order (source and sink
 // left out). Walks back from the sink through a predecessor that finishes last; ties go to the
 // predecessor on the same rank (the GPU was busy, not waiting), then to the first listed.
