@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <set>
@@ -101,38 +102,39 @@ std::set<std::pair<int, int>> neighbour_ranks(const schedule::Schedule& schedule
   return pairs;
 }
 
-// What this GPU ran in the iteration (message keys, plus "I s m" for backward-inputs), to catch an
-// order that runs an action before the action on the same GPU it depends on.
+// The actions this GPU ran in the iteration (PyTorch's notation, schedule::action_name), to
+// catch an order that runs an action before the action on the same GPU it depends on.
 class LocalOrder {
  public:
   void check(const schedule::Instruction& inst, int input, bool input_here) {
     const int m = inst.microbatch, s = inst.stage;
     if (inst.type == InstructionType::kBackwardWeight) {
-      need(inst, "I " + std::to_string(s) + " " + std::to_string(m), "its backward-input");
+      need(inst, {{InstructionType::kBackwardInput, m, s}}, "its backward-input");
     } else if (inst.type != InstructionType::kForward) {
-      need(inst, message_key(true, s, m), "its forward");
+      need(inst, {{InstructionType::kForward, m, s}}, "its forward");
     }
-    if (input >= 0 && input_here) {
-      need(inst, message_key(inst.type == InstructionType::kForward, input, m),
-           "its input from stage " + std::to_string(input));
-    }
-  }
-  void ran(const schedule::Instruction& inst) {
-    const int m = inst.microbatch, s = inst.stage;
-    if (inst.type == InstructionType::kBackwardWeight) return;
-    ran_.insert(message_key(sends_forward(inst.type), s, m));
-    if (inst.type == InstructionType::kBackwardInput) {
-      ran_.insert("I " + std::to_string(s) + " " + std::to_string(m));
+    if (input < 0 || !input_here) return;
+    const std::string what = "its input from stage " + std::to_string(input);
+    if (inst.type == InstructionType::kForward) {
+      need(inst, {{InstructionType::kForward, m, input}}, what);
+    } else {
+      need(inst,
+           {{InstructionType::kBackward, m, input}, {InstructionType::kBackwardInput, m, input}},
+           what);
     }
   }
+  void ran(const schedule::Instruction& inst) { ran_.insert(schedule::action_name(inst)); }
   void clear() { ran_.clear(); }
 
  private:
-  void need(const schedule::Instruction& inst, const std::string& key, const std::string& what) {
-    if (ran_.count(key) == 0) {
-      throw Error("schedule error: " + schedule::action_name(inst) + " runs before " + what +
-                  " on the same GPU");
+  // Throws unless one of `any` ran.
+  void need(const schedule::Instruction& inst, std::initializer_list<schedule::Instruction> any,
+            const std::string& what) const {
+    for (const auto& action : any) {
+      if (ran_.count(schedule::action_name(action)) != 0) return;
     }
+    throw Error("schedule error: " + schedule::action_name(inst) + " runs before " + what +
+                " on the same GPU");
   }
   std::set<std::string> ran_;
 };
