@@ -108,9 +108,13 @@ struct PipelineFrequencyOptimizer::Impl {
 
   // The iteration in progress.
   bool in_step = false;
-  std::size_t position = 0;                            // next schedule entry
-  std::optional<std::pair<std::string, int>> running;  // (kind, stage) between begin and end
-  std::string running_label;                           // ... and its label
+  std::size_t position = 0;  // next schedule entry
+  struct Running {
+    std::string kind;
+    int stage;
+    std::string label;  // what it was measured and matched under
+  };
+  std::optional<Running> running;  // between on_instruction_begin and _end
   std::vector<IterationMeasurement> iterations;
   WindowMeasurements last_window;
 
@@ -436,23 +440,20 @@ void PipelineFrequencyOptimizer::on_instruction_begin(const std::string& name, i
   // Power-limit schedules set their limit once per round; clock schedules lock per instruction.
   const int mhz = m.clock_for(label);
   ++m.position;
-  m.running.emplace(name, stage);
-  m.running_label = label;
+  m.running = Impl::Running{name, stage, label};
   m.window->instruction_begin(m.now(), label, mhz);
   m.guarded("instruction_begin", [&] { m.gpu->instruction_begin(label); });
 }
 
 void PipelineFrequencyOptimizer::on_instruction_end(const std::string& name, int stage) {
   Impl& m = *impl_;
-  const bool follows = m.running == std::pair(name, stage);
-  const std::string label = follows ? m.running_label : wire::instruction_label(name, stage);
+  const bool follows = m.running && m.running->kind == name && m.running->stage == stage;
+  const std::string label = follows ? m.running->label : wire::instruction_label(name, stage);
   m.guarded("instruction_end", [&] { m.gpu->instruction_end(label); });
   const double t = m.now();
   if (!follows) {
     const std::string began =
-        m.running ? "on_instruction_begin('" +
-                        wire::instruction_label(m.running->first, m.running->second) + "')"
-                  : "any on_instruction_begin";
+        m.running ? "on_instruction_begin('" + m.running->label + "')" : "any on_instruction_begin";
     m.local_problem("on_instruction_end('" + label + "') does not follow " + began +
                     "; its measurement is dropped");
     return;
