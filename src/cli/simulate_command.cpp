@@ -228,11 +228,9 @@ class RankProcesses {
 };
 
 std::string rank_label(int rank, const schedule::Schedule& sched) {
-  const int gpus = sched.num_ranks(), gpu = rank % gpus;
+  const int gpus = sched.num_ranks();
   std::vector<std::string> stages;
-  for (std::size_t s = 0; s < sched.stage_rank.size(); ++s) {
-    if (sched.stage_rank[s] == gpu) stages.push_back(std::to_string(s));
-  }
+  for (int s : sched.stages_of(rank % gpus)) stages.push_back(std::to_string(s));
   return "rank " + std::to_string(rank) + " (stage" + (stages.size() > 1 ? "s " : " ") +
          join(stages) + ", pipeline " + std::to_string(rank / gpus) + ")";
 }

@@ -147,14 +147,6 @@ std::string gpu_label(int pp_rank) {
 
 // ---- one rank ----
 
-std::vector<int> RankSpec::stages() const {
-  std::vector<int> out;
-  for (std::size_t s = 0; s < stage_rank.size(); ++s) {
-    if (stage_rank[s] == pp_rank) out.push_back(static_cast<int>(s));
-  }
-  return out;
-}
-
 RankSpec rank_spec(int rank, const schedule::Schedule& schedule, int num_pipelines,
                    const profile::Profile& profile, double blocking_power_w,
                    const client::OptimizerOptions& optimizer) {
@@ -164,6 +156,7 @@ RankSpec rank_spec(int rank, const schedule::Schedule& schedule, int num_pipelin
   spec.pipeline = rank / spec.num_ranks;
   spec.num_pipelines = num_pipelines;
   spec.stage_rank = schedule.stage_rank;
+  spec.stages = schedule.stages_of(spec.pp_rank);
   spec.instructions = schedule.ranks[static_cast<std::size_t>(spec.pp_rank)];
   spec.profile = profile;
   spec.blocking_power_w = blocking_power_w;
@@ -195,7 +188,7 @@ std::vector<RankLinks> make_links(const schedule::Schedule& schedule, int num_pi
 void run_rank(const RankSpec& spec, RankLinks& links) {
   const int S = static_cast<int>(spec.stage_rank.size());
   client::SimGpuOptions gpu_options;
-  gpu_options.stages = spec.stages();
+  gpu_options.stages = spec.stages;
   gpu_options.blocking_power_w = spec.blocking_power_w;
   gpu_options.counter = spec.counter;
   gpu_options.counter.seed += static_cast<std::uint64_t>(spec.rank());  // independent counters

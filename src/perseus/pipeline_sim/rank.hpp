@@ -45,6 +45,7 @@ struct RankSpec {
   int num_ranks = 1;  // GPUs per pipeline
   int num_pipelines = 1;
   std::vector<int> stage_rank;                      // pp_rank of each stage (the schedule's)
+  std::vector<int> stages;                          // the stages this GPU runs, ascending
   std::vector<schedule::Instruction> instructions;  // this GPU's order in one iteration
   profile::Profile profile;
   double blocking_power_w = 0.0;
@@ -53,8 +54,6 @@ struct RankSpec {
   client::OptimizerOptions optimizer;
 
   int rank() const { return pipeline * num_ranks + pp_rank; }
-  // The stages this GPU runs, ascending.
-  std::vector<int> stages() const;
 };
 
 // The spec of rank `rank` (pipeline rank / R, GPU rank % R, R the schedule's GPUs per pipeline)

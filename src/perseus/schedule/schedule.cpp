@@ -149,6 +149,14 @@ bool Schedule::one_stage_per_rank() const {
   return true;
 }
 
+std::vector<int> Schedule::stages_of(int rank) const {
+  std::vector<int> out;
+  for (int s = 0; s < num_stages; ++s) {
+    if (stage_rank[static_cast<std::size_t>(s)] == rank) out.push_back(s);
+  }
+  return out;
+}
+
 Schedule make_1f1b(int num_stages, int num_microbatches) {
   Schedule s = one_stage_per_rank_schedule("1f1b", num_stages, num_microbatches);
   for (int stage = 0; stage < num_stages; ++stage) {

@@ -50,6 +50,8 @@ struct Schedule {
   // Whether every rank holds exactly one stage, stage r on rank r (the classic schedules; the
   // ones Zeus's pair-list plan format and EnvPipe can describe).
   bool one_stage_per_rank() const;
+  // The stages rank `rank` holds, ascending.
+  std::vector<int> stages_of(int rank) const;
 };
 
 // Synchronous 1F1B: stage s runs min(S - s, M) warm-up forwards, alternates B/F, then drains.
