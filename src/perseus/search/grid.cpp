@@ -1,0 +1,111 @@
+// The Megatron-LM-style grid baseline of the parallelization search (search/search.hpp).
+#include <algorithm>
+#include <chrono>
+
+#include "perseus/search/searcher.hpp"
+#include "perseus/util/error.hpp"
+
+namespace perseus::search {
+
+using detail::pick_best;
+using detail::stage_count_limit;
+
+SearchResult run_grid(const Model& model, const Database& db, const SearchOptions& o) {
+  validate(o, model, db);
+  const auto start_time = std::chrono::steady_clock::now();
+  PerfOptions popt;
+  popt.memory_limit_mb = o.memory_limit_mb;
+  popt.gpus_per_node = o.gpus_per_node;
+  PerfModel pm(model, db, popt);
+  const int N = model.num_ops();
+  const int L = model.desc().num_layers;
+  const int total = o.num_gpus();
+  const int max_tp = o.max_tp > 0 ? o.max_tp : o.gpus_per_node;
+  std::vector<int> mbs_list =
+      o.micro_batch_sizes.empty() ? db.micro_batch_sizes() : o.micro_batch_sizes;
+  const auto& fam = model.desc().family;
+  if (!model.desc().segments.empty()) {
+    throw Error("grid search supports the standard gpt, t5 and resnet layouts only");
+  }
+  std::vector<StageCountResult> results;
+  for (int S = o.min_stages; S <= stage_count_limit(o, model); ++S) {
+    StageCountResult r;
+    r.num_stages = S;
+    // Operators per stage, as Megatron-LM splits layers.
+    std::vector<std::vector<int>> splits;
+    if (fam == ModelFamily::gpt && L % S == 0) {
+      std::vector<int> ops(static_cast<std::size_t>(S), (L / S) * 13);
+      ops.front() += 1;
+      ops.back() += N - 1 - 13 * L;
+      splits.push_back(ops);
+    } else if (fam == ModelFamily::t5) {
+      if (S == 1) {
+        splits.push_back({N});
+      } else {
+        for (int enc = 1; enc < S; ++enc) {
+          if (L % enc != 0 || L % (S - enc) != 0) continue;
+          std::vector<int> ops(static_cast<std::size_t>(enc), (L / enc) * 13);
+          ops.front() += 1;
+          ops.back() += 1;
+          for (int d = 0; d < S - enc; ++d) ops.push_back((L / (S - enc)) * 21);
+          ops[static_cast<std::size_t>(enc)] += 1;
+          ops.back() += N - (2 + 13 * L + 1 + 21 * L);
+          splits.push_back(ops);
+        }
+      }
+    } else if (fam == ModelFamily::resnet) {
+      std::vector<int> ops(static_cast<std::size_t>(S), (L / S) * 8);
+      ops.front() += 4;
+      ops.back() += 2 + (L - (L / S) * S) * 8;
+      int sum = 0;
+      for (int x : ops) sum += x;
+      if (sum == N) splits.push_back(ops);
+    }
+    bool have = false;
+    for (int tp = 1; tp <= max_tp; tp *= 2) {
+      if (total % (S * tp) != 0) continue;
+      const int dp = total / (S * tp);
+      for (int mbs : mbs_list) {
+        if (mbs > o.global_batch_size || mbs % dp != 0 ||
+            std::find(mbs_list.begin(), mbs_list.end(), mbs / dp) == mbs_list.end()) {
+          continue;
+        }
+        for (bool recompute : {true, false}) {
+          for (const auto& ops : splits) {
+            Config c;
+            c.model = model.desc();
+            c.global_batch_size = o.global_batch_size;
+            c.micro_batch_size = mbs;
+            for (int n : ops) {
+              c.stages.push_back(StageConfig::uniform(n, tp, dp));
+              if (recompute) c.stages.back().recompute.assign(static_cast<std::size_t>(n), 1);
+            }
+            if (recompute) {
+              c.stages.front().recompute.front() = 0;
+              c.stages.back().recompute.back() = 0;
+            }
+            PipelineCost cost = pm.evaluate(c);
+            ++r.configurations;
+            r.evaluations += S;
+            bool fits = true;
+            for (const auto& s : cost.stages) {
+              if (!s.legal() || !(s.memory_mb < o.memory_limit_mb)) fits = false;
+            }
+            if (fits && (!have || cost.iteration_ms < r.cost.iteration_ms)) {
+              r.config = c;
+              r.cost = cost;
+              r.found = true;
+              have = true;
+            }
+          }
+        }
+      }
+    }
+    r.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
+    results.push_back(std::move(r));
+  }
+  return pick_best(std::move(results));
+}
+
+}  // namespace perseus::search
