@@ -4,10 +4,10 @@
 #include <charconv>
 #include <cmath>
 #include <set>
-#include <tuple>
 
 #include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
+#include "perseus/util/text.hpp"
 
 namespace perseus::search {
 
@@ -21,23 +21,14 @@ constexpr const char* kOpColumns[9] = {"op_name",     "forward-compute", "backwa
                                        "input_size",  "output_size",     "weights",
                                        "activations", "fwd_reserved",    "bwd_reserved"};
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
 // One CSV line: its 1-based number and its trimmed fields.
 struct Row {
   long line = 0;
   std::vector<std::string_view> fields;
 };
 
-// The non-blank lines of a small unquoted CSV file. `text` must outlive the rows.
+// The non-blank lines of a small unquoted CSV file (split by the shared field splitter; "\r\n"
+// line ends as the reference writes them). `text` must outlive the rows.
 std::vector<Row> split_csv(const std::string& text) {
   std::vector<Row> rows;
   std::string_view rest(text);
@@ -47,16 +38,9 @@ std::vector<Row> split_csv(const std::string& text) {
     std::size_t end = rest.find('\n');
     std::string_view l = rest.substr(0, end);
     rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+    if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
     if (trim(l).empty()) continue;
-    Row row{line, {}};
-    std::size_t start = 0;
-    while (true) {
-      std::size_t comma = l.find(',', start);
-      row.fields.push_back(trim(l.substr(start, comma - start)));
-      if (comma == std::string_view::npos) break;
-      start = comma + 1;
-    }
-    rows.push_back(std::move(row));
+    rows.push_back({line, split_csv_fields(l)});
   }
   return rows;
 }
@@ -104,17 +88,6 @@ bool eat_int(std::string_view& s, int& out) {
   return true;
 }
 
-struct ProfileFile {
-  int mbs = 0, tp = 0, algo = 0;
-  fs::path path;
-};
-
-struct CollectiveFile {
-  Collective collective;
-  int num_gpus = 0;
-  fs::path path;
-};
-
 std::vector<double> read_bandwidth(const fs::path& path) {
   const std::string file = path.string();
   std::string text = read_file(path);
@@ -157,58 +130,10 @@ Database Database::load(const fs::path& dir, const std::string& prefix) {
   Database db;
   db.dir_ = dir;
   db.prefix_ = prefix;
-
   std::vector<ProfileFile> profile_files;
   std::vector<CollectiveFile> collective_files;
-  std::vector<fs::path> entries;
-  for (const auto& e : fs::directory_iterator(dir)) entries.push_back(e.path());
-  std::sort(entries.begin(), entries.end());
-  for (const auto& p : entries) {
-    const std::string name = p.filename().string();
-    std::string_view s(name);
-    ProfileFile pf;
-    pf.path = p;
-    if (eat(s, prefix) && eat(s, "_mbs") && eat_int(s, pf.mbs) && eat(s, "_tp") &&
-        eat_int(s, pf.tp) && eat(s, "_algo") && eat_int(s, pf.algo) && s == ".csv") {
-      if (pf.mbs <= 0 || pf.tp <= 0) {
-        throw Error(located(p.string(), 0, "", "microbatch size and tp degree must be positive"));
-      }
-      profile_files.push_back(pf);
-      continue;
-    }
-    s = name;
-    if (eat(s, "prim_") && eat(s, prefix) && eat(s, "_")) {
-      for (int c = 0; c < kNumCollectives; ++c) {
-        std::string_view t = s;
-        CollectiveFile cf{static_cast<Collective>(c), 0, p};
-        if (eat(t, kCollectiveNames[c]) && eat(t, "_") && eat_int(t, cf.num_gpus) &&
-            t == "gpus.csv" && cf.num_gpus > 0) {
-          collective_files.push_back(cf);
-          break;
-        }
-      }
-    }
-  }
-  if (profile_files.empty()) {
-    throw Error(located(dir.string(), 0, "",
-                        "no operator profiles " + prefix + "_mbs<M>_tp<T>_algo<A>.csv found"));
-  }
-
-  std::set<int> mbs_set, tp_set;
-  int max_algo = 0;
-  for (const auto& f : profile_files) {
-    mbs_set.insert(f.mbs);
-    tp_set.insert(f.tp);
-    max_algo = std::max(max_algo, f.algo);
-  }
-  db.mbs_.assign(mbs_set.begin(), mbs_set.end());
-  db.tps_.assign(tp_set.begin(), tp_set.end());
-  db.num_algos_ = max_algo + 1;
-  db.mbs_lookup_.assign(static_cast<std::size_t>(db.mbs_.back()) + 1, -1);
-  for (std::size_t i = 0; i < db.mbs_.size(); ++i) db.mbs_lookup_[db.mbs_[i]] = static_cast<int>(i);
-  db.tp_lookup_.assign(static_cast<std::size_t>(db.tps_.back()) + 1, -1);
-  for (std::size_t i = 0; i < db.tps_.size(); ++i) db.tp_lookup_[db.tps_[i]] = static_cast<int>(i);
-
+  db.scan(profile_files, collective_files);
+  db.index_sizes(profile_files);
   // The operator list comes from the smallest-microbatch tp1 algo0 file, as in the reference.
   const ProfileFile* base = nullptr;
   for (const auto& f : profile_files) {
@@ -219,109 +144,171 @@ Database Database::load(const fs::path& dir, const std::string& prefix) {
         located(dir.string(), 0, "",
                 "no " + prefix + "_mbs<M>_tp1_algo0.csv found (it defines the operator list)"));
   }
-  // Read the base file first so that its rows define the operator order.
-  std::vector<const ProfileFile*> order{base};
-  for (const auto& f : profile_files) {
-    if (&f != base) order.push_back(&f);
-  }
-  // Rows view the file texts, so the vector must never reallocate.
-  std::vector<std::tuple<const ProfileFile*, std::string, std::vector<Row>>> parsed;
-  parsed.reserve(order.size());
-  for (const ProfileFile* f : order) {
-    const std::string file = f->path.string();
-    std::string text = read_file(f->path);
-    parsed.emplace_back(f, std::move(text), std::vector<Row>{});
-    auto& rows = std::get<2>(parsed.back());
-    rows = split_csv(std::get<1>(parsed.back()));
-    if (rows.empty()) throw Error(located(file, 0, "", "empty file (expected a header line)"));
-    expect_columns(rows[0], 9, file,
-                   "op_name,forward-compute,backward-compute,input_size,output_size,weights,"
-                   "activations,fwd_reserved,bwd_reserved");
-    if (rows[0].fields[0] != "op_name") {
-      throw Error(located(file, rows[0].line, "", "header must start with 'op_name'"));
-    }
-    if (f == base) {
-      for (std::size_t r = 1; r < rows.size(); ++r) {
-        expect_columns(rows[r], 9, file, "one operator per line");
-        std::string name(rows[r].fields[0]);
-        if (name.empty()) throw Error(located(file, rows[r].line, "op_name", "empty name"));
-        if (!db.op_lookup_.emplace(name, static_cast<int>(db.op_names_.size())).second) {
-          throw Error(located(file, rows[r].line, "op_name", "duplicate operator '" + name + "'"));
-        }
-        db.op_names_.push_back(name);
-      }
-      if (db.op_names_.empty()) throw Error(located(file, 0, "", "no operators listed"));
-      std::size_t n = db.op_names_.size() * db.mbs_.size() * db.tps_.size() *
-                      static_cast<std::size_t>(db.num_algos_);
-      db.profiles_.assign(n, OpProfile{});
-      db.present_.assign(n, 0);
-    }
-  }
-  for (auto& [f, text, rows] : parsed) {
-    const std::string file = f->path.string();
-    int m = db.mbs_index(f->mbs), t = db.tp_index(f->tp);
-    std::vector<bool> seen(db.op_names_.size(), false);
-    for (std::size_t r = 1; r < rows.size(); ++r) {
-      const Row& row = rows[r];
-      expect_columns(row, 9, file, "one operator per line");
-      std::string name(row.fields[0]);
-      int op = db.op_index(name);
-      if (op < 0) {
-        throw Error(located(
-            file, row.line, "op_name",
-            "unknown operator '" + name + "' (not in " + base->path.filename().string() + ")"));
-      }
-      if (seen[static_cast<std::size_t>(op)]) {
-        throw Error(located(file, row.line, "op_name", "duplicate operator '" + name + "'"));
-      }
-      seen[static_cast<std::size_t>(op)] = true;
-      double v[8];
-      for (int c = 0; c < 8; ++c)
-        v[c] = parse_number(row.fields[c + 1], file, row.line, kOpColumns[c + 1]);
-      std::size_t k = db.slot(op, m, t, f->algo);
-      db.profiles_[k] = OpProfile{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
-      db.present_[k] = 1;
-    }
-  }
+  db.read_operator_list(*base);
+  for (const auto& f : profile_files) db.read_profiles(f, *base);
+  for (const auto& f : collective_files) db.read_collective(f);
+  db.read_bandwidths();
+  return db;
+}
 
-  for (const auto& cf : collective_files) {
-    const std::string file = cf.path.string();
-    std::string text = read_file(cf.path);
-    auto rows = split_csv(text);
-    if (rows.empty()) throw Error(located(file, 0, "", "empty file (expected a header line)"));
-    expect_columns(rows[0], 2, file, "data_size(MB),time(ms)");
-    CollectiveTable table{cf.collective, cf.num_gpus, {}};
-    for (std::size_t r = 1; r < rows.size(); ++r) {
-      const Row& row = rows[r];
-      expect_columns(row, 2, file, "data_size(MB),time(ms)");
-      long long size = 0;
-      std::string_view s = row.fields[0];
-      auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), size);
-      if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || size < 0) {
-        throw Error(located(file, row.line, "data_size(MB)",
-                            "bad size '" + std::string(s) + "' (expected a whole number of MB)"));
+// ---- Loading, step by step ----
+
+void Database::scan(std::vector<ProfileFile>& profiles,
+                    std::vector<CollectiveFile>& collectives) const {
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::directory_iterator(dir_)) entries.push_back(e.path());
+  std::sort(entries.begin(), entries.end());
+  for (const auto& p : entries) {
+    const std::string name = p.filename().string();
+    std::string_view s(name);
+    ProfileFile pf{0, 0, 0, p};
+    if (eat(s, prefix_) && eat(s, "_mbs") && eat_int(s, pf.mbs) && eat(s, "_tp") &&
+        eat_int(s, pf.tp) && eat(s, "_algo") && eat_int(s, pf.algo) && s == ".csv") {
+      if (pf.mbs <= 0 || pf.tp <= 0) {
+        throw Error(located(p.string(), 0, "", "microbatch size and tp degree must be positive"));
       }
-      double ms = parse_number(row.fields[1], file, row.line, "time(ms)");
-      if (!table.ms_by_mb.emplace(size, ms).second) {
-        throw Error(located(file, row.line, "data_size(MB)", "duplicate size " + std::string(s)));
+      profiles.push_back(pf);
+      continue;
+    }
+    s = name;
+    if (!(eat(s, "prim_") && eat(s, prefix_) && eat(s, "_"))) continue;
+    for (int c = 0; c < kNumCollectives; ++c) {
+      std::string_view t = s;
+      CollectiveFile cf{static_cast<Collective>(c), 0, p};
+      if (eat(t, kCollectiveNames[c]) && eat(t, "_") && eat_int(t, cf.num_gpus) &&
+          t == "gpus.csv" && cf.num_gpus > 0) {
+        collectives.push_back(cf);
+        break;
       }
     }
-    db.collectives_.push_back(std::move(table));
   }
+  if (profiles.empty()) {
+    throw Error(located(dir_.string(), 0, "",
+                        "no operator profiles " + prefix_ + "_mbs<M>_tp<T>_algo<A>.csv found"));
+  }
+}
 
-  const fs::path intra = dir / "p2p_intra_node.csv";
+void Database::index_sizes(const std::vector<ProfileFile>& files) {
+  std::set<int> mbs_set, tp_set;
+  int max_algo = 0;
+  for (const auto& f : files) {
+    mbs_set.insert(f.mbs);
+    tp_set.insert(f.tp);
+    max_algo = std::max(max_algo, f.algo);
+  }
+  mbs_.assign(mbs_set.begin(), mbs_set.end());
+  tps_.assign(tp_set.begin(), tp_set.end());
+  num_algos_ = max_algo + 1;
+  mbs_lookup_.assign(static_cast<std::size_t>(mbs_.back()) + 1, -1);
+  for (std::size_t i = 0; i < mbs_.size(); ++i) mbs_lookup_[mbs_[i]] = static_cast<int>(i);
+  tp_lookup_.assign(static_cast<std::size_t>(tps_.back()) + 1, -1);
+  for (std::size_t i = 0; i < tps_.size(); ++i) tp_lookup_[tps_[i]] = static_cast<int>(i);
+  loaded_.assign(mbs_.size() * tps_.size() * static_cast<std::size_t>(num_algos_), 0);
+}
+
+namespace {
+
+// The rows of one operator profile file after its checked header.
+std::vector<Row> profile_rows(const std::string& file, const std::string& text) {
+  std::vector<Row> rows = split_csv(text);
+  if (rows.empty()) throw Error(located(file, 0, "", "empty file (expected a header line)"));
+  expect_columns(rows[0], 9, file,
+                 "op_name,forward-compute,backward-compute,input_size,output_size,weights,"
+                 "activations,fwd_reserved,bwd_reserved");
+  if (rows[0].fields[0] != "op_name") {
+    throw Error(located(file, rows[0].line, "", "header must start with 'op_name'"));
+  }
+  rows.erase(rows.begin());
+  for (const Row& row : rows) expect_columns(row, 9, file, "one operator per line");
+  return rows;
+}
+
+}  // namespace
+
+void Database::read_operator_list(const ProfileFile& base) {
+  const std::string file = base.path.string();
+  const std::string text = read_file(base.path);
+  for (const Row& row : profile_rows(file, text)) {
+    std::string name(row.fields[0]);
+    if (name.empty()) throw Error(located(file, row.line, "op_name", "empty name"));
+    if (!op_lookup_.emplace(name, static_cast<int>(op_names_.size())).second) {
+      throw Error(located(file, row.line, "op_name", "duplicate operator '" + name + "'"));
+    }
+    op_names_.push_back(name);
+  }
+  if (op_names_.empty()) throw Error(located(file, 0, "", "no operators listed"));
+  const std::size_t n = op_names_.size() * loaded_.size();
+  profiles_.assign(n, OpProfile{});
+  present_.assign(n, 0);
+}
+
+void Database::read_profiles(const ProfileFile& f, const ProfileFile& base) {
+  const std::string file = f.path.string();
+  const std::string text = read_file(f.path);
+  const int m = mbs_index(f.mbs), t = tp_index(f.tp);
+  std::vector<bool> seen(op_names_.size(), false);
+  for (const Row& row : profile_rows(file, text)) {
+    std::string name(row.fields[0]);
+    int op = op_index(name);
+    if (op < 0) {
+      throw Error(located(
+          file, row.line, "op_name",
+          "unknown operator '" + name + "' (not in " + base.path.filename().string() + ")"));
+    }
+    if (seen[static_cast<std::size_t>(op)]) {
+      throw Error(located(file, row.line, "op_name", "duplicate operator '" + name + "'"));
+    }
+    seen[static_cast<std::size_t>(op)] = true;
+    double v[8];
+    for (int c = 0; c < 8; ++c) {
+      v[c] = parse_number(row.fields[c + 1], file, row.line, kOpColumns[c + 1]);
+    }
+    std::size_t k = slot(op, m, t, f.algo);
+    profiles_[k] = OpProfile{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+    present_[k] = 1;
+  }
+  loaded_[slot(0, m, t, f.algo)] = 1;
+}
+
+void Database::read_collective(const CollectiveFile& f) {
+  const std::string file = f.path.string();
+  std::string text = read_file(f.path);
+  auto rows = split_csv(text);
+  if (rows.empty()) throw Error(located(file, 0, "", "empty file (expected a header line)"));
+  expect_columns(rows[0], 2, file, "data_size(MB),time(ms)");
+  CollectiveTable table{f.collective, f.num_gpus, {}};
+  for (std::size_t r = 1; r < rows.size(); ++r) {
+    const Row& row = rows[r];
+    expect_columns(row, 2, file, "data_size(MB),time(ms)");
+    long long size = 0;
+    std::string_view s = row.fields[0];
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), size);
+    if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || size < 0) {
+      throw Error(located(file, row.line, "data_size(MB)",
+                          "bad size '" + std::string(s) + "' (expected a whole number of MB)"));
+    }
+    double ms = parse_number(row.fields[1], file, row.line, "time(ms)");
+    if (!table.ms_by_mb.emplace(size, ms).second) {
+      throw Error(located(file, row.line, "data_size(MB)", "duplicate size " + std::string(s)));
+    }
+  }
+  collectives_.push_back(std::move(table));
+}
+
+void Database::read_bandwidths() {
+  const fs::path intra = dir_ / "p2p_intra_node.csv";
   if (!fs::exists(intra)) {
     throw Error(located(intra.string(), 0, "", "point-to-point bandwidth table not found"));
   }
-  db.intra_gbps_ = read_bandwidth(intra);
-  const fs::path inter = dir / "p2p_inter_node.csv";
-  if (fs::exists(inter)) {
-    db.inter_gbps_ = read_bandwidth(inter);
-    db.has_inter_ = true;
-  } else {
-    db.inter_gbps_ = db.intra_gbps_;
-  }
-  return db;
+  intra_gbps_ = read_bandwidth(intra);
+  const fs::path inter = dir_ / "p2p_inter_node.csv";
+  has_inter_ = fs::exists(inter);
+  inter_gbps_ = has_inter_ ? read_bandwidth(inter) : intra_gbps_;
+}
+
+bool Database::profiled(int mbs, int tp, int algo) const {
+  const int m = mbs_index(mbs), t = tp_index(tp);
+  return m >= 0 && t >= 0 && algo >= 0 && algo < num_algos_ && loaded_[slot(0, m, t, algo)] != 0;
 }
 
 int Database::op_index(std::string_view name) const {

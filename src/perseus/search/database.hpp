@@ -76,8 +76,30 @@ class Database {
   // 1 MB, clamped at the first column; the last column beyond the table); 0 MB costs nothing.
   double p2p_us(double size_mb, bool inter_node) const;
   bool has_inter_node_table() const { return has_inter_; }
+  // Whether `<prefix>_mbs<mbs>_tp<tp>_algo<algo>.csv` was loaded.
+  bool profiled(int mbs, int tp, int algo) const;
 
  private:
+  struct ProfileFile {
+    int mbs = 0, tp = 0, algo = 0;
+    std::filesystem::path path;
+  };
+  struct CollectiveFile {
+    Collective collective = Collective::all_gather;
+    int num_gpus = 0;
+    std::filesystem::path path;
+  };
+  // Sorts the directory's files into operator profiles and collective tables.
+  void scan(std::vector<ProfileFile>& profiles, std::vector<CollectiveFile>& collectives) const;
+  // The profiled microbatch sizes, tp degrees and algorithm variants, and their lookups.
+  void index_sizes(const std::vector<ProfileFile>& files);
+  // The operator list (one layer template): the names of `base`, in order.
+  void read_operator_list(const ProfileFile& base);
+  void read_profiles(const ProfileFile& f, const ProfileFile& base);
+  void read_collective(const CollectiveFile& f);
+  // p2p_intra_node.csv (required) and p2p_inter_node.csv (optional).
+  void read_bandwidths();
+
   std::size_t slot(int op, int m, int t, int a) const {
     return ((static_cast<std::size_t>(op) * mbs_.size() + static_cast<std::size_t>(m)) *
                 tps_.size() +
@@ -100,6 +122,7 @@ class Database {
   int num_algos_ = 0;
   std::vector<OpProfile> profiles_;
   std::vector<std::uint8_t> present_;
+  std::vector<std::uint8_t> loaded_;  // per (mbs, tp, algo) (slot of operator 0): file read
   std::vector<CollectiveTable> collectives_;
   std::vector<double> intra_gbps_, inter_gbps_;
   bool has_inter_ = false;
