@@ -146,6 +146,8 @@ Inputs load_inputs(SearchArgs& a) {
 // Prints one line per stage count and writes the configurations and tables under --out.
 void report(const SearchArgs& a, const search::SearchResult& r, const std::string& kind) {
   namespace fs = std::filesystem;
+  for (const auto& notice : r.notices)
+    std::fprintf(stderr, "perseus: notice: %s\n", notice.c_str());
   if (!a.out.empty()) ensure_writable_dir(a.out);
   if (!a.quiet) {
     std::printf("%-7s %16s %14s %12s %12s %10s %9s\n", "stages", "iteration (ms)", "samples/s",

@@ -71,9 +71,33 @@ sed 's/"micro_batch_size": 1/"micro_batch_size": 16/' \
   "$data/golden/run_gpt_small/gpt_1_3B_4stages.json" > "$tmp/mbs16.json"
 expect_error "no profile for mbs 16" search evaluate --database "$data/miniset" \
   --config "$tmp/mbs16.json"
-expect_error "--micro-batch-sizes: 3 was not profiled" search --database "$data/miniset" \
+expect_error "--micro-batch-sizes: none of 3,5 was profiled" search --database "$data/miniset" \
   --num-layers 24 --gpus-per-node 4 --global-batch-size 512 --memory-limit 12000 --model gpt \
-  --model-size 1_3B --micro-batch-sizes 1,3
+  --model-size 1_3B --micro-batch-sizes 3,5
+
+# A listed microbatch size the database lacks for one tp degree (8 at tp 2), and one it lacks
+# entirely (3): the search goes on without them and names what it skipped, once each.
+mkdir "$tmp/db8"
+cp "$data/miniset/"{gpt_1_3B_*,prim_gpt_1_3B_*,p2p_*} "$tmp/db8/"
+rm "$tmp/db8/gpt_1_3B_mbs8_tp2_algo"*.csv
+"$perseus" search --database "$tmp/db8" --num-layers 24 --gpus-per-node 4 \
+  --global-batch-size 512 --memory-limit 12000 --model gpt --model-size 1_3B \
+  --micro-batch-sizes 1,2,4,8,3 --out "$tmp/out8" > "$tmp/stdout" 2> "$tmp/stderr" ||
+  fail "search with a partly profiled microbatch size failed: $(cat "$tmp/stderr")"
+grep -q '^best: ' "$tmp/stdout" || fail "partly profiled: no best line"
+[[ $(wc -l < "$tmp/stderr") -eq 2 ]] || fail "partly profiled: not two notices: $(cat "$tmp/stderr")"
+grep -qF "notice: --micro-batch-sizes: 8 has no profile for tp 2 algo 0,1 in $tmp/db8" \
+  "$tmp/stderr" || fail "partly profiled: no notice for 8: $(cat "$tmp/stderr")"
+grep -qF "notice: --micro-batch-sizes: 3 was not profiled in $tmp/db8" "$tmp/stderr" ||
+  fail "partly profiled: no notice for 3: $(cat "$tmp/stderr")"
+/usr/bin/python3 - "$tmp/out8/best.json" <<'PY' || fail "partly profiled: best.json uses a skipped profile"
+import json, sys
+c = json.load(open(sys.argv[1]))
+for tps, dps in zip(c["model_parallel_size_of_each_op"], c["data_parallel_size_of_each_op"]):
+    for tp, dp in zip(tps, dps):
+        share = c["micro_batch_size"] // dp
+        assert share in (1, 2, 4, 8) and not (share == 8 and tp == 2), (share, tp)
+PY
 expect_error "no configuration fits the memory limit of 100 MB" search grid --database \
   "$data/miniset" --num-layers 24 --gpus-per-node 4 --global-batch-size 512 --memory-limit 100 \
   --model gpt --model-size 1_3B --quiet

@@ -11,7 +11,7 @@ using detail::pick_best;
 using detail::stage_count_limit;
 
 SearchResult run_grid(const Model& model, const Database& db, const SearchOptions& o) {
-  validate(o, model, db);
+  std::vector<std::string> notices = validate(o, model, db);
   const auto start_time = std::chrono::steady_clock::now();
   PerfOptions popt;
   popt.memory_limit_mb = o.memory_limit_mb;
@@ -105,7 +105,9 @@ SearchResult run_grid(const Model& model, const Database& db, const SearchOption
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
     results.push_back(std::move(r));
   }
-  return pick_best(std::move(results));
+  SearchResult out = pick_best(std::move(results));
+  out.notices = std::move(notices);
+  return out;
 }
 
 }  // namespace perseus::search

@@ -14,7 +14,26 @@ using detail::pick_best;
 using detail::power_of_two;
 using detail::stage_count_limit;
 
-void validate(const SearchOptions& o, const Model& model, const Database& db) {
+namespace {
+
+// "tp 2 algo 0,1; tp 4 algo 1": the (tp, algo) pairs the database profiles for some microbatch
+// size but not for `mbs`.
+std::string missing_shapes(const Database& db, int mbs) {
+  std::string out;
+  for (int tp : db.tp_sizes()) {
+    std::string algos;
+    for (int a = 0; a < db.num_algos(); ++a) {
+      if (!db.profiled(mbs, tp, a)) algos += (algos.empty() ? "" : ",") + std::to_string(a);
+    }
+    if (algos.empty()) continue;
+    out += (out.empty() ? "tp " : "; tp ") + std::to_string(tp) + " algo " + algos;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> validate(const SearchOptions& o, const Model& model, const Database& db) {
   if (o.num_nodes <= 0) throw Error("--nodes must be positive");
   if (o.gpus_per_node <= 0) throw Error("--gpus-per-node must be positive");
   if (o.global_batch_size <= 0) throw Error("--global-batch-size must be positive");
@@ -36,16 +55,31 @@ void validate(const SearchOptions& o, const Model& model, const Database& db) {
   if (o.max_hops < 0) throw Error("--max-hops must be >= 0");
   if (o.max_evaluations < 0) throw Error("--max-evaluations must be >= 0");
   if (o.threads < 0) throw Error("--threads must be >= 0");
+  std::vector<std::string> notices;
+  std::string listed;
+  bool any = o.micro_batch_sizes.empty();
   for (int mbs : o.micro_batch_sizes) {
+    listed += (listed.empty() ? "" : ",") + std::to_string(mbs);
+    const std::string what = "--micro-batch-sizes: " + std::to_string(mbs);
+    const std::string skipped = "; configurations that need it are skipped";
     if (db.mbs_index(mbs) < 0) {
-      throw Error("--micro-batch-sizes: " + std::to_string(mbs) + " was not profiled in " +
-                  db.dir().string());
+      notices.push_back(what + " was not profiled in " + db.dir().string() + skipped);
+      continue;
+    }
+    any = true;
+    if (std::string gaps = missing_shapes(db, mbs); !gaps.empty()) {
+      notices.push_back(what + " has no profile for " + gaps + " in " + db.dir().string() +
+                        skipped);
     }
   }
+  if (!any) {
+    throw Error("--micro-batch-sizes: none of " + listed + " was profiled in " + db.dir().string());
+  }
+  return notices;
 }
 
 SearchResult run_search(const Model& model, const Database& db, const SearchOptions& o) {
-  validate(o, model, db);
+  std::vector<std::string> notices = validate(o, model, db);
   const int lo = o.min_stages, hi = stage_count_limit(o, model);
   const int count = std::max(0, hi - lo + 1);
   std::vector<StageCountResult> results(static_cast<std::size_t>(count));
@@ -63,7 +97,9 @@ SearchResult run_search(const Model& model, const Database& db, const SearchOpti
   for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
   worker();
   for (auto& t : pool) t.join();
-  return pick_best(std::move(results));
+  SearchResult out = pick_best(std::move(results));
+  out.notices = std::move(notices);
+  return out;
 }
 
 }  // namespace perseus::search

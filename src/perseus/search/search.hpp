@@ -10,6 +10,7 @@
 // one tp/dp for all, full or no recomputation, every microbatch size.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "perseus/search/config.hpp"
@@ -47,13 +48,19 @@ struct StageCountResult {
 struct SearchResult {
   std::vector<StageCountResult> per_stage_count;  // ascending stage count
   int best = -1;                                  // index of the fastest found, -1 when none fits
+  // One line per listed microbatch size the database lacks (for some or every tp/algo): the
+  // configurations that need it were skipped.
+  std::vector<std::string> notices;
   const StageCountResult* best_result() const {
     return best < 0 ? nullptr : &per_stage_count[static_cast<std::size_t>(best)];
   }
 };
 
-// Checks the options against the cluster and database (Error naming the option).
-void validate(const SearchOptions& o, const Model& model, const Database& db);
+// Checks the options against the cluster and database (Error naming the option). Listed
+// microbatch sizes the database lacks, wholly or for some (tp, algo), are not errors (the
+// configurations that need them are illegal): one notice each is returned; none profiled at all
+// is an Error.
+std::vector<std::string> validate(const SearchOptions& o, const Model& model, const Database& db);
 
 SearchResult run_search(const Model& model, const Database& db, const SearchOptions& o);
 

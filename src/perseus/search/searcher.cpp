@@ -124,7 +124,8 @@ std::vector<Shape> Searcher::shapes_for(int gpus, int mbs) const {
   for (int tp = 1; tp <= gpus && tp <= max_tp_; tp *= 2) {
     if (gpus % tp != 0 || db_.tp_index(tp) < 0) continue;
     const int dp = gpus / tp;
-    if (mbs % dp != 0 || db_.mbs_index(mbs / dp) < 0) continue;
+    // The per-GPU share must be a listed size, as the reference requires.
+    if (mbs % dp != 0 || !listed(mbs / dp) || db_.mbs_index(mbs / dp) < 0) continue;
     for (int a = 0; a < db_.num_algos(); ++a) out.push_back({gpus, tp, dp, a});
   }
   return out;

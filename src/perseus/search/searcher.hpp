@@ -3,6 +3,7 @@
 // searcher_moves.cpp (stage boundaries and the neighbour primitives) and grid.cpp.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -91,6 +92,7 @@ class Searcher {
   }
 
   bool exhausted() const { return evaluations_ >= budget_; }
+  bool listed(int mbs) const { return std::binary_search(mbs_.begin(), mbs_.end(), mbs); }
 
   std::vector<std::pair<bool, bool>> cross_flags(const std::vector<Shape>& shapes) const {
     std::vector<std::pair<bool, bool>> out;
@@ -151,7 +153,7 @@ class Searcher {
   long long budget_ = 0, evaluations_ = 0, configurations_ = 0;
   int max_tp_ = 1;
   std::vector<Plan> finalists_;
-  std::vector<int> mbs_;
+  std::vector<int> mbs_;  // the listed microbatch sizes, ascending
   std::vector<std::uint8_t> rc_;
   std::map<int, std::vector<int>> constants_;
   std::unordered_map<std::pair<std::uint64_t, std::uint64_t>, Entry, KeyHash> cache_;
