@@ -164,9 +164,19 @@ TEST(SearchOptionsCheck, BadOptionsAreNamed) {
   EXPECT_CONTAINS(bad([](SearchOptions& o) { o.global_batch_size = 0; }), "--global-batch-size");
   EXPECT_CONTAINS(bad([](SearchOptions& o) { o.gpus_per_node = 0; }), "--gpus-per-node");
   EXPECT_CONTAINS(bad([](SearchOptions& o) { o.micro_batch_sizes = {3}; }),
-                  "--micro-batch-sizes: 3 was not profiled");
+                  "--micro-batch-sizes: none of 3 was profiled");
   EXPECT_CONTAINS(bad([](SearchOptions& o) { o.max_tp = 3; }), "--max-tp");
   EXPECT_CONTAINS(bad([](SearchOptions& o) { o.min_stages = 9; }), "--min-stages 9 exceeds");
+}
+
+TEST(SearchOptionsCheck, UnprofiledListedSizeIsANoticeNotAnError) {
+  REQUIRE_MINISET();
+  Inputs s = setup("gpt", "1_3B");
+  s.options.micro_batch_sizes = {1, 2, 4, 8, 3};
+  SearchResult r = run_search(s.model, s.db, s.options);
+  ASSERT_NE(r.best_result(), nullptr);
+  ASSERT_EQ(r.notices.size(), 1u);
+  EXPECT_CONTAINS(r.notices[0], "--micro-batch-sizes: 3 was not profiled");
 }
 
 }  // namespace
