@@ -39,9 +39,11 @@ grep -q '^iteration time: 73654.74 ms' "$tmp/stdout" || fail "megatron config: $
 # search: at least as fast as the reference; its tables re-evaluate identically.
 common=(--database "$data/miniset" --num-layers 24 --gpus-per-node 4 --global-batch-size 512
   --micro-batch-sizes 1,2,4,8 --memory-limit 12000)
-check_search() {  # name size reference_ms
+check_search() {  # name size reference_ms [search arguments, default the common ones]
   local name=$1 size=$2 reference=$3
-  "$perseus" search "${common[@]}" --model "$name" --model-size "$size" --out "$tmp/$name" \
+  shift 3
+  (($#)) || set -- "${common[@]}"
+  "$perseus" search "$@" --model "$name" --model-size "$size" --out "$tmp/$name" \
     > "$tmp/$name.txt"
   local best
   best=$(awk '/^best:/ {print $4}' "$tmp/$name.txt")
@@ -58,6 +60,19 @@ check_search() {  # name size reference_ms
 }
 check_search gpt 1_3B 58760.92
 check_search t5 770M 33659.50
+# Wide-ResNet 1B: per-operator parallelism inside a stage beats the reference's best (2 stages),
+# and every per-GPU microbatch is a listed size (the reference's rule).
+check_search resnet 1B 17672.05 --database "$data/miniset" --num-layers 16 --gpus-per-node 4 \
+  --global-batch-size 768 --micro-batch-sizes 16,32,48,64 --memory-limit 12000
+/usr/bin/python3 - "$tmp/resnet/best.json" <<'PY' || fail "resnet: best.json breaks the rules"
+import json, sys
+c = json.load(open(sys.argv[1]))
+per_op = list(zip(c["model_parallel_size_of_each_op"], c["data_parallel_size_of_each_op"]))
+for tps, dps in per_op:
+    assert all(c["micro_batch_size"] // dp in (16, 32, 48, 64) for dp in dps), dps
+# At least one stage mixes parallel degrees across its operators.
+assert any(len(set(zip(tps, dps))) > 1 for tps, dps in per_op), "no per-operator parallelism"
+PY
 
 "$perseus" search grid "${common[@]}" --model gpt --model-size 1_3B > "$tmp/grid.txt"
 grep -q '^best: 4 stages, 73654.74 ms' "$tmp/grid.txt" || fail "grid: $(cat "$tmp/grid.txt")"

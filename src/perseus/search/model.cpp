@@ -41,6 +41,29 @@ std::vector<std::string> never_recomputed(ModelFamily f) {
   return {};
 }
 
+// Operators whose tensor-parallel degree can be tuned on their own (the reference's
+// get_tunable_op_list): the embedding and the linear layers, ResNet's convolutions.
+bool tunable(ModelFamily f, const std::string& name) {
+  static const std::vector<std::string> gpt = {"encoder-embedding", "enc-attention-qkv",
+                                               "enc-attention-dense", "enc-MLP-GEMM-1",
+                                               "enc-MLP-GEMM-2"};
+  static const std::vector<std::string> t5_decoder = {
+      "dec-attention-qkv-1",   "dec-attention-dense-1", "dec-attention-qkv-2",
+      "dec-attention-dense-2", "dec-MLP-GEMM-1",        "dec-MLP-GEMM-2"};
+  auto in = [&](const std::vector<std::string>& names) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  switch (f) {
+    case ModelFamily::gpt:
+      return in(gpt);
+    case ModelFamily::t5:
+      return in(gpt) || in(t5_decoder);
+    case ModelFamily::resnet:
+      return contains(name, "conv") || contains(name, "downsample");
+  }
+  return false;
+}
+
 SpecKind spec_of(const std::string& n) {
   if (n == "encoder-embedding") return SpecKind::embedding;
   if (n == "enc-1st-layernorm" || n == "enc-2nd-layernorm") return SpecKind::layernorm;
@@ -279,6 +302,7 @@ Model Model::build(const ModelDesc& desc, const Database& db) {
                              contains(name, "-relu") ||
                              std::find(excluded.begin(), excluded.end(), name) != excluded.end();
     t.spec = spec_of(name);
+    t.tunable = tunable(desc.family, name);
     m.traits_.push_back(t);
   }
   return m;

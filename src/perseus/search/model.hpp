@@ -72,6 +72,7 @@ struct OpTraits {
   bool activation_shared = false;     // softmax, bn1, -bn3, -downsample: activations count 0
   bool layer_start = false;           // enc-1st-layernorm / -conv1: starts a layer
   bool never_recompute_head = false;  // never chosen to start a recompute group
+  bool tunable = false;               // its tp/dp/algo may differ from its neighbours'
   SpecKind spec = SpecKind::none;
 };
 

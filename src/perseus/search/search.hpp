@@ -32,6 +32,9 @@ struct SearchOptions {
   int max_hops = 7;               // search depth without improvement
   long long max_evaluations = 0;  // stage evaluations per stage count; 0: 2,000,000
   int threads = 0;                // 0: one per stage count, at most the hardware's
+  // Rounds of per-operator fine-tuning (finetune.hpp) of every stage of each stage count's
+  // finalists; the reference's --finetune-after-trial.
+  int finetune_rounds = 1;
   int num_gpus() const { return num_nodes * gpus_per_node; }
 };
 

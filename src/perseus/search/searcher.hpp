@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "perseus/search/finetune.hpp"
 #include "perseus/search/search.hpp"
 
 namespace perseus::search::detail {
@@ -18,6 +19,12 @@ namespace perseus::search::detail {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr long long kDefaultEvaluations = 2000000;
 constexpr double kRebalanceTolerance = 1e-6;  // relative, on the bottleneck stage time
+constexpr int kTunedBoundaryMisses = 4;       // steps past the last improving boundary move
+constexpr int kTunedBoundaryPasses = 4;
+constexpr std::size_t kTunedFinalists = 2;  // the fastest finalists are fine-tuned
+// Operator evaluations per stage count after which fine-tuning tries no other starting shapes
+// and no more boundary moves (every finalist's stages are still tuned from their own shapes).
+constexpr long long kTuneWork = 4000000;
 constexpr int kPolishOps = 20000;  // finalists polished: min(4, kPolishOps / operators), >= 1
 
 inline bool power_of_two(int x) {
@@ -142,6 +149,17 @@ class Searcher {
   // Neighbours of `p` by the primitives applied to its bottleneck stage.
   std::vector<Plan> neighbours(const Plan& p);
 
+  // Per-operator fine-tuning (finetune.hpp) of every stage of each finalist, then, on the
+  // fastest, of the two stages beside each move of the bottleneck's boundaries; keeps the
+  // fastest in `r`.
+  void finetune_finalists(const std::vector<Plan>& finalists, StageCountResult& r);
+  // Tunes stage `i` of `c` from its own shape and (always, or when that does not fit) from every
+  // other legal shape of its GPUs while the tuning budget lasts, keeping the fastest that fits;
+  // p.shapes[i] becomes the shape it started from.
+  void tune_from_every_shape(Plan& p, Config& c, int i, const FinetuneLimits& limits, bool always);
+  // Up to finetune_rounds rounds over `stages` of `c`, until a round improves none.
+  void tune_stages(Config& c, const std::vector<int>& stages, const FinetuneLimits& limits) const;
+
   // The balanced starting GPU allocation (powers of two, doubled round-robin), if legal.
   std::vector<int> initial_allocation() const;
 
@@ -151,6 +169,7 @@ class Searcher {
   PerfModel pm_;
   const int S_, N_;
   long long budget_ = 0, evaluations_ = 0, configurations_ = 0;
+  long long tune_work_ = 0;  // operator evaluations of the fine-tuning (finetune_finalists)
   int max_tp_ = 1;
   std::vector<Plan> finalists_;
   std::vector<int> mbs_;  // the listed microbatch sizes, ascending
