@@ -93,6 +93,7 @@ struct SearchArgs {
   std::string database, model_file, model = "gpt", model_size, out;
   int num_layers = 0;
   std::string micro_batch_sizes;  // comma separated
+  std::string sort_metric = "max_stage_time";
   search::SearchOptions options;
   bool quiet = false;
   SearchArgs() { options.gpus_per_node = 0; }
@@ -134,6 +135,12 @@ Inputs load_inputs(SearchArgs& a) {
     if (a.model_size.empty()) throw Error("--model-size (or --model-file) is required");
     if (a.num_layers <= 0) throw Error("--num-layers (or --model-file) is required");
     desc = search::make_model_desc(a.model, a.model_size, a.num_layers);
+  }
+  if (a.sort_metric == "total_gpu_time") {
+    a.options.sort_metric = search::SortMetric::total_gpu_time;
+  } else if (a.sort_metric != "max_stage_time") {
+    throw Error("--sort-metric must be max_stage_time or total_gpu_time, got '" + a.sort_metric +
+                "'");
   }
   if (!a.micro_batch_sizes.empty()) {
     a.options.micro_batch_sizes = parse_int_list(a.micro_batch_sizes, "--micro-batch-sizes");
@@ -233,6 +240,18 @@ void add_search_options(CLI::App* c, const std::shared_ptr<SearchArgs>& a, bool 
                   "Stage evaluations per stage count (default: 2000000)");
     c->add_option("--threads", a->options.threads,
                   "Stage counts searched in parallel (default: hardware threads)");
+    c->add_option("--finetune-after-trial", a->options.finetune_rounds,
+                  "Rounds of per-operator fine-tuning (tp/dp/algo per operator inside a stage) "
+                  "of each stage count's best configurations; 0 keeps one setting per stage")
+        ->capture_default_str();
+    c->add_option("--sort-metric", a->sort_metric,
+                  "How the walk ranks neighbours when none is faster: max_stage_time or "
+                  "total_gpu_time (stage time x GPUs, summed)")
+        ->capture_default_str();
+    c->add_option("--peak-mem-in-backward", a->options.peak_mem_in_backward_mb,
+                  "MB of headroom recomputation keeps below --memory-limit for the backward "
+                  "pass's peak")
+        ->capture_default_str();
   }
   c->add_option("--out-dir,--out", a->out,
                 "Directory for the configuration JSON and per-stage table of each stage count");

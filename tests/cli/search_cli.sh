@@ -90,6 +90,16 @@ expect_error "--micro-batch-sizes: none of 3,5 was profiled" search --database "
   --num-layers 24 --gpus-per-node 4 --global-batch-size 512 --memory-limit 12000 --model gpt \
   --model-size 1_3B --micro-batch-sizes 3,5
 
+expect_error "--sort-metric must be max_stage_time or total_gpu_time, got 'speed'" search \
+  --database "$data/miniset" --num-layers 24 --gpus-per-node 4 --global-batch-size 512 \
+  --memory-limit 12000 --model gpt --model-size 1_3B --sort-metric speed
+expect_error "--peak-mem-in-backward must be at least 0 and below --memory-limit" search \
+  --database "$data/miniset" --num-layers 24 --gpus-per-node 4 --global-batch-size 512 \
+  --memory-limit 12000 --model gpt --model-size 1_3B --peak-mem-in-backward 12000
+expect_error "--finetune-after-trial must be >= 0" search --database "$data/miniset" \
+  --num-layers 24 --gpus-per-node 4 --global-batch-size 512 --memory-limit 12000 --model gpt \
+  --model-size 1_3B --finetune-after-trial -1
+
 # A listed microbatch size the database lacks for one tp degree (8 at tp 2), and one it lacks
 # entirely (3): the search goes on without them and names what it skipped, once each.
 mkdir "$tmp/db8"

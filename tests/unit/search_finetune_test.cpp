@@ -28,7 +28,7 @@ struct Resnet {
   Database db = Database::load(miniset(), "resnet_1B");
   Model model = Model::build(make_model_desc("resnet", "1B", 16), db);
   PerfModel pm{model, db, PerfOptions{12000.0, 4}};
-  FinetuneLimits limits{12000.0, 4, {16, 32, 48, 64}, nullptr};
+  FinetuneLimits limits{12000.0, 12000.0, 4, {16, 32, 48, 64}, nullptr};
 
   // Two stages of two GPUs split after operator `cut`, with the given uniform shapes and the
   // automatic recomputation.

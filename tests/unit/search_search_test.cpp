@@ -6,8 +6,10 @@
 #include "perseus/search/search.hpp"
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "perseus/util/error.hpp"
 #include "test_support.hpp"
@@ -177,6 +179,36 @@ TEST(SearchOptionsCheck, UnprofiledListedSizeIsANoticeNotAnError) {
   ASSERT_NE(r.best_result(), nullptr);
   ASSERT_EQ(r.notices.size(), 1u);
   EXPECT_CONTAINS(r.notices[0], "--micro-batch-sizes: 3 was not profiled");
+}
+
+TEST(SearchRun, PeakMemoryInBackwardKeepsHeadroomForRecomputation) {
+  REQUIRE_MINISET();
+  Inputs s = setup("gpt", "1_3B");
+  s.options.peak_mem_in_backward_mb = 1500;
+  SearchResult r = run_search(s.model, s.db, s.options);
+  ASSERT_NE(r.best_result(), nullptr);
+  expect_consistent(s, *r.best_result());
+  PerfModel pm(s.model, s.db, PerfOptions{s.options.memory_limit_mb, s.options.gpus_per_node});
+  const Config& c = r.best_result()->config;
+  const auto views = pm.views(c);
+  bool any = false;
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    std::vector<std::uint8_t> flags(c.stages[i].recompute.size());
+    pm.choose_recompute(views[i], c.micro_batch_size, 12000 - 1500, flags.data());
+    EXPECT_EQ(flags, c.stages[i].recompute) << "stage " << i;
+    for (auto f : flags) any = any || f != 0;
+  }
+  EXPECT_TRUE(any) << "no stage needed recomputation under the headroom";
+}
+
+TEST(SearchRun, TotalGpuTimeSortMetricStillBeatsTheReference) {
+  REQUIRE_MINISET();
+  Inputs s = setup("gpt", "1_3B");
+  s.options.sort_metric = SortMetric::total_gpu_time;
+  SearchResult r = run_search(s.model, s.db, s.options);
+  ASSERT_NE(r.best_result(), nullptr);
+  expect_consistent(s, *r.best_result());
+  EXPECT_LE(r.best_result()->cost.iteration_ms, 58760.92);
 }
 
 }  // namespace

@@ -45,7 +45,7 @@ class StageTuner {
     view.algo = v.algo.data();
     view.uniform = false;
     v.recompute.assign(static_cast<std::size_t>(n_), 0);
-    const StageCost c = pm_.stage_auto(view, mbs_, limits_.memory_limit_mb, v.recompute.data());
+    const StageCost c = pm_.stage_auto(view, mbs_, limits_.recompute_limit_mb, v.recompute.data());
     if (limits_.work != nullptr) *limits_.work += n_;
     v.legal = c.legal();
     v.time_ms = v.legal ? c.time_ms : kInf;

@@ -22,6 +22,7 @@ namespace perseus::search {
 
 struct FinetuneLimits {
   double memory_limit_mb = 0.0;
+  double recompute_limit_mb = 0.0;  // what recomputation fits each stage under
   int max_tp = 1;
   std::vector<int> listed;    // per-GPU microbatch sizes allowed, ascending
   long long* work = nullptr;  // when set, incremented by the operators of every stage evaluated

@@ -55,6 +55,10 @@ std::vector<std::string> validate(const SearchOptions& o, const Model& model, co
   if (o.max_hops < 0) throw Error("--max-hops must be >= 0");
   if (o.max_evaluations < 0) throw Error("--max-evaluations must be >= 0");
   if (o.threads < 0) throw Error("--threads must be >= 0");
+  if (o.finetune_rounds < 0) throw Error("--finetune-after-trial must be >= 0");
+  if (!(o.peak_mem_in_backward_mb >= 0.0 && o.peak_mem_in_backward_mb < o.memory_limit_mb)) {
+    throw Error("--peak-mem-in-backward must be at least 0 and below --memory-limit");
+  }
   std::vector<std::string> notices;
   std::string listed;
   bool any = o.micro_batch_sizes.empty();

@@ -20,6 +20,11 @@
 
 namespace perseus::search {
 
+// How the walk ranks the neighbours it may move to when none is faster than the best so far
+// (the reference's --sort-metric): the iteration time, or the GPU time per microbatch summed
+// over the stages (stage time x its GPUs), which favours configurations that waste fewer GPUs.
+enum class SortMetric { max_stage_time, total_gpu_time };
+
 struct SearchOptions {
   int num_nodes = 1;
   int gpus_per_node = 1;
@@ -35,6 +40,12 @@ struct SearchOptions {
   // Rounds of per-operator fine-tuning (finetune.hpp) of every stage of each stage count's
   // finalists; the reference's --finetune-after-trial.
   int finetune_rounds = 1;
+  SortMetric sort_metric = SortMetric::max_stage_time;
+  // MB of headroom kept for the backward pass's peak when recomputation is chosen (the
+  // reference's --peak-mem-in-backward): recomputation fits each stage under memory_limit_mb
+  // minus this; the limit itself is unchanged.
+  double peak_mem_in_backward_mb = 0.0;
+  double recompute_limit_mb() const { return memory_limit_mb - peak_mem_in_backward_mb; }
   int num_gpus() const { return num_nodes * gpus_per_node; }
 };
 

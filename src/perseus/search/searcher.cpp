@@ -74,7 +74,7 @@ Searcher::Entry Searcher::stage(int first, int len, const Shape& sh, int mbs, in
   v.uniform = true;
   v.in_cross_node = cross.first;
   v.out_cross_node = cross.second;
-  StageCost c = pm_.stage_auto(v, mbs, o_.memory_limit_mb, rc_.data());
+  StageCost c = pm_.stage_auto(v, mbs, o_.recompute_limit_mb(), rc_.data());
   Entry e{c.time_ms, c.memory_mb, c.legal()};
   cache_.emplace(key, e);
   return e;
@@ -89,6 +89,7 @@ void Searcher::score(Plan& p) {
   double* t = S <= 64 ? times : (tv.resize(static_cast<std::size_t>(S)), tv.data());
   p.feasible = true;
   p.max_mem = 0.0;
+  p.gpu_time = 0.0;
   int mem_bottleneck = 0;
   for (int i = 0; i < S; ++i) {
     const auto u = static_cast<std::size_t>(i);
@@ -101,6 +102,7 @@ void Searcher::score(Plan& p) {
       return;
     }
     t[i] = e.time_ms;
+    p.gpu_time += e.time_ms * p.shapes[u].gpus;
     if (e.mem_mb > p.max_mem) {
       p.max_mem = e.mem_mb;
       mem_bottleneck = i;
@@ -233,7 +235,7 @@ Config Searcher::to_config(const Plan& p) {
   }
   auto views = pm_.views(c);
   for (std::size_t i = 0; i < views.size(); ++i) {
-    pm_.choose_recompute(views[i], c.micro_batch_size, o_.memory_limit_mb,
+    pm_.choose_recompute(views[i], c.micro_batch_size, o_.recompute_limit_mb(),
                          c.stages[i].recompute.data());
   }
   return c;
@@ -261,7 +263,7 @@ void Searcher::tune_from_every_shape(Plan& p, Config& c, int i, const FinetuneLi
     Config trial = c;
     StageConfig& st = trial.stages[u];
     st = StageConfig::uniform(st.num_ops(), sh.tp, sh.dp, sh.algo);
-    pm_.choose_recompute(pm_.views(trial)[u], trial.micro_batch_size, o_.memory_limit_mb,
+    pm_.choose_recompute(pm_.views(trial)[u], trial.micro_batch_size, o_.recompute_limit_mb(),
                          st.recompute.data());
     tune_stages(trial, {i}, limits);
     StageCost cost = stage_cost(trial);
@@ -275,7 +277,8 @@ void Searcher::tune_from_every_shape(Plan& p, Config& c, int i, const FinetuneLi
 
 void Searcher::finetune_finalists(const std::vector<Plan>& finalists, StageCountResult& r) {
   if (o_.finetune_rounds <= 0) return;
-  const FinetuneLimits limits{o_.memory_limit_mb, max_tp_, mbs_, &tune_work_};
+  const FinetuneLimits limits{o_.memory_limit_mb, o_.recompute_limit_mb(), max_tp_, mbs_,
+                              &tune_work_};
   std::vector<int> all(static_cast<std::size_t>(S_));
   for (int i = 0; i < S_; ++i) all[static_cast<std::size_t>(i)] = i;
   Plan plan;  // the finalist whose tuned configuration is the fastest
@@ -333,6 +336,14 @@ void Searcher::finetune_finalists(const std::vector<Plan>& finalists, StageCount
   }
 }
 
+bool Searcher::ahead(const Plan& a, const Plan& b, const Plan& best) const {
+  if (o_.sort_metric == SortMetric::max_stage_time) return better(a, b);
+  const bool a_improves = better(a, best), b_improves = better(b, best);
+  if (a_improves != b_improves) return a_improves;
+  if (a_improves || a.feasible != b.feasible) return better(a, b);
+  return a.gpu_time < b.gpu_time;
+}
+
 StageCountResult Searcher::run() {
   const auto start_time = std::chrono::steady_clock::now();
   StageCountResult r;
@@ -376,7 +387,7 @@ StageCountResult Searcher::run() {
           if (exhausted()) break;
           if (visited.count(signature(q)) != 0) continue;
           settle(q);
-          if (!found || better(q, next)) {
+          if (!found || ahead(q, next, best)) {
             next = std::move(q);
             found = true;
           }

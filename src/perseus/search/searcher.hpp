@@ -46,6 +46,7 @@ struct Plan {
   bool feasible = false;    // legal and within the memory limit
   double objective = kInf;  // iteration time (ms)
   double max_mem = kInf;
+  double gpu_time = kInf;  // sum over stages of time per microbatch x GPUs (ms)
   int bottleneck = 0;
   int num_stages() const { return static_cast<int>(shapes.size()); }
 };
@@ -148,6 +149,10 @@ class Searcher {
 
   // Neighbours of `p` by the primitives applied to its bottleneck stage.
   std::vector<Plan> neighbours(const Plan& p);
+
+  // Whether the walk moves to neighbour `a` rather than `b` (SearchOptions::sort_metric): the
+  // faster when one improves on `best`, else by the metric.
+  bool ahead(const Plan& a, const Plan& b, const Plan& best) const;
 
   // Per-operator fine-tuning (finetune.hpp) of every stage of each finalist, then, on the
   // fastest, of the two stages beside each move of the bottleneck's boundaries; keeps the
