@@ -12,8 +12,12 @@
 #include <string>
 
 #include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "perseus/plan/frontier_query.hpp"
+#include "perseus/profile/gpu_model.hpp"
 #include "perseus/search/config.hpp"
 #include "perseus/search/database.hpp"
+#include "perseus/search/energy.hpp"
 #include "perseus/search/model.hpp"
 #include "perseus/search/perf_model.hpp"
 #include "perseus/search/search.hpp"
@@ -94,6 +98,8 @@ struct SearchArgs {
   int num_layers = 0;
   std::string micro_batch_sizes;  // comma separated
   std::string sort_metric = "max_stage_time";
+  std::string objective = "time", gpu = "a100", max_slowdown_text = "5%";
+  double max_slowdown = 0.05;
   search::SearchOptions options;
   bool quiet = false;
   SearchArgs() { options.gpus_per_node = 0; }
@@ -136,6 +142,12 @@ Inputs load_inputs(SearchArgs& a) {
     if (a.num_layers <= 0) throw Error("--num-layers (or --model-file) is required");
     desc = search::make_model_desc(a.model, a.model_size, a.num_layers);
   }
+  if (a.objective != "time" && a.objective != "energy") {
+    throw Error("--objective must be time or energy, got '" + a.objective + "'");
+  }
+  a.max_slowdown =
+      naming("--max-slowdown", [&] { return plan::parse_slowdown(a.max_slowdown_text); });
+  if (a.objective == "energy") naming("--gpu", [&] { return &profile::gpu_model(a.gpu); });
   if (a.sort_metric == "total_gpu_time") {
     a.options.sort_metric = search::SortMetric::total_gpu_time;
   } else if (a.sort_metric != "max_stage_time") {
@@ -201,9 +213,85 @@ void report(const SearchArgs& a, const search::SearchResult& r, const std::strin
   }
 }
 
+// "4 stages (1,1,1,1 GPUs), microbatch 1"
+std::string describe_config(const search::Config& c) {
+  std::string gpus;
+  for (const auto& s : c.stages) gpus += (gpus.empty() ? "" : ",") + std::to_string(s.num_gpus);
+  return std::to_string(c.num_stages()) + " stages (" + gpus + " GPUs), microbatch " +
+         std::to_string(c.micro_batch_size);
+}
+
+// The time-optimal and energy-optimal configurations side by side (stdout) and every candidate
+// (energy.csv under --out).
+void report_energy(const SearchArgs& a, const search::SearchResult& r, const Inputs& in) {
+  std::vector<search::Config> candidates;
+  for (const auto& s : r.per_stage_count) {
+    candidates.insert(candidates.end(), s.candidates.begin(), s.candidates.end());
+  }
+  search::PerfOptions popt;
+  popt.memory_limit_mb = a.options.memory_limit_mb;
+  popt.gpus_per_node = a.options.gpus_per_node;
+  search::PerfModel pm(in.model, in.db, popt);
+  search::EnergyOptions eo{a.gpu, a.max_slowdown};
+  search::EnergyChoice choice = search::choose_for_energy(pm, candidates, eo);
+  const auto& fast = choice.candidates[static_cast<std::size_t>(choice.time_optimal)];
+  const auto& lean = choice.candidates[static_cast<std::size_t>(choice.energy_optimal)];
+  auto line = [](const char* label, const search::EnergyCandidate& c, double time_s,
+                 double energy_j) {
+    std::printf("%-30s %14.2f %14.2f %12.2f %9.2f %%  %s\n", label, c.cost.iteration_ms,
+                time_s * 1000.0, energy_j / 1000.0,
+                100.0 * (1.0 - energy_j / c.energy.all_max_energy_j),
+                describe_config(c.config).c_str());
+  };
+  if (!a.quiet) {
+    std::printf(
+        "\nenergy objective: GPU model %s, iteration within +%.2f %% of the fastest "
+        "(%.2f ms)\n",
+        a.gpu.c_str(), 100.0 * a.max_slowdown, choice.bound_s * 1000.0);
+    std::printf("%-30s %14s %14s %12s %11s  %s\n", "", "model (ms)", "planned (ms)", "energy (kJ)",
+                "saving", "configuration");
+    line("time-optimal, all-max clocks", fast, fast.energy.all_max_time_s,
+         fast.energy.all_max_energy_j);
+    line("time-optimal, fastest plan", fast, fast.energy.all_max_time_s,
+         fast.energy.fastest_energy_j);
+    line("time-optimal, within bound", fast, fast.energy.planned_time_s,
+         fast.energy.planned_energy_j);
+    line("energy-optimal, within bound", lean, lean.energy.planned_time_s,
+         lean.energy.planned_energy_j);
+  }
+  if (a.out.empty()) return;
+  namespace fs = std::filesystem;
+  write_file_atomic(fs::path(a.out) / "best_energy.json", search::config_to_string(lean.config));
+  std::string csv =
+      "stages,micro_batch_size,gpus,model_time_ms,within_bound,all_max_time_s,all_max_energy_j,"
+      "fastest_energy_j,planned_time_s,planned_energy_j\n";
+  for (const auto& c : choice.candidates) {
+    std::string gpus;
+    for (const auto& s : c.config.stages)
+      gpus += (gpus.empty() ? "" : " ") + std::to_string(s.num_gpus);
+    char buf[400];
+    std::snprintf(buf, sizeof buf, "%d,%d,%s,%.2f,%d", c.config.num_stages(),
+                  c.config.micro_batch_size, gpus.c_str(), c.cost.iteration_ms,
+                  c.within_bound ? 1 : 0);
+    csv += buf;
+    if (c.within_bound) {  // planned; the others are slower than the bound and were not
+      std::snprintf(buf, sizeof buf, ",%.6f,%.2f,%.2f,%.6f,%.2f", c.energy.all_max_time_s,
+                    c.energy.all_max_energy_j, c.energy.fastest_energy_j, c.energy.planned_time_s,
+                    c.energy.planned_energy_j);
+      csv += buf;
+    } else {
+      csv += ",,,,,";
+    }
+    csv += "\n";
+  }
+  write_file_atomic(fs::path(a.out) / "energy.csv", csv);
+}
+
 void run_search(SearchArgs& a) {
   Inputs in = load_inputs(a);
-  report(a, search::run_search(in.model, in.db, a.options), "search");
+  const search::SearchResult r = search::run_search(in.model, in.db, a.options);
+  report(a, r, "search");
+  if (a.objective == "energy") report_energy(a, r, in);
 }
 
 void run_grid(SearchArgs& a) {
@@ -247,6 +335,17 @@ void add_search_options(CLI::App* c, const std::shared_ptr<SearchArgs>& a, bool 
     c->add_option("--sort-metric", a->sort_metric,
                   "How the walk ranks neighbours when none is faster: max_stage_time or "
                   "total_gpu_time (stage time x GPUs, summed)")
+        ->capture_default_str();
+    c->add_option("--objective", a->objective,
+                  "time (fastest configuration) or energy (least energy per iteration within "
+                  "--max-slowdown of the fastest, planned with the frontier planner)")
+        ->capture_default_str();
+    c->add_option("--max-slowdown", a->max_slowdown_text,
+                  "With --objective energy: how much slower than the fastest configuration "
+                  "the energy-optimal one may be, e.g. 5%")
+        ->capture_default_str();
+    c->add_option("--gpu", a->gpu,
+                  "With --objective energy: GPU model for stage power (a100, h100, a40)")
         ->capture_default_str();
     c->add_option("--peak-mem-in-backward", a->options.peak_mem_in_backward_mb,
                   "MB of headroom recomputation keeps below --memory-limit for the backward "

@@ -46,6 +46,13 @@ void check_model(const ModelDescription& model, double noise) {
   for (double w : model.stage_work) {
     require(w > 0 && std::isfinite(w), "stage work must be positive", w);
   }
+  require(model.backward_work.empty() ||
+              model.backward_work.size() == static_cast<size_t>(model.num_stages),
+          "backward work needs one value per stage (" + std::to_string(model.num_stages) + ")",
+          static_cast<double>(model.backward_work.size()));
+  for (double w : model.backward_work) {
+    require(w > 0 && std::isfinite(w), "backward work must be positive", w);
+  }
   require(model.forward_time_s > 0 && std::isfinite(model.forward_time_s),
           "forward time must be positive", model.forward_time_s);
   require(model.backward_ratio > 0 && std::isfinite(model.backward_ratio),
@@ -118,11 +125,15 @@ Profile synthesize_profile(const GpuModel& gpu, const ModelDescription& model, d
     double time_scale;
     double activity;
   };
-  const Kind kinds[] = {{"forward", 1.0, model.forward_activity},
-                        {"backward", model.backward_ratio, model.backward_activity}};
   Profile profile("synthetic " + gpu.name + " profile");
   for (int stage = 0; stage < model.num_stages; ++stage) {
-    double base = model.stage_work[static_cast<size_t>(stage)] * model.forward_time_s;
+    const auto u = static_cast<size_t>(stage);
+    const double base = model.stage_work[u] * model.forward_time_s;
+    const double backward_scale = model.backward_work.empty()
+                                      ? model.backward_ratio
+                                      : model.backward_work[u] / model.stage_work[u];
+    const Kind kinds[] = {{"forward", 1.0, model.forward_activity},
+                          {"backward", backward_scale, model.backward_activity}};
     for (const Kind& kind : kinds) {
       for (int mhz : gpu.frequencies()) {
         Measurement m;

@@ -60,9 +60,12 @@ std::vector<std::string> gpu_model_names();
 // Pipeline model: per-stage relative work and the forward time of one unit of work at max clock.
 struct ModelDescription {
   int num_stages = 4;
-  std::vector<double> stage_work;       // relative work per stage (size num_stages)
-  double forward_time_s = 0.05;         // forward time of a stage with work 1.0 at max clock
-  double backward_ratio = 1.85;         // backward time / forward time
+  std::vector<double> stage_work;  // relative work per stage (size num_stages)
+  double forward_time_s = 0.05;    // forward time of a stage with work 1.0 at max clock
+  double backward_ratio = 1.85;    // backward time / forward time
+  // Relative backward work per stage (size num_stages); empty: backward_ratio x stage_work. For
+  // pipelines whose stages differ in backward share (recomputation, communication).
+  std::vector<double> backward_work;
   double memory_bound_fraction = 0.15;  // share of time that does not scale with the clock
   double forward_activity = 0.90;       // activity factors (scale dynamic power)
   double backward_activity = 0.92;

@@ -51,9 +51,12 @@ struct SearchOptions {
 
 struct StageCountResult {
   int num_stages = 0;
-  bool found = false;            // a configuration within the memory limit
-  Config config;                 // the best found (fits the limit when `found`)
-  PipelineCost cost;             // its exact evaluation
+  bool found = false;  // a configuration within the memory limit
+  Config config;       // the best found (fits the limit when `found`)
+  PipelineCost cost;   // its exact evaluation
+  // The configurations this stage count ended with (the best and the polished finalists), for
+  // objectives other than time (energy.hpp).
+  std::vector<Config> candidates;
   long long evaluations = 0;     // stage evaluations (cache misses)
   long long configurations = 0;  // configurations scored
   double seconds = 0.0;

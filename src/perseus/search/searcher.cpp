@@ -420,6 +420,10 @@ StageCountResult Searcher::run() {
     r.cost = pm_.evaluate(r.config);
     r.found = r.cost.legal;
     finetune_finalists(finalists, r);
+    if (r.found) r.candidates.push_back(r.config);
+    for (const Plan& f : finalists) {
+      if (f.feasible) r.candidates.push_back(to_config(f));
+    }
   }
   r.evaluations = evaluations_;
   r.configurations = configurations_;
