@@ -258,6 +258,10 @@ void report_energy(const SearchArgs& a, const search::SearchResult& r, const Inp
          fast.energy.planned_energy_j);
     line("energy-optimal, within bound", lean, lean.energy.planned_time_s,
          lean.energy.planned_energy_j);
+    std::printf("energy-optimal: %.2f %% less energy than the time-optimal configuration's "
+                "fastest plan, %+.2f %% time\n",
+                100.0 * (1.0 - lean.energy.planned_energy_j / fast.energy.fastest_energy_j),
+                100.0 * (lean.energy.planned_time_s / fast.energy.all_max_time_s - 1.0));
   }
   if (a.out.empty()) return;
   namespace fs = std::filesystem;

@@ -100,6 +100,25 @@ expect_error "--finetune-after-trial must be >= 0" search --database "$data/mini
   --num-layers 24 --gpus-per-node 4 --global-batch-size 512 --memory-limit 12000 --model gpt \
   --model-size 1_3B --finetune-after-trial -1
 
+# Energy objective: the time-optimal and energy-optimal configurations side by side; the
+# energy-optimal one uses less energy than the time-optimal one's fastest plan and evaluates.
+resnet=(--database "$data/miniset" --model resnet --model-size 1B --num-layers 16
+  --gpus-per-node 4 --global-batch-size 768 --micro-batch-sizes 16,32,48,64 --memory-limit 12000)
+"$perseus" search "${resnet[@]}" --objective energy --max-slowdown 5% --gpu a100 \
+  --out "$tmp/energy" > "$tmp/energy.txt"
+fastest=$(awk '/^time-optimal, fastest plan/ {print $6}' "$tmp/energy.txt")
+lean=$(awk '/^energy-optimal, within bound/ {print $6}' "$tmp/energy.txt")
+awk -v f="$fastest" -v l="$lean" 'BEGIN {exit !(f != "" && l != "" && l < f)}' ||
+  fail "energy objective: $lean kJ is not below the fastest plan's $fastest kJ"
+"$perseus" search evaluate --config "$tmp/energy/best_energy.json" --database "$data/miniset" \
+  --memory-limit 12000 > /dev/null || fail "energy objective: best_energy.json does not evaluate"
+[[ $(head -1 "$tmp/energy/energy.csv") == stages,micro_batch_size,gpus,* ]] ||
+  fail "energy objective: no energy.csv"
+expect_error "--objective must be time or energy, got 'power'" search "${resnet[@]}" \
+  --objective power
+expect_error "--max-slowdown: " search "${resnet[@]}" --objective energy --max-slowdown fast
+expect_error "--gpu: " search "${resnet[@]}" --objective energy --gpu v100
+
 # A listed microbatch size the database lacks for one tp degree (8 at tp 2), and one it lacks
 # entirely (3): the search goes on without them and names what it skipped, once each.
 mkdir "$tmp/db8"
