@@ -119,6 +119,15 @@ expect_error "--objective must be time or energy, got 'power'" search "${resnet[
 expect_error "--max-slowdown: " search "${resnet[@]}" --objective energy --max-slowdown fast
 expect_error "--gpu: " search "${resnet[@]}" --objective energy --gpu v100
 
+# A model file that reuses another size's profiles (profile_prefix), as the reference reads
+# T5-11B's profiles for T5-22B.
+echo '{"model_name": "gpt", "model_size": "2_6B", "num_layers": 12, "profile_prefix": "gpt_1_3B"}' \
+  > "$tmp/model.json"
+"$perseus" search --database "$data/miniset" --model-file "$tmp/model.json" --gpus-per-node 4 \
+  --global-batch-size 512 --micro-batch-sizes 1,2,4,8 --memory-limit 12000 --max-stages 2 \
+  --out "$tmp/prefix" > /dev/null || fail "profile_prefix: the search failed"
+grep -q '"model_size": "2_6B"' "$tmp/prefix/best.json" || fail "profile_prefix: wrong model size"
+
 # A listed microbatch size the database lacks for one tp degree (8 at tp 2), and one it lacks
 # entirely (3): the search goes on without them and names what it skipped, once each.
 mkdir "$tmp/db8"
