@@ -6,21 +6,14 @@
 
 #include "perseus/search/energy.hpp"
 #include "perseus/search/search.hpp"
+#include "search_support.hpp"
 #include "test_support.hpp"
 
 namespace perseus::search {
 namespace {
 
-namespace fs = std::filesystem;
 
-fs::path miniset() {
-  return perseus::test::shared_data() / "aceso" / "miniset";
-}
-
-#define REQUIRE_MINISET()                                                                   \
-  do {                                                                                      \
-    if (!fs::exists(miniset())) GTEST_SKIP() << "aceso miniset not found at " << miniset(); \
-  } while (0)
+using test::miniset;
 
 struct Gpt {
   Database db = Database::load(miniset(), "gpt_1_3B");
@@ -67,13 +60,7 @@ TEST(SearchEnergy, ExtrapolationAgreesWithPlanningTheWholePipeline) {
 TEST(SearchEnergy, EnergyOptimalUsesLessThanTheFastestPlanOfTheTimeOptimal) {
   REQUIRE_MINISET();
   Gpt g;
-  SearchOptions o;
-  o.num_nodes = 1;
-  o.gpus_per_node = 4;
-  o.global_batch_size = 512;
-  o.micro_batch_sizes = {1, 2, 4, 8};
-  o.memory_limit_mb = 12000;
-  const SearchResult r = run_search(g.model, g.db, o);
+  const SearchResult r = run_search(g.model, g.db, test::four_gpus(512, {1, 2, 4, 8}));
   std::vector<Config> candidates;
   for (const auto& s : r.per_stage_count) {
     candidates.insert(candidates.end(), s.candidates.begin(), s.candidates.end());

@@ -8,21 +8,14 @@
 
 #include "perseus/search/finetune.hpp"
 #include "perseus/search/search.hpp"
+#include "search_support.hpp"
 #include "test_support.hpp"
 
 namespace perseus::search {
 namespace {
 
-namespace fs = std::filesystem;
 
-fs::path miniset() {
-  return perseus::test::shared_data() / "aceso" / "miniset";
-}
-
-#define REQUIRE_MINISET()                                                                   \
-  do {                                                                                      \
-    if (!fs::exists(miniset())) GTEST_SKIP() << "aceso miniset not found at " << miniset(); \
-  } while (0)
+using test::miniset;
 
 struct Resnet {
   Database db = Database::load(miniset(), "resnet_1B");
@@ -83,12 +76,7 @@ TEST(SearchFinetune, SingleGpuStagesAreLeftAlone) {
 TEST(SearchFinetune, ResnetSearchBeatsTheReference) {
   REQUIRE_MINISET();
   Resnet r;
-  SearchOptions o;
-  o.num_nodes = 1;
-  o.gpus_per_node = 4;
-  o.global_batch_size = 768;
-  o.micro_batch_sizes = {16, 32, 48, 64};
-  o.memory_limit_mb = 12000;
+  SearchOptions o = test::four_gpus(768, {16, 32, 48, 64});
   SearchResult with = run_search(r.model, r.db, o);
   ASSERT_NE(with.best_result(), nullptr);
   EXPECT_LE(with.best_result()->cost.iteration_ms, 17672.05);

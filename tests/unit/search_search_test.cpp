@@ -12,23 +12,16 @@
 #include <vector>
 
 #include "perseus/util/error.hpp"
+#include "search_support.hpp"
 #include "test_support.hpp"
 
 namespace perseus::search {
 namespace {
 
-namespace fs = std::filesystem;
 using perseus::test::error_of;
 using perseus::test::shared_data;
 
-fs::path miniset() {
-  return shared_data() / "aceso" / "miniset";
-}
-
-#define REQUIRE_MINISET()                                                                   \
-  do {                                                                                      \
-    if (!fs::exists(miniset())) GTEST_SKIP() << "aceso miniset not found at " << miniset(); \
-  } while (0)
+using test::miniset;
 
 struct Inputs {
   Database db;
@@ -39,13 +32,7 @@ struct Inputs {
 Inputs setup(const std::string& name, const std::string& size) {
   Database db = Database::load(miniset(), name + "_" + size);
   Model model = Model::build(make_model_desc(name, size, 24), db);
-  SearchOptions o;
-  o.num_nodes = 1;
-  o.gpus_per_node = 4;
-  o.global_batch_size = 512;
-  o.micro_batch_sizes = {1, 2, 4, 8};
-  o.memory_limit_mb = 12000;
-  return {std::move(db), std::move(model), o};
+  return {std::move(db), std::move(model), test::four_gpus(512, {1, 2, 4, 8})};
 }
 
 // The result's configuration evaluates (exactly) to the reported cost and fits the limit.
