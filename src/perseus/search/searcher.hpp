@@ -1,6 +1,7 @@
 // Private to the parallelization search (search/search.hpp): the candidate plans it walks and the
 // Searcher of one stage count, shared by searcher.cpp (stage cache, scoring, shapes, the walk),
-// searcher_moves.cpp (stage boundaries and the neighbour primitives) and grid.cpp.
+// searcher_moves.cpp (stage boundaries and the neighbour primitives), searcher_tuning.cpp
+// (per-operator fine-tuning) and grid.cpp.
 #pragma once
 
 #include <algorithm>
@@ -162,6 +163,9 @@ class Searcher {
   // other legal shape of its GPUs while the tuning budget lasts, keeping the fastest that fits;
   // p.shapes[i] becomes the shape it started from.
   void tune_from_every_shape(Plan& p, Config& c, int i, const FinetuneLimits& limits, bool always);
+  // Walks each of the bottleneck's boundaries of `plan` (r.config's structure) one operator at
+  // a time, tuning the two stages it separates, while that improves r.
+  void walk_tuned_boundaries(Plan plan, StageCountResult& r, const FinetuneLimits& limits);
   // Up to finetune_rounds rounds over `stages` of `c`, until a round improves none.
   void tune_stages(Config& c, const std::vector<int>& stages, const FinetuneLimits& limits) const;
 
