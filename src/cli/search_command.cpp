@@ -213,11 +213,12 @@ void report(const SearchArgs& a, const search::SearchResult& r, const std::strin
   }
 }
 
-// "4 stages (1,1,1,1 GPUs), microbatch 1"
+// "4 stages (1,1,1,1 GPUs), microbatch 1"; "1 stage (1 GPU), microbatch 4"
 std::string describe_config(const search::Config& c) {
   std::string gpus;
   for (const auto& s : c.stages) gpus += (gpus.empty() ? "" : ",") + std::to_string(s.num_gpus);
-  return std::to_string(c.num_stages()) + " stages (" + gpus + " GPUs), microbatch " +
+  return std::to_string(c.num_stages()) + (c.num_stages() == 1 ? " stage (" : " stages (") + gpus +
+         (gpus == "1" ? " GPU), microbatch " : " GPUs), microbatch ") +
          std::to_string(c.micro_batch_size);
 }
 
@@ -258,10 +259,11 @@ void report_energy(const SearchArgs& a, const search::SearchResult& r, const Inp
          fast.energy.planned_energy_j);
     line("energy-optimal, within bound", lean, lean.energy.planned_time_s,
          lean.energy.planned_energy_j);
-    std::printf("energy-optimal: %.2f %% less energy than the time-optimal configuration's "
-                "fastest plan, %+.2f %% time\n",
-                100.0 * (1.0 - lean.energy.planned_energy_j / fast.energy.fastest_energy_j),
-                100.0 * (lean.energy.planned_time_s / fast.energy.all_max_time_s - 1.0));
+    std::printf(
+        "energy-optimal: %.2f %% less energy than the time-optimal configuration's "
+        "fastest plan, %+.2f %% time\n",
+        100.0 * (1.0 - lean.energy.planned_energy_j / fast.energy.fastest_energy_j),
+        100.0 * (lean.energy.planned_time_s / fast.energy.all_max_time_s - 1.0));
   }
   if (a.out.empty()) return;
   namespace fs = std::filesystem;
