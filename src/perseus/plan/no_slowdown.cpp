@@ -77,9 +77,7 @@ void speed_up(const PlanProblem& p, std::vector<int>& option, double target) {
 }  // namespace
 
 double fastest_iteration_time(const PlanProblem& problem) {
-  std::vector<double> es, lf;
-  return schedule::critical_windows(problem.dag, realized(problem, all_fastest(problem)).time, es,
-                                    lf);
+  return schedule::longest_path(problem.dag, realized(problem, all_fastest(problem)).time);
 }
 
 std::vector<int> without_slowdown(const PlanProblem& problem, std::vector<int> option,

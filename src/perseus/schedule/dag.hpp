@@ -73,36 +73,41 @@ class Dag {
   std::vector<int> topo_;
 };
 
-// Earliest finish time of every node when node v takes duration[v] (any arithmetic type:
-// seconds or time units) and starts as soon as all its predecessors have finished.
+// Earliest start time of every node (into `start`, resized) when node v takes duration[v] (any
+// arithmetic type: seconds or time units) and starts as soon as all its predecessors have
+// finished; returns the sink's, the longest source-to-sink path.
+template <typename T>
+T earliest_starts(const Dag& dag, const std::vector<T>& duration, std::vector<T>& start) {
+  start.assign(duration.size(), T{});
+  for (int v : dag.topological_order()) {
+    for (int u : dag.predecessors(v)) start[v] = std::max(start[v], start[u] + duration[u]);
+  }
+  return start[dag.sink()];
+}
+
+// Earliest finish time of every node (its earliest start plus its own duration).
 template <typename T>
 std::vector<T> finish_times(const Dag& dag, const std::vector<T>& duration) {
-  std::vector<T> finish(duration.size(), T{});
-  for (int v : dag.topological_order()) {
-    T start{};
-    for (int u : dag.predecessors(v)) start = std::max(start, finish[u]);
-    finish[v] = start + duration[v];
-  }
+  std::vector<T> finish;
+  earliest_starts(dag, duration, finish);
+  for (std::size_t v = 0; v < finish.size(); ++v) finish[v] += duration[v];
   return finish;
 }
 
 // Longest source-to-sink path length.
 template <typename T>
 T longest_path(const Dag& dag, const std::vector<T>& duration) {
-  return finish_times(dag, duration)[dag.sink()];
+  std::vector<T> start;
+  return earliest_starts(dag, duration, start) + duration[dag.sink()];
 }
 
 // Earliest start and latest finish of every node within the critical path (durations as in
-// finish_times; `start` and `latest_finish` are resized); returns the critical path's length.
+// earliest_starts; `start` and `latest_finish` are resized); returns the critical path's length.
 // A node is critical when start + duration == latest_finish.
 template <typename T>
 T critical_windows(const Dag& dag, const std::vector<T>& duration, std::vector<T>& start,
                    std::vector<T>& latest_finish) {
-  start.assign(duration.size(), T{});
-  for (int v : dag.topological_order()) {
-    for (int u : dag.predecessors(v)) start[v] = std::max(start[v], start[u] + duration[u]);
-  }
-  const T total = start[dag.sink()];
+  const T total = earliest_starts(dag, duration, start);
   latest_finish.assign(duration.size(), total);
   const auto& topo = dag.topological_order();
   for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
