@@ -23,6 +23,7 @@
 #include "perseus/search/search.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
+#include "perseus/util/text.hpp"
 
 namespace perseus::cli {
 
@@ -214,9 +215,14 @@ void report(const SearchArgs& a, const search::SearchResult& r, const std::strin
 }
 
 // "4 stages (1,1,1,1 GPUs), microbatch 1"; "1 stage (1 GPU), microbatch 4"
+std::vector<std::string> stage_gpus(const search::Config& c) {
+  std::vector<std::string> out;
+  for (const auto& s : c.stages) out.push_back(std::to_string(s.num_gpus));
+  return out;
+}
+
 std::string describe_config(const search::Config& c) {
-  std::string gpus;
-  for (const auto& s : c.stages) gpus += (gpus.empty() ? "" : ",") + std::to_string(s.num_gpus);
+  const std::string gpus = join(stage_gpus(c), ",");
   return std::to_string(c.num_stages()) + (c.num_stages() == 1 ? " stage (" : " stages (") + gpus +
          (gpus == "1" ? " GPU), microbatch " : " GPUs), microbatch ") +
          std::to_string(c.micro_batch_size);
@@ -229,10 +235,7 @@ void report_energy(const SearchArgs& a, const search::SearchResult& r, const Inp
   for (const auto& s : r.per_stage_count) {
     candidates.insert(candidates.end(), s.candidates.begin(), s.candidates.end());
   }
-  search::PerfOptions popt;
-  popt.memory_limit_mb = a.options.memory_limit_mb;
-  popt.gpus_per_node = a.options.gpus_per_node;
-  search::PerfModel pm(in.model, in.db, popt);
+  search::PerfModel pm(in.model, in.db, search::perf_options(a.options));
   search::EnergyOptions eo{a.gpu, a.max_slowdown};
   search::EnergyChoice choice = search::choose_for_energy(pm, candidates, eo);
   const auto& fast = choice.candidates[static_cast<std::size_t>(choice.time_optimal)];
@@ -272,13 +275,10 @@ void report_energy(const SearchArgs& a, const search::SearchResult& r, const Inp
       "stages,micro_batch_size,gpus,model_time_ms,within_bound,all_max_time_s,all_max_energy_j,"
       "fastest_energy_j,planned_time_s,planned_energy_j\n";
   for (const auto& c : choice.candidates) {
-    std::string gpus;
-    for (const auto& s : c.config.stages)
-      gpus += (gpus.empty() ? "" : " ") + std::to_string(s.num_gpus);
     char buf[400];
     std::snprintf(buf, sizeof buf, "%d,%d,%s,%.2f,%d", c.config.num_stages(),
-                  c.config.micro_batch_size, gpus.c_str(), c.cost.iteration_ms,
-                  c.within_bound ? 1 : 0);
+                  c.config.micro_batch_size, join(stage_gpus(c.config), " ").c_str(),
+                  c.cost.iteration_ms, c.within_bound ? 1 : 0);
     csv += buf;
     if (c.within_bound) {  // planned; the others are slower than the bound and were not
       std::snprintf(buf, sizeof buf, ",%.6f,%.2f,%.2f,%.6f,%.2f", c.energy.all_max_time_s,

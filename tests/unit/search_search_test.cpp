@@ -38,10 +38,7 @@ Inputs setup(const std::string& name, const std::string& size) {
 // The result's configuration evaluates (exactly) to the reported cost and fits the limit.
 void expect_consistent(const Inputs& s, const StageCountResult& r) {
   ASSERT_TRUE(r.found);
-  PerfOptions popt;
-  popt.memory_limit_mb = s.options.memory_limit_mb;
-  popt.gpus_per_node = s.options.gpus_per_node;
-  PerfModel pm(s.model, s.db, popt);
+  PerfModel pm(s.model, s.db, perf_options(s.options));
   PipelineCost again = pm.evaluate(r.config);
   EXPECT_TRUE(again.legal) << again.reason;
   EXPECT_DOUBLE_EQ(again.iteration_ms, r.cost.iteration_ms);
@@ -175,7 +172,7 @@ TEST(SearchRun, PeakMemoryInBackwardKeepsHeadroomForRecomputation) {
   SearchResult r = run_search(s.model, s.db, s.options);
   ASSERT_NE(r.best_result(), nullptr);
   expect_consistent(s, *r.best_result());
-  PerfModel pm(s.model, s.db, PerfOptions{s.options.memory_limit_mb, s.options.gpus_per_node});
+  PerfModel pm(s.model, s.db, perf_options(s.options));
   const Config& c = r.best_result()->config;
   const auto views = pm.views(c);
   bool any = false;

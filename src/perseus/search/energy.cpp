@@ -39,10 +39,16 @@ struct Pipeline {
   double unit_time_s = 0.0;
 };
 
-// Time of `plan` and its energy over every GPU: each stage's instruction energy and blocked
+// A plan scored for one GPU per stage (as plan::evaluate) and over every GPU.
+struct Scored {
+  plan::Evaluation per_stage;
+  double all_gpus_j = 0.0;
+};
+
+// `plan`'s evaluation and its energy over every GPU: each stage's instruction energy and blocked
 // time (at the GPU model's blocking power), times the stage's GPUs.
-plan::TimeEnergy all_gpus(const Pipeline& p, const plan::PlanProblem& problem,
-                          const plan::FrequencyPlan& clocks) {
+Scored score(const Pipeline& p, const plan::PlanProblem& problem,
+             const plan::FrequencyPlan& clocks) {
   const schedule::Dag& dag = problem.dag;
   const int ranks = problem.schedule.num_ranks();
   const plan::NodeCosts nc = plan::node_costs(p.profile, problem.schedule, dag, clocks);
@@ -56,7 +62,7 @@ plan::TimeEnergy all_gpus(const Pipeline& p, const plan::PlanProblem& problem,
   for (std::size_t r = 0; r < busy_energy.size(); ++r) {
     energy += p.gpus[r] * (busy_energy[r] + (ev.time_s - ev.rank_busy_s[r]) * p.blocking_power_w);
   }
-  return {ev.time_s, energy};
+  return {ev, energy};
 }
 
 // The frontier of the pipeline at `microbatches` and its all-max, fastest and chosen plans.
@@ -67,17 +73,14 @@ PipelineEnergy plan_at(const Pipeline& p, int microbatches, double slowdown) {
                                     plan::CostModelKind::kConvexHull, 1.0};
   const plan::PlanProblem problem = plan::PlanProblem::build(p.profile, sched, settings);
   const plan::Frontier frontier = plan::solve_frontier(problem);
-  const plan::FrequencyPlan max_clocks = plan::all_max_plan(p.profile, problem.schedule);
-  const plan::Evaluation am =
-      plan::evaluate(p.profile, problem.schedule, max_clocks, p.blocking_power_w);
-  const plan::StoredFrontier stored =
-      plan::stored_frontier(problem, frontier, {am.time_s, am.energy_j});
+  const Scored all_max = score(p, problem, plan::all_max_plan(p.profile, problem.schedule));
+  const plan::StoredFrontier stored = plan::stored_frontier(
+      problem, frontier, {all_max.per_stage.time_s, all_max.per_stage.energy_j});
   const plan::FrontierQuery query(stored);
-  const plan::TimeEnergy all_max = all_gpus(p, problem, max_clocks);
-  const plan::TimeEnergy fastest = all_gpus(p, problem, stored.plans[query.fastest()]);
-  const plan::TimeEnergy chosen =
-      all_gpus(p, problem, stored.plans[query.within_slowdown(slowdown)]);
-  return {all_max.time_s, all_max.energy_j, fastest.energy_j, chosen.time_s, chosen.energy_j};
+  const Scored fastest = score(p, problem, stored.plans[query.fastest()]);
+  const Scored chosen = score(p, problem, stored.plans[query.within_slowdown(slowdown)]);
+  return {all_max.per_stage.time_s, all_max.all_gpus_j, fastest.all_gpus_j, chosen.per_stage.time_s,
+          chosen.all_gpus_j};
 }
 
 // a + (b - a) x t, field by field.

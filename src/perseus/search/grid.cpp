@@ -13,10 +13,7 @@ using detail::stage_count_limit;
 SearchResult run_grid(const Model& model, const Database& db, const SearchOptions& o) {
   std::vector<std::string> notices = validate(o, model, db);
   const auto start_time = std::chrono::steady_clock::now();
-  PerfOptions popt;
-  popt.memory_limit_mb = o.memory_limit_mb;
-  popt.gpus_per_node = o.gpus_per_node;
-  PerfModel pm(model, db, popt);
+  PerfModel pm(model, db, perf_options(o));
   const int N = model.num_ops();
   const int L = model.desc().num_layers;
   const int total = o.num_gpus();

@@ -33,6 +33,13 @@ std::string missing_shapes(const Database& db, int mbs) {
 
 }  // namespace
 
+PerfOptions perf_options(const SearchOptions& o) {
+  PerfOptions p;
+  p.memory_limit_mb = o.memory_limit_mb;
+  p.gpus_per_node = o.gpus_per_node;
+  return p;
+}
+
 std::vector<std::string> validate(const SearchOptions& o, const Model& model, const Database& db) {
   if (o.num_nodes <= 0) throw Error("--nodes must be positive");
   if (o.gpus_per_node <= 0) throw Error("--gpus-per-node must be positive");

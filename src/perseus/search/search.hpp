@@ -73,6 +73,9 @@ struct SearchResult {
   }
 };
 
+// The performance model's options for a search's cluster and memory limit.
+PerfOptions perf_options(const SearchOptions& o);
+
 // Checks the options against the cluster and database (Error naming the option). Listed
 // microbatch sizes the database lacks, wholly or for some (tp, algo), are not errors (the
 // configurations that need them are illegal): one notice each is returned; none profiled at all

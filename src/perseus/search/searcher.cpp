@@ -40,7 +40,7 @@ bool legal_allocation(const std::vector<int>& gpus, int total, int per_node) {
 }
 
 Searcher::Searcher(const Model& m, const Database& db, const SearchOptions& o, int num_stages)
-    : m_(m), db_(db), o_(o), pm_(m, db, options_for(o)), S_(num_stages), N_(m.num_ops()) {
+    : m_(m), db_(db), o_(o), pm_(m, db, perf_options(o)), S_(num_stages), N_(m.num_ops()) {
   budget_ = o.max_evaluations > 0 ? o.max_evaluations : kDefaultEvaluations;
   max_tp_ = o.max_tp > 0 ? o.max_tp : o.gpus_per_node;
   mbs_ = o.micro_batch_sizes.empty() ? db.micro_batch_sizes() : o.micro_batch_sizes;
@@ -221,22 +221,24 @@ std::vector<int> Searcher::initial_allocation() const {
   return {};
 }
 
-Config Searcher::to_config(const Plan& p) {
+Config Searcher::to_config(const Plan& p) const {
   Config c;
   c.model = m_.desc();
   c.global_batch_size = o_.global_batch_size;
   c.micro_batch_size = p.mbs;
+  c.stages.resize(static_cast<std::size_t>(p.num_stages()));
   for (int i = 0; i < p.num_stages(); ++i) {
     const auto u = static_cast<std::size_t>(i);
-    const Shape& sh = p.shapes[u];
-    c.stages.push_back(StageConfig::uniform(p.bounds[u + 1] - p.bounds[u], sh.tp, sh.dp, sh.algo));
-  }
-  auto views = pm_.views(c);
-  for (std::size_t i = 0; i < views.size(); ++i) {
-    pm_.choose_recompute(views[i], c.micro_batch_size, o_.recompute_limit_mb(),
-                         c.stages[i].recompute.data());
+    reset_stage(c, i, p.bounds[u + 1] - p.bounds[u], p.shapes[u]);
   }
   return c;
+}
+
+void Searcher::reset_stage(Config& c, int i, int num_ops, const Shape& sh) const {
+  StageConfig& stage = c.stages[static_cast<std::size_t>(i)];
+  stage = StageConfig::uniform(num_ops, sh.tp, sh.dp, sh.algo);
+  pm_.choose_recompute(pm_.views(c)[static_cast<std::size_t>(i)], c.micro_batch_size,
+                       o_.recompute_limit_mb(), stage.recompute.data());
 }
 
 bool Searcher::ahead(const Plan& a, const Plan& b, const Plan& best) const {

@@ -77,16 +77,9 @@ class Searcher {
   Searcher(const Model& m, const Database& db, const SearchOptions& o, int num_stages);
 
   StageCountResult run();
-  Config to_config(const Plan& p);
+  Config to_config(const Plan& p) const;
 
  private:
-  static PerfOptions options_for(const SearchOptions& o) {
-    PerfOptions p;
-    p.memory_limit_mb = o.memory_limit_mb;
-    p.gpus_per_node = o.gpus_per_node;
-    return p;
-  }
-
   struct Entry {
     double time_ms = 0.0, mem_mb = 0.0;
     bool legal = false;
@@ -150,6 +143,10 @@ class Searcher {
 
   // Neighbours of `p` by the primitives applied to its bottleneck stage.
   std::vector<Plan> neighbours(const Plan& p);
+
+  // Stage `i` of `c` becomes `num_ops` operators of shape `sh` (the stages before it as they
+  // are) with automatic recomputation.
+  void reset_stage(Config& c, int i, int num_ops, const Shape& sh) const;
 
   // Whether the walk moves to neighbour `a` rather than `b` (SearchOptions::sort_metric): the
   // faster when one improves on `best`, else by the metric.

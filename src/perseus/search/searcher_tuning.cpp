@@ -23,21 +23,20 @@ void Searcher::tune_from_every_shape(Plan& p, Config& c, int i, const FinetuneLi
   tune_stages(c, {i}, limits);
   StageCost best = stage_cost(c);
   if (!always && fits(best)) return;
-  for (const Shape& sh : shapes_for(p.shapes[u].gpus, p.mbs)) {
-    if (sh == p.shapes[u] || tune_work_ >= kTuneWork) continue;
-    Config trial = c;
-    StageConfig& st = trial.stages[u];
-    st = StageConfig::uniform(st.num_ops(), sh.tp, sh.dp, sh.algo);
-    pm_.choose_recompute(pm_.views(trial)[u], trial.micro_batch_size, o_.recompute_limit_mb(),
-                         st.recompute.data());
-    tune_stages(trial, {i}, limits);
-    StageCost cost = stage_cost(trial);
+  const Shape own = p.shapes[u];
+  StageConfig best_stage = c.stages[u];
+  for (const Shape& sh : shapes_for(own.gpus, p.mbs)) {
+    if (sh == own || tune_work_ >= kTuneWork) continue;
+    reset_stage(c, i, best_stage.num_ops(), sh);
+    tune_stages(c, {i}, limits);
+    StageCost cost = stage_cost(c);
     if (fits(cost) && (!fits(best) || cost.time_ms < best.time_ms)) {
       best = cost;
-      c.stages[u] = std::move(trial.stages[u]);
+      best_stage = c.stages[u];
       p.shapes[u] = sh;
     }
   }
+  c.stages[u] = std::move(best_stage);
 }
 
 void Searcher::finetune_finalists(const std::vector<Plan>& finalists, StageCountResult& r) {
@@ -80,11 +79,9 @@ void Searcher::walk_tuned_boundaries(Plan plan, StageCountResult& r, const Finet
              b += dir) {
           Plan q = plan;
           q.bounds[u] = b;
-          Config c = to_config(q);
-          for (int i = 0; i < S_; ++i) {
-            const auto v = static_cast<std::size_t>(i);
-            if (i != j - 1 && i != j) c.stages[v] = r.config.stages[v];
-          }
+          Config c = r.config;  // the other stages keep their tuned settings
+          reset_stage(c, j - 1, b - q.bounds[u - 1], q.shapes[u - 1]);
+          reset_stage(c, j, q.bounds[u + 1] - b, q.shapes[u]);
           tune_from_every_shape(q, c, j - 1, limits, false);
           tune_from_every_shape(q, c, j, limits, false);
           PipelineCost cost = pm_.evaluate(c);
