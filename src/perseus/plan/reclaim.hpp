@@ -4,15 +4,40 @@
 // largest energy saving per second of slack first.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "perseus/plan/problem.hpp"
 
 namespace perseus::plan {
 
-// `option[v]` is an index into problem.options(v).options (0 = slowest) for every instruction
-// node (ignored for source and sink); it is updated in place. The critical path of the profiled
-// durations never grows.
+// Reclaims slack for one problem, many times (the frontier solver runs it at every point): the
+// DAG is renumbered in topological order once, at construction.
+//
+// Greedy: a max-heap of (energy saved per second of extra time, instruction); an instruction's
+// next slower option is taken when it fits its window [earliest start, latest finish] within
+// 1e-12 of the iteration time. Windows are kept lazily: a move only marks the node, and its
+// new finish (start) reaches successors (predecessors) when a node after (before) it in
+// topological order is checked. Windows only shrink, so a candidate that misses its stale
+// window is rejected without bringing it up to date. The result equals eager propagation's
+// bit for bit (every window is the same fixpoint of max / min over the same sums).
+// O((N + E) log N) per run for the heap, plus the window updates of the moves.
+class SlackReclaimer {
+ public:
+  explicit SlackReclaimer(const PlanProblem& problem);
+  ~SlackReclaimer();
+
+  // `option[v]` is an index into problem.options(v).options (0 = slowest) for every instruction
+  // node (ignored for source and sink); it is updated in place. The critical path of the
+  // profiled durations never grows.
+  void run(std::vector<int>& option);
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+// One run of SlackReclaimer.
 void reclaim_slack(const PlanProblem& problem, std::vector<int>& option);
 
 }  // namespace perseus::plan

@@ -43,7 +43,7 @@ void Solver::record(const std::vector<std::pair<int, int>>& changes) {
     return;
   }
   option_ = realized_;
-  reclaim_slack(p_, option_);
+  reclaimer_.run(option_);
   append_point(cost_sum_ + blocking);
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "perseus/plan/maxflow.hpp"
+#include "perseus/plan/reclaim.hpp"
 #include "perseus/plan/solver.hpp"
 
 namespace perseus::plan::detail {
@@ -23,7 +24,11 @@ inline double round_down(double x) {
 class Solver {
  public:
   Solver(const PlanProblem& problem, const SolverOptions& options)
-      : p_(problem), options_(options), dag_(problem.dag), n_(problem.dag.num_nodes()) {
+      : p_(problem),
+        options_(options),
+        dag_(problem.dag),
+        n_(problem.dag.num_nodes()),
+        reclaimer_(problem) {
     tabulate_bounds();
     flow_.assign(static_cast<std::size_t>(n_) + dag_.num_edges(), 0.0);
     flow_cut_.assign(flow_.size(), -1);
@@ -106,6 +111,7 @@ class Solver {
   // [spec][d - min]: how many durations from d down (up) share d's bounds, d included.
   std::vector<std::vector<long>> run_down_, run_up_;
   BoundedMinCut cut_;
+  SlackReclaimer reclaimer_;
   Frontier out_;
 };
 
