@@ -1,10 +1,12 @@
 // `perseus plan`: compute the frontier; `plan evaluate`: score a plan; `plan export`: write plans
 // from a frontier directory as plan JSON, the reference list literal or Zeus's pairs.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <thread>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
@@ -25,7 +27,7 @@ namespace fs = std::filesystem;
 struct PlanArgs {
   std::string profile, out, cost_model = "convex-hull";
   ScheduleOptions schedule;
-  int stages = 0, microbatches = 0;
+  int stages = 0, microbatches = 0, threads = 0;
   double blocking_power = -1.0, unit_time = 0.001, noise_factor = 1.0;
   bool quiet = false, allow_implausible = false;
 };
@@ -77,6 +79,7 @@ void run_plan(const PlanArgs& a) {
   require(a.unit_time > 0.0 && std::isfinite(a.unit_time),
           "--unit-time must be a positive number of seconds");
   require(a.noise_factor >= 1.0, "--noise-factor must be >= 1");
+  require(a.threads >= 0, "--threads must be >= 0 (0: one per hardware thread)");
   auto cost_model = naming("--cost-model", [&] { return plan::parse_cost_model(a.cost_model); });
   auto start = std::chrono::steady_clock::now();
   // Inputs first, so that bad input leaves nothing on disk (not even parent directories).
@@ -92,8 +95,11 @@ void run_plan(const PlanArgs& a) {
     StagingDir probe(out, "meta.json");
   }
   ProgressBar bar("planning", 0);
-  plan::Frontier frontier =
-      plan::solve_frontier(problem, [&](long done, long total) { bar.update(done, total); });
+  const int threads = a.threads > 0
+                          ? a.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  plan::Frontier frontier = plan::solve_frontier(
+      problem, [&](long done, long total) { bar.update(done, total); }, {.threads = threads});
   bar.finish();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   auto all_max_eval =
@@ -186,6 +192,9 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str();
   plan->add_option("--out-dir,--out", pa->out,
                    "Output directory (frontier.csv, plans.txt, meta.json)");
+  plan->add_option("--threads", pa->threads,
+                   "Threads for slack reclamation and evaluation of the plans (default: hardware "
+                   "threads); the frontier is the same for any number");
   plan->add_flag("--quiet", pa->quiet, "Print nothing on success");
   plan->add_flag("--allow-implausible", pa->allow_implausible, kAllowImplausibleHelp);
   plan->require_subcommand(0, 1);

@@ -76,6 +76,7 @@ expect_no_output "--blocking-power" "$out" \
   plan --profile "$tmp/p.csv" --stages 4 --microbatches 6 --blocking-power -5 --out "$out"
 expect_no_output "--unit-time" "$out" plan "${common[@]}" --unit-time 0 --out "$out"
 expect_no_output "--noise-factor" "$out" plan "${common[@]}" --noise-factor 0.5 --out "$out"
+expect_no_output "--threads must be >= 0" "$out" plan "${common[@]}" --threads -1 --out "$out"
 expect_no_output "--profile" "$out" plan --stages 4 --microbatches 6 "${bp[@]}" --out "$out"
 expect_no_output "--out" "$out" plan "${common[@]}"
 

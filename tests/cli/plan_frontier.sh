@@ -56,6 +56,10 @@ grep -q '"format": "perseus.frontier/1"' "$F/meta.json" || fail "meta.json forma
 grep -q "\"num_plans\": $n," "$F/meta.json" || fail "meta.json num_plans"
 no_partials
 
+# Any number of threads writes the same frontier and plans, byte for byte.
+"$perseus" plan "${common[@]}" --threads 3 --out "$tmp/F3" --quiet
+for f in frontier.csv plans.txt; do cmp -s "$F/$f" "$tmp/F3/$f" || fail "--threads 3: $f differs"; done
+
 # Planning again replaces the earlier frontier.
 out=$("$perseus" plan "${common[@]}" --out "$F" --quiet)
 [[ -z $out ]] || fail "--quiet printed: $out"

@@ -5,7 +5,7 @@
 // same planned times, durations, realized clocks and evaluated points, and predicted energies
 // within 1e-9 relative. Checked on seeded random synthetic pipelines (noisy profiles, 2-6 stages,
 // 1-24 microbatches, several units, four schedules, both cost models) and on the shared
-// reference profiles.
+// reference profiles. Reclaiming slack on worker threads gives the same frontier bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -35,6 +35,21 @@ struct Instance {
   plan::PlanSettings settings;
 };
 
+// Slack reclamation on three worker threads gives the frontier of one thread, bit for bit.
+void expect_same_with_threads(const plan::PlanProblem& problem, const plan::Frontier& one) {
+  plan::Frontier three = plan::solve_frontier(problem, {}, {.threads = 3});
+  EXPECT_EQ(three.steps, one.steps);
+  EXPECT_EQ(three.initial_clocks, one.initial_clocks);
+  EXPECT_EQ(three.clock_changes, one.clock_changes);
+  ASSERT_EQ(three.points.size(), one.points.size());
+  for (std::size_t i = 0; i < one.points.size(); ++i) {
+    EXPECT_EQ(three.points[i].quant_time, one.points[i].quant_time) << i;
+    EXPECT_EQ(three.points[i].predicted_energy_j, one.points[i].predicted_energy_j) << i;
+    EXPECT_EQ(three.points[i].evaluated_time_s, one.points[i].evaluated_time_s) << i;
+    EXPECT_EQ(three.points[i].evaluated_energy_j, one.points[i].evaluated_energy_j) << i;
+  }
+}
+
 // The shortcut solver's frontier against the per-unit one, point by point; returns the number of
 // unit steps the shortcut solver took per minimum cut.
 double expect_same_frontier(const Instance& in) {
@@ -42,6 +57,7 @@ double expect_same_frontier(const Instance& in) {
   auto problem = plan::PlanProblem::build(in.profile, in.schedule, in.settings);
   plan::Frontier fast = plan::solve_frontier(problem);
   plan::Frontier slow = plan::solve_frontier(problem, {}, {.per_unit = true});
+  expect_same_with_threads(problem, fast);
   EXPECT_EQ(fast.stop_reason, slow.stop_reason);
   EXPECT_EQ(fast.initial_durations, slow.initial_durations);
   EXPECT_EQ(fast.steps, slow.steps);
@@ -87,8 +103,8 @@ TEST(SolverSteps, RandomPipelinesGiveThePerUnitFrontier) {
     const bool multi = k % 4 >= 2;
     const int gpus = 2 + static_cast<int>(random() % 3);
     // Sizes every schedule takes: interleaved ones need M in equal rounds of R.
-    const int microbatches = multi ? gpus * (1 + static_cast<int>(random() % 3))
-                                   : 1 + static_cast<int>(random() % 24);
+    const int microbatches =
+        multi ? gpus * (1 + static_cast<int>(random() % 3)) : 1 + static_cast<int>(random() % 24);
     profile::Profile p = random_profile(random, gpus);
     if (multi) p = profile::split_profile(p, {2, name == "zbv", 0.5});
     for (auto model : {plan::CostModelKind::kConvexHull, plan::CostModelKind::kExponential}) {

@@ -28,50 +28,58 @@ void Solver::record(const std::vector<std::pair<int, int>>& changes) {
                           static_cast<double>(total_) * s.unit_time_s * s.blocking_power_w;
   // A step that moves no instruction to another profiled option realizes the same clocks:
   // slack reclamation and evaluation would repeat the last point's.
-  bool same = !out_.points.empty();
+  bool same = num_recorded_++ > 0;
   for (auto [v, delta] : changes) {
     const auto& options = p_.options(v).options;
     int o = static_cast<int>(&p_.options(v).realize(d_[v]) - options.data());
     if (o != realized_[v]) same = false, realized_[v] = o;
   }
-  if (same) {
-    FrontierPoint point = out_.points.back();
-    point.quant_time = total_;
-    point.predicted_energy_j = cost_sum_ + blocking;
-    out_.points.push_back(point);
-    out_.clock_changes.emplace_back();
-    return;
-  }
-  option_ = realized_;
-  reclaimer_.run(option_);
-  append_point(cost_sum_ + blocking);
+  recorded_.push_back({same ? -1 : pool_.submit(realized_), total_, cost_sum_ + blocking});
+  finish_points(false);
 }
 
-void Solver::append_point(double predicted_energy_j) {
+void Solver::finish_points(bool all) {
+  const long in_flight = pool_.threads() > 1 ? 4L * pool_.threads() : 0;
+  while (!recorded_.empty()) {
+    const Recorded r = recorded_.front();
+    if (r.ticket < 0) {
+      FrontierPoint point = out_.points.back();
+      point.quant_time = r.quant_time;
+      point.predicted_energy_j = r.predicted_energy_j;
+      out_.points.push_back(point);
+      out_.clock_changes.emplace_back();
+    } else if (all || pool_.in_flight() > in_flight) {
+      append_point(pool_.take(), r.quant_time, r.predicted_energy_j);
+    } else {
+      return;
+    }
+    recorded_.pop_front();
+  }
+}
+
+void Solver::append_point(RealizedPoint point, long quant_time, double predicted_energy_j) {
+  option_ = std::move(point.option);
   std::vector<std::pair<int, int>> clock_changes;
   for (int v = 1; v < dag_.sink(); ++v) {
-    const profile::Option& o = p_.options(v).options[option_[v]];
-    time_[v] = o.time_s;
-    energy_[v] = o.energy_j;
     int& clock = clocks_[v - 1];
-    if (clock != o.frequency_mhz) clock = o.frequency_mhz, clock_changes.emplace_back(v - 1, clock);
+    const int mhz = p_.options(v).options[option_[v]].frequency_mhz;
+    if (clock != mhz) clock = mhz, clock_changes.emplace_back(v - 1, clock);
   }
   if (out_.points.empty())
     out_.initial_clocks = clocks_;
   else
     out_.clock_changes.push_back(std::move(clock_changes));
-  Evaluation ev =
-      evaluate_nodes(dag_, p_.schedule.num_ranks(), time_, energy_, p_.settings.blocking_power_w);
-  out_.points.push_back({total_, predicted_energy_j, ev.time_s, ev.energy_j});
+  out_.points.push_back({quant_time, predicted_energy_j, point.time_s, point.energy_j});
 }
 
 void Solver::append_no_slowdown_point() {
   const double target = fastest_iteration_time(p_);
   const FrontierPoint last = out_.points.back();
   if (last.evaluated_time_s <= target + kNoSlowdownTolerance * std::max(1.0, target)) return;
-  option_ = without_slowdown(p_, option_, target);
+  RealizedPoint point{without_slowdown(p_, option_, target)};
+  evaluate_point(p_, point, time_, energy_);
   out_.steps.emplace_back();  // the same planned durations
-  append_point(last.predicted_energy_j);
+  append_point(std::move(point), last.quant_time, last.predicted_energy_j);
 }
 
 Frontier Solver::run(const ProgressFn& progress) {
@@ -82,10 +90,7 @@ Frontier Solver::run(const ProgressFn& progress) {
   compute_times();
   out_.slowest_time = total_;
   out_.initial_durations = d_;
-  time_.assign(static_cast<std::size_t>(n_), 0.0);
-  energy_.assign(time_.size(), 0.0);
-  option_.assign(time_.size(), 0);
-  realized_.assign(time_.size(), 0);
+  realized_.assign(static_cast<std::size_t>(n_), 0);
   clocks_.assign(static_cast<std::size_t>(n_ - 2), 0);
   std::vector<std::pair<int, int>> all;
   for (int v = 1; v < dag_.sink(); ++v) {
@@ -113,6 +118,7 @@ Frontier Solver::run(const ProgressFn& progress) {
     }
     if (progress) progress(out_.slowest_time - total_, expected);
   }
+  finish_points(true);
   append_no_slowdown_point();
   out_.min_cuts = cuts_;
   return std::move(out_);

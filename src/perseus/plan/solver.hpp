@@ -55,6 +55,9 @@ struct SolverOptions {
   // The published algorithm's way: one unit per step and a fresh minimum cut from the lower
   // bounds every step. The frontier is the same (tests check it); only slower.
   bool per_unit = false;
+  // Threads for slack reclamation and evaluation of the points (the minimum cuts stay on the
+  // caller's thread); the frontier is the same for any number.
+  int threads = 1;
 };
 
 // Steps that cannot change the answer are taken together: a step whose critical network equals

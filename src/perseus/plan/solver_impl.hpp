@@ -4,11 +4,12 @@
 #pragma once
 
 #include <cmath>
+#include <deque>
 #include <utility>
 #include <vector>
 
 #include "perseus/plan/maxflow.hpp"
-#include "perseus/plan/reclaim.hpp"
+#include "perseus/plan/reclaim_pool.hpp"
 #include "perseus/plan/solver.hpp"
 
 namespace perseus::plan::detail {
@@ -28,7 +29,7 @@ class Solver {
         options_(options),
         dag_(problem.dag),
         n_(problem.dag.num_nodes()),
-        reclaimer_(problem) {
+        pool_(problem, options.threads) {
     tabulate_bounds();
     flow_.assign(static_cast<std::size_t>(n_) + dag_.num_edges(), 0.0);
     flow_cut_.assign(flow_.size(), -1);
@@ -75,10 +76,14 @@ class Solver {
   void apply(const std::vector<int>& faster, const std::vector<int>& slower,
              std::vector<std::pair<int, int>>& changes);
   void change(int v, int delta, std::vector<std::pair<int, int>>& changes);
-  // Appends the point of the current durations; `changes` are the nodes moved since the last.
+  // Records the point of the current durations; `changes` are the nodes moved since the last.
+  // Its slack reclamation goes to pool_; the point is appended by finish_points.
   void record(const std::vector<std::pair<int, int>>& changes);
-  // Appends the point of the realized options option_ (after slack reclamation).
-  void append_point(double predicted_energy_j);
+  // Appends recorded points in order: every one when `all`, else while more than a few per
+  // thread are in flight (none with one thread).
+  void finish_points(bool all);
+  // Appends the point of the realized options `point.option` (becomes option_).
+  void append_point(RealizedPoint point, long quant_time, double predicted_energy_j);
   // When the fastest point takes longer in real time than every instruction at its fastest
   // option, appends the same durations realized without slowdown (plan/no_slowdown.hpp).
   void append_no_slowdown_point();
@@ -90,8 +95,8 @@ class Solver {
   std::vector<long> d_, es_, lf_;
   long total_ = 0;
   double cost_sum_ = 0.0;
-  std::vector<double> time_, energy_;  // of the realized plan, per node
-  std::vector<int> option_;            // realized option index per node
+  std::vector<double> time_, energy_;  // scratch for evaluate_point
+  std::vector<int> option_;            // the last appended point's option index per node
   std::vector<int> clocks_;            // realized clock per instruction
   std::vector<int> in_id_;             // network id of a critical node's entry; exit is in_id_ + 1
   int ids_ = 0;                        // network ids of net_
@@ -111,7 +116,16 @@ class Solver {
   // [spec][d - min]: how many durations from d down (up) share d's bounds, d included.
   std::vector<std::vector<long>> run_down_, run_up_;
   BoundedMinCut cut_;
-  SlackReclaimer reclaimer_;
+  ReclaimPool pool_;
+  // Recorded points not yet appended, in order: with a ticket of pool_, or -1 for a point that
+  // realizes the same clocks as the one before it.
+  struct Recorded {
+    long ticket;
+    long quant_time;
+    double predicted_energy_j;
+  };
+  std::deque<Recorded> recorded_;
+  long num_recorded_ = 0;
   Frontier out_;
 };
 
