@@ -22,7 +22,7 @@ void evaluate_point(const PlanProblem& problem, RealizedPoint& point, std::vecto
 
 ReclaimPool::ReclaimPool(const PlanProblem& problem, int threads)
     : problem_(problem), local_(problem) {
-  for (int i = 0; threads > 1 && i < threads; ++i) workers_.emplace_back([this] { work(); });
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
 }
 
 ReclaimPool::~ReclaimPool() {
@@ -50,14 +50,21 @@ long ReclaimPool::submit(std::vector<int> realized) {
 
 RealizedPoint ReclaimPool::take() {
   const long ticket = taken_++;
-  if (workers_.empty()) {
-    RealizedPoint point{std::move(jobs_.front().second)};
-    jobs_.pop_front();
-    process(local_, point);
-    return point;
-  }
   std::unique_lock lock(mutex_);
-  result_ready_.wait(lock, [&] { return error_ || results_.count(ticket) > 0; });
+  while (!error_ && results_.count(ticket) == 0) {
+    if (jobs_.empty()) {
+      result_ready_.wait(lock);
+      continue;
+    }
+    // Rather than wait, reclaim the oldest point no worker has started (the caller's turn).
+    auto [started, option] = std::move(jobs_.front());
+    jobs_.pop_front();
+    lock.unlock();
+    RealizedPoint point{std::move(option)};
+    process(local_, point);
+    lock.lock();
+    results_.emplace(started, std::move(point));
+  }
   if (error_) std::rethrow_exception(error_);
   RealizedPoint point = std::move(results_.at(ticket));
   results_.erase(ticket);

@@ -30,7 +30,8 @@ void evaluate_point(const PlanProblem& problem, RealizedPoint& point, std::vecto
 
 class ReclaimPool {
  public:
-  // threads <= 1: no worker; take() does the work on the caller's thread.
+  // threads - 1 workers; the caller's thread is the last: take() reclaims points itself rather
+  // than wait (with threads <= 1 it does all the work).
   ReclaimPool(const PlanProblem& problem, int threads);
   ~ReclaimPool();
   ReclaimPool(const ReclaimPool&) = delete;
@@ -42,7 +43,7 @@ class ReclaimPool {
   RealizedPoint take();
   // Tickets submitted and not yet taken.
   long in_flight() const { return submitted_ - taken_; }
-  int threads() const { return static_cast<int>(workers_.size()); }
+  int threads() const { return static_cast<int>(workers_.size()) + 1; }
 
  private:
   struct Worker {
@@ -54,7 +55,7 @@ class ReclaimPool {
   void work();
 
   const PlanProblem& problem_;
-  Worker local_;  // take()'s when there are no workers
+  Worker local_;  // the caller's, in take()
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable job_ready_, result_ready_;
