@@ -1,7 +1,9 @@
 #include "cli/common.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <thread>
 
 #include "perseus/baselines/envpipe.hpp"
 #include "perseus/profile/csv.hpp"
@@ -40,6 +42,11 @@ profile::Profile read_profile(const std::string& path, bool allow_implausible) {
 void check_blocking_power(const profile::Profile& profile, double watts, bool allow_implausible) {
   unless_allowed(allow_implausible,
                  [&] { profile::check_blocking_power(profile, watts, "--blocking-power"); });
+}
+
+int plan_threads(int requested) {
+  return requested > 0 ? requested
+                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 double percent(double part, double whole) {

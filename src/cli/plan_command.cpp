@@ -1,12 +1,10 @@
 // `perseus plan`: compute the frontier; `plan evaluate`: score a plan; `plan export`: write plans
 // from a frontier directory as plan JSON, the reference list literal or Zeus's pairs.
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
-#include <thread>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
@@ -95,11 +93,9 @@ void run_plan(const PlanArgs& a) {
     StagingDir probe(out, "meta.json");
   }
   ProgressBar bar("planning", 0);
-  const int threads = a.threads > 0
-                          ? a.threads
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  plan::Frontier frontier = plan::solve_frontier(
-      problem, [&](long done, long total) { bar.update(done, total); }, {.threads = threads});
+  plan::Frontier frontier =
+      plan::solve_frontier(problem, [&](long done, long total) { bar.update(done, total); },
+                           {.threads = plan_threads(a.threads)});
   bar.finish();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   auto all_max_eval =

@@ -133,9 +133,11 @@ plan::StoredFrontier solve(const Inputs& in, double unit_time_s, bool quiet) {
       in.profile, in.schedule,
       {unit_time_s, in.blocking_power_w, plan::CostModelKind::kConvexHull, 1.0});
   ProgressBar bar("planning", 0);
-  plan::Frontier solved = plan::solve_frontier(problem, [&](long done, long total) {
-    if (!quiet) bar.update(done, total);
-  });
+  plan::Frontier solved = plan::solve_frontier(problem,
+                                               [&](long done, long total) {
+                                                 if (!quiet) bar.update(done, total);
+                                               },
+                                               {.threads = plan_threads(0)});
   bar.finish();
   auto all_max = plan::evaluate(in.profile, in.schedule,
                                 plan::all_max_plan(in.profile, in.schedule), in.blocking_power_w);
