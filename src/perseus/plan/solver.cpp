@@ -39,7 +39,8 @@ void Solver::record(const std::vector<std::pair<int, int>>& changes) {
 }
 
 void Solver::finish_points(bool all) {
-  const long in_flight = pool_.threads() > 1 ? 4L * pool_.threads() : 0;
+  // Points left in flight so that every thread has work while the cuts go on.
+  const long ahead = pool_.threads() > 1 ? 4L * pool_.threads() : 0;
   while (!recorded_.empty()) {
     const Recorded r = recorded_.front();
     if (r.ticket < 0) {
@@ -48,7 +49,7 @@ void Solver::finish_points(bool all) {
       point.predicted_energy_j = r.predicted_energy_j;
       out_.points.push_back(point);
       out_.clock_changes.emplace_back();
-    } else if (all || pool_.in_flight() > in_flight) {
+    } else if (all || pool_.in_flight() > ahead) {
       append_point(pool_.take(), r.quant_time, r.predicted_energy_j);
     } else {
       return;
