@@ -28,7 +28,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // One line, like every other bad input: an unknown option, a value that is not a number.
+    std::fprintf(stderr, "perseus: error: %s (see --help)\n", e.what());
+    return 1;
   } catch (const perseus::Error& e) {
     std::fprintf(stderr, "perseus: error: %s\n", e.what());
     return 1;

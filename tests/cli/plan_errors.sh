@@ -77,6 +77,11 @@ expect_no_output "--blocking-power" "$out" \
 expect_no_output "--unit-time" "$out" plan "${common[@]}" --unit-time 0 --out "$out"
 expect_no_output "--noise-factor" "$out" plan "${common[@]}" --noise-factor 0.5 --out "$out"
 expect_no_output "--threads must be >= 0" "$out" plan "${common[@]}" --threads -1 --out "$out"
+# Parse errors (CLI11's) are one line too.
+expect_no_output "Could not convert: --threads = abc" "$out" plan "${common[@]}" --threads abc \
+  --out "$out"
+expect_no_output "not expected: --no-such-option" "$out" plan "${common[@]}" --no-such-option \
+  --out "$out"
 expect_no_output "--profile" "$out" plan --stages 4 --microbatches 6 "${bp[@]}" --out "$out"
 expect_no_output "--out" "$out" plan "${common[@]}"
 
