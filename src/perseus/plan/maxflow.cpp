@@ -98,7 +98,10 @@ BoundedMinCut::Status BoundedMinCut::solve(int s, int t) {
   double circulated = cap_[static_cast<std::size_t>(ret) + 1];
   for (std::size_t e = aux_begin; e < to_.size(); ++e) cap_[e] = 0.0;  // drop ss, tt, t->s
   double value = circulated + max_flow(s, t);
-  mark_reachable(s);
+  // max_flow's last search found t unreachable, so its levels mark what s reaches (every
+  // auxiliary arc is closed): the source side, without another search.
+  reached_.resize(level_.size());
+  for (std::size_t v = 0; v < level_.size(); ++v) reached_[v] = level_[v] >= 0 ? 1 : 0;
   if (value >= big * 0.5) return Status::kInfinite;
   cut_value_ = 0.0;
   for (int a = 0; a < arcs; ++a) {
