@@ -25,26 +25,9 @@ std::vector<int> all_fastest(const PlanProblem& p) {
   return option;
 }
 
-// Per node: profiled time and energy of its option.
-struct Realized {
-  std::vector<double> time, energy;
-};
-
-Realized realized(const PlanProblem& p, const std::vector<int>& option) {
-  const auto n = static_cast<std::size_t>(p.dag.num_nodes());
-  Realized r{std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};
-  for (int v = 1; v < p.dag.sink(); ++v) {
-    r.time[v] = at(p, v, option[v]).time_s;
-    r.energy[v] = at(p, v, option[v]).energy_j;
-  }
-  return r;
-}
-
 double energy_of(const PlanProblem& p, const std::vector<int>& option) {
-  Realized r = realized(p, option);
-  return evaluate_nodes(p.dag, p.schedule.num_ranks(), r.time, r.energy,
-                        p.settings.blocking_power_w)
-      .energy_j;
+  OptionCosts scratch;
+  return evaluate_options(p, option, scratch).energy_j;
 }
 
 // Speeds up critical instructions, cheapest energy per second gained first, until the iteration
@@ -53,8 +36,9 @@ void speed_up(const PlanProblem& p, std::vector<int>& option, double target) {
   const double tolerance = kNoSlowdownTolerance * std::max(1.0, target);
   const double blocking = p.settings.blocking_power_w;
   std::vector<double> es, lf;
+  OptionCosts r;
   for (;;) {
-    Realized r = realized(p, option);
+    option_costs(p, option, r);
     const double total = schedule::critical_windows(p.dag, r.time, es, lf);
     if (total <= target + tolerance) return;
     int best = -1;
@@ -77,7 +61,9 @@ void speed_up(const PlanProblem& p, std::vector<int>& option, double target) {
 }  // namespace
 
 double fastest_iteration_time(const PlanProblem& problem) {
-  return schedule::longest_path(problem.dag, realized(problem, all_fastest(problem)).time);
+  OptionCosts costs;
+  option_costs(problem, all_fastest(problem), costs);
+  return schedule::longest_path(problem.dag, costs.time);
 }
 
 std::vector<int> without_slowdown(const PlanProblem& problem, std::vector<int> option,

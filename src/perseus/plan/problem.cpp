@@ -56,4 +56,22 @@ PlanProblem PlanProblem::build(const profile::Profile& profile, schedule::Schedu
   return problem;
 }
 
+void option_costs(const PlanProblem& problem, const std::vector<int>& option, OptionCosts& into) {
+  const auto n = static_cast<std::size_t>(problem.dag.num_nodes());
+  into.time.assign(n, 0.0);
+  into.energy.assign(n, 0.0);
+  for (int v = 1; v < problem.dag.sink(); ++v) {
+    const profile::Option& o = problem.options(v).options[static_cast<std::size_t>(option[v])];
+    into.time[v] = o.time_s;
+    into.energy[v] = o.energy_j;
+  }
+}
+
+Evaluation evaluate_options(const PlanProblem& problem, const std::vector<int>& option,
+                            OptionCosts& scratch) {
+  option_costs(problem, option, scratch);
+  return evaluate_nodes(problem.dag, problem.schedule.num_ranks(), scratch.time, scratch.energy,
+                        problem.settings.blocking_power_w);
+}
+
 }  // namespace perseus::plan

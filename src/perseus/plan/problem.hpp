@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "perseus/plan/cost_model.hpp"
+#include "perseus/plan/evaluate.hpp"
 #include "perseus/profile/options.hpp"
 #include "perseus/profile/profile.hpp"
 #include "perseus/schedule/dag.hpp"
@@ -36,5 +37,18 @@ struct PlanProblem {
   const profile::OptionSet& options(int node) const { return specs[node_spec[node]]; }
   const CostModel& model(int node) const { return models[node_spec[node]]; }
 };
+
+// Per DAG node: the profiled time and energy of an option index (0 for source and sink).
+struct OptionCosts {
+  std::vector<double> time, energy;
+};
+
+// The costs of `option` (index per DAG node into problem.options(v).options; source and sink
+// ignored) into `into` (resized, so buffers are reused).
+void option_costs(const PlanProblem& problem, const std::vector<int>& option, OptionCosts& into);
+
+// Scores `option` against the profile (evaluate_nodes); `scratch` holds its costs afterwards.
+Evaluation evaluate_options(const PlanProblem& problem, const std::vector<int>& option,
+                            OptionCosts& scratch);
 
 }  // namespace perseus::plan

@@ -82,6 +82,8 @@ struct SlackReclaimer::State {
 
   std::vector<int> option;
   std::vector<double> time, es, lf;
+  OptionCosts costs;                     // per node, as load() reads them
+  std::vector<double> node_es, node_lf;  // per node
   double tolerance = 0.0;
   std::vector<Candidate> queue;  // a max-heap on saving per second
   // Positions whose finish (start) has not yet been passed to their successors (predecessors).
@@ -89,15 +91,15 @@ struct SlackReclaimer::State {
 
   const profile::Option& at(int i, int k) const { return (*options[i])[k]; }
   bool fits(int i, double t) const { return es[i] + t <= lf[i] + tolerance; }
-  void load(const std::vector<int>& node_option);
-  void compute_windows();
+  void load(const PlanProblem& problem, const std::vector<int>& node_option);
   void push_candidate(int i);
   void settle_start(int i);
   void settle_finish(int i);
   void reclaim();
 };
 
-SlackReclaimer::SlackReclaimer(const PlanProblem& problem) : s_(std::make_unique<State>()) {
+SlackReclaimer::SlackReclaimer(const PlanProblem& problem)
+    : problem_(problem), s_(std::make_unique<State>()) {
   const schedule::Dag& dag = problem.dag;
   State& s = *s_;
   s.n = dag.num_nodes();
@@ -122,33 +124,25 @@ SlackReclaimer::~SlackReclaimer() = default;
 
 void SlackReclaimer::run(std::vector<int>& option) {
   State& s = *s_;
-  s.load(option);
+  s.load(problem_, option);
   s.reclaim();
   for (int i = 1; i + 1 < s.n; ++i) option[s.node[i]] = s.option[i];
 }
 
-void SlackReclaimer::State::load(const std::vector<int>& node_option) {
+// Windows from schedule::critical_windows on node ids, then moved to positions.
+void SlackReclaimer::State::load(const PlanProblem& problem, const std::vector<int>& node_option) {
+  option_costs(problem, node_option, costs);
+  schedule::critical_windows(problem.dag, costs.time, node_es, node_lf);
   option.assign(static_cast<std::size_t>(n), 0);
   time.assign(option.size(), 0.0);
-  for (int i = 1; i + 1 < n; ++i) {
-    option[i] = node_option[node[i]];
-    time[i] = at(i, option[i]).time_s;
-  }
-}
-
-// As schedule::critical_windows, in positions.
-void SlackReclaimer::State::compute_windows() {
-  es.assign(static_cast<std::size_t>(n), 0.0);
+  es.assign(option.size(), 0.0);
+  lf.assign(option.size(), 0.0);
   for (int i = 0; i < n; ++i) {
-    for (const int* u = predecessors.begin(i); u != predecessors.end(i); ++u) {
-      es[i] = std::max(es[i], es[*u] + time[*u]);
-    }
-  }
-  lf.assign(es.size(), es[n - 1]);
-  for (int i = n - 1; i >= 0; --i) {
-    for (const int* w = successors.begin(i); w != successors.end(i); ++w) {
-      lf[i] = std::min(lf[i], lf[*w] - time[*w]);
-    }
+    const int v = node[i];
+    option[i] = node_option[v];
+    time[i] = costs.time[v];
+    es[i] = node_es[v];
+    lf[i] = node_lf[v];
   }
 }
 
@@ -185,7 +179,6 @@ void SlackReclaimer::State::settle_finish(int i) {
 }
 
 void SlackReclaimer::State::reclaim() {
-  compute_windows();
   tolerance = 1e-12 * std::max(1.0, es[n - 1]);
   starts_to_pass.reset(n);
   finishes_to_pass.reset(n);

@@ -34,6 +34,7 @@ class SlackReclaimer {
 
  private:
   struct State;
+  const PlanProblem& problem_;
   std::unique_ptr<State> s_;
 };
 

@@ -24,9 +24,12 @@ struct RealizedPoint {
   double energy_j = 0.0;
 };
 
-// Evaluates `point.option` (plan/evaluate.hpp's evaluate_nodes); time and energy are scratch.
-void evaluate_point(const PlanProblem& problem, RealizedPoint& point, std::vector<double>& time,
-                    std::vector<double>& energy);
+// Fills in the point's evaluation of its options; `scratch` holds their costs afterwards.
+inline void evaluate_point(const PlanProblem& problem, RealizedPoint& point, OptionCosts& scratch) {
+  const Evaluation ev = evaluate_options(problem, point.option, scratch);
+  point.time_s = ev.time_s;
+  point.energy_j = ev.energy_j;
+}
 
 class ReclaimPool {
  public:
@@ -49,9 +52,11 @@ class ReclaimPool {
   struct Worker {
     explicit Worker(const PlanProblem& problem) : reclaimer(problem) {}
     SlackReclaimer reclaimer;
-    std::vector<double> time, energy;
+    OptionCosts costs;  // evaluation scratch
   };
-  void process(Worker& w, RealizedPoint& point);
+  // Reclaims and evaluates the oldest queued point on `w`, without the lock meanwhile, and
+  // files its result (or its exception, which take() rethrows). Requires the lock and a job.
+  void run_oldest(Worker& w, std::unique_lock<std::mutex>& lock);
   void work();
 
   const PlanProblem& problem_;

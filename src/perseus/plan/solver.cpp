@@ -78,7 +78,7 @@ void Solver::append_no_slowdown_point() {
   const FrontierPoint last = out_.points.back();
   if (last.evaluated_time_s <= target + kNoSlowdownTolerance * std::max(1.0, target)) return;
   RealizedPoint point{without_slowdown(p_, option_, target)};
-  evaluate_point(p_, point, time_, energy_);
+  evaluate_point(p_, point, costs_);
   out_.steps.emplace_back();  // the same planned durations
   append_point(std::move(point), last.quant_time, last.predicted_energy_j);
 }

@@ -95,11 +95,11 @@ class Solver {
   std::vector<long> d_, es_, lf_;
   long total_ = 0;
   double cost_sum_ = 0.0;
-  std::vector<double> time_, energy_;  // scratch for evaluate_point
-  std::vector<int> option_;            // the last appended point's option index per node
-  std::vector<int> clocks_;            // realized clock per instruction
-  std::vector<int> in_id_;             // network id of a critical node's entry; exit is in_id_ + 1
-  int ids_ = 0;                        // network ids of net_
+  OptionCosts costs_;        // scratch for evaluate_point
+  std::vector<int> option_;  // the last appended point's option index per node
+  std::vector<int> clocks_;  // realized clock per instruction
+  std::vector<int> in_id_;   // network id of a critical node's entry; exit is in_id_ + 1
+  int ids_ = 0;              // network ids of net_
   std::vector<Arc> net_, previous_net_;  // this step's and the last solved critical network
   std::vector<Arc> probe_net_;           // network_holds()'s
   // Per arc of net_: its key in flow_ (a node's own arc: the node; an edge: n_ + its edge id).
