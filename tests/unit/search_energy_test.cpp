@@ -12,7 +12,6 @@
 namespace perseus::search {
 namespace {
 
-
 using test::miniset;
 
 struct Gpt {

@@ -14,7 +14,6 @@
 namespace perseus::search {
 namespace {
 
-
 using test::miniset;
 
 struct Resnet {
