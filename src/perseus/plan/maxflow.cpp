@@ -9,9 +9,7 @@ void BoundedMinCut::reset(int num_nodes) {
   n_ = num_nodes;
   head_.assign(static_cast<std::size_t>(num_nodes) + 2, -1);
   has_auxiliary_ = false;
-  next_.clear();
-  to_.clear();
-  cap_.clear();
+  res_.clear();
   lb_.clear();
   ub_.clear();
   start_.clear();
@@ -20,8 +18,7 @@ void BoundedMinCut::reset(int num_nodes) {
 
 void BoundedMinCut::drop_auxiliary_arcs() {
   if (!has_auxiliary_) return;
-  const std::size_t user = 2 * lb_.size();
-  to_.resize(user), cap_.resize(user), next_.resize(user);
+  res_.resize(2 * lb_.size());
   head_ = user_head_;
   has_auxiliary_ = false;
 }
@@ -37,9 +34,11 @@ int BoundedMinCut::add_arc(int u, int v, double lb, double ub) {
 }
 
 int BoundedMinCut::add_residual_pair(int u, int v, double cap) {
-  int e = static_cast<int>(to_.size());
-  to_.push_back(v), cap_.push_back(cap), next_.push_back(head_[u]), head_[u] = e;
-  to_.push_back(u), cap_.push_back(0.0), next_.push_back(head_[v]), head_[v] = e + 1;
+  const int e = static_cast<int>(res_.size());
+  res_.push_back({v, head_[u], cap});
+  head_[u] = e;
+  res_.push_back({u, head_[v], 0.0});
+  head_[v] = e + 1;
   return e;
 }
 
@@ -52,7 +51,7 @@ void BoundedMinCut::set_bounds(int arc, double lb, double ub) {
 
 double BoundedMinCut::flow(int arc) const {
   // Residual of the reverse arc is the flow above the lower bound.
-  return lb_[arc] + cap_[2 * static_cast<std::size_t>(arc) + 1];
+  return lb_[arc] + res_[2 * static_cast<std::size_t>(arc) + 1].cap;
 }
 
 BoundedMinCut::Status BoundedMinCut::solve(int s, int t) {
@@ -73,13 +72,14 @@ BoundedMinCut::Status BoundedMinCut::solve(int s, int t) {
   for (int a = 0; a < arcs; ++a) {
     double ub = std::isfinite(ub_[a]) ? ub_[a] : big;
     double f0 = std::clamp(start_[a], lb_[a], ub);
-    cap_[2 * static_cast<std::size_t>(a)] = ub - f0;
-    cap_[2 * static_cast<std::size_t>(a) + 1] = f0 - lb_[a];
-    excess_[to_[2 * static_cast<std::size_t>(a)]] += f0;
+    Residual& forward = res_[2 * static_cast<std::size_t>(a)];
+    forward.cap = ub - f0;
+    res_[2 * static_cast<std::size_t>(a) + 1].cap = f0 - lb_[a];
+    excess_[forward.to] += f0;
     excess_[from_[a]] -= f0;
   }
   const int ss = n_, tt = n_ + 1;
-  const std::size_t aux_begin = to_.size();
+  const std::size_t aux_begin = res_.size();
   user_head_ = head_;
   has_auxiliary_ = true;
   double demand = 0.0;
@@ -95,8 +95,8 @@ BoundedMinCut::Status BoundedMinCut::solve(int s, int t) {
     mark_reachable(s);
     return Status::kInfeasible;
   }
-  double circulated = cap_[static_cast<std::size_t>(ret) + 1];
-  for (std::size_t e = aux_begin; e < to_.size(); ++e) cap_[e] = 0.0;  // drop ss, tt, t->s
+  double circulated = res_[static_cast<std::size_t>(ret) + 1].cap;
+  for (std::size_t e = aux_begin; e < res_.size(); ++e) res_[e].cap = 0.0;  // drop ss, tt, t->s
   double value = circulated + max_flow(s, t);
   // max_flow's last search found t unreachable, so its levels mark what s reaches (every
   // auxiliary arc is closed): the source side, without another search.
@@ -106,7 +106,7 @@ BoundedMinCut::Status BoundedMinCut::solve(int s, int t) {
   cut_value_ = 0.0;
   for (int a = 0; a < arcs; ++a) {
     bool from_s = source_side(from_[a]);
-    bool to_s = source_side(to_[2 * static_cast<std::size_t>(a)]);
+    bool to_s = source_side(res_[2 * static_cast<std::size_t>(a)].to);
     if (from_s && !to_s) cut_value_ += ub_[a];
     if (!from_s && to_s) cut_value_ -= lb_[a];
   }
@@ -118,11 +118,7 @@ double BoundedMinCut::max_flow(int s, int t) {
   iter_.resize(head_.size());
   while (build_levels(s, t)) {
     std::copy(head_.begin(), head_.end(), iter_.begin());
-    while (true) {
-      double pushed = augment(s, t, kInfinity);
-      if (pushed <= eps_) break;
-      total += pushed;
-    }
+    total += augment(s, t, kInfinity);
   }
   return total;
 }
@@ -136,9 +132,9 @@ bool BoundedMinCut::build_levels(int s, int t) {
     int u = queue_[i];
     // Nodes at t's level or beyond cannot be on a shortest augmenting path.
     if (level_[t] >= 0 && level_[u] >= level_[t]) break;
-    for (int e = head_[u]; e != -1; e = next_[e]) {
-      int v = to_[e];
-      if (cap_[e] > eps_ && level_[v] < 0) {
+    for (int e = head_[u]; e != -1; e = res_[e].next) {
+      const int v = res_[e].to;
+      if (res_[e].cap > eps_ && level_[v] < 0) {
         level_[v] = level_[u] + 1;
         queue_.push_back(v);
       }
@@ -149,17 +145,20 @@ bool BoundedMinCut::build_levels(int s, int t) {
 
 double BoundedMinCut::augment(int u, int t, double limit) {
   if (u == t) return limit;
-  for (int& e = iter_[u]; e != -1; e = next_[e]) {
-    int v = to_[e];
-    if (cap_[e] <= eps_ || level_[v] != level_[u] + 1) continue;
-    double pushed = augment(v, t, std::min(limit, cap_[e]));
+  double total = 0.0;
+  for (int& e = iter_[u]; e != -1; e = res_[e].next) {
+    Residual& r = res_[e];
+    if (r.cap <= eps_ || level_[r.to] != level_[u] + 1) continue;
+    const double pushed = augment(r.to, t, std::min(limit - total, r.cap));
     if (pushed > eps_) {
-      cap_[e] -= pushed;
-      cap_[e ^ 1] += pushed;
-      return pushed;
+      r.cap -= pushed;
+      res_[e ^ 1].cap += pushed;
+      total += pushed;
+      // Stay on this arc while it has capacity: the next call may push more through it.
+      if (limit - total <= eps_) return total;
     }
   }
-  return 0.0;
+  return total;
 }
 
 void BoundedMinCut::mark_reachable(int s) {
@@ -169,9 +168,9 @@ void BoundedMinCut::mark_reachable(int s) {
   queue_.push_back(s);
   for (std::size_t i = 0; i < queue_.size(); ++i) {
     int u = queue_[i];
-    for (int e = head_[u]; e != -1; e = next_[e]) {
-      int v = to_[e];
-      if (v < n_ && cap_[e] > eps_ && !reached_[v]) {
+    for (int e = head_[u]; e != -1; e = res_[e].next) {
+      const int v = res_[e].to;
+      if (v < n_ && res_[e].cap > eps_ && !reached_[v]) {
         reached_[v] = 1;
         queue_.push_back(v);
       }

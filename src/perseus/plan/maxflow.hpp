@@ -57,8 +57,13 @@ class BoundedMinCut {
   std::vector<int> head_;       // first residual arc of each node, -1 when none
   std::vector<int> user_head_;  // head_ with only the user's arcs (while has_auxiliary_)
   bool has_auxiliary_ = false;  // solve() added its super source/sink and return arcs
-  std::vector<int> next_, to_;
-  std::vector<double> cap_;  // residual capacities; arc 2k and 2k+1 are a pair
+  // Residual arcs in per-node lists; arcs 2k and 2k+1 are a pair (arc k and its reverse).
+  struct Residual {
+    int to;
+    int next;    // next arc of the same tail, -1 at the end
+    double cap;  // residual capacity
+  };
+  std::vector<Residual> res_;
   std::vector<double> lb_, ub_, start_;
   std::vector<int> from_, level_, iter_, queue_;
   std::vector<char> reached_;
