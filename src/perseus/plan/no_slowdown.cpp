@@ -25,11 +25,6 @@ std::vector<int> all_fastest(const PlanProblem& p) {
   return option;
 }
 
-double energy_of(const PlanProblem& p, const std::vector<int>& option) {
-  OptionCosts scratch;
-  return evaluate_options(p, option, scratch).energy_j;
-}
-
 // Speeds up critical instructions, cheapest energy per second gained first, until the iteration
 // takes at most `target` seconds.
 void speed_up(const PlanProblem& p, std::vector<int>& option, double target) {
@@ -69,10 +64,9 @@ double fastest_iteration_time(const PlanProblem& problem) {
 std::vector<int> without_slowdown(const PlanProblem& problem, std::vector<int> option,
                                   double target_s) {
   speed_up(problem, option, target_s);
-  reclaim_slack(problem, option);
+  const double energy = reclaim_slack(problem, option).energy_j;
   std::vector<int> from_fastest = all_fastest(problem);
-  reclaim_slack(problem, from_fastest);
-  return energy_of(problem, from_fastest) < energy_of(problem, option) ? from_fastest : option;
+  return reclaim_slack(problem, from_fastest).energy_j < energy ? from_fastest : option;
 }
 
 }  // namespace perseus::plan

@@ -63,11 +63,24 @@ struct Rows {
   const int* end(int i) const { return target.data() + offset[i + 1]; }
 };
 
+// A move to the next slower option, ordered by its energy saving per second of extra time (the
+// rank of that saving among all moves' savings, so that equal savings compare equal).
 struct Candidate {
-  double saving_per_s;
+  std::uint32_t saving_rank;
   int at;  // position
-  bool operator<(const Candidate& o) const { return saving_per_s < o.saving_per_s; }
+  bool operator<(const Candidate& o) const { return saving_rank < o.saving_rank; }
 };
+
+// Effective energy saved per second of extra time by moving from option k to k - 1 (the
+// instruction's energy plus the blocking power no longer drawn); 0 when the move saves nothing
+// or takes no extra time.
+double saving_per_s(const std::vector<profile::Option>& options, std::size_t k,
+                    double blocking_power_w) {
+  const double extra = options[k - 1].time_s - options[k].time_s;
+  if (extra <= 0.0) return 0.0;
+  const double saving = options[k].energy_j - options[k - 1].energy_j + blocking_power_w * extra;
+  return saving > 0.0 ? saving / extra : 0.0;
+}
 
 }  // namespace
 
@@ -78,12 +91,17 @@ struct SlackReclaimer::State {
   std::vector<int> node;                                     // of each position
   std::vector<int> position;                                 // of each node
   std::vector<const std::vector<profile::Option>*> options;  // null for source and sink
+  // saving_rank[first_move[i] + k]: the rank of the move of position i from option k to k - 1
+  // (1 = the smallest saving; 0 = no saving, never a candidate).
+  std::vector<std::uint32_t> saving_rank;
+  std::vector<int> first_move;
   Rows successors, predecessors;
+
+  std::vector<int> rank;  // of each position's node
+  int num_ranks = 0;
 
   std::vector<int> option;
   std::vector<double> time, es, lf;
-  OptionCosts costs;                     // per node, as load() reads them
-  std::vector<double> node_es, node_lf;  // per node
   double tolerance = 0.0;
   std::vector<Candidate> queue;  // a max-heap on saving per second
   // Positions whose finish (start) has not yet been passed to their successors (predecessors).
@@ -91,11 +109,13 @@ struct SlackReclaimer::State {
 
   const profile::Option& at(int i, int k) const { return (*options[i])[k]; }
   bool fits(int i, double t) const { return es[i] + t <= lf[i] + tolerance; }
-  void load(const PlanProblem& problem, const std::vector<int>& node_option);
+  void rank_moves(const PlanProblem& problem);
+  void load(const std::vector<int>& node_option);
   void push_candidate(int i);
   void settle_start(int i);
   void settle_finish(int i);
   void reclaim();
+  Evaluation evaluate();
 };
 
 SlackReclaimer::SlackReclaimer(const PlanProblem& problem)
@@ -104,13 +124,16 @@ SlackReclaimer::SlackReclaimer(const PlanProblem& problem)
   State& s = *s_;
   s.n = dag.num_nodes();
   s.blocking_power_w = problem.settings.blocking_power_w;
+  s.num_ranks = problem.schedule.num_ranks();
   s.node = dag.topological_order();
   s.position.resize(static_cast<std::size_t>(s.n));
   std::vector<int>& position = s.position;
   for (int i = 0; i < s.n; ++i) position[s.node[i]] = i;
   for (int i = 0; i < s.n; ++i) {
     const int v = s.node[i];
-    s.options.push_back(dag.is_instruction(v) ? &problem.options(v).options : nullptr);
+    const bool instruction = dag.is_instruction(v);
+    s.options.push_back(instruction ? &problem.options(v).options : nullptr);
+    s.rank.push_back(instruction ? dag.node(v).rank : -1);
     s.successors.add_row();
     for (int w : dag.successors(v)) s.successors.target.push_back(position[w]);
     s.predecessors.add_row();
@@ -118,46 +141,92 @@ SlackReclaimer::SlackReclaimer(const PlanProblem& problem)
   }
   s.successors.add_row();
   s.predecessors.add_row();
+  s.rank_moves(problem);
+}
+
+// Every move's saving per second, per option set, then replaced by its rank among them all.
+void SlackReclaimer::State::rank_moves(const PlanProblem& problem) {
+  std::vector<double> saving;
+  std::vector<int> spec_first;
+  for (const profile::OptionSet& spec : problem.specs) {
+    spec_first.push_back(static_cast<int>(saving.size()));
+    saving.push_back(0.0);  // option 0 has no slower option
+    for (std::size_t k = 1; k < spec.options.size(); ++k) {
+      saving.push_back(saving_per_s(spec.options, k, blocking_power_w));
+    }
+  }
+  std::vector<double> sorted = saving;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  for (double x : saving) {
+    const auto rank = std::lower_bound(sorted.begin(), sorted.end(), x) - sorted.begin();
+    // 0.0 is in `sorted` and ranks 0: no saving.
+    saving_rank.push_back(x > 0.0 ? static_cast<std::uint32_t>(rank) : 0);
+  }
+  for (int i = 0; i < n; ++i) {
+    const int spec = problem.node_spec[node[i]];
+    first_move.push_back(spec < 0 ? 0 : spec_first[spec]);
+  }
 }
 
 SlackReclaimer::~SlackReclaimer() = default;
 
-void SlackReclaimer::run(std::vector<int>& option) {
+Evaluation SlackReclaimer::run(std::vector<int>& option) {
   State& s = *s_;
-  s.load(problem_, option);
+  s.load(option);
   s.reclaim();
   for (int i = 1; i + 1 < s.n; ++i) option[s.node[i]] = s.option[i];
+  return s.evaluate();
 }
 
-// Windows from schedule::critical_windows on node ids, then moved to positions.
-void SlackReclaimer::State::load(const PlanProblem& problem, const std::vector<int>& node_option) {
-  option_costs(problem, node_option, costs);
-  schedule::critical_windows(problem.dag, costs.time, node_es, node_lf);
+// Times of the options, then windows as schedule::critical_windows computes them (the same
+// maxima and minima of the same sums, in positions).
+void SlackReclaimer::State::load(const std::vector<int>& node_option) {
   option.assign(static_cast<std::size_t>(n), 0);
   time.assign(option.size(), 0.0);
   es.assign(option.size(), 0.0);
-  lf.assign(option.size(), 0.0);
   for (int i = 0; i < n; ++i) {
-    const int v = node[i];
-    option[i] = node_option[v];
-    time[i] = costs.time[v];
-    es[i] = node_es[v];
-    lf[i] = node_lf[v];
+    if (options[i] == nullptr) continue;
+    option[i] = node_option[node[i]];
+    time[i] = at(i, option[i]).time_s;
   }
+  for (int i = 1; i < n; ++i) {
+    for (const int* u = predecessors.begin(i); u != predecessors.end(i); ++u) {
+      es[i] = std::max(es[i], es[*u] + time[*u]);
+    }
+  }
+  lf.assign(option.size(), es[n - 1]);
+  for (int i = n - 1; i-- > 0;) {
+    for (const int* w = successors.begin(i); w != successors.end(i); ++w) {
+      lf[i] = std::min(lf[i], lf[*w] - time[*w]);
+    }
+  }
+}
+
+// As evaluate_nodes scores the options: the longest path is the sink's settled start, and sums
+// run in node order.
+Evaluation SlackReclaimer::State::evaluate() {
+  settle_start(n);
+  Evaluation ev;
+  ev.time_s = es[n - 1] + time[n - 1];
+  ev.rank_busy_s.assign(static_cast<std::size_t>(num_ranks), 0.0);
+  double busy = 0.0, energy = 0.0;
+  for (int v = 1; v + 1 < n; ++v) {
+    const int i = position[v];
+    ev.rank_busy_s[rank[i]] += time[i];
+    busy += time[i];
+    energy += at(i, option[i]).energy_j;
+  }
+  ev.energy_j = energy + blocking_power_w * (num_ranks * ev.time_s - busy);
+  return ev;
 }
 
 void SlackReclaimer::State::push_candidate(int i) {
   if (option[i] == 0) return;
-  const auto& now = at(i, option[i]);
-  const auto& slower = at(i, option[i] - 1);
-  double extra = slower.time_s - now.time_s;
-  if (extra <= 0.0) return;
-  // Effective energy saved: instruction energy plus the blocking power no longer drawn.
-  double saving = now.energy_j - slower.energy_j + blocking_power_w * extra;
-  if (saving > 0.0) {
-    queue.push_back({saving / extra, i});
-    std::push_heap(queue.begin(), queue.end());
-  }
+  const std::uint32_t rank = saving_rank[static_cast<std::size_t>(first_move[i] + option[i])];
+  if (rank == 0) return;
+  queue.push_back({rank, i});
+  std::push_heap(queue.begin(), queue.end());
 }
 
 void SlackReclaimer::State::settle_start(int i) {
@@ -202,8 +271,8 @@ void SlackReclaimer::State::reclaim() {
   }
 }
 
-void reclaim_slack(const PlanProblem& problem, std::vector<int>& option) {
-  SlackReclaimer(problem).run(option);
+Evaluation reclaim_slack(const PlanProblem& problem, std::vector<int>& option) {
+  return SlackReclaimer(problem).run(option);
 }
 
 }  // namespace perseus::plan

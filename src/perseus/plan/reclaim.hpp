@@ -12,15 +12,17 @@
 namespace perseus::plan {
 
 // Reclaims slack for one problem, many times (the frontier solver runs it at every point): the
-// DAG is renumbered in topological order once, at construction.
+// DAG is renumbered in topological order once, and every move's saving is ranked, at
+// construction.
 //
-// Greedy: a max-heap of (energy saved per second of extra time, instruction); an instruction's
-// next slower option is taken when it fits its window [earliest start, latest finish] within
-// 1e-12 of the iteration time. Windows are kept lazily: a move only marks the node, and its
-// new finish (start) reaches successors (predecessors) when a node after (before) it in
-// topological order is checked. Windows only shrink, so a candidate that misses its stale
-// window is rejected without bringing it up to date. The result equals eager propagation's
-// bit for bit (every window is the same fixpoint of max / min over the same sums).
+// Greedy: a max-heap of (energy saved per second of extra time, instruction), the saving held as
+// its rank among all moves' savings (a small integer that compares as the saving does); an
+// instruction's next slower option is taken when it fits its window [earliest start, latest
+// finish] within 1e-12 of the iteration time. Windows are kept lazily: a move only marks the
+// node, and its new finish (start) reaches successors (predecessors) when a node after (before)
+// it in topological order is checked. Windows only shrink, so a candidate that misses its stale
+// window is rejected without bringing it up to date. The result equals eager propagation's bit
+// for bit (every window is the same fixpoint of max / min over the same sums).
 // O((N + E) log N) per run for the heap, plus the window updates of the moves.
 class SlackReclaimer {
  public:
@@ -29,8 +31,9 @@ class SlackReclaimer {
 
   // `option[v]` is an index into problem.options(v).options (0 = slowest) for every instruction
   // node (ignored for source and sink); it is updated in place. The critical path of the
-  // profiled durations never grows.
-  void run(std::vector<int>& option);
+  // profiled durations never grows. Returns the reclaimed options' evaluation, equal to
+  // evaluate_options' bit for bit.
+  Evaluation run(std::vector<int>& option);
 
  private:
   struct State;
@@ -39,6 +42,6 @@ class SlackReclaimer {
 };
 
 // One run of SlackReclaimer.
-void reclaim_slack(const PlanProblem& problem, std::vector<int>& option);
+Evaluation reclaim_slack(const PlanProblem& problem, std::vector<int>& option);
 
 }  // namespace perseus::plan

@@ -20,17 +20,16 @@ void ReclaimPool::run_oldest(Worker& w, std::unique_lock<std::mutex>& lock) {
   auto [ticket, option] = std::move(jobs_.front());
   jobs_.pop_front();
   lock.unlock();
-  RealizedPoint point{std::move(option)};
   std::exception_ptr error;
+  Evaluation ev;
   try {
-    w.reclaimer.run(point.option);
-    evaluate_point(problem_, point, w.costs);
+    ev = w.reclaimer.run(option);
   } catch (...) {
     error = std::current_exception();
   }
   lock.lock();
   if (error) error_ = error;
-  results_.emplace(ticket, std::move(point));
+  results_.emplace(ticket, RealizedPoint(std::move(option), ev));
   result_ready_.notify_all();
 }
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "perseus/plan/problem.hpp"
@@ -22,14 +23,9 @@ struct RealizedPoint {
   std::vector<int> option;
   double time_s = 0.0;
   double energy_j = 0.0;
+  RealizedPoint(std::vector<int> o, const Evaluation& ev)
+      : option(std::move(o)), time_s(ev.time_s), energy_j(ev.energy_j) {}
 };
-
-// Fills in the point's evaluation of its options; `scratch` holds their costs afterwards.
-inline void evaluate_point(const PlanProblem& problem, RealizedPoint& point, OptionCosts& scratch) {
-  const Evaluation ev = evaluate_options(problem, point.option, scratch);
-  point.time_s = ev.time_s;
-  point.energy_j = ev.energy_j;
-}
 
 class ReclaimPool {
  public:
@@ -52,7 +48,6 @@ class ReclaimPool {
   struct Worker {
     explicit Worker(const PlanProblem& problem) : reclaimer(problem) {}
     SlackReclaimer reclaimer;
-    OptionCosts costs;  // evaluation scratch
   };
   // Reclaims and evaluates the oldest queued point on `w`, without the lock meanwhile, and
   // files its result (or its exception, which take() rethrows). Requires the lock and a job.

@@ -77,10 +77,10 @@ void Solver::append_no_slowdown_point() {
   const double target = fastest_iteration_time(p_);
   const FrontierPoint last = out_.points.back();
   if (last.evaluated_time_s <= target + kNoSlowdownTolerance * std::max(1.0, target)) return;
-  RealizedPoint point{without_slowdown(p_, option_, target)};
-  evaluate_point(p_, point, costs_);
+  std::vector<int> option = without_slowdown(p_, option_, target);
+  const Evaluation ev = evaluate_options(p_, option, costs_);
   out_.steps.emplace_back();  // the same planned durations
-  append_point(std::move(point), last.quant_time, last.predicted_energy_j);
+  append_point(RealizedPoint(std::move(option), ev), last.quant_time, last.predicted_energy_j);
 }
 
 Frontier Solver::run(const ProgressFn& progress) {
