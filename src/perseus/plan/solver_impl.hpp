@@ -44,8 +44,17 @@ class Solver {
     bool operator==(const Arc&) const = default;
   };
 
-  bool is_dummy(int v) const {
-    return !dag_.is_instruction(v) || p_.model(v).min_duration() == p_.model(v).max_duration();
+  // Per node: its duration range and where its model's rows start in the tables of
+  // tabulate_bounds(); a dummy (source, sink, or a single duration) has no arc bounds.
+  struct Span {
+    long min_d = 0, max_d = 0;
+    std::size_t first = 0;
+    bool dummy = true;
+  };
+  bool is_dummy(int v) const { return span_[v].dummy; }
+  // Index of node v's current duration in the tables.
+  std::size_t row(int v) const {
+    return span_[v].first + static_cast<std::size_t>(d_[v] - span_[v].min_d);
   }
   void set_all(bool fastest);
   void compute_times();
@@ -60,7 +69,7 @@ class Solver {
   void build_network();
   // Keeps the solved flow of every arc for the next cut's warm start.
   void keep_flow();
-  // The arc bounds of every cost model at every duration (bounds() reads them).
+  // The arc bounds of every cost model at every duration (bounds() reads them), and span_.
   void tabulate_bounds();
   std::pair<double, double> bounds(int v) const;
   // The instructions the current minimum cut speeds up and slows down by one unit; false (and the
@@ -111,10 +120,11 @@ class Solver {
   std::vector<char> side_;  // per network id: source side of the last minimum cut
   BoundedMinCut::Status status_ = BoundedMinCut::Status::kFinite;  // of the last solve
   long cuts_ = 0;                                                  // minimum cuts solved
-  std::vector<int> realized_;  // per node: option index before slack reclamation
-  std::vector<std::vector<std::pair<double, double>>> bound_table_;  // [spec][d - min]
-  // [spec][d - min]: how many durations from d down (up) share d's bounds, d included.
-  std::vector<std::vector<long>> run_down_, run_up_;
+  std::vector<int> realized_;                     // per node: option index before slack reclamation
+  std::vector<Span> span_;                        // per node
+  std::vector<std::pair<double, double>> bound_;  // [row]: arc bounds
+  // [row]: how many durations from d down (up) share d's bounds, d included.
+  std::vector<long> run_down_, run_up_;
   BoundedMinCut cut_;
   ReclaimPool pool_;
   // Recorded points not yet appended, in order: with a ticket of pool_, or -1 for a point that

@@ -9,35 +9,39 @@
 namespace perseus::plan::detail {
 
 void Solver::tabulate_bounds() {
-  bound_table_.resize(p_.models.size());
-  run_down_.resize(p_.models.size());
-  run_up_.resize(p_.models.size());
-  for (std::size_t i = 0; i < p_.models.size(); ++i) {
-    const CostModel& c = p_.models[i];
+  std::vector<std::size_t> first;  // per model
+  for (const CostModel& c : p_.models) {
+    first.push_back(bound_.size());
+    const std::size_t begin = bound_.size();
     for (long d = c.min_duration(); d <= c.max_duration(); ++d) {
       double lb = 0.0, ub = kInfinity;
       if (d > c.min_duration()) ub = std::abs(c(d - 1) - c(d));
       if (d < c.max_duration()) lb = std::abs(c(d) - c(d + 1));
       if (d > c.min_duration() && d < c.max_duration()) ub += kFpError;
-      bound_table_[i].emplace_back(round_down(lb), round_down(ub));
+      bound_.emplace_back(round_down(lb), round_down(ub));
     }
-    const auto& b = bound_table_[i];
-    const std::size_t size = b.size();
-    run_down_[i].assign(size, 1);
-    run_up_[i].assign(size, 1);
-    for (std::size_t k = 1; k < size; ++k) {
-      if (b[k] == b[k - 1]) run_down_[i][k] = run_down_[i][k - 1] + 1;
+    const std::size_t end = bound_.size();
+    run_down_.resize(end, 1);
+    run_up_.resize(end, 1);
+    for (std::size_t k = begin + 1; k < end; ++k) {
+      if (bound_[k] == bound_[k - 1]) run_down_[k] = run_down_[k - 1] + 1;
     }
-    for (std::size_t k = size - 1; k-- > 0;) {
-      if (b[k] == b[k + 1]) run_up_[i][k] = run_up_[i][k + 1] + 1;
+    for (std::size_t k = end - 1; k-- > begin;) {
+      if (bound_[k] == bound_[k + 1]) run_up_[k] = run_up_[k + 1] + 1;
     }
+  }
+  span_.assign(static_cast<std::size_t>(n_), Span{});
+  for (int v = 1; v < dag_.sink(); ++v) {
+    const CostModel& c = p_.model(v);
+    span_[v] = {c.min_duration(), c.max_duration(),
+                first[static_cast<std::size_t>(p_.node_spec[v])],
+                c.min_duration() == c.max_duration()};
   }
 }
 
 std::pair<double, double> Solver::bounds(int v) const {
   if (is_dummy(v)) return {0.0, kInfinity};
-  return bound_table_[static_cast<std::size_t>(p_.node_spec[v])]
-                     [static_cast<std::size_t>(d_[v] - p_.model(v).min_duration())];
+  return bound_[row(v)];
 }
 
 int Solver::list_critical(std::vector<Arc>& net, std::vector<std::size_t>* keys) {
@@ -129,10 +133,10 @@ bool Solver::cut_step(std::vector<int>& faster, std::vector<int>& slower) {
     if (in_id_[v] < 0) continue;
     bool in_s = side_[in_id_[v]] != 0, out_s = side_[in_id_[v] + 1] != 0;
     if (in_s && !out_s) faster.push_back(v);
-    if (!in_s && out_s && !is_dummy(v) && d_[v] < p_.model(v).max_duration()) slower.push_back(v);
+    if (!in_s && out_s && !is_dummy(v) && d_[v] < span_[v].max_d) slower.push_back(v);
   }
   for (int v : faster) {
-    if (is_dummy(v) || d_[v] <= p_.model(v).min_duration()) {
+    if (is_dummy(v) || d_[v] <= span_[v].min_d) {
       out_.stop_reason = "every critical path has an instruction that cannot run faster";
       return false;
     }
@@ -146,12 +150,8 @@ bool Solver::cut_step(std::vector<int>& faster, std::vector<int>& slower) {
 
 long Solver::run_length(const std::vector<int>& faster, const std::vector<int>& slower) {
   long cap = std::numeric_limits<long>::max();
-  auto run = [&](const std::vector<std::vector<long>>& table, int v) {
-    const std::size_t at = static_cast<std::size_t>(d_[v] - p_.model(v).min_duration());
-    return table[static_cast<std::size_t>(p_.node_spec[v])][at];
-  };
-  for (int v : faster) cap = std::min(cap, run(run_down_, v));
-  for (int v : slower) cap = std::min(cap, run(run_up_, v));
+  for (int v : faster) cap = std::min(cap, run_down_[row(v)]);
+  for (int v : slower) cap = std::min(cap, run_up_[row(v)]);
   if (cap <= 1 || options_.per_unit) return 1;
   // States 1..k-1 must keep the network; once it changes it stays changed (a path's slack is
   // linear in the steps, so the least slack through an arc is concave), so gallop, then bisect.
