@@ -67,7 +67,8 @@ class Solver {
   int list_critical(std::vector<Arc>& net, std::vector<std::size_t>* keys);
   // Fills the minimum-cut network from net_, starting from the last cut's flows.
   void build_network();
-  // Keeps the solved flow of every arc for the next cut's warm start.
+  // Keeps the last solved network's flow per key before cut_ takes another network, so that
+  // arcs in both start from it.
   void keep_flow();
   // The arc bounds of every cost model at every duration (bounds() reads them), and span_.
   void tabulate_bounds();
@@ -109,10 +110,12 @@ class Solver {
   std::vector<int> clocks_;  // realized clock per instruction
   std::vector<int> in_id_;   // network id of a critical node's entry; exit is in_id_ + 1
   int ids_ = 0;              // network ids of net_
-  std::vector<Arc> net_, previous_net_;  // this step's and the last solved critical network
+  std::vector<Arc> net_, previous_net_;  // this step's and the last step's critical network
+  bool same_arcs_ = false;               // net_ has previous_net_'s arcs (bounds may differ)
+  std::vector<int> critical_;            // critical nodes, as list_critical() numbered them
   std::vector<Arc> probe_net_;           // network_holds()'s
   // Per arc of net_: its key in flow_ (a node's own arc: the node; an edge: n_ + its edge id).
-  std::vector<std::size_t> arc_key_;
+  std::vector<std::size_t> arc_key_, previous_key_;
   // The last minimum cut's flow per key, and the cut number it is from (a warm start for the
   // next cut; keys that were not in that network start at their lower bound).
   std::vector<double> flow_;

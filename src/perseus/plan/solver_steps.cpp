@@ -48,12 +48,12 @@ int Solver::list_critical(std::vector<Arc>& net, std::vector<std::size_t>* keys)
   net.clear();
   if (keys) keys->clear();
   in_id_.assign(static_cast<std::size_t>(n_), -1);
+  critical_.clear();
   int ids = 0;
   for (int v = 0; v < n_; ++v) {
-    if (es_[v] + d_[v] == lf_[v]) in_id_[v] = ids, ids += 2;
+    if (es_[v] + d_[v] == lf_[v]) in_id_[v] = ids, ids += 2, critical_.push_back(v);
   }
-  for (int v = 0; v < n_; ++v) {
-    if (in_id_[v] < 0) continue;
+  for (int v : critical_) {
     auto [lb, ub] = bounds(v);
     net.push_back({in_id_[v], in_id_[v] + 1, lb, ub});
     if (keys) keys->push_back(static_cast<std::size_t>(v));
@@ -71,27 +71,35 @@ int Solver::list_critical(std::vector<Arc>& net, std::vector<std::size_t>* keys)
 
 bool Solver::list_network() {
   std::swap(net_, previous_net_);
+  std::swap(arc_key_, previous_key_);
   ids_ = list_critical(net_, &arc_key_);
-  return !options_.per_unit && cuts_ > 0 && net_ == previous_net_ &&
-         side_.size() == static_cast<std::size_t>(ids_);
+  same_arcs_ = !options_.per_unit && cuts_ > 0 && net_.size() == previous_net_.size();
+  bool same_bounds = same_arcs_;
+  for (std::size_t i = 0; same_arcs_ && i < net_.size(); ++i) {
+    const Arc &a = net_[i], &b = previous_net_[i];
+    same_arcs_ = a.u == b.u && a.v == b.v;
+    same_bounds = same_bounds && a.lb == b.lb && a.ub == b.ub;
+  }
+  return same_arcs_ && same_bounds && side_.size() == static_cast<std::size_t>(ids_);
 }
 
 void Solver::build_network() {
-  // The same arcs as the last solved network (only bounds moved, as every step with a model
-  // whose marginal costs change at every unit): update it in place.
-  const bool same_arcs =
-      !options_.per_unit && cuts_ > 0 && net_.size() == previous_net_.size() &&
-      std::equal(net_.begin(), net_.end(), previous_net_.begin(),
-                 [](const Arc& a, const Arc& b) { return a.u == b.u && a.v == b.v; });
-  if (!same_arcs) cut_.reset(static_cast<int>(side_.size()));
+  if (same_arcs_) {
+    // Only bounds moved (as every step with a model whose marginal costs change at every
+    // unit): update the last network in place, starting from its own flow.
+    for (std::size_t i = 0; i < net_.size(); ++i) {
+      const int arc = static_cast<int>(i);
+      const double flow = cut_.flow(arc);
+      cut_.set_bounds(arc, net_[i].lb, net_[i].ub);
+      cut_.set_start_flow(arc, flow);
+    }
+    return;
+  }
+  if (!options_.per_unit) keep_flow();
+  cut_.reset(static_cast<int>(side_.size()));
   for (std::size_t i = 0; i < net_.size(); ++i) {
     const Arc& a = net_[i];
-    int arc = static_cast<int>(i);
-    if (same_arcs) {
-      cut_.set_bounds(arc, a.lb, a.ub);
-    } else {
-      arc = cut_.add_arc(a.u, a.v, a.lb, a.ub);
-    }
+    const int arc = cut_.add_arc(a.u, a.v, a.lb, a.ub);
     if (!options_.per_unit && flow_cut_[arc_key_[i]] == cuts_) {
       cut_.set_start_flow(arc, flow_[arc_key_[i]]);
     }
@@ -99,9 +107,12 @@ void Solver::build_network() {
 }
 
 void Solver::keep_flow() {
-  for (std::size_t i = 0; i < net_.size(); ++i) {
-    flow_[arc_key_[i]] = cut_.flow(static_cast<int>(i));
-    flow_cut_[arc_key_[i]] = cuts_;
+  if (cuts_ == 0 || status_ != BoundedMinCut::Status::kFinite) return;
+  // previous_net_ has the arcs of the last solved network (a network equal to it is not solved
+  // again), so cut_ holds their flows.
+  for (std::size_t i = 0; i < previous_key_.size(); ++i) {
+    flow_[previous_key_[i]] = cut_.flow(static_cast<int>(i));
+    flow_cut_[previous_key_[i]] = cuts_;
   }
 }
 
@@ -118,7 +129,6 @@ bool Solver::cut_step(std::vector<int>& faster, std::vector<int>& slower) {
     build_network();
     status_ = cut_.solve(in_id_[dag_.source()], in_id_[dag_.sink()] + 1);
     ++cuts_;
-    if (status_ == BoundedMinCut::Status::kFinite) keep_flow();
     for (int id = 0; id < ids_; ++id) side_[id] = cut_.source_side(id) ? 1 : 0;
   }
   if (status_ == BoundedMinCut::Status::kInfinite) {
@@ -129,8 +139,7 @@ bool Solver::cut_step(std::vector<int>& faster, std::vector<int>& slower) {
     out_.stop_reason = "no feasible flow: the cost model is not convex at the current durations";
     return false;
   }
-  for (int v = 0; v < n_; ++v) {
-    if (in_id_[v] < 0) continue;
+  for (int v : critical_) {
     bool in_s = side_[in_id_[v]] != 0, out_s = side_[in_id_[v] + 1] != 0;
     if (in_s && !out_s) faster.push_back(v);
     if (!in_s && out_s && !is_dummy(v) && d_[v] < span_[v].max_d) slower.push_back(v);
