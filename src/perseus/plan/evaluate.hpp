@@ -17,6 +17,12 @@ namespace perseus::plan {
 // Clock (MHz) of every instruction: per rank, in the rank's action order.
 using FrequencyPlan = std::vector<std::vector<int>>;
 
+// An iteration's time and energy (a plan's evaluation without the per-rank detail).
+struct TimeEnergy {
+  double time_s = 0.0;
+  double energy_j = 0.0;
+};
+
 struct Evaluation {
   double time_s = 0.0;
   double energy_j = 0.0;

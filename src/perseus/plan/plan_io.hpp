@@ -13,11 +13,6 @@
 
 namespace perseus::plan {
 
-struct TimeEnergy {
-  double time_s = 0.0;
-  double energy_j = 0.0;
-};
-
 struct Plan {
   std::string schedule = "1f1b";  // empty: the file does not say (a list of bare clocks)
   int num_stages = 0;

@@ -97,7 +97,6 @@ struct SlackReclaimer::State {
   std::vector<int> first_move;
   Rows successors, predecessors;
 
-  std::vector<int> rank;  // of each position's node
   int num_ranks = 0;
 
   std::vector<int> option;
@@ -115,7 +114,7 @@ struct SlackReclaimer::State {
   void settle_start(int i);
   void settle_finish(int i);
   void reclaim();
-  Evaluation evaluate();
+  TimeEnergy evaluate();
 };
 
 SlackReclaimer::SlackReclaimer(const PlanProblem& problem)
@@ -133,7 +132,6 @@ SlackReclaimer::SlackReclaimer(const PlanProblem& problem)
     const int v = s.node[i];
     const bool instruction = dag.is_instruction(v);
     s.options.push_back(instruction ? &problem.options(v).options : nullptr);
-    s.rank.push_back(instruction ? dag.node(v).rank : -1);
     s.successors.add_row();
     for (int w : dag.successors(v)) s.successors.target.push_back(position[w]);
     s.predecessors.add_row();
@@ -171,7 +169,7 @@ void SlackReclaimer::State::rank_moves(const PlanProblem& problem) {
 
 SlackReclaimer::~SlackReclaimer() = default;
 
-Evaluation SlackReclaimer::run(std::vector<int>& option) {
+TimeEnergy SlackReclaimer::run(std::vector<int>& option) {
   State& s = *s_;
   s.load(option);
   s.reclaim();
@@ -205,20 +203,16 @@ void SlackReclaimer::State::load(const std::vector<int>& node_option) {
 
 // As evaluate_nodes scores the options: the longest path is the sink's settled start, and sums
 // run in node order.
-Evaluation SlackReclaimer::State::evaluate() {
+TimeEnergy SlackReclaimer::State::evaluate() {
   settle_start(n);
-  Evaluation ev;
-  ev.time_s = es[n - 1] + time[n - 1];
-  ev.rank_busy_s.assign(static_cast<std::size_t>(num_ranks), 0.0);
+  const double time_s = es[n - 1] + time[n - 1];
   double busy = 0.0, energy = 0.0;
   for (int v = 1; v + 1 < n; ++v) {
     const int i = position[v];
-    ev.rank_busy_s[rank[i]] += time[i];
     busy += time[i];
     energy += at(i, option[i]).energy_j;
   }
-  ev.energy_j = energy + blocking_power_w * (num_ranks * ev.time_s - busy);
-  return ev;
+  return {time_s, energy + blocking_power_w * (num_ranks * time_s - busy)};
 }
 
 void SlackReclaimer::State::push_candidate(int i) {
@@ -271,7 +265,7 @@ void SlackReclaimer::State::reclaim() {
   }
 }
 
-Evaluation reclaim_slack(const PlanProblem& problem, std::vector<int>& option) {
+TimeEnergy reclaim_slack(const PlanProblem& problem, std::vector<int>& option) {
   return SlackReclaimer(problem).run(option);
 }
 

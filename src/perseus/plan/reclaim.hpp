@@ -31,9 +31,9 @@ class SlackReclaimer {
 
   // `option[v]` is an index into problem.options(v).options (0 = slowest) for every instruction
   // node (ignored for source and sink); it is updated in place. The critical path of the
-  // profiled durations never grows. Returns the reclaimed options' evaluation, equal to
+  // profiled durations never grows. Returns the reclaimed options' time and energy, equal to
   // evaluate_options' bit for bit.
-  Evaluation run(std::vector<int>& option);
+  TimeEnergy run(std::vector<int>& option);
 
  private:
   struct State;
@@ -42,6 +42,6 @@ class SlackReclaimer {
 };
 
 // One run of SlackReclaimer.
-Evaluation reclaim_slack(const PlanProblem& problem, std::vector<int>& option);
+TimeEnergy reclaim_slack(const PlanProblem& problem, std::vector<int>& option);
 
 }  // namespace perseus::plan

@@ -21,7 +21,7 @@ void ReclaimPool::run_oldest(Worker& w, std::unique_lock<std::mutex>& lock) {
   jobs_.pop_front();
   lock.unlock();
   std::exception_ptr error;
-  Evaluation ev;
+  TimeEnergy ev;
   try {
     ev = w.reclaimer.run(option);
   } catch (...) {

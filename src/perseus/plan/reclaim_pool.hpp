@@ -23,7 +23,7 @@ struct RealizedPoint {
   std::vector<int> option;
   double time_s = 0.0;
   double energy_j = 0.0;
-  RealizedPoint(std::vector<int> o, const Evaluation& ev)
+  RealizedPoint(std::vector<int> o, const TimeEnergy& ev)
       : option(std::move(o)), time_s(ev.time_s), energy_j(ev.energy_j) {}
 };
 

@@ -80,7 +80,8 @@ void Solver::append_no_slowdown_point() {
   std::vector<int> option = without_slowdown(p_, option_, target);
   const Evaluation ev = evaluate_options(p_, option, costs_);
   out_.steps.emplace_back();  // the same planned durations
-  append_point(RealizedPoint(std::move(option), ev), last.quant_time, last.predicted_energy_j);
+  append_point(RealizedPoint(std::move(option), {ev.time_s, ev.energy_j}), last.quant_time,
+               last.predicted_energy_j);
 }
 
 Frontier Solver::run(const ProgressFn& progress) {
