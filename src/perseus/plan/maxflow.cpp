@@ -18,8 +18,10 @@ void BoundedMinCut::reset(int num_nodes) {
 
 void BoundedMinCut::drop_auxiliary_arcs() {
   if (!has_auxiliary_) return;
-  res_.resize(2 * lb_.size());
-  head_ = user_head_;
+  // Each auxiliary arc went to the front of its tail's list: unlink them latest first.
+  const std::size_t user = 2 * lb_.size();
+  for (std::size_t e = res_.size(); e-- > user;) head_[res_[e ^ 1].to] = res_[e].next;
+  res_.resize(user);
   has_auxiliary_ = false;
 }
 
@@ -80,7 +82,6 @@ BoundedMinCut::Status BoundedMinCut::solve(int s, int t) {
   }
   const int ss = n_, tt = n_ + 1;
   const std::size_t aux_begin = res_.size();
-  user_head_ = head_;
   has_auxiliary_ = true;
   double demand = 0.0;
   for (int v = 0; v < n_; ++v) {

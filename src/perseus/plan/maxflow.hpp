@@ -55,7 +55,6 @@ class BoundedMinCut {
 
   int n_ = 0;                   // nodes of the user's network; two more are used internally
   std::vector<int> head_;       // first residual arc of each node, -1 when none
-  std::vector<int> user_head_;  // head_ with only the user's arcs (while has_auxiliary_)
   bool has_auxiliary_ = false;  // solve() added its super source/sink and return arcs
   // Residual arcs in per-node lists; arcs 2k and 2k+1 are a pair (arc k and its reverse).
   struct Residual {
