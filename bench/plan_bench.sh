@@ -9,7 +9,9 @@
 #   - a synthetic A100 pipeline of 16 GPUs at M = 128, 1 ms: 1F1B, and interleaved 1F1B with two
 #     stages per GPU (32 stages).
 # The largest cases run again with --threads 2 (slack reclamation on two worker threads; the
-# frontier is byte-identical, checked here).
+# frontier is byte-identical, checked here). Cases under a few seconds run three times and the
+# fastest time is printed (this machine class's speed drifts by up to 30 % within minutes; the
+# outputs of the three runs are compared byte for byte).
 # Targets (issue 16): Bloom A40 M = 96 < 5 s, GPT-3 A100 M = 96 < 0.5 s, 16 GPUs M = 128 < 10 s,
 # peak RSS < 256 MB; the fastest plan no slower than all-max (slowdown_% <= 0).
 # Usage: bench/plan_bench.sh [path/to/perseus]   (default build/src/perseus)
@@ -26,13 +28,23 @@ trap 'rm -rf "$out"' EXIT
 
 printf "%-16s %-18s %4s %-6s %-11s %3s %7s %8s %6s %7s %11s %11s\n" workload schedule M unit \
   model thr seconds peak_mb cuts pareto slowdown_% published_s
-run() {  # label profile schedule microbatches unit blocking model published [threads]
+run() {  # label profile schedule microbatches unit blocking model published [threads [repeats]]
   local label=$1 profile=$2 schedule=$3 mbs=$4 unit=$5 pblock=$6 model=$7 published=$8
-  local threads=${9:-1}
-  /usr/bin/time -f "%e %M" -o "$out/time" "$perseus" plan --profile "$profile" \
-    --schedule "$schedule" --microbatches "$mbs" --unit-time "$unit" --blocking-power "$pblock" \
-    --cost-model "$model" --threads "$threads" --out "$out/f" --quiet
-  read -r secs kb <"$out/time"
+  local threads=${9:-1} repeats=${10:-1} secs="" kb=0 s k
+  for ((r = 0; r < repeats; r++)); do
+    /usr/bin/time -f "%e %M" -o "$out/time" "$perseus" plan --profile "$profile" \
+      --schedule "$schedule" --microbatches "$mbs" --unit-time "$unit" --blocking-power "$pblock" \
+      --cost-model "$model" --threads "$threads" --out "$out/f$r" --quiet
+    read -r s k <"$out/time"
+    if [[ -z $secs ]] || (($(echo "$s < $secs" | bc))); then secs=$s; fi
+    ((k > kb)) && kb=$k
+    if ((r > 0)); then
+      cmp -s "$out/f0/frontier.csv" "$out/f$r/frontier.csv" ||
+        { echo "plan_bench: runs of one case differ" >&2; exit 1; }
+      rm -rf "$out/f$r"
+    fi
+  done
+  mv "$out/f0" "$out/f"
   "$perseus" plan export --frontier "$out/f" --fastest --out-dir "$out/fastest" > "$out/export"
   local cuts pareto slowdown
   cuts=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["min_cuts"])' \
@@ -53,16 +65,16 @@ run() {  # label profile schedule microbatches unit blocking model published [th
 }
 
 gpt=$data/gpt3-175b+a100_sxm_bf16.csv bloom=$data/bloom+a40_bf16.csv
-run gpt3-a100 "$gpt" 1f1b 12 0.001 83.64 exponential 24
-run gpt3-a100 "$gpt" 1f1b 24 0.001 83.64 exponential 124
-run gpt3-a100 "$gpt" 1f1b 48 0.001 83.64 exponential 905
-run gpt3-a100 "$gpt" 1f1b 96 0.001 83.64 exponential -
-run gpt3-a100 "$gpt" 1f1b 96 0.001 83.64 exponential - 2
-run gpt3-a100 "$gpt" 1f1b 96 0.001 83.64 convex-hull -
-run gpt3-a100 "$gpt" 1f1b 96 0.001 83.64 convex-hull - 2
-run bloom-a40 "$bloom" 1f1b 12 0.0001 70.38 convex-hull -
-run bloom-a40 "$bloom" 1f1b 48 0.0001 70.38 convex-hull -
-run bloom-a40 "$bloom" 1f1b 96 0.0001 70.38 convex-hull -
+run gpt3-a100 "$gpt" 1f1b 12 0.001 83.64 exponential 24 1 3
+run gpt3-a100 "$gpt" 1f1b 24 0.001 83.64 exponential 124 1 3
+run gpt3-a100 "$gpt" 1f1b 48 0.001 83.64 exponential 905 1 3
+run gpt3-a100 "$gpt" 1f1b 96 0.001 83.64 exponential - 1 3
+run gpt3-a100 "$gpt" 1f1b 96 0.001 83.64 exponential - 2 3
+run gpt3-a100 "$gpt" 1f1b 96 0.001 83.64 convex-hull - 1 3
+run gpt3-a100 "$gpt" 1f1b 96 0.001 83.64 convex-hull - 2 3
+run bloom-a40 "$bloom" 1f1b 12 0.0001 70.38 convex-hull - 1 3
+run bloom-a40 "$bloom" 1f1b 48 0.0001 70.38 convex-hull - 1 3
+run bloom-a40 "$bloom" 1f1b 96 0.0001 70.38 convex-hull - 1 3
 run synth-a100x16 "$out/synth16.csv" 1f1b 128 0.001 83.64 convex-hull -
 run synth-a100x16 "$out/synth16.csv" 1f1b 128 0.001 83.64 convex-hull - 2
 run synth-a100x16 "$out/synth32.csv" interleaved-1f1b 128 0.001 83.64 convex-hull -
