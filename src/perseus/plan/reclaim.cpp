@@ -87,6 +87,7 @@ double saving_per_s(const std::vector<profile::Option>& options, std::size_t k,
 // Everything is indexed by topological position (source 0, sink n - 1).
 struct SlackReclaimer::State {
   int n = 0;
+  int num_ranks = 0;
   double blocking_power_w = 0.0;
   std::vector<int> node;                                     // of each position
   std::vector<int> position;                                 // of each node
@@ -96,8 +97,6 @@ struct SlackReclaimer::State {
   std::vector<std::uint32_t> saving_rank;
   std::vector<int> first_move;
   Rows successors, predecessors;
-
-  int num_ranks = 0;
 
   std::vector<int> option;
   std::vector<double> time, es, lf;
