@@ -44,18 +44,6 @@ int BoundedMinCut::add_residual_pair(int u, int v, double cap) {
   return e;
 }
 
-void BoundedMinCut::set_bounds(int arc, double lb, double ub) {
-  const auto a = static_cast<std::size_t>(arc);
-  lb_[a] = lb;
-  ub_[a] = ub;
-  start_[a] = lb;
-}
-
-double BoundedMinCut::flow(int arc) const {
-  // Residual of the reverse arc is the flow above the lower bound.
-  return lb_[arc] + res_[2 * static_cast<std::size_t>(arc) + 1].cap;
-}
-
 BoundedMinCut::Status BoundedMinCut::solve(int s, int t) {
   drop_auxiliary_arcs();  // from an earlier solve() of the same network
   const int arcs = num_arcs();

@@ -27,7 +27,12 @@ class BoundedMinCut {
   int add_arc(int u, int v, double lb, double ub);
   // Changes the bounds of `arc` (for solving a network again with only bounds moved); its start
   // flow becomes the new lower bound. Requires 0 <= lb <= ub.
-  void set_bounds(int arc, double lb, double ub);
+  void set_bounds(int arc, double lb, double ub) {
+    const auto a = static_cast<std::size_t>(arc);
+    lb_[a] = lb;
+    ub_[a] = ub;
+    start_[a] = lb;
+  }
   // Starts solve() from this flow on `arc` (clamped to its bounds; default lb), e.g. the flow of
   // a similar network solved before: a warm start needs fewer augmentations, and the cut is the
   // same (the source side is the set reachable from s in the residual of any maximum flow).
@@ -41,7 +46,10 @@ class BoundedMinCut {
   // the status is kFinite). solve() may be called again, and arcs added, after a solve().
   double cut_value() const { return cut_value_; }
   // After solve(): flow on an arc (including its lower bound).
-  double flow(int arc) const;
+  double flow(int arc) const {
+    // Residual of the reverse arc is the flow above the lower bound.
+    return lb_[arc] + res_[2 * static_cast<std::size_t>(arc) + 1].cap;
+  }
   int num_arcs() const { return static_cast<int>(lb_.size()); }
 
  private:
