@@ -2,7 +2,7 @@
 // checks that it moves exactly the instructions the eager algorithm moves (every window brought up
 // to date after every move, as the first implementation did), bit for bit, on random pipelines of
 // four schedules from random starting options, that it never lengthens the iteration, and that
-// the evaluation it returns is evaluate_options', bit for bit.
+// the evaluation it returns is evaluate_nodes' on the options' costs, bit for bit.
 #include "perseus/plan/reclaim.hpp"
 
 #include <gtest/gtest.h>
@@ -107,9 +107,12 @@ TEST(Reclaim, LazyWindowsMoveWhatEagerWindowsMove) {
     std::vector<int> lazy = start;
     const plan::TimeEnergy ev = plan::reclaim_slack(problem, lazy);
     EXPECT_EQ(lazy, eager_reclaim(problem, start));
-    // Its own evaluation is evaluate_options', bit for bit.
-    plan::OptionCosts scratch;
-    const plan::Evaluation reference = plan::evaluate_options(problem, lazy, scratch);
+    // Its own evaluation is evaluate_nodes', bit for bit.
+    plan::OptionCosts costs;
+    plan::option_costs(problem, lazy, costs);
+    const plan::Evaluation reference =
+        plan::evaluate_nodes(problem.dag, problem.schedule.num_ranks(), costs.time, costs.energy,
+                             problem.settings.blocking_power_w);
     EXPECT_EQ(ev.time_s, reference.time_s);
     EXPECT_EQ(ev.energy_j, reference.energy_j);
     EXPECT_LE(iteration_time(problem, lazy),

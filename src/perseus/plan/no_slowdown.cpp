@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "perseus/plan/evaluate.hpp"
 #include "perseus/plan/reclaim.hpp"
@@ -61,12 +62,14 @@ double fastest_iteration_time(const PlanProblem& problem) {
   return schedule::longest_path(problem.dag, costs.time);
 }
 
-std::vector<int> without_slowdown(const PlanProblem& problem, std::vector<int> option,
-                                  double target_s) {
+TimeEnergy without_slowdown(const PlanProblem& problem, std::vector<int>& option, double target_s) {
   speed_up(problem, option, target_s);
-  const double energy = reclaim_slack(problem, option).energy_j;
+  const TimeEnergy sped_up = reclaim_slack(problem, option);
   std::vector<int> from_fastest = all_fastest(problem);
-  return reclaim_slack(problem, from_fastest).energy_j < energy ? from_fastest : option;
+  const TimeEnergy fastest = reclaim_slack(problem, from_fastest);
+  if (!(fastest.energy_j < sped_up.energy_j)) return sped_up;
+  option = std::move(from_fastest);
+  return fastest;
 }
 
 }  // namespace perseus::plan

@@ -23,9 +23,9 @@ inline constexpr double kNoSlowdownTolerance = 1e-12;
 double fastest_iteration_time(const PlanProblem& problem);
 
 // `option` (index per DAG node into problem.options(v).options, 0 = slowest; source and sink
-// ignored) turned into a plan whose iteration takes at most `target_s` (fastest_iteration_time(),
-// which the caller has at hand), at the least energy of the two candidates above.
-std::vector<int> without_slowdown(const PlanProblem& problem, std::vector<int> option,
-                                  double target_s);
+// ignored) turned in place into a plan whose iteration takes at most `target_s`
+// (fastest_iteration_time(), which the caller has at hand), at the least energy of the two
+// candidates above; returns that plan's time and energy (as evaluate_nodes scores it).
+TimeEnergy without_slowdown(const PlanProblem& problem, std::vector<int>& option, double target_s);
 
 }  // namespace perseus::plan

@@ -67,11 +67,4 @@ void option_costs(const PlanProblem& problem, const std::vector<int>& option, Op
   }
 }
 
-Evaluation evaluate_options(const PlanProblem& problem, const std::vector<int>& option,
-                            OptionCosts& scratch) {
-  option_costs(problem, option, scratch);
-  return evaluate_nodes(problem.dag, problem.schedule.num_ranks(), scratch.time, scratch.energy,
-                        problem.settings.blocking_power_w);
-}
-
 }  // namespace perseus::plan

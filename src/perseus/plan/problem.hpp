@@ -47,8 +47,4 @@ struct OptionCosts {
 // ignored) into `into` (resized, so buffers are reused).
 void option_costs(const PlanProblem& problem, const std::vector<int>& option, OptionCosts& into);
 
-// Scores `option` against the profile (evaluate_nodes); `scratch` holds its costs afterwards.
-Evaluation evaluate_options(const PlanProblem& problem, const std::vector<int>& option,
-                            OptionCosts& scratch);
-
 }  // namespace perseus::plan

@@ -116,8 +116,7 @@ struct SlackReclaimer::State {
   TimeEnergy evaluate();
 };
 
-SlackReclaimer::SlackReclaimer(const PlanProblem& problem)
-    : problem_(problem), s_(std::make_unique<State>()) {
+SlackReclaimer::SlackReclaimer(const PlanProblem& problem) : s_(std::make_unique<State>()) {
   const schedule::Dag& dag = problem.dag;
   State& s = *s_;
   s.n = dag.num_nodes();

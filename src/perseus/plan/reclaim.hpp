@@ -32,12 +32,11 @@ class SlackReclaimer {
   // `option[v]` is an index into problem.options(v).options (0 = slowest) for every instruction
   // node (ignored for source and sink); it is updated in place. The critical path of the
   // profiled durations never grows. Returns the reclaimed options' time and energy, equal to
-  // evaluate_options' bit for bit.
+  // evaluate_nodes' on their option_costs, bit for bit.
   TimeEnergy run(std::vector<int>& option);
 
  private:
   struct State;
-  const PlanProblem& problem_;
   std::unique_ptr<State> s_;
 };
 

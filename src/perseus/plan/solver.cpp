@@ -77,11 +77,10 @@ void Solver::append_no_slowdown_point() {
   const double target = fastest_iteration_time(p_);
   const FrontierPoint last = out_.points.back();
   if (last.evaluated_time_s <= target + kNoSlowdownTolerance * std::max(1.0, target)) return;
-  std::vector<int> option = without_slowdown(p_, option_, target);
-  const Evaluation ev = evaluate_options(p_, option, costs_);
+  std::vector<int> option = option_;
+  const TimeEnergy cost = without_slowdown(p_, option, target);
   out_.steps.emplace_back();  // the same planned durations
-  append_point(RealizedPoint(std::move(option), {ev.time_s, ev.energy_j}), last.quant_time,
-               last.predicted_energy_j);
+  append_point(RealizedPoint(std::move(option), cost), last.quant_time, last.predicted_energy_j);
 }
 
 Frontier Solver::run(const ProgressFn& progress) {

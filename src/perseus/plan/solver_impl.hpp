@@ -105,7 +105,6 @@ class Solver {
   std::vector<long> d_, es_, lf_;
   long total_ = 0;
   double cost_sum_ = 0.0;
-  OptionCosts costs_;        // scratch for evaluate_options
   std::vector<int> option_;  // the last appended point's option index per node
   std::vector<int> clocks_;  // realized clock per instruction
   std::vector<int> in_id_;   // network id of a critical node's entry; exit is in_id_ + 1
