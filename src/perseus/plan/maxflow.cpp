@@ -72,10 +72,12 @@ BoundedMinCut::Status BoundedMinCut::solve(int s, int t) {
   const std::size_t aux_begin = res_.size();
   has_auxiliary_ = true;
   double demand = 0.0;
+  // An imbalance within eps_ (a warm start's rounding) would get an arc that no search or
+  // augmentation could use (both skip capacities <= eps_): it gets none.
   for (int v = 0; v < n_; ++v) {
-    if (excess_[v] > 0)
+    if (excess_[v] > eps_)
       add_residual_pair(ss, v, excess_[v]), demand += excess_[v];
-    else if (excess_[v] < 0)
+    else if (excess_[v] < -eps_)
       add_residual_pair(v, tt, -excess_[v]);
   }
   int ret = add_residual_pair(t, s, big);
