@@ -47,7 +47,7 @@ int BoundedMinCut::add_residual_pair(int u, int v, double cap) {
 BoundedMinCut::Status BoundedMinCut::solve(int s, int t) {
   drop_auxiliary_arcs();  // from an earlier solve() of the same network
   const int arcs = num_arcs();
-  cut_value_ = kInfinity;
+  finite_ = false;
   // A finite stand-in for infinity: larger than any finite cut.
   double finite_total = 1.0;
   for (int a = 0; a < arcs; ++a) {
@@ -90,18 +90,23 @@ BoundedMinCut::Status BoundedMinCut::solve(int s, int t) {
   for (std::size_t e = aux_begin; e < res_.size(); ++e) res_[e].cap = 0.0;  // drop ss, tt, t->s
   double value = circulated + max_flow(s, t);
   // max_flow's last search found t unreachable, so its levels mark what s reaches (every
-  // auxiliary arc is closed): the source side, without another search.
-  reached_.resize(level_.size());
-  for (std::size_t v = 0; v < level_.size(); ++v) reached_[v] = level_[v] >= 0 ? 1 : 0;
-  if (value >= big * 0.5) return Status::kInfinite;
-  cut_value_ = 0.0;
-  for (int a = 0; a < arcs; ++a) {
+  // auxiliary arc is closed): the source side, without another search. A cut through an arc of
+  // infinite bound carries at least big - (sum of lower bounds) > big / 2; any other cut, at most
+  // the sum of finite bounds < big / 2.
+  finite_ = value < big * 0.5;
+  return finite_ ? Status::kFinite : Status::kInfinite;
+}
+
+double BoundedMinCut::cut_value() const {
+  if (!finite_) return kInfinity;
+  double value = 0.0;
+  for (int a = 0; a < num_arcs(); ++a) {
     bool from_s = source_side(from_[a]);
     bool to_s = source_side(res_[2 * static_cast<std::size_t>(a)].to);
-    if (from_s && !to_s) cut_value_ += ub_[a];
-    if (!from_s && to_s) cut_value_ -= lb_[a];
+    if (from_s && !to_s) value += ub_[a];
+    if (!from_s && to_s) value -= lb_[a];
   }
-  return std::isfinite(cut_value_) ? Status::kFinite : Status::kInfinite;
+  return value;
 }
 
 double BoundedMinCut::max_flow(int s, int t) {
@@ -153,16 +158,16 @@ double BoundedMinCut::augment(int u, int t, double limit) {
 }
 
 void BoundedMinCut::mark_reachable(int s) {
-  reached_.assign(head_.size(), 0);
+  level_.assign(head_.size(), -1);
   queue_.clear();
-  reached_[s] = 1;
+  level_[s] = 0;
   queue_.push_back(s);
   for (std::size_t i = 0; i < queue_.size(); ++i) {
     int u = queue_[i];
     for (int e = head_[u]; e != -1; e = res_[e].next) {
       const int v = res_[e].to;
-      if (v < n_ && res_[e].cap > eps_ && !reached_[v]) {
-        reached_[v] = 1;
+      if (v < n_ && res_[e].cap > eps_ && level_[v] < 0) {
+        level_[v] = 0;
         queue_.push_back(v);
       }
     }

@@ -41,10 +41,10 @@ class BoundedMinCut {
   Status solve(int s, int t);
 
   // After solve(): whether `node` is on the source side of the minimum cut.
-  bool source_side(int node) const { return reached_[node] != 0; }
+  bool source_side(int node) const { return level_[node] >= 0; }
   // After solve(): cut capacity = sum ub(S->T) - sum lb(T->S) = max flow value (infinity unless
   // the status is kFinite). solve() may be called again, and arcs added, after a solve().
-  double cut_value() const { return cut_value_; }
+  double cut_value() const;
   // After solve(): flow on an arc (including its lower bound).
   double flow(int arc) const {
     // Residual of the reverse arc is the flow above the lower bound.
@@ -59,6 +59,7 @@ class BoundedMinCut {
   double max_flow(int s, int t);
   bool build_levels(int s, int t);
   double augment(int u, int t, double limit);
+  // Marks the nodes s reaches in the residual network in level_ (>= 0), as the source side.
   void mark_reachable(int s);
 
   int n_ = 0;                   // nodes of the user's network; two more are used internally
@@ -73,9 +74,8 @@ class BoundedMinCut {
   std::vector<Residual> res_;
   std::vector<double> lb_, ub_, start_;
   std::vector<int> from_, level_, iter_, queue_;
-  std::vector<char> reached_;
   std::vector<double> excess_;
-  double cut_value_ = 0.0;
+  bool finite_ = false;  // the last solve() found a finite cut
   double eps_ = 1e-9;
 };
 

@@ -119,7 +119,6 @@ class Solver {
   // next cut; keys that were not in that network start at their lower bound).
   std::vector<double> flow_;
   std::vector<long> flow_cut_;
-  std::vector<char> side_;  // per network id: source side of the last minimum cut
   BoundedMinCut::Status status_ = BoundedMinCut::Status::kFinite;  // of the last solve
   long cuts_ = 0;                                                  // minimum cuts solved
   std::vector<int> realized_;                     // per node: option index before slack reclamation

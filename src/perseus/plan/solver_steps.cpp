@@ -80,7 +80,7 @@ bool Solver::list_network() {
     same_arcs_ = a.u == b.u && a.v == b.v;
     same_bounds = same_bounds && a.lb == b.lb && a.ub == b.ub;
   }
-  return same_arcs_ && same_bounds && side_.size() == static_cast<std::size_t>(ids_);
+  return same_arcs_ && same_bounds;
 }
 
 void Solver::build_network() {
@@ -96,7 +96,7 @@ void Solver::build_network() {
     return;
   }
   if (!options_.per_unit) keep_flow();
-  cut_.reset(static_cast<int>(side_.size()));
+  cut_.reset(ids_);
   for (std::size_t i = 0; i < net_.size(); ++i) {
     const Arc& a = net_[i];
     const int arc = cut_.add_arc(a.u, a.v, a.lb, a.ub);
@@ -125,11 +125,9 @@ void Solver::change(int v, int delta, std::vector<std::pair<int, int>>& changes)
 
 bool Solver::cut_step(std::vector<int>& faster, std::vector<int>& slower) {
   if (!list_network()) {
-    side_.assign(static_cast<std::size_t>(ids_), 0);
     build_network();
     status_ = cut_.solve(in_id_[dag_.source()], in_id_[dag_.sink()] + 1);
     ++cuts_;
-    for (int id = 0; id < ids_; ++id) side_[id] = cut_.source_side(id) ? 1 : 0;
   }
   if (status_ == BoundedMinCut::Status::kInfinite) {
     out_.stop_reason = "every critical path has an instruction that cannot run faster";
@@ -140,7 +138,7 @@ bool Solver::cut_step(std::vector<int>& faster, std::vector<int>& slower) {
     return false;
   }
   for (int v : critical_) {
-    bool in_s = side_[in_id_[v]] != 0, out_s = side_[in_id_[v] + 1] != 0;
+    bool in_s = cut_.source_side(in_id_[v]), out_s = cut_.source_side(in_id_[v] + 1);
     if (in_s && !out_s) faster.push_back(v);
     if (!in_s && out_s && !is_dummy(v) && d_[v] < span_[v].max_d) slower.push_back(v);
   }
