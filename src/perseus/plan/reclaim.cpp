@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <functional>
+
+#include "perseus/plan/exact_heap.hpp"
 
 namespace perseus::plan {
 
@@ -247,7 +250,7 @@ void SlackReclaimer::State::reclaim() {
   // In node order: candidates of equal saving then leave the heap in the same order as always.
   for (int v = 1; v + 1 < n; ++v) push_candidate(position[v]);
   while (!queue.empty()) {
-    std::pop_heap(queue.begin(), queue.end());
+    pop_heap_exact(queue.data(), queue.data() + queue.size(), std::less<Candidate>());
     const int i = queue.back().at;
     queue.pop_back();
     const double slower = at(i, option[i] - 1).time_s;
