@@ -18,7 +18,9 @@ struct Item {
   bool operator==(const Item&) const = default;
 };
 
-bool key_less(const Item& a, const Item& b) { return a.key < b.key; }
+bool key_less(const Item& a, const Item& b) {
+  return a.key < b.key;
+}
 
 // Pushes and pops at random (pops as often as pushes once the heap holds `size` items), keys in
 // 0..distinct-1, checking both heaps after every pop; returns how many pops were compared.
