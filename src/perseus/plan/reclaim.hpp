@@ -21,8 +21,11 @@ namespace perseus::plan {
 // finish] within 1e-12 of the iteration time. Windows are kept lazily: a move only marks the
 // node, and its new finish (start) reaches successors (predecessors) when a node after (before)
 // it in topological order is checked. Windows only shrink, so a candidate that misses its stale
-// window is rejected without bringing it up to date. The result equals eager propagation's bit
-// for bit (every window is the same fixpoint of max / min over the same sums).
+// window is rejected without bringing it up to date; and the moves since every window was last
+// exact lengthen a path by at most their added time together, so a candidate that fits its
+// stale window with that much to spare is taken without an update either. The result equals
+// eager propagation's bit for bit (every window is the same fixpoint of max / min over the same
+// sums, and every decision is the one exact windows give).
 // O((N + E) log N) per run for the heap, plus the window updates of the moves.
 class SlackReclaimer {
  public:
