@@ -251,10 +251,10 @@ void SlackReclaimer::State::settle_finish(int i) {
 }
 
 void SlackReclaimer::State::reclaim() {
-  tolerance = 1e-12 * std::max(1.0, es[n - 1]);
+  const double scale = std::max(1.0, es[n - 1]);  // the iteration time, at least 1 s
+  tolerance = 1e-12 * scale;
   // Rounding of the sums along a path (at most n additions, in stale and in exact windows).
-  const double guard =
-      8.0 * (n + 1) * std::numeric_limits<double>::epsilon() * std::max(1.0, es[n - 1]);
+  const double guard = 8.0 * (n + 1) * std::numeric_limits<double>::epsilon() * scale;
   starts_to_pass.reset(n);
   finishes_to_pass.reset(n);
   queue.clear();
