@@ -1,55 +1,12 @@
 #include "perseus/wire/protocol.hpp"
 
-#include <cmath>
-#include <limits>
-
 #include "perseus/util/error.hpp"
+#include "perseus/wire/json_fields.hpp"
 
 namespace perseus::wire {
 namespace {
 
 using nlohmann::json;
-
-[[noreturn]] void bad(const std::string& field, const std::string& problem) {
-  throw Error("field '" + field + "': " + problem);
-}
-
-const json& member(const json& body, const std::string& field) {
-  if (!body.is_object()) throw Error("request body must be a JSON object");
-  auto it = body.find(field);
-  if (it == body.end()) bad(field, "missing");
-  return *it;
-}
-
-int as_int(const json& value, const std::string& field, int min) {
-  if (!value.is_number_integer()) bad(field, "must be an integer");
-  auto v = value.get<long long>();
-  if (v < min || v > std::numeric_limits<int>::max()) {
-    bad(field, "must be an integer >= " + std::to_string(min));
-  }
-  return static_cast<int>(v);
-}
-
-int int_field(const json& body, const std::string& field, int min) {
-  return as_int(member(body, field), field, min);
-}
-
-double as_number(const json& value, const std::string& field) {
-  if (!value.is_number()) bad(field, "must be a number");
-  double v = value.get<double>();
-  if (!std::isfinite(v) || v < 0.0) bad(field, "must be a finite number >= 0");
-  return v;
-}
-
-std::vector<double> numbers(const json& value, const std::string& field) {
-  if (!value.is_array()) bad(field, "must be a list of numbers");
-  std::vector<double> out;
-  out.reserve(value.size());
-  for (std::size_t i = 0; i < value.size(); ++i) {
-    out.push_back(as_number(value[i], field + "[" + std::to_string(i) + "]"));
-  }
-  return out;
-}
 
 using Breakdown = std::map<std::string, std::vector<std::vector<double>>>;
 
@@ -57,10 +14,10 @@ Breakdown breakdown(const json& body, const std::string& field) {
   Breakdown out;
   auto it = body.find(field);
   if (it == body.end() || it->is_null()) return out;
-  if (!it->is_object()) bad(field, "must be an object of lists of lists of numbers");
+  if (!it->is_object()) bad_field(field, "must be an object of lists of lists of numbers");
   for (const auto& [name, iterations] : it->items()) {
     std::string where = field + "." + name;
-    if (!iterations.is_array()) bad(where, "must be a list of lists of numbers");
+    if (!iterations.is_array()) bad_field(where, "must be a list of lists of numbers");
     auto& rows = out[name];
     for (std::size_t i = 0; i < iterations.size(); ++i) {
       rows.push_back(numbers(iterations[i], where + "[" + std::to_string(i) + "]"));
@@ -74,7 +31,7 @@ std::map<std::string, double> number_map(const json& body, const std::string& fi
   std::map<std::string, double> out;
   auto it = body.find(field);
   if (it == body.end() || it->is_null()) return out;
-  if (!it->is_object()) bad(field, "must be an object of numbers");
+  if (!it->is_object()) bad_field(field, "must be an object of numbers");
   for (const auto& [name, value] : it->items()) out[name] = as_number(value, field + "." + name);
   return out;
 }
@@ -82,7 +39,7 @@ std::map<std::string, double> number_map(const json& body, const std::string& fi
 std::optional<std::string> optional_string(const json& body, const std::string& field) {
   auto it = body.find(field);
   if (it == body.end() || it->is_null()) return std::nullopt;
-  if (!it->is_string()) bad(field, "must be a string");
+  if (!it->is_string()) bad_field(field, "must be a string");
   return it->get<std::string>();
 }
 
@@ -132,7 +89,7 @@ json to_json(const ProfilingResult& result) {
 JobInfo parse_job_info(const json& body) {
   JobInfo info;
   if (auto id = optional_string(body, "job_id"); id && !id->empty()) {
-    bad("job_id", "must be empty: the server assigns the job id");
+    bad_field("job_id", "must be empty: the server assigns the job id");
   }
   info.pp_degree = int_field(body, "pp_degree", 1);
   info.dp_degree = int_field(body, "dp_degree", 1);
@@ -140,13 +97,14 @@ JobInfo parse_job_info(const json& body) {
   info.world_size = int_field(body, "world_size", 1);
   long long product = 1LL * info.pp_degree * info.dp_degree * info.tp_degree;
   if (product != info.world_size) {
-    bad("world_size", "is " + std::to_string(info.world_size) + " but pp_degree * dp_degree * " +
-                          "tp_degree is " + std::to_string(product));
+    bad_field("world_size", "is " + std::to_string(info.world_size) +
+                                " but pp_degree * dp_degree * " + "tp_degree is " +
+                                std::to_string(product));
   }
   info.job_metadata = optional_string(body, "job_metadata");
   info.scheduler = optional_string(body, "scheduler");
   if (auto it = body.find("scheduler_args"); it != body.end() && !it->is_null()) {
-    if (!it->is_object()) bad("scheduler_args", "must be a JSON object");
+    if (!it->is_object()) bad_field("scheduler_args", "must be a JSON object");
     info.scheduler_args = *it;
   }
   return info;
@@ -159,17 +117,18 @@ RankInfo parse_rank_info(const json& body) {
   info.pp_rank = int_field(body, "pp_rank", 0);
   info.tp_rank = int_field(body, "tp_rank", 0);
   const json& freqs = member(body, "available_frequencies");
-  if (!freqs.is_array()) bad("available_frequencies", "must be a list of integers (MHz)");
+  if (!freqs.is_array()) bad_field("available_frequencies", "must be a list of integers (MHz)");
   if (freqs.size() > kMaxClocks) {
-    bad("available_frequencies", "has " + std::to_string(freqs.size()) + " values; at most " +
-                                     std::to_string(kMaxClocks) + " are accepted");
+    bad_field("available_frequencies", "has " + std::to_string(freqs.size()) + " values; at most " +
+                                           std::to_string(kMaxClocks) + " are accepted");
   }
   for (std::size_t i = 0; i < freqs.size(); ++i) {
     std::string field = "available_frequencies[" + std::to_string(i) + "]";
     int mhz = as_int(freqs[i], field, 1);
     if (mhz < kMinClockMhz || mhz > kMaxClockMhz) {
-      bad(field, "is " + std::to_string(mhz) + " MHz; clocks must be in " +
-                     std::to_string(kMinClockMhz) + ".." + std::to_string(kMaxClockMhz) + " MHz");
+      bad_field(field, "is " + std::to_string(mhz) + " MHz; clocks must be in " +
+                           std::to_string(kMinClockMhz) + ".." + std::to_string(kMaxClockMhz) +
+                           " MHz");
     }
     info.available_frequencies.push_back(mhz);
   }
@@ -180,18 +139,18 @@ FrequencySchedule parse_frequency_schedule(const json& body) {
   FrequencySchedule schedule;
   schedule.rank = int_field(body, "rank", 0);
   const json& freqs = member(body, "frequencies");
-  if (!freqs.is_array()) bad("frequencies", "must be a list of [instruction, MHz] pairs");
+  if (!freqs.is_array()) bad_field("frequencies", "must be a list of [instruction, MHz] pairs");
   for (std::size_t i = 0; i < freqs.size(); ++i) {
     std::string where = "frequencies[" + std::to_string(i) + "]";
     const json& pair = freqs[i];
     if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string()) {
-      bad(where, "must be an [instruction, MHz] pair");
+      bad_field(where, "must be an [instruction, MHz] pair");
     }
     schedule.frequencies.emplace_back(pair[0].get<std::string>(), as_int(pair[1], where, 1));
   }
   if (body.contains("round")) schedule.round = int_field(body, "round", 0);
   if (auto it = body.find("done"); it != body.end()) {
-    if (!it->is_boolean()) bad("done", "must be true or false");
+    if (!it->is_boolean()) bad_field("done", "must be true or false");
     schedule.done = it->get<bool>();
   }
   if (auto it = body.find("power_limit_w"); it != body.end() && !it->is_null()) {

@@ -1,0 +1,30 @@
+// Reading typed fields out of JSON values with one message style: every problem throws
+// perseus::Error "field 'NAME': PROBLEM", NAME being the field's path (spans[3], keys[0].mhz).
+// Used by the wire protocol's parsers and by the other JSON formats the client reads (attribution
+// traces).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace perseus::wire {
+
+[[noreturn]] void bad_field(const std::string& field, const std::string& problem);
+
+// body[field]; throws when `body` is not an object ("request body must be a JSON object") or the
+// field is missing.
+const nlohmann::json& member(const nlohmann::json& body, const std::string& field);
+
+// An integer in [min, INT_MAX].
+int as_int(const nlohmann::json& value, const std::string& field, int min);
+int int_field(const nlohmann::json& body, const std::string& field, int min);
+
+// A finite number >= 0.
+double as_number(const nlohmann::json& value, const std::string& field);
+double number_field(const nlohmann::json& body, const std::string& field);
+
+// A list of finite numbers >= 0.
+std::vector<double> numbers(const nlohmann::json& value, const std::string& field);
+
+}  // namespace perseus::wire
