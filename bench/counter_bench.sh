@@ -10,11 +10,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 perseus=${1:-$root/build/src/perseus}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-printf "%-6s %-8s %10s %10s %7s %11s %9s\n" case method worst_% mean_% rounds measured_s saving_%
+printf "%-6s %-12s %10s %10s %7s %11s %9s\n" case method worst_% mean_% rounds measured_s saving_%
 run() {  # case, stages, microbatches, gpu, synth options, simulate options, label
   PERSEUS_SYNTH_OPTS="$5" PERSEUS_SIM_OPTS="$6" PERSEUS_BIN=$perseus \
     bash "$root/scripts/closed_loop.sh" "$tmp/$1-$7" "$2" "$3" 20 "$4" > "$tmp/log" 2>&1 || {
-    printf "%-6s %-8s failed: %s\n" "$1" "$7" "$(tail -1 "$tmp/log")"
+    printf "%-6s %-12s failed: %s\n" "$1" "$7" "$(tail -1 "$tmp/log")"
     return
   }
   /usr/bin/python3 - "$tmp/$1-$7" "$1" "$7" <<'PY'
@@ -26,11 +26,11 @@ errs = [abs(float(r["energy"]) / truth[(r["stage"], r["instruction"], r["frequen
         for r in csv.DictReader(open(f"{d}/profile.csv"))]
 meta = json.load(open(f"{d}/profile.csv.json"))
 saving = [l.split()[1] for l in open(f"{d}/summary.txt") if l.startswith("energy_saving_pct")]
-print(f"{case:6} {label:8} {max(errs):10.2f} {sum(errs) / len(errs):10.3f} {meta['rounds']:7} "
+print(f"{case:6} {label:12} {max(errs):10.2f} {sum(errs) / len(errs):10.3f} {meta['rounds']:7} "
       f"{meta['measured_s']:11.1f} {saving[0] if saving else '-':>9}")
 PY
 }
-for m in fit overlap deltas; do run demo 8 12 a100 "" "--attribution $m" $m; done
+for m in busy-overlap fit overlap deltas; do run demo 8 12 a100 "" "--attribution $m" $m; done
 run demo 8 12 a100 "" "--counter ideal" ideal
-for m in fit overlap deltas; do run short 4 12 h100 "--forward-time 0.003" "--attribution $m" $m; done
+for m in busy-overlap fit overlap deltas; do run short 4 12 h100 "--forward-time 0.003" "--attribution $m" $m; done
 run short 4 12 h100 "--forward-time 0.003" "--counter ideal" ideal

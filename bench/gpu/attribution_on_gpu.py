@@ -1,119 +1,236 @@
 """Energy attribution on a real GPU, observe-only (issue 11): two bf16 transformer layers
-(4096 wide, 32 heads, FFN 16384, sequence 2048), microbatch 1 and 4, as in
+(4096 wide, 32 heads, FFN 16384, sequence 2048), microbatch 1, 4 and 8, as in
 ../shared/data/gpu/h100-nvml.md.
 
-Truth: the GPU runs only forwards (or only forward+backward pairs) back to back for seconds,
-queued asynchronously, while this thread polls the NVML energy counter; the power between two
-observed counter changes inside that window, times the mean instruction time (CUDA events),
-is the energy of one instruction (backward = pair - forward).
+Truth: the GPU runs only forwards (or only forward+backward pairs) back to back for seconds. This
+thread keeps enough work queued that the GPU never waits (it launches a batch of at least 25 ms
+of work, then reads the NVML energy counter once, which blocks it for about 4 ms), so every read
+falls inside the busy period. The power between the first and the last observed counter change,
+times the mean instruction time (CUDA events), is the energy of one instruction
+(backward = pair - forward).
 
 Under test: perseus.PipelineFrequencyOptimizer(gpu="nvml", observe=True) with
-torch.cuda.synchronize() inside each instruction hook, one reporting window of ~6 s; the mean
-attributed energy per forward and backward, for the fit, overlap and deltas methods.
+torch.cuda.synchronize() before each instruction's end hook (each hook's cost on the training
+thread is timed), one reporting window of about 6 s per instruction order; the window's trace
+(opt.last_window_trace) is attributed with every method (perseus.attribute), so all methods
+judge the same measurements. Orders: forward and backward alternating (the data file's loop);
+the first stage of a 4-stage 1F1B pipeline with 8 microbatches (3 warm-up forwards, 5
+forward-backward pairs, 3 cool-down backwards); and the same with the bubbles that stage waits
+in (the GPU idles for 1.5 x (forward + backward) after the warm-up and again at the end).
 
-Never changes a GPU setting (observe-only; NVML reads only). Writes JSON to argv[1].
+Never changes a GPU setting (observe-only; NVML reads only). Writes the results as JSON to
+argv[1] and the traces (with their truth) to argv[2] after every case, so a run cut short still
+reports what it measured.
+
+PERSEUS_GPU_DRY=1 runs the same code on the CPU with a tiny model and the fake NVML library named
+by $PERSEUS_FAKE_NVML (constant power), to check the script before spending GPU time.
 """
 import json
+import os
 import sys
 import time
+import traceback
 
 import torch
 
 import perseus
 
-WIDTH, HEADS, FFN, SEQ = 4096, 32, 16384, 2048
+DRY = os.environ.get("PERSEUS_GPU_DRY") == "1"
+LIBRARY = os.environ["PERSEUS_FAKE_NVML"] if DRY else None
+DEVICE = "cpu" if DRY else "cuda"
+WIDTH, HEADS, FFN, SEQ = (64, 4, 128, 32) if DRY else (4096, 32, 16384, 2048)
+MICROBATCHES = (1, 4) if DRY else (1, 4, 8)
+TRUTH_S = 0.6 if DRY else 3.0
+WINDOW_S = 1.0 if DRY else 6.0
+METHODS = ("busy-overlap", "fit", "overlap", "deltas")
+ORDERS = {"alternating": "FB", "1f1b": "FFF" + "FB" * 5 + "BBB",
+          "1f1b_bubbles": "FFFI" + "FB" * 5 + "BBBI"}
+
+
+def sync():
+    if not DRY:
+        torch.cuda.synchronize()
+
+
+class Timer:
+    """Elapsed time of queued work: CUDA events on the GPU, the wall clock on the CPU."""
+
+    def __init__(self):
+        if DRY:
+            self.t0 = time.perf_counter()
+        else:
+            self.start, self.stop = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+            self.start.record()
+
+    def seconds(self):
+        if DRY:
+            return time.perf_counter() - self.t0
+        self.stop.record()
+        torch.cuda.synchronize()
+        return self.start.elapsed_time(self.stop) / 1000.0
 
 
 def model():
     layers = [torch.nn.TransformerEncoderLayer(WIDTH, HEADS, FFN, batch_first=True)
               for _ in range(2)]
-    return torch.nn.Sequential(*layers).cuda().to(torch.bfloat16)
+    return torch.nn.Sequential(*layers).to(DEVICE).to(torch.bfloat16)
 
 
-def poll_power(gpu, seconds):
-    """Average power between the first and the last counter change seen while polling."""
-    end = time.monotonic() + seconds
-    changes, last = [], None
-    while time.monotonic() < end:
-        t0 = time.monotonic()
-        e = gpu.total_energy()
-        t = 0.5 * (t0 + time.monotonic())
-        if last is not None and e != last:
-            changes.append((t, e))
-        last = e
-    (ta, ea), (tb, eb) = changes[0], changes[-1]
-    return (eb - ea) / (tb - ta), len(changes)
+def nvml_gpu():
+    return perseus.NvmlGpu(0, LIBRARY) if LIBRARY else perseus.NvmlGpu(0)
 
 
-def truth(net, x, gpu, pairs, seconds=3.0):
-    """Energy (J) and time (s) of one forward (pairs=False) or forward+backward pair."""
+def read(gpu):
+    t0 = time.monotonic()
+    e = gpu.total_energy()
+    return 0.5 * (t0 + time.monotonic()), e
+
+
+def truth(net, x, gpu, pairs):
+    """Energy (J) and time (s) of one forward (pairs=False) or forward+backward pair, and the
+    number of counter changes the power came from."""
     def one():
         y = net(x)
         if pairs:
             y.float().sum().backward()
     for _ in range(3):
         one()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
+    timer = Timer()
     one()
-    stop.record()
-    torch.cuda.synchronize()
-    per = start.elapsed_time(stop) / 1000.0
-    n = int((seconds + 1.0) / per) + 1
-    start.record()
-    for _ in range(n):
+    per = timer.seconds()
+    batch = max(1, int(0.025 / per) + 1)
+    prefill = max(batch, int(0.3 / per) + 1)
+    timer = Timer()
+    for _ in range(prefill):
         one()
-    stop.record()
-    time.sleep(0.3)  # poll inside the busy window only
-    power, changes = poll_power(gpu, seconds - 0.3)
-    torch.cuda.synchronize()
-    per = start.elapsed_time(stop) / 1000.0 / n
-    return power * per, per, changes
+    n, end, changes, last = prefill, time.monotonic() + TRUTH_S, [], None
+    while time.monotonic() < end:
+        for _ in range(batch):
+            one()
+        n += batch
+        t, e = read(gpu)
+        if last is not None and e != last:
+            changes.append((t, e))
+        last = e
+    per = timer.seconds() / n
+    (ta, ea), (tb, eb) = changes[0], changes[-1]
+    return (eb - ea) / (tb - ta) * per, per, len(changes)
+
+
+class _NoHooks:
+    def on_step_begin(self):
+        pass
+
+    def on_step_end(self):
+        pass
+
+    def on_instruction_begin(self, name):
+        pass
+
+    def on_instruction_end(self, name):
+        pass
+
+
+NO_HOOKS = _NoHooks()
+
+
+def play(net, x, order, idle_s, hook, opt):
+    """One iteration of `order` (F: forward of the next microbatch, B: backward of the oldest,
+    I: the GPU idles for idle_s), each of opt's hooks called through hook(call, *args)."""
+    hook(opt.on_step_begin)
+    outputs = []
+    for kind in order:
+        if kind == "I":
+            time.sleep(idle_s)
+            continue
+        name = "forward" if kind == "F" else "backward"
+        hook(opt.on_instruction_begin, name)
+        if kind == "F":
+            outputs.append(net(x))
+        else:
+            outputs.pop(0).float().sum().backward()
+        sync()
+        hook(opt.on_instruction_end, name)
+    hook(opt.on_step_end)
+
+
+def run_window(net, x, order, per_iteration, idle_s):
+    """One reporting window of iterations that run `order` after two unobserved warm-up
+    iterations; its trace and the hooks' cost on the training thread."""
+    for _ in range(2):  # warm-up: the allocator grows to this order's working set unobserved
+        play(net, x, order, idle_s, lambda call, *args: call(*args), NO_HOOKS)
+    sync()
+    gpu = perseus.NvmlGpu(0, LIBRARY) if LIBRARY else "nvml"
+    report_every = max(20, int(WINDOW_S / per_iteration))
+    opt = perseus.PipelineFrequencyOptimizer(
+        0, 0, 0, 0, 0, 1, 1, 1, 1, None, gpu=gpu, observe=True, report_every=report_every)
+    iterations, hooks = 0, []
+
+    def hook(call, *args):
+        t0 = time.perf_counter()
+        call(*args)
+        hooks.append(time.perf_counter() - t0)
+
+    while not opt.iterations:
+        if iterations > 2 * report_every:
+            raise RuntimeError(f"no reporting window closed after {iterations} iterations")
+        play(net, x, order, idle_s, hook, opt)
+        iterations += 1
+    trace = opt.last_window_trace
+    opt.close()
+    hooks.sort()
+    return trace, {"median": 1e6 * hooks[len(hooks) // 2], "max": 1e6 * hooks[-1]}
+
+
+def judged(trace, method, truth):
+    """Mean attributed energy per forward and backward against the truth."""
+    a = perseus.attribute(trace, method)
+    row = {"method": a["method"], "intervals": a["intervals"], "idle_power_w": a["idle_power_w"]}
+    for key in a["keys"]:
+        truth_j = truth[f"{key['name']}_j"]
+        row[key["name"]] = {"mean_j": key["mean_energy_j"],
+                            "mean_s": key["seconds"] / key["occurrences"],
+                            "power_stderr_w": key["power_stderr_w"],
+                            "error_pct": 100.0 * (key["mean_energy_j"] / truth_j - 1.0)}
+    return row
+
+
+def case(net, mb, gpu):
+    x = torch.randn(mb, SEQ, WIDTH, device=DEVICE, dtype=torch.bfloat16)
+    f_e, f_t, f_changes = truth(net, x, gpu, pairs=False)
+    p_e, p_t, p_changes = truth(net, x, gpu, pairs=True)
+    result = {"truth": {"forward_j": f_e, "forward_s": f_t, "backward_j": p_e - f_e,
+                        "backward_s": p_t - f_t, "counter_changes": [f_changes, p_changes]}}
+    print(mb, "truth", json.dumps(result["truth"]), flush=True)
+    traces = {}
+    for order_name, order in ORDERS.items():
+        idle_s = 1.5 * p_t
+        per_iteration = p_t * order.count("F") + idle_s * order.count("I")
+        try:
+            trace, hook_us = run_window(net, x, order, per_iteration, idle_s)
+            traces[order_name] = {"order": order, "idle_s": idle_s, "trace": trace}
+            row = {"hook_us": hook_us, "iterations": len(trace["iterations"])}
+            for method in METHODS:
+                row[method] = judged(trace, method, result["truth"])
+        except Exception:  # keep measuring the other orders; the JSON says what failed
+            row = {"error": traceback.format_exc()}
+        result[order_name] = row
+        print(mb, order_name, json.dumps(row), flush=True)
+    return result, {"truth": result["truth"], "orders": traces}
 
 
 def main():
-    out = {"device": torch.cuda.get_device_name(0), "probe": perseus.gpu_probe(0, duration=2.0)}
-    gpu = perseus.NvmlGpu(0)
+    out = {"device": "cpu (dry run)" if DRY else torch.cuda.get_device_name(0),
+           "probe": perseus.gpu_probe(0, library=LIBRARY, duration=2.0)}
+    print(json.dumps(out), flush=True)
+    traces = {"device": out["device"]}
+    gpu = nvml_gpu()
     net = model()
-    for mb in (1, 4):
-        x = torch.randn(mb, SEQ, WIDTH, device="cuda", dtype=torch.bfloat16)
-        f_e, f_t, f_changes = truth(net, x, gpu, pairs=False)
-        p_e, p_t, p_changes = truth(net, x, gpu, pairs=True)
-        case = {"truth": {"forward_j": f_e, "forward_s": f_t, "backward_j": p_e - f_e,
-                          "backward_s": p_t - f_t, "counter_changes": [f_changes, p_changes]}}
-        for method in ("fit", "overlap", "deltas"):
-            iterations = 0
-            opt = perseus.PipelineFrequencyOptimizer(
-                0, 0, 0, 0, 0, 1, 1, 1, 1, None, gpu="nvml", observe=True,
-                attribution=method, report_every=max(20, int(6.0 / (f_t + p_t + 0.002))))
-            while not opt.iterations:
-                opt.on_step_begin()
-                with opt.instruction("forward"):
-                    y = net(x)
-                    torch.cuda.synchronize()
-                with opt.instruction("backward"):
-                    y.float().sum().backward()
-                    torch.cuda.synchronize()
-                opt.on_step_end()
-                iterations += 1
-            w = opt.last_window
-            row = {"iterations": iterations, "attribution": w["attribution"]}
-            for name in ("forward", "backward"):
-                occ = [e for it in w["energy_breakdown"][name] for e in it]
-                times = [t for it in w["time_breakdown"][name] for t in it]
-                mean = sum(occ) / len(occ)
-                row[name] = {"mean_j": mean, "mean_s": sum(times) / len(times),
-                             "error_pct": 100.0 * (mean / case["truth"][f"{name}_j"] - 1.0),
-                             "zero_reads": sum(1 for e in occ if e == 0.0),
-                             "stderr_j": w["energy_stderr"].get(name)}
-            case[method] = row
-            opt.close()
-            print(mb, method, json.dumps(row), flush=True)
-        out[f"microbatch_{mb}"] = case
-        print(mb, json.dumps(case["truth"]), flush=True)
-    with open(sys.argv[1], "w") as f:
-        json.dump(out, f, indent=2)
+    for mb in MICROBATCHES:
+        out[f"microbatch_{mb}"], traces[f"microbatch_{mb}"] = case(net, mb, gpu)
+        for path, data in ((sys.argv[1], out), (sys.argv[2], traces)):
+            with open(path, "w") as f:
+                json.dump(data, f, indent=None if data is traces else 2)
 
 
 if __name__ == "__main__":

@@ -16,12 +16,14 @@ Zeus's ``PipelineFrequencyOptimizer``::
         opt.on_step_end()
 
 ``gpu="sim"`` runs against a simulated GPU that follows a profile CSV (no GPU needed).
-``perseus.gpu_probe()`` reports, read-only, what a GPU's NVML offers energy measurement.
+``perseus.gpu_probe()`` reports, read-only, what a GPU's NVML offers energy measurement;
+``perseus.attribute()`` attributes a recorded window (``opt.last_window_trace``) again.
 The package imports without torch; torch is imported lazily, only when it is used.
 """
 
 from perseus._perseus import NvmlGpu, PerseusError, SimGpu
 from perseus._perseus import __version__
+from perseus.attribution import attribute
 from perseus.optimizer import PerseusWarning, PipelineFrequencyOptimizer
 from perseus.probe import gpu_probe
 from perseus.sync import sync_device
@@ -32,6 +34,7 @@ __all__ = [
     "PerseusWarning",
     "PipelineFrequencyOptimizer",
     "SimGpu",
+    "attribute",
     "gpu_probe",
     "sync_device",
 ]

@@ -12,6 +12,7 @@ With ``strict=True`` such failures raise :class:`perseus.PerseusError` instead.
 """
 
 import contextlib
+import json
 import os
 import sys
 import warnings
@@ -98,8 +99,9 @@ class PipelineFrequencyOptimizer:
             seed.
         observe: observe-only mode: measure and report, never lock a clock or set a power
             limit (nor reset them).
-        attribution: how counter energy is attributed to instructions: ``"fit"`` (least
-            squares, default), ``"overlap"`` or ``"deltas"`` (README, "Measuring energy").
+        attribution: how counter energy is attributed to instructions: ``"busy-overlap"``
+            (default), ``"fit"`` (least squares per instruction), ``"overlap"`` or ``"deltas"``
+            (README, "Measuring energy").
         sampler_period: minimum seconds between two energy-counter reads (0: back to back).
         job_id: join this job instead of registering one. When None and torch.distributed is
             initialized, rank 0's id is broadcast to every rank.
@@ -128,7 +130,7 @@ class PipelineFrequencyOptimizer:
                  time_scale=1.0, job_id=None, scheduler=None, scheduler_args=None,
                  report_every=5, strict=False, request_timeout=5.0, barrier_timeout=10.0,
                  retries=3, log=None, share_job_id=None, counter="realistic",
-                 counter_options=None, observe=False, attribution="fit", sampler_period=0.0,
+                 counter_options=None, observe=False, attribution="busy-overlap", sampler_period=0.0,
                  stall_bound=10.0, max_skipped_windows=32, token=None, ca_file=None):
         self._opt = None
         self.device_id = device_id
@@ -298,6 +300,15 @@ class PipelineFrequencyOptimizer:
         of one occurrence), ``attribution`` (method used) and ``measured`` (the counter
         changed). Available without a server; empty lists before the first window closes."""
         return self._opt.last_window
+
+    @property
+    def last_window_trace(self):
+        """What the last closed reporting window attributed, as a dict that
+        ``perseus.attribute(trace, method)`` attributes again: ``keys`` (instruction name and
+        clock), ``iterations`` and ``spans`` ([begin, end, key]) on the GPU backend's clock in
+        seconds, and ``counter`` ([time, joules] at each observed change). Layout in
+        docs/formats.md; keep it to compare attribution methods offline."""
+        return json.loads(self._opt._last_window_trace())
 
     def close(self):
         """Stops the clock thread and restores the GPU's default clocks (idempotent)."""

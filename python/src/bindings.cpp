@@ -20,6 +20,7 @@
 #include <variant>
 #include <vector>
 
+#include "perseus/client/attribution_trace.hpp"
 #include "perseus/client/gpu_backend.hpp"
 #include "perseus/client/gpu_probe.hpp"
 #include "perseus/client/nvml_gpu.hpp"
@@ -27,6 +28,7 @@
 #include "perseus/client/sim_gpu.hpp"
 #include "perseus/profile/csv.hpp"
 #include "perseus/util/error.hpp"
+#include "perseus/wire/protocol.hpp"
 
 namespace py = pybind11;
 using perseus::client::GpuBackend;
@@ -411,7 +413,7 @@ PYBIND11_MODULE(_perseus, m) {
            py::arg("strict") = false, py::arg("request_timeout") = 5.0,
            py::arg("barrier_timeout") = 10.0, py::arg("retries") = 3, py::arg("backoff") = 0.2,
            py::arg("log") = py::none(), py::arg("share_job_id") = py::none(),
-           py::arg("observe") = false, py::arg("attribution") = "fit",
+           py::arg("observe") = false, py::arg("attribution") = "busy-overlap",
            py::arg("sampler_period") = 0.0, py::arg("stall_bound") = 10.0,
            py::arg("max_skipped_windows") = 32, py::arg("token") = "", py::arg("ca_file") = "")
       .def("on_step_begin",
@@ -468,6 +470,9 @@ PYBIND11_MODULE(_perseus, m) {
                                d["measured"] = w.measured;
                                return d;
                              })
+      .def(
+          "_last_window_trace",
+          [](Optimizer& o) { return perseus::client::to_json(o.get().last_window().trace).dump(); })
       .def("gpu_now", [](Optimizer& o) { return o.get().gpu().now_s(); })
       .def("gpu_total_energy", [](Optimizer& o) { return o.get().gpu().total_energy_j(); });
 
@@ -490,4 +495,21 @@ PYBIND11_MODULE(_perseus, m) {
       },
       py::arg("device") = 0, py::arg("library") = "libnvidia-ml.so.1", py::arg("duration") = 1.5);
   // ---- end gpu probe (issue 11) ----
+
+  // Attributing a recorded window again (perseus.attribute): trace JSON text in, attribution
+  // JSON text out; a malformed trace raises PerseusError naming the field.
+  m.def(
+      "_attribute",
+      [](const std::string& trace_text, const std::string& method) {
+        const auto trace =
+            perseus::client::parse_attribution_trace(perseus::wire::parse_json(trace_text));
+        const auto parsed = perseus::client::parse_attribution(method);
+        perseus::client::Attribution a;
+        {
+          py::gil_scoped_release nogil;
+          a = perseus::client::attribute(trace.input, parsed);
+        }
+        return perseus::client::to_json(a, trace).dump();
+      },
+      py::arg("trace"), py::arg("method") = "busy-overlap");
 }

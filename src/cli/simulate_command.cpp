@@ -50,7 +50,7 @@ struct SimulateArgs {
   int report_every = 5;
   double blocking_power = -1.0, timeout = 600.0;
   // The simulated GPUs' energy counter and how the clients attribute it.
-  std::string counter = "realistic", attribution = "fit";
+  std::string counter = "realistic", attribution = "busy-overlap";
   client::CounterOptions counter_options;
   bool until_done = false, has_iterations = false, has_job_metadata = false, strict = false;
   bool quiet = false, allow_implausible = false;
@@ -424,8 +424,9 @@ void add_counter_options(CLI::App& cmd, SimulateArgs& a) {
   cmd.add_option("--counter-seed", c.seed, "Seed of the counters' jitter and noise")
       ->capture_default_str();
   cmd.add_option("--attribution", a.attribution,
-                 "How clients attribute counter energy to instructions: fit, overlap or deltas")
-      ->check(CLI::IsMember({"fit", "overlap", "deltas"}))
+                 "How clients attribute counter energy to instructions: busy-overlap, fit, "
+                 "overlap or deltas")
+      ->check(CLI::IsMember({"busy-overlap", "fit", "overlap", "deltas"}))
       ->capture_default_str();
 }
 

@@ -136,6 +136,28 @@ std::optional<Fit> fit_powers(const AttributionInput& in, const Activity& activi
   return fit;
 }
 
+// busy-overlap's model: one power for every instruction, one for idle time inside iterations and
+// one outside them (three unknowns, well conditioned whenever the GPU is busy most of the time);
+// idle and outside powers are clamped to [0, busy power], so an idle regressor that gaps of
+// microseconds cannot identify does no harm.
+std::optional<Fit> fit_busy(const AttributionInput& in) {
+  AttributionInput pooled;
+  pooled.iterations = in.iterations;
+  pooled.spans = in.spans;
+  for (TimedSpan& s : pooled.spans) s.key = 0;
+  pooled.num_keys = 1;
+  pooled.known_from_s = in.known_from_s;
+  pooled.counter = in.counter;
+  const auto fit = fit_powers(pooled, Activity(pooled));
+  if (!fit || !(fit->power[0] > 0.0)) return std::nullopt;
+  const double busy = fit->power[0];
+  Fit model{std::vector<double>(in.num_keys + 2, busy),
+            std::vector<double>(in.num_keys + 2, kUnknown), fit->intervals};
+  model.power[in.num_keys] = std::clamp(fit->power[1], 0.0, busy);
+  model.power[in.num_keys + 1] = std::clamp(fit->power[2], 0.0, busy);
+  return model;
+}
+
 // ---- the counter as a function of time ----
 
 class Counter {
@@ -225,16 +247,19 @@ std::string to_string(AttributionMethod method) {
       return "overlap";
     case AttributionMethod::kDeltas:
       return "deltas";
+    case AttributionMethod::kBusyOverlap:
+      return "busy-overlap";
   }
   return "fit";
 }
 
 AttributionMethod parse_attribution(const std::string& name) {
-  for (auto m :
-       {AttributionMethod::kFit, AttributionMethod::kOverlap, AttributionMethod::kDeltas}) {
+  for (auto m : {AttributionMethod::kFit, AttributionMethod::kOverlap, AttributionMethod::kDeltas,
+                 AttributionMethod::kBusyOverlap}) {
     if (to_string(m) == name) return m;
   }
-  throw Error("unknown attribution method '" + name + "' (expected fit, overlap or deltas)");
+  throw Error("unknown attribution method '" + name +
+              "' (expected busy-overlap, fit, overlap or deltas)");
 }
 
 Attribution attribute(const AttributionInput& in, AttributionMethod method) {
@@ -251,12 +276,12 @@ Attribution attribute(const AttributionInput& in, AttributionMethod method) {
   out.measured = in.counter.size() >= 2;
   if (!out.measured) return out;
   const Activity activity(in);
-  std::optional<Fit> fit;
-  if (method == AttributionMethod::kFit) {
-    fit = fit_powers(in, activity);
-    if (!fit) out.method = AttributionMethod::kOverlap;
-  }
-  const Counter counter(in.counter, activity, fit);
+  std::optional<Fit> model;  // the fitted powers that shape the counter between changes
+  if (method == AttributionMethod::kFit) model = fit_powers(in, activity);
+  if (method == AttributionMethod::kBusyOverlap) model = fit_busy(in);
+  if (!model && method != AttributionMethod::kDeltas) out.method = AttributionMethod::kOverlap;
+  const bool fit = out.method == AttributionMethod::kFit;
+  const Counter counter(in.counter, activity, model);
   auto energy = [&](double a, double b) {
     return out.method == AttributionMethod::kDeltas ? counter.step(b) - counter.step(a)
                                                     : counter.linear(b) - counter.linear(a);
@@ -266,19 +291,21 @@ Attribution attribute(const AttributionInput& in, AttributionMethod method) {
   }
   for (std::size_t i = 0; i < in.spans.size(); ++i) {
     const TimedSpan& s = in.spans[i];
-    out.span_energy_j[i] =
-        fit ? std::max(0.0, fit->power[s.key]) * (s.end_s - s.begin_s) : energy(s.begin_s, s.end_s);
+    out.span_energy_j[i] = fit ? std::max(0.0, model->power[s.key]) * (s.end_s - s.begin_s)
+                               : energy(s.begin_s, s.end_s);
+  }
+  if (model) {
+    out.idle_power_w = model->power[in.num_keys];
+    out.intervals = model->intervals;
   }
   if (!fit) {
     estimate_keys_from_spans(in, out);
     return out;
   }
   for (std::size_t k = 0; k < in.num_keys; ++k) {
-    out.keys[k].power_w = fit->power[k];
-    out.keys[k].power_stderr_w = fit->stderr_w[k];
+    out.keys[k].power_w = model->power[k];
+    out.keys[k].power_stderr_w = model->stderr_w[k];
   }
-  out.idle_power_w = fit->power[in.num_keys];
-  out.intervals = fit->intervals;
   return out;
 }
 

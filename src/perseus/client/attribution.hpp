@@ -15,16 +15,24 @@
 //            counter intervals it overlaps, pro rata. Exact for long instructions, biased for
 //            instructions shorter than the refresh period (the energy of an interval is spread
 //            over everything in it).
+//   busy-overlap  overlap over busy time only: a least-squares fit of three powers (every
+//            instruction alike, idle inside iterations, outside them) says how much of each
+//            counter interval's energy went to idle time; the rest is spread over the
+//            instructions in the interval pro rata. Robust where `fit` is not (instructions of
+//            similar power, idle gaps of microseconds, a short window) and, unlike `overlap`,
+//            unbiased by pipeline bubbles; biased only where instructions of different power
+//            share a counter interval. Falls back to `overlap` when the three powers cannot be
+//            fitted.
 //   deltas   the counter's value at the end minus at the start of each occurrence: what reading
 //            the counter around every instruction gives (kept to show why it is wrong: an
 //            occurrence inside one refresh interval reads 0 J).
 //
 // Iteration energy is the counter's own difference over the iteration, with the counter
-// interpolated between observed changes (fit: in proportion to the fitted model's energy, so an
-// idle gap between iterations does not take a busy share; overlap: linearly; deltas: the step
+// interpolated between observed changes (fit and busy-overlap: in proportion to the fitted model's
+// energy, so an idle gap does not take a busy share; overlap: linearly; deltas: the step
 // function), so the energies of a window's iterations add up to the counter's total. After the last
-// observed change the counter is extrapolated with the fitted model (fit) or the last interval's
-// power.
+// observed change the counter is extrapolated with the fitted model (fit, busy-overlap) or the last
+// interval's power.
 //
 // Complexity: O(intervals + occurrences + intervals x keys^2 + keys^3).
 #pragma once
@@ -38,9 +46,10 @@
 
 namespace perseus::client {
 
-enum class AttributionMethod { kFit, kOverlap, kDeltas };
+enum class AttributionMethod { kFit, kOverlap, kDeltas, kBusyOverlap };
 
-// "fit", "overlap", "deltas"; parse throws perseus::Error naming the unknown method.
+// "fit", "overlap", "deltas", "busy-overlap"; parse throws perseus::Error naming the unknown
+// method.
 std::string to_string(AttributionMethod method);
 AttributionMethod parse_attribution(const std::string& name);
 

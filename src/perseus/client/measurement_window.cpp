@@ -81,6 +81,8 @@ WindowMeasurements MeasurementWindow::close() {
   in.counter = sampler_.series(in.known_from_s, std::numeric_limits<double>::infinity());
   const Attribution a = attribute(in, method_);
   WindowMeasurements out = measurements(a, first_span, first_iteration, span_keys, keys);
+  out.trace.input = std::move(in);
+  for (const auto& [name, mhz] : keys) out.trace.keys.push_back({names_[name], mhz});
   start_next();
   return out;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "perseus/client/attribution.hpp"
+#include "perseus/client/attribution_trace.hpp"
 #include "perseus/client/energy_sampler.hpp"
 
 namespace perseus::client {
@@ -25,6 +26,8 @@ struct WindowMeasurements {
   std::map<std::string, double> energy_stderr_j;
   AttributionMethod method = AttributionMethod::kFit;  // used (after any fallback)
   bool measured = false;                               // the counter changed during the window
+  // What was attributed: this window's timeline after the earlier windows' that were fitted too.
+  AttributionTrace trace;
 };
 
 class MeasurementWindow {

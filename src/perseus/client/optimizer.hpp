@@ -85,7 +85,7 @@ struct OptimizerOptions {
   int max_skipped_windows = 32;
   bool strict = false;   // throw perseus::Error instead of degrading
   bool observe = false;  // never change a GPU setting (see above)
-  AttributionMethod attribution = AttributionMethod::kFit;
+  AttributionMethod attribution = AttributionMethod::kBusyOverlap;
   double sampler_period_s = 0.0;  // minimum time between two energy-counter reads
   // Where warnings go (default: stderr, one line each, prefixed "perseus: warning: ").
   std::function<void(const std::string&)> log;

@@ -85,7 +85,7 @@ struct ProfilingResult {
   std::map<std::string, std::vector<std::vector<double>>> energy_breakdown;
   std::optional<int> round;  // extension: the schedule these iterations ran
   // Extensions: per instruction, the standard error (J) of the window's mean energy of one
-  // occurrence (absent when unknown), and how energy was attributed ("fit", "overlap", ...).
+  // occurrence (absent when unknown), and how energy was attributed ("busy-overlap", "fit", ...).
   std::map<std::string, double> energy_stderr;
   std::optional<std::string> attribution;
 };

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole real-GPU check of issue 11 in one call of the device tool, observe-only: it changes
+# no GPU setting (NVML reads only, no clock lock, no power limit, no reset). Needs build-device/
+# from bench/gpu/prepare.sh (carried). Writes machine.txt, probe.json, probe_uuid.txt,
+# build.log, attribution.log, attribution.json and traces.json under $OUT (default
+# /tmp/perseus-gpu).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=${OUT:-/tmp/perseus-gpu}
+mkdir -p "$out"
+cd "$root"
+{
+  nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,power.draw,power.limit --format=csv
+  python3 --version
+  g++ --version | head -1
+  python3 -c "import torch; print('torch', torch.__version__)"
+} >"$out/machine.txt" 2>&1
+cli() { LD_LIBRARY_PATH=$root/build-device/lib timeout 60 build-device/bin/perseus "$@"; }
+cli gpu probe --json >"$out/probe.json" 2>&1
+uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+CUDA_VISIBLE_DEVICES=$uuid cli gpu probe --duration 0.5 >"$out/probe_uuid.txt" 2>&1
+if ! package=$(bash bench/gpu/build_on_device.sh 2>"$out/build.log"); then
+  cat "$out/build.log"
+  exit 1
+fi
+cat build-device/pybind11-machine.log >>"$out/build.log" 2>/dev/null  # at most 8 files come back
+PYTHONPATH=$package PYTHONUNBUFFERED=1 timeout 420 \
+  python3 bench/gpu/attribution_on_gpu.py "$out/attribution.json" "$out/traces.json" 2>&1 |
+  tee "$out/attribution.log"

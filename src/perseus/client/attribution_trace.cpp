@@ -1,0 +1,152 @@
+#include "perseus/client/attribution_trace.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "perseus/wire/json_fields.hpp"
+
+namespace perseus::client {
+
+using nlohmann::json;
+using wire::bad_field;
+
+namespace {
+
+std::string at(const std::string& field, std::size_t i) {
+  return field + "[" + std::to_string(i) + "]";
+}
+
+// body[field] as a list of fixed-width rows of numbers >= 0.
+std::vector<std::vector<double>> rows(const json& body, const std::string& field,
+                                      std::size_t width) {
+  const json& list = wire::member(body, field);
+  if (!list.is_array()) bad_field(field, "must be a list");
+  std::vector<std::vector<double>> out;
+  out.reserve(list.size());
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    out.push_back(wire::numbers(list[i], at(field, i)));
+    if (out.back().size() != width) {
+      bad_field(at(field, i), "must hold " + std::to_string(width) + " numbers");
+    }
+  }
+  return out;
+}
+
+std::vector<TraceKey> parse_keys(const json& body) {
+  const json& list = wire::member(body, "keys");
+  if (!list.is_array()) bad_field("keys", "must be a list");
+  std::vector<TraceKey> keys;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string where = at("keys", i);
+    if (!list[i].is_object()) bad_field(where, "must be an object");
+    auto field = [&](const char* name) -> const json& {
+      auto it = list[i].find(name);
+      if (it == list[i].end()) bad_field(where + "." + name, "missing");
+      return *it;
+    };
+    const json& name = field("name");
+    if (!name.is_string() || name.get<std::string>().empty()) {
+      bad_field(where + ".name", "must be a non-empty string");
+    }
+    keys.push_back({name.get<std::string>(), wire::as_int(field("mhz"), where + ".mhz", 0)});
+  }
+  return keys;
+}
+
+void parse_iterations(const json& body, AttributionInput& in) {
+  double last_end = 0.0;
+  for (const auto& row : rows(body, "iterations", 2)) {
+    const std::string where = at("iterations", in.iterations.size());
+    if (row[1] < row[0]) bad_field(where, "ends before it begins");
+    if (row[0] < last_end) bad_field(where, "begins before the previous iteration ends");
+    last_end = row[1];
+    in.iterations.emplace_back(row[0], row[1]);
+  }
+}
+
+void parse_spans(const json& body, AttributionInput& in) {
+  double last_end = 0.0;
+  std::size_t iteration = 0;
+  for (const auto& row : rows(body, "spans", 3)) {
+    const std::string where = at("spans", in.spans.size());
+    if (row[1] < row[0]) bad_field(where, "ends before it begins");
+    if (row[0] < last_end) bad_field(where, "begins before the previous span ends");
+    if (row[2] != std::floor(row[2]) || row[2] >= static_cast<double>(in.num_keys)) {
+      bad_field(where,
+                "key must be the index of one of the " + std::to_string(in.num_keys) + " keys");
+    }
+    while (iteration < in.iterations.size() && in.iterations[iteration].second < row[1]) {
+      ++iteration;
+    }
+    if (iteration == in.iterations.size() || row[0] < in.iterations[iteration].first) {
+      bad_field(where, "lies outside every iteration");
+    }
+    last_end = row[1];
+    in.spans.push_back({row[0], row[1], static_cast<std::size_t>(row[2])});
+  }
+}
+
+void parse_counter(const json& body, AttributionInput& in) {
+  for (const auto& row : rows(body, "counter", 2)) {
+    if (!in.counter.empty() &&
+        (row[0] < in.counter.back().t_s || row[1] < in.counter.back().energy_j)) {
+      bad_field(at("counter", in.counter.size()), "goes back in time or in energy");
+    }
+    in.counter.push_back({row[0], row[1]});
+  }
+}
+
+}  // namespace
+
+json to_json(const AttributionTrace& trace) {
+  const AttributionInput& in = trace.input;
+  json keys = json::array(), iterations = json::array(), spans = json::array(),
+       counter = json::array();
+  for (const TraceKey& k : trace.keys) keys.push_back({{"name", k.name}, {"mhz", k.mhz}});
+  for (const auto& [begin, end] : in.iterations) iterations.push_back({begin, end});
+  for (const TimedSpan& s : in.spans) spans.push_back({s.begin_s, s.end_s, s.key});
+  for (const CounterSample& c : in.counter) counter.push_back({c.t_s, c.energy_j});
+  return {{"version", kTraceVersion}, {"keys", keys},   {"known_from_s", in.known_from_s},
+          {"iterations", iterations}, {"spans", spans}, {"counter", counter}};
+}
+
+AttributionTrace parse_attribution_trace(const json& body) {
+  if (wire::int_field(body, "version", 1) != kTraceVersion) {
+    bad_field("version", "must be " + std::to_string(kTraceVersion));
+  }
+  AttributionTrace trace;
+  trace.keys = parse_keys(body);
+  AttributionInput& in = trace.input;
+  in.num_keys = trace.keys.size();
+  in.known_from_s = wire::number_field(body, "known_from_s");
+  parse_iterations(body, in);
+  parse_spans(body, in);
+  parse_counter(body, in);
+  return trace;
+}
+
+json to_json(const Attribution& a, const AttributionTrace& trace) {
+  json keys = json::array();
+  for (std::size_t k = 0; k < a.keys.size(); ++k) {
+    const KeyEstimate& e = a.keys[k];
+    const double mean =
+        e.occurrences > 0 ? std::max(0.0, e.power_w) * e.seconds / e.occurrences : 0.0;
+    keys.push_back({{"name", trace.keys[k].name},
+                    {"mhz", trace.keys[k].mhz},
+                    {"occurrences", e.occurrences},
+                    {"seconds", e.seconds},
+                    {"power_w", e.power_w},
+                    {"power_stderr_w",
+                     std::isfinite(e.power_stderr_w) ? json(e.power_stderr_w) : json(nullptr)},
+                    {"mean_energy_j", mean}});
+  }
+  return {{"method", to_string(a.method)},
+          {"measured", a.measured},
+          {"intervals", a.intervals},
+          {"idle_power_w", a.idle_power_w},
+          {"keys", keys},
+          {"span_energy_j", a.span_energy_j},
+          {"iteration_energy_j", a.iteration_energy_j}};
+}
+
+}  // namespace perseus::client

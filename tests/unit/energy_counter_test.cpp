@@ -1,0 +1,325 @@
+// The simulated GPU's energy counter (DESIGN section 9): the power trace it integrates, the model
+// of a real GPU's counter (refresh period, read latency, partial sampling, noise) and the
+// sampler's series of counter changes.
+#include "perseus/client/energy_counter.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "perseus/client/energy_sampler.hpp"
+#include "perseus/client/sim_gpu.hpp"
+#include "small_profile.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+using perseus::client::CounterOptions;
+using perseus::client::CounterSample;
+using perseus::client::CounterSeries;
+using perseus::client::EnergyCounter;
+using perseus::client::PowerTrace;
+using perseus::client::SamplerOptions;
+using perseus::client::SimGpu;
+using perseus::client::SimGpuOptions;
+using perseus::test::error_of;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// ---------------------------------------------------------------- PowerTrace
+
+// 50 W base; 300 W over [1, 2] s; 200 W over [3, 3.5] s.
+PowerTrace two_segments() {
+  PowerTrace trace(50.0);
+  trace.add_busy(1.0, 2.0, 300.0);
+  trace.add_busy(3.0, 3.5, 200.0);
+  return trace;
+}
+
+TEST(EnergyPowerTrace, IntegratesBusySegmentsAndTheBasePowerExactly) {
+  const PowerTrace trace = two_segments();
+  EXPECT_DOUBLE_EQ(trace.energy_at(0.0), 0.0);
+  EXPECT_DOUBLE_EQ(trace.energy_at(0.5), 25.0);                        // base only
+  EXPECT_DOUBLE_EQ(trace.energy_at(1.5), 75.0 + 250.0 * 0.5);          // half the first segment
+  EXPECT_DOUBLE_EQ(trace.energy_at(2.5), 125.0 + 250.0);               // after it
+  EXPECT_DOUBLE_EQ(trace.energy_at(3.25), 162.5 + 250.0 + 37.5);       // inside the second
+  EXPECT_DOUBLE_EQ(trace.energy_at(10.0), 500.0 + 250.0 + 150 * 0.5);  // after both
+  EXPECT_EQ(trace.boundaries(0.0, 3.0), (std::vector<double>{1.0, 2.0, 3.0}));
+  EXPECT_EQ(trace.boundaries(1.0, 10.0), (std::vector<double>{2.0, 3.0, 3.5}));
+}
+
+TEST(EnergyPowerTrace, ForgettingOldSegmentsKeepsLaterEnergiesExact) {
+  const PowerTrace full = two_segments();
+  PowerTrace trace = two_segments();
+  trace.forget_before(2.5);  // drops the first segment (ended at 2 s)
+  EXPECT_EQ(trace.boundaries(0.0, 10.0), (std::vector<double>{3.0, 3.5}));
+  for (double t : {2.5, 3.0, 3.1, 3.5, 4.0, 100.0}) {
+    EXPECT_DOUBLE_EQ(trace.energy_at(t), full.energy_at(t)) << "at " << t;
+  }
+  trace.add_busy(5.0, 6.0, 1050.0);  // new segments go on from the forgotten energy
+  EXPECT_DOUBLE_EQ(trace.energy_at(7.0), 350.0 + 250.0 + 75.0 + 1000.0);
+  trace.forget_before(100.0);
+  EXPECT_DOUBLE_EQ(trace.energy_at(100.0), 5000.0 + 250.0 + 75.0 + 1000.0);
+}
+
+TEST(EnergyPowerTrace, RejectsAnOverlappingSegmentNamingBothTimes) {
+  PowerTrace trace = two_segments();
+  const std::string error = error_of([&] { trace.add_busy(3.25, 4.0, 100.0); });
+  EXPECT_CONTAINS(error, "3.25 s");
+  EXPECT_CONTAINS(error, "3.5 s");
+  EXPECT_CONTAINS(error, "overlaps");
+  trace.add_busy(3.5, 4.0, 100.0);  // touching is fine
+  EXPECT_DOUBLE_EQ(trace.energy_at(4.0), 200.0 + 250.0 + 75.0 + 25.0);
+}
+
+// ---------------------------------------------------------------- EnergyCounter
+
+CounterOptions steady_counter(double sampled_fraction = 1.0) {
+  CounterOptions o;
+  o.refresh_jitter_s = 0.0;
+  o.sampled_fraction = sampled_fraction;
+  return o;
+}
+
+TEST(EnergyCounter, AReadBetweenRefreshesReturnsTheLastRefreshsValue) {
+  PowerTrace trace(100.0);
+  EnergyCounter counter(trace, steady_counter());
+  EXPECT_EQ(counter.value_at(0.05), 0.0);  // before the first refresh (at 0.1 s)
+  EXPECT_EQ(counter.value_at(0.0999), 0.0);
+  EXPECT_NEAR(counter.value_at(0.1), 10.0, 1e-9);
+  EXPECT_DOUBLE_EQ(counter.last_refresh_s(), 0.1);
+  const double at_refresh = counter.value_at(0.1);
+  EXPECT_EQ(counter.value_at(0.15), at_refresh);
+  EXPECT_EQ(counter.value_at(0.1999), at_refresh);
+  EXPECT_NEAR(counter.value_at(0.2), 20.0, 1e-9);
+  EXPECT_NEAR(counter.value_at(0.73), 70.0, 1e-9);  // several refreshes at once
+  EXPECT_DOUBLE_EQ(counter.last_refresh_s(), 0.7);
+}
+
+TEST(EnergyCounter, AReadOfAnEarlierTimeGetsThatTimesRefresh) {
+  PowerTrace trace(100.0);
+  EnergyCounter counter(trace, steady_counter());
+  EXPECT_NEAR(counter.value_at(0.73), 70.0, 1e-9);  // a reader at the present ...
+  EXPECT_NEAR(counter.value_at(0.25), 20.0, 1e-9);  // ... and one catching up on the past
+  EXPECT_EQ(counter.value_at(0.05), 0.0);
+  EXPECT_NEAR(counter.value_at(0.8), 80.0, 1e-9);
+}
+
+// A direct read of the present (Python's SimGpu.total_energy) between two catch-ups of the
+// virtual sampler leaves the sampler's series as it would have been without it.
+TEST(EnergyCounter, ADirectReadDoesNotDisturbTheVirtualSampler) {
+  for (const char* name : {"realistic", "ideal"}) {
+    std::vector<std::vector<CounterSample>> series;
+    for (bool direct_read : {false, true}) {
+      SimGpu gpu(perseus::test::small_profile(),
+                 SimGpuOptions{{0}, 40.0, false, 1.0, CounterOptions::named(name)});
+      auto sampler = gpu.start_energy_sampler(SamplerOptions{}, {});
+      for (int i = 0; i < 40; ++i) {
+        gpu.instruction_begin("forward");
+        gpu.instruction_end("forward");
+        gpu.wait_until(gpu.now_s() + 0.003 * (i % 7));
+        if (direct_read && i == 20) {
+          EXPECT_GT(gpu.total_energy_j(), 0.0) << name;
+        }
+      }
+      series.push_back(sampler->series(0.0, kInf));
+    }
+    ASSERT_EQ(series[0].size(), series[1].size()) << name;
+    ASSERT_GT(series[0].size(), 3u) << name;
+    for (std::size_t k = 0; k < series[0].size(); ++k) {
+      EXPECT_EQ(series[0][k].t_s, series[1][k].t_s) << name << " change " << k;
+      EXPECT_EQ(series[0][k].energy_j, series[1][k].energy_j) << name << " change " << k;
+    }
+  }
+}
+
+TEST(EnergyCounter, AtARefreshItReadsTheTracesEnergy) {
+  PowerTrace trace(80.0);
+  std::mt19937_64 random(7);
+  std::uniform_real_distribution<double> length(0.005, 0.080), power(150.0, 500.0);
+  for (double t = 0.0; t < 5.0;) {
+    const double begin = t + length(random), end = begin + length(random);
+    trace.add_busy(begin, end, power(random));
+    t = end;
+  }
+  EnergyCounter counter(trace, steady_counter(1.0));
+  for (int k = 1; k <= 50; ++k) {
+    // Anywhere in the window after the k-th refresh: the energy at that refresh.
+    const double value = counter.value_at(0.1 * k + 0.05);
+    const double r = counter.last_refresh_s();
+    EXPECT_NEAR(r, 0.1 * k, 1e-9);
+    EXPECT_NEAR(value, trace.energy_at(r), 1e-9 * trace.energy_at(r)) << r;
+    EXPECT_EQ(counter.value_at(0.1 * k + 0.095), value) << r;
+  }
+}
+
+TEST(EnergyCounter, PartialSamplingSeesOnlyTheEndOfEachWindow) {
+  // 400 W in the first half of every 100 ms window, 100 W (base) in the second: 25 J per window.
+  // A sensor that sees the last 25 % of each window sees 100 W only: 10 J per window, 60 % low.
+  PowerTrace early(100.0), late(100.0);
+  for (int k = 0; k < 10; ++k) {
+    early.add_busy(0.1 * k, 0.1 * k + 0.05, 400.0);
+    late.add_busy(0.1 * k + 0.05, 0.1 * k + 0.1, 400.0);
+  }
+  EnergyCounter sampled_early(early, steady_counter(0.25));
+  EnergyCounter exact_early(early, steady_counter(1.0));
+  EXPECT_NEAR(early.energy_at(1.0), 250.0, 1e-9);
+  EXPECT_NEAR(exact_early.value_at(1.0), 250.0, 1e-9);
+  EXPECT_NEAR(sampled_early.value_at(1.0), 100.0, 1e-9);  // 0.4 x the true energy
+  // The bias follows where the work falls in the window: busy at the end reads high.
+  EnergyCounter sampled_late(late, steady_counter(0.25));
+  EXPECT_NEAR(late.energy_at(1.0), 250.0, 1e-9);
+  EXPECT_NEAR(sampled_late.value_at(1.0), 400.0, 1e-9);  // 1.6 x
+}
+
+TEST(EnergyCounter, TheIdealCounterReadsTheExactEnergyAtAnyTime) {
+  const PowerTrace trace = two_segments();
+  EnergyCounter counter(trace, CounterOptions::named("ideal"));
+  for (double t : {0.0, 0.0123, 1.0, 1.37, 2.0001, 3.4, 9.99}) {
+    EXPECT_DOUBLE_EQ(counter.value_at(t), trace.energy_at(t)) << "at " << t;
+  }
+}
+
+TEST(EnergyCounterOptions, NamesTheRealisticAndTheIdealCounter) {
+  const CounterOptions realistic = CounterOptions::named("realistic");
+  EXPECT_FALSE(realistic.ideal);
+  EXPECT_DOUBLE_EQ(realistic.refresh_period_s, 0.100);
+  EXPECT_DOUBLE_EQ(realistic.read_latency_s, 0.004);
+  const CounterOptions ideal = CounterOptions::named("ideal");
+  EXPECT_TRUE(ideal.ideal);
+  EXPECT_DOUBLE_EQ(ideal.read_latency_s, 0.0);
+  EXPECT_CONTAINS(error_of([] { CounterOptions::named("bogus"); }),
+                  "unknown energy counter 'bogus' (expected realistic or ideal)");
+}
+
+// The error of validating the default options with one field changed ("" when valid).
+template <typename F>
+std::string invalid(F change) {
+  CounterOptions o;
+  change(o);
+  try {
+    o.validate();
+  } catch (const perseus::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(EnergyCounterOptions, ValidateNamesTheRefreshPeriod) {
+  for (double v : {0.0, -0.1, std::nan(""), kInf}) {
+    EXPECT_CONTAINS(invalid([&](CounterOptions& o) { o.refresh_period_s = v; }),
+                    "counter option 'refresh_period_s': must be a positive number of seconds");
+  }
+}
+
+TEST(EnergyCounterOptions, ValidateNamesTheRefreshJitter) {
+  for (double v : {-0.001, 0.100, 0.2, std::nan("")}) {
+    EXPECT_CONTAINS(invalid([&](CounterOptions& o) { o.refresh_jitter_s = v; }),
+                    "counter option 'refresh_jitter_s': must be >= 0 and less than the refresh");
+  }
+  EXPECT_EQ(invalid([](CounterOptions& o) { o.refresh_jitter_s = 0.0; }), "");
+}
+
+TEST(EnergyCounterOptions, ValidateNamesTheReadLatency) {
+  for (double v : {-0.004, std::nan(""), kInf}) {
+    EXPECT_CONTAINS(invalid([&](CounterOptions& o) { o.read_latency_s = v; }),
+                    "counter option 'read_latency_s': must be a number of seconds >= 0");
+  }
+  EXPECT_EQ(invalid([](CounterOptions& o) { o.read_latency_s = 0.0; }), "");
+}
+
+TEST(EnergyCounterOptions, ValidateNamesTheSampledFraction) {
+  for (double v : {0.0, -0.25, 1.01, std::nan("")}) {
+    EXPECT_CONTAINS(invalid([&](CounterOptions& o) { o.sampled_fraction = v; }),
+                    "counter option 'sampled_fraction': must be in (0, 1], got");
+  }
+  EXPECT_EQ(invalid([](CounterOptions& o) { o.sampled_fraction = 1.0; }), "");
+}
+
+TEST(EnergyCounterOptions, ValidateNamesTheNoise) {
+  for (double v : {-0.01, 1.0, std::nan("")}) {
+    EXPECT_CONTAINS(invalid([&](CounterOptions& o) { o.noise = v; }),
+                    "counter option 'noise': must be in [0, 1)");
+  }
+  EXPECT_EQ(invalid([](CounterOptions& o) { o.noise = 0.5; }), "");
+}
+
+TEST(EnergyCounterOptions, TheCounterAndTheSimulatedGpuValidateThem) {
+  PowerTrace trace;
+  CounterOptions o;
+  o.sampled_fraction = 0.0;
+  EXPECT_CONTAINS(error_of([&] { EnergyCounter counter(trace, o); }), "'sampled_fraction'");
+  EXPECT_CONTAINS(
+      error_of([&] {
+        SimGpu gpu(perseus::test::small_profile(), SimGpuOptions{{0}, 0.0, false, 1.0, o});
+      }),
+      "'sampled_fraction'");
+}
+
+// ---------------------------------------------------------------- CounterSeries
+
+std::vector<double> times_of(const std::vector<CounterSample>& samples) {
+  std::vector<double> out;
+  for (const auto& s : samples) out.push_back(s.t_s);
+  return out;
+}
+
+std::vector<double> values_of(const std::vector<CounterSample>& samples) {
+  std::vector<double> out;
+  for (const auto& s : samples) out.push_back(s.energy_j);
+  return out;
+}
+
+TEST(EnergyCounterSeries, TimestampsAChangeBetweenTheMidpointsOfTheTwoReads) {
+  CounterSeries series(100);
+  series.add_read(0.000, 0.004, 10.0);  // the first read: at its midpoint, 0.002
+  series.add_read(0.004, 0.008, 10.0);  // unchanged: nothing (midpoint 0.006)
+  series.add_read(0.008, 0.012, 10.0);  // unchanged (midpoint 0.010)
+  EXPECT_EQ(series.size(), 1u);
+  series.add_read(0.012, 0.020, 12.0);  // changed; midpoint 0.016: between 0.010 and 0.016
+  EXPECT_EQ(series.size(), 2u);
+  EXPECT_EQ(series.reads(), 4u);
+  auto all = series.between(-kInf, kInf);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_DOUBLE_EQ(all[0].t_s, 0.002);
+  EXPECT_EQ(all[0].energy_j, 10.0);
+  EXPECT_DOUBLE_EQ(all[1].t_s, 0.013);
+  EXPECT_EQ(all[1].energy_j, 12.0);
+  // After a long pause the change lands halfway through the pause.
+  series.add_read(0.100, 0.104, 15.0);  // midpoint 0.102; previous 0.016
+  all = series.between(-kInf, kInf);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_DOUBLE_EQ(all[2].t_s, 0.059);
+  EXPECT_EQ(all[2].energy_j, 15.0);
+}
+
+TEST(EnergyCounterSeries, BetweenStartsWithTheLastChangeBeforeFrom) {
+  CounterSeries series(100);
+  for (int k = 0; k < 10; ++k) series.add_exact(0.1 * k, 5.0 * k);  // changes at 0, 0.1, .., 0.9
+  EXPECT_EQ(times_of(series.between(0.25, 0.45)), (std::vector<double>{0.1 * 2, 0.1 * 3, 0.1 * 4}));
+  EXPECT_EQ(values_of(series.between(0.25, 0.45)), (std::vector<double>{10.0, 15.0, 20.0}));
+  EXPECT_EQ(times_of(series.between(0.95, 2.0)), (std::vector<double>{0.1 * 9}));
+  EXPECT_EQ(times_of(series.between(-1.0, 0.15)), (std::vector<double>{0.0, 0.1 * 1}));
+  EXPECT_TRUE(series.between(-2.0, -1.0).empty());
+  series.add_exact(0.9, 99.0);  // not later than the last change: ignored
+  EXPECT_EQ(values_of(series.between(0.85, 2.0)), (std::vector<double>{40.0, 45.0}));
+  series.forget_before(0.55);  // keeps 0.5 (the last change before 0.55) and later
+  EXPECT_EQ(times_of(series.between(-kInf, kInf)),
+            (std::vector<double>{0.1 * 5, 0.1 * 6, 0.1 * 7, 0.1 * 8, 0.1 * 9}));
+}
+
+TEST(EnergyCounterSeries, CapacityDropsTheOldestChanges) {
+  CounterSeries series(3);
+  for (int k = 0; k < 5; ++k) series.add_read(0.01 * k, 0.01 * k + 0.004, 1.0 + k);
+  EXPECT_EQ(series.size(), 3u);
+  EXPECT_EQ(series.reads(), 5u);
+  EXPECT_EQ(values_of(series.between(-kInf, kInf)), (std::vector<double>{3.0, 4.0, 5.0}));
+}
+
+// ---------------------------------------------------------------- attribute()
+
+}  // namespace
