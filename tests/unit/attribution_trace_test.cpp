@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "attribution_workload.hpp"
 #include "perseus/wire/protocol.hpp"
@@ -26,6 +27,7 @@ AttributionTrace recorded() {
   trace.input = perseus::test::sampled_workload(5.0, 7).input;
   trace.input.known_from_s = trace.input.iterations.front().first;
   trace.keys = {{"forward", 0}, {"backward", 1410}};
+  trace.input.busy_group = perseus::client::groups_by_clock({0, 1410});
   return trace;
 }
 
@@ -38,6 +40,7 @@ TEST(AttributionTrace, ReadsBackWhatItWroteBitForBit) {
   EXPECT_EQ(back.keys[1].mhz, 1410);
   EXPECT_EQ(back.input.num_keys, 2u);
   EXPECT_EQ(back.input.known_from_s, trace.input.known_from_s);
+  EXPECT_EQ(back.input.busy_group, (std::vector<std::size_t>{0, 1}));
   EXPECT_EQ(back.input.iterations, trace.input.iterations);
   ASSERT_EQ(back.input.spans.size(), trace.input.spans.size());
   for (std::size_t i = 0; i < back.input.spans.size(); ++i) {

@@ -251,9 +251,9 @@ Workload sampled_at_power_limit(double noise_j, double seconds = 30.0, unsigned 
   perseus::test::sample_counter(w, seed + 1);
   std::mt19937_64 random(seed + 2);
   std::normal_distribution<double> noise(0.0, noise_j);
-  double drift = 0.0;  // noise on increments, so the counter never goes back
+  double drift = 0.0;  // zero-mean noise on each increment (increments are >= 8 J)
   for (auto& c : w.input.counter) {
-    drift += noise_j > 0.0 ? std::abs(noise(random)) : 0.0;
+    drift += noise_j > 0.0 ? noise(random) : 0.0;
     c.energy_j += drift;
   }
   return w;
@@ -295,6 +295,67 @@ TEST(Attribution, BusyOverlapHoldsWhereTheFitCannotTellItsUnknownsApart) {
     }
   }
   EXPECT_GE(unphysical_fits, 4);
+}
+
+// 15 s at 650 W (keys 0 and 1, one clock), then 15 s at 400 W (keys 2 and 3, a lower clock), as
+// when a window's fit also covers the profiler's previous clock; bubbles at 80 W throughout.
+Workload two_clocks() {
+  perseus::test::WorkloadShape shape = at_power_limit();
+  const Workload high = perseus::test::make_workload(15.0, 3, shape);
+  shape.forward_w = shape.backward_w = 400.0;
+  const Workload low = perseus::test::make_workload(15.0, 4, shape);
+  Workload w{PowerTrace{kIdleW}, {}, {}};
+  w.input.num_keys = 4;
+  auto add = [&](const Workload& from, double dt, std::size_t dk) {
+    for (std::size_t i = 0; i < from.input.spans.size(); ++i) {
+      TimedSpan s = from.input.spans[i];
+      s.begin_s += dt;
+      s.end_s += dt;
+      s.key += dk;
+      w.trace.add_busy(s.begin_s, s.end_s, from.true_span_j[i] / (s.end_s - s.begin_s));
+      w.input.spans.push_back(s);
+      w.true_span_j.push_back(from.true_span_j[i]);
+    }
+    for (const auto& [begin, end] : from.input.iterations) {
+      w.input.iterations.emplace_back(begin + dt, end + dt);
+    }
+  };
+  add(high, 0.0, 0);
+  add(low, high.input.iterations.back().second + 0.05, 2);
+  perseus::test::sample_counter(w, 5);
+  return w;
+}
+
+TEST(Attribution, BusyOverlapFitsOneBusyPowerPerClock) {
+  Workload w = two_clocks();
+  w.input.busy_group = perseus::client::groups_by_clock({1980, 1980, 1200, 1200});
+  ASSERT_EQ(w.input.busy_group, (std::vector<std::size_t>{0, 0, 1, 1}));
+  const Attribution by_clock = attribute(w.input, AttributionMethod::kBusyOverlap);
+  ASSERT_EQ(by_clock.method, AttributionMethod::kBusyOverlap);
+  w.input.busy_group.clear();  // one busy power for both clocks skews each clock's idle share
+  const Attribution pooled = attribute(w.input, AttributionMethod::kBusyOverlap);
+  for (std::size_t key = 0; key < 4; ++key) {
+    EXPECT_LT(span_error(w, by_clock, key), 0.002) << "key " << key;
+    EXPECT_GT(span_error(w, pooled, key), 0.01) << "key " << key;
+  }
+}
+
+// Occurrences inside one counter interval share its energy: the standard error counts intervals
+// as the samples, and covers the error on a noisy counter.
+TEST(Attribution, BusyOverlapsStandardErrorCoversItsError) {
+  double z2 = 0.0;
+  int n = 0;
+  for (unsigned seed = 1; seed <= 8; ++seed) {
+    const Workload w = sampled_at_power_limit(0.5, 6.0, seed);
+    const Attribution a = attribute(w.input, AttributionMethod::kBusyOverlap);
+    for (std::size_t key : {0u, 1u}) {
+      const double se = a.keys[key].power_stderr_w, z = (a.keys[key].power_w - 650.0) / se;
+      EXPECT_LT(std::abs(z), 3.5) << "seed " << seed << " key " << key;
+      z2 += z * z;
+      ++n;
+    }
+  }
+  EXPECT_LT(std::sqrt(z2 / n), 2.0);
 }
 
 // ---------------------------------------------------------------- through the simulated GPU

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
 
 #include "perseus/util/error.hpp"
@@ -136,25 +137,34 @@ std::optional<Fit> fit_powers(const AttributionInput& in, const Activity& activi
   return fit;
 }
 
-// busy-overlap's model: one power for every instruction, one for idle time inside iterations and
-// one outside them (three unknowns, well conditioned whenever the GPU is busy most of the time);
-// idle and outside powers are clamped to [0, busy power], so an idle regressor that gaps of
-// microseconds cannot identify does no harm.
+// busy-overlap's model: one busy power per group of keys (a clock), one for idle time inside
+// iterations and one outside them (few unknowns, well conditioned whenever the GPU is busy most
+// of the time); idle and outside powers are clamped to [0, highest busy power], so an idle
+// regressor that gaps of microseconds cannot identify does no harm. Every group needs time in the
+// fitted intervals and a positive power.
 std::optional<Fit> fit_busy(const AttributionInput& in) {
+  std::vector<std::size_t> group = in.busy_group;
+  if (group.empty()) group.assign(in.num_keys, 0);
   AttributionInput pooled;
   pooled.iterations = in.iterations;
   pooled.spans = in.spans;
-  for (TimedSpan& s : pooled.spans) s.key = 0;
-  pooled.num_keys = 1;
+  for (TimedSpan& s : pooled.spans) s.key = group.at(s.key);
+  pooled.num_keys = in.num_keys == 0 ? 0 : *std::max_element(group.begin(), group.end()) + 1;
   pooled.known_from_s = in.known_from_s;
   pooled.counter = in.counter;
   const auto fit = fit_powers(pooled, Activity(pooled));
-  if (!fit || !(fit->power[0] > 0.0)) return std::nullopt;
-  const double busy = fit->power[0];
-  Fit model{std::vector<double>(in.num_keys + 2, busy),
+  if (!fit) return std::nullopt;
+  const std::size_t G = pooled.num_keys;
+  if (std::any_of(fit->power.begin(), fit->power.begin() + G,
+                  [](double p) { return !(p > 0.0); })) {
+    return std::nullopt;
+  }
+  const double top = *std::max_element(fit->power.begin(), fit->power.begin() + G);
+  Fit model{std::vector<double>(in.num_keys + 2, 0.0),
             std::vector<double>(in.num_keys + 2, kUnknown), fit->intervals};
-  model.power[in.num_keys] = std::clamp(fit->power[1], 0.0, busy);
-  model.power[in.num_keys + 1] = std::clamp(fit->power[2], 0.0, busy);
+  for (std::size_t k = 0; k < in.num_keys; ++k) model.power[k] = fit->power[group[k]];
+  model.power[in.num_keys] = std::clamp(fit->power[G], 0.0, top);
+  model.power[in.num_keys + 1] = std::clamp(fit->power[G + 1], 0.0, top);
   return model;
 }
 
@@ -214,7 +224,8 @@ class Counter {
   const std::optional<Fit>& model_;
 };
 
-// Per key: power = total energy / total time; standard error of the occurrences' mean power.
+// Per key: power = total energy / total time; standard error of the occurrences' mean power
+// (deltas: each occurrence reads the counter on its own).
 void estimate_keys_from_spans(const AttributionInput& in, Attribution& out) {
   std::vector<double> energy(in.num_keys, 0.0), sum(in.num_keys, 0.0), sum2(in.num_keys, 0.0);
   for (std::size_t i = 0; i < in.spans.size(); ++i) {
@@ -234,6 +245,48 @@ void estimate_keys_from_spans(const AttributionInput& in, Attribution& out) {
     if (e.occurrences < 2) continue;
     const double variance = std::max(0.0, (sum2[k] - sum[k] * sum[k] / n) / (n - 1.0));
     e.power_stderr_w = std::sqrt(variance / n);
+  }
+}
+
+// Per key: power = total energy / total time, with the standard error of a ratio estimator over
+// counter intervals (busy-overlap, overlap): the occurrences inside one interval share its
+// energy, so the interval, not the occurrence, is the independent sample. `energy(a, b)` is the
+// method's energy over [a, b]; pieces of a span telescope to its energy.
+template <typename Energy>
+void estimate_keys_by_interval(const AttributionInput& in, const Energy& energy, Attribution& out) {
+  const auto& c = in.counter;
+  std::map<std::pair<std::size_t, std::size_t>, std::pair<double, double>> pieces;
+  for (const TimedSpan& s : in.spans) {
+    auto next = std::upper_bound(c.begin(), c.end(), s.begin_s,
+                                 [](double x, const CounterSample& cs) { return x < cs.t_s; });
+    for (double a = s.begin_s; a < s.end_s; ++next) {
+      const double b = next == c.end() ? s.end_s : std::min(s.end_s, next->t_s);
+      auto& [e, t] = pieces[{s.key, static_cast<std::size_t>(next - c.begin())}];
+      e += energy(a, b);
+      t += b - a;
+      a = b;
+      if (next == c.end()) break;
+    }
+  }
+  std::vector<double> energy_j(in.num_keys, 0.0), residual2(in.num_keys, 0.0);
+  std::vector<std::size_t> samples(in.num_keys, 0);
+  for (const auto& [where, piece] : pieces) {
+    energy_j[where.first] += piece.first;
+    samples[where.first] += 1;
+  }
+  for (std::size_t k = 0; k < in.num_keys; ++k) {
+    KeyEstimate& e = out.keys[k];
+    e.power_w = e.seconds > 0.0 ? energy_j[k] / e.seconds : 0.0;
+  }
+  for (const auto& [where, piece] : pieces) {
+    const double r = piece.first - out.keys[where.first].power_w * piece.second;
+    residual2[where.first] += r * r;
+  }
+  for (std::size_t k = 0; k < in.num_keys; ++k) {
+    KeyEstimate& e = out.keys[k];
+    const double n = static_cast<double>(samples[k]);
+    if (samples[k] < 2 || !(e.seconds > 0.0)) continue;
+    e.power_stderr_w = std::sqrt(n / (n - 1.0) * residual2[k]) / e.seconds;
   }
 }
 
@@ -262,12 +315,26 @@ AttributionMethod parse_attribution(const std::string& name) {
               "' (expected busy-overlap, fit, overlap or deltas)");
 }
 
+std::vector<std::size_t> groups_by_clock(const std::vector<int>& mhz) {
+  std::vector<int> seen;
+  std::vector<std::size_t> group;
+  for (int m : mhz) {
+    auto it = std::find(seen.begin(), seen.end(), m);
+    if (it == seen.end()) it = seen.insert(seen.end(), m);
+    group.push_back(static_cast<std::size_t>(it - seen.begin()));
+  }
+  return group;
+}
+
 Attribution attribute(const AttributionInput& in, AttributionMethod method) {
   Attribution out;
   out.method = method;
   out.span_energy_j.assign(in.spans.size(), 0.0);
   out.iteration_energy_j.assign(in.iterations.size(), 0.0);
   out.keys.assign(in.num_keys, KeyEstimate{0.0, kUnknown, 0, 0.0});
+  if (!in.busy_group.empty() && in.busy_group.size() != in.num_keys) {
+    throw Error("attribution: busy_group must hold one group per key");
+  }
   for (const auto& s : in.spans) {
     if (s.key >= in.num_keys) throw Error("attribution: span key out of range");
     out.keys[s.key].occurrences += 1;
@@ -298,8 +365,12 @@ Attribution attribute(const AttributionInput& in, AttributionMethod method) {
     out.idle_power_w = model->power[in.num_keys];
     out.intervals = model->intervals;
   }
-  if (!fit) {
+  if (out.method == AttributionMethod::kDeltas) {
     estimate_keys_from_spans(in, out);
+    return out;
+  }
+  if (!fit) {
+    estimate_keys_by_interval(in, energy, out);
     return out;
   }
   for (std::size_t k = 0; k < in.num_keys; ++k) {

@@ -15,14 +15,15 @@
 //            counter intervals it overlaps, pro rata. Exact for long instructions, biased for
 //            instructions shorter than the refresh period (the energy of an interval is spread
 //            over everything in it).
-//   busy-overlap  overlap over busy time only: a least-squares fit of three powers (every
-//            instruction alike, idle inside iterations, outside them) says how much of each
+//   busy-overlap  overlap over busy time only: a least-squares fit of a busy power per clock
+//            (every instruction at a clock alike), idle inside iterations and outside them
+//            (earlier windows may have run other clocks) says how much of each
 //            counter interval's energy went to idle time; the rest is spread over the
 //            instructions in the interval pro rata. Robust where `fit` is not (instructions of
 //            similar power, idle gaps of microseconds, a short window) and, unlike `overlap`,
 //            unbiased by pipeline bubbles; biased only where instructions of different power
-//            share a counter interval. Falls back to `overlap` when the three powers cannot be
-//            fitted.
+//            share a counter interval. Falls back to `overlap` when its powers cannot be
+//            fitted. Standard errors (also overlap's) treat counter intervals as the samples.
 //   deltas   the counter's value at the end minus at the start of each occurrence: what reading
 //            the counter around every instruction gives (kept to show why it is wrong: an
 //            occurrence inside one refresh interval reads 0 J).
@@ -34,7 +35,7 @@
 // observed change the counter is extrapolated with the fitted model (fit, busy-overlap) or the last
 // interval's power.
 //
-// Complexity: O(intervals + occurrences + intervals x keys^2 + keys^3).
+// Complexity: O(intervals + occurrences log occurrences + intervals x keys^2 + keys^3).
 #pragma once
 
 #include <cstddef>
@@ -66,7 +67,14 @@ struct AttributionInput {
   // fitted.
   double known_from_s = 0.0;
   std::vector<CounterSample> counter;  // observed changes, in time order
+  // busy-overlap: per key, the group of keys that share one busy power (the keys at one clock);
+  // empty: all keys share one.
+  std::vector<std::size_t> busy_group;
 };
+
+// One busy-power group per distinct clock: busy_group for keys asked to run at `mhz` (in key
+// order).
+std::vector<std::size_t> groups_by_clock(const std::vector<int>& mhz);
 
 struct KeyEstimate {
   double power_w = 0.0;         // average power of the key's occurrences

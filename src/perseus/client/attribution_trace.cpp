@@ -118,6 +118,9 @@ AttributionTrace parse_attribution_trace(const json& body) {
   trace.keys = parse_keys(body);
   AttributionInput& in = trace.input;
   in.num_keys = trace.keys.size();
+  std::vector<int> mhz;
+  for (const TraceKey& key : trace.keys) mhz.push_back(key.mhz);
+  in.busy_group = groups_by_clock(mhz);
   in.known_from_s = wire::number_field(body, "known_from_s");
   parse_iterations(body, in);
   parse_spans(body, in);

@@ -77,6 +77,9 @@ WindowMeasurements MeasurementWindow::close() {
   const std::size_t first_iteration = in.iterations.size();
   add(current_);
   in.num_keys = keys.size();
+  std::vector<int> mhz;
+  for (const auto& key : keys) mhz.push_back(key.second);
+  in.busy_group = groups_by_clock(mhz);
   in.known_from_s = in.iterations.front().first;
   in.counter = sampler_.series(in.known_from_s, std::numeric_limits<double>::infinity());
   const Attribution a = attribute(in, method_);
