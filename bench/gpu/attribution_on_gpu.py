@@ -2,7 +2,8 @@
 (4096 wide, 32 heads, FFN 16384, sequence 2048), microbatch 1, 4 and 8, as in
 ../shared/data/gpu/h100-nvml.md.
 
-Truth: the GPU runs only forwards (or only forward+backward pairs) back to back for seconds. This
+Truth: the GPU runs only forwards (or only forward+backward pairs) back to back for seconds,
+before and after the case's windows (the mean is the truth; the difference is reported). This
 thread keeps enough work queued that the GPU never waits (it launches a batch of at least 25 ms
 of work, then reads the NVML energy counter once, which blocks it for about 4 ms), so every read
 falls inside the busy period. The power between the first and the last observed counter change,
@@ -195,28 +196,43 @@ def judged(trace, method, truth):
     return row
 
 
-def case(net, mb, gpu):
-    x = torch.randn(mb, SEQ, WIDTH, device=DEVICE, dtype=torch.bfloat16)
+def measure_truth(net, x, gpu):
     f_e, f_t, f_changes = truth(net, x, gpu, pairs=False)
     p_e, p_t, p_changes = truth(net, x, gpu, pairs=True)
-    result = {"truth": {"forward_j": f_e, "forward_s": f_t, "backward_j": p_e - f_e,
-                        "backward_s": p_t - f_t, "counter_changes": [f_changes, p_changes]}}
-    print(mb, "truth", json.dumps(result["truth"]), flush=True)
-    traces = {}
+    return {"forward_j": f_e, "forward_s": f_t, "backward_j": p_e - f_e, "backward_s": p_t - f_t,
+            "counter_changes": [f_changes, p_changes]}
+
+
+def case(net, mb, gpu):
+    """Truth before and after the windows (their mean is the truth, so a GPU that warms up over
+    the case does not bias it; the difference is reported as drift), one window per order."""
+    x = torch.randn(mb, SEQ, WIDTH, device=DEVICE, dtype=torch.bfloat16)
+    before = measure_truth(net, x, gpu)
+    print(mb, "truth before", json.dumps(before), flush=True)
+    pair_s = before["forward_s"] + before["backward_s"]
+    rows, traces = {}, {}
     for order_name, order in ORDERS.items():
-        idle_s = 1.5 * p_t
-        per_iteration = p_t * order.count("F") + idle_s * order.count("I")
+        idle_s = 1.5 * pair_s
+        per_iteration = pair_s * order.count("F") + idle_s * order.count("I")
         try:
             trace, hook_us = run_window(net, x, order, per_iteration, idle_s)
             traces[order_name] = {"order": order, "idle_s": idle_s, "trace": trace}
-            row = {"hook_us": hook_us, "iterations": len(trace["iterations"])}
-            for method in METHODS:
-                row[method] = judged(trace, method, result["truth"])
+            rows[order_name] = {"hook_us": hook_us, "iterations": len(trace["iterations"])}
         except Exception:  # keep measuring the other orders; the JSON says what failed
-            row = {"error": traceback.format_exc()}
+            rows[order_name] = {"error": traceback.format_exc()}
+    after = measure_truth(net, x, gpu)
+    print(mb, "truth after", json.dumps(after), flush=True)
+    mean = {k: 0.5 * (before[k] + after[k]) for k in ("forward_j", "forward_s", "backward_j",
+                                                      "backward_s")}
+    mean["drift_pct"] = {k: 100.0 * (after[k] / before[k] - 1.0) for k in ("forward_j",
+                                                                           "backward_j")}
+    result = {"truth": mean, "truth_before": before, "truth_after": after}
+    for order_name, row in rows.items():
+        for method in METHODS if order_name in traces else ():
+            row[method] = judged(traces[order_name]["trace"], method, mean)
         result[order_name] = row
         print(mb, order_name, json.dumps(row), flush=True)
-    return result, {"truth": result["truth"], "orders": traces}
+    return result, {"truth": mean, "orders": traces}
 
 
 def main():
