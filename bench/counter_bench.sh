@@ -32,5 +32,7 @@ PY
 }
 for m in busy-overlap fit overlap deltas; do run demo 8 12 a100 "" "--attribution $m" $m; done
 run demo 8 12 a100 "" "--counter ideal" ideal
-for m in busy-overlap fit overlap deltas; do run short 4 12 h100 "--forward-time 0.003" "--attribution $m" $m; done
+for m in busy-overlap fit overlap deltas; do
+  run short 4 12 h100 "--forward-time 0.003" "--attribution $m" $m
+done
 run short 4 12 h100 "--forward-time 0.003" "--counter ideal" ideal

@@ -161,7 +161,7 @@ def run_window(net, x, order, per_iteration, idle_s):
     for _ in range(2):  # warm-up: the allocator grows to this order's working set unobserved
         play(net, x, order, idle_s, lambda call, *args: call(*args), NO_HOOKS)
     sync()
-    gpu = perseus.NvmlGpu(0, LIBRARY) if LIBRARY else "nvml"
+    gpu = nvml_gpu() if DRY else "nvml"  # the user's path on a real GPU
     report_every = max(20, int(WINDOW_S / per_iteration))
     opt = perseus.PipelineFrequencyOptimizer(
         0, 0, 0, 0, 0, 1, 1, 1, 1, None, gpu=gpu, observe=True, report_every=report_every)

@@ -130,8 +130,9 @@ class PipelineFrequencyOptimizer:
                  time_scale=1.0, job_id=None, scheduler=None, scheduler_args=None,
                  report_every=5, strict=False, request_timeout=5.0, barrier_timeout=10.0,
                  retries=3, log=None, share_job_id=None, counter="realistic",
-                 counter_options=None, observe=False, attribution="busy-overlap", sampler_period=0.0,
-                 stall_bound=10.0, max_skipped_windows=32, token=None, ca_file=None):
+                 counter_options=None, observe=False, attribution="busy-overlap",
+                 sampler_period=0.0, stall_bound=10.0, max_skipped_windows=32, token=None,
+                 ca_file=None):
         self._opt = None
         self.device_id = device_id
         self._sync = False

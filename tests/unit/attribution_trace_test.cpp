@@ -27,7 +27,7 @@ AttributionTrace recorded() {
   trace.input = perseus::test::sampled_workload(5.0, 7).input;
   trace.input.known_from_s = trace.input.iterations.front().first;
   trace.keys = {{"forward", 0}, {"backward", 1410}};
-  trace.input.busy_group = perseus::client::groups_by_clock({0, 1410});
+  trace.input.busy_group = perseus::client::groups_by_clock(trace.keys);
   return trace;
 }
 

@@ -11,6 +11,7 @@
 
 #include "attribution_workload.hpp"
 #include "perseus/client/attribution.hpp"
+#include "perseus/client/attribution_trace.hpp"
 #include "perseus/client/energy_sampler.hpp"
 #include "perseus/client/measurement_window.hpp"
 #include "perseus/client/sim_gpu.hpp"
@@ -328,7 +329,8 @@ Workload two_clocks() {
 
 TEST(Attribution, BusyOverlapFitsOneBusyPowerPerClock) {
   Workload w = two_clocks();
-  w.input.busy_group = perseus::client::groups_by_clock({1980, 1980, 1200, 1200});
+  w.input.busy_group = perseus::client::groups_by_clock(
+      {{"forward", 1980}, {"backward", 1980}, {"forward", 1200}, {"backward", 1200}});
   ASSERT_EQ(w.input.busy_group, (std::vector<std::size_t>{0, 0, 1, 1}));
   const Attribution by_clock = attribute(w.input, AttributionMethod::kBusyOverlap);
   ASSERT_EQ(by_clock.method, AttributionMethod::kBusyOverlap);

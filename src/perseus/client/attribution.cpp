@@ -145,13 +145,10 @@ std::optional<Fit> fit_powers(const AttributionInput& in, const Activity& activi
 std::optional<Fit> fit_busy(const AttributionInput& in) {
   std::vector<std::size_t> group = in.busy_group;
   if (group.empty()) group.assign(in.num_keys, 0);
-  AttributionInput pooled;
-  pooled.iterations = in.iterations;
-  pooled.spans = in.spans;
+  AttributionInput pooled = in;  // the groups are its keys
   for (TimedSpan& s : pooled.spans) s.key = group.at(s.key);
   pooled.num_keys = in.num_keys == 0 ? 0 : *std::max_element(group.begin(), group.end()) + 1;
-  pooled.known_from_s = in.known_from_s;
-  pooled.counter = in.counter;
+  pooled.busy_group.clear();
   const auto fit = fit_powers(pooled, Activity(pooled));
   if (!fit) return std::nullopt;
   const std::size_t G = pooled.num_keys;
@@ -313,17 +310,6 @@ AttributionMethod parse_attribution(const std::string& name) {
   }
   throw Error("unknown attribution method '" + name +
               "' (expected busy-overlap, fit, overlap or deltas)");
-}
-
-std::vector<std::size_t> groups_by_clock(const std::vector<int>& mhz) {
-  std::vector<int> seen;
-  std::vector<std::size_t> group;
-  for (int m : mhz) {
-    auto it = std::find(seen.begin(), seen.end(), m);
-    if (it == seen.end()) it = seen.insert(seen.end(), m);
-    group.push_back(static_cast<std::size_t>(it - seen.begin()));
-  }
-  return group;
 }
 
 Attribution attribute(const AttributionInput& in, AttributionMethod method) {

@@ -67,14 +67,10 @@ struct AttributionInput {
   // fitted.
   double known_from_s = 0.0;
   std::vector<CounterSample> counter;  // observed changes, in time order
-  // busy-overlap: per key, the group of keys that share one busy power (the keys at one clock);
-  // empty: all keys share one.
+  // busy-overlap: per key, the group of keys that share one busy power (the keys at one clock,
+  // groups_by_clock in attribution_trace.hpp); empty: all keys share one.
   std::vector<std::size_t> busy_group;
 };
-
-// One busy-power group per distinct clock: busy_group for keys asked to run at `mhz` (in key
-// order).
-std::vector<std::size_t> groups_by_clock(const std::vector<int>& mhz);
 
 struct KeyEstimate {
   double power_w = 0.0;         // average power of the key's occurrences

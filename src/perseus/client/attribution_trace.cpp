@@ -38,17 +38,12 @@ std::vector<TraceKey> parse_keys(const json& body) {
   std::vector<TraceKey> keys;
   for (std::size_t i = 0; i < list.size(); ++i) {
     const std::string where = at("keys", i);
-    if (!list[i].is_object()) bad_field(where, "must be an object");
-    auto field = [&](const char* name) -> const json& {
-      auto it = list[i].find(name);
-      if (it == list[i].end()) bad_field(where + "." + name, "missing");
-      return *it;
-    };
-    const json& name = field("name");
+    const json& name = wire::member(list[i], "name", where);
     if (!name.is_string() || name.get<std::string>().empty()) {
       bad_field(where + ".name", "must be a non-empty string");
     }
-    keys.push_back({name.get<std::string>(), wire::as_int(field("mhz"), where + ".mhz", 0)});
+    keys.push_back({name.get<std::string>(),
+                    wire::as_int(wire::member(list[i], "mhz", where), where + ".mhz", 0)});
   }
   return keys;
 }
@@ -98,6 +93,17 @@ void parse_counter(const json& body, AttributionInput& in) {
 
 }  // namespace
 
+std::vector<std::size_t> groups_by_clock(const std::vector<TraceKey>& keys) {
+  std::vector<int> seen;
+  std::vector<std::size_t> group;
+  for (const TraceKey& key : keys) {
+    auto it = std::find(seen.begin(), seen.end(), key.mhz);
+    if (it == seen.end()) it = seen.insert(seen.end(), key.mhz);
+    group.push_back(static_cast<std::size_t>(it - seen.begin()));
+  }
+  return group;
+}
+
 json to_json(const AttributionTrace& trace) {
   const AttributionInput& in = trace.input;
   json keys = json::array(), iterations = json::array(), spans = json::array(),
@@ -118,9 +124,7 @@ AttributionTrace parse_attribution_trace(const json& body) {
   trace.keys = parse_keys(body);
   AttributionInput& in = trace.input;
   in.num_keys = trace.keys.size();
-  std::vector<int> mhz;
-  for (const TraceKey& key : trace.keys) mhz.push_back(key.mhz);
-  in.busy_group = groups_by_clock(mhz);
+  in.busy_group = groups_by_clock(trace.keys);
   in.known_from_s = wire::number_field(body, "known_from_s");
   parse_iterations(body, in);
   parse_spans(body, in);

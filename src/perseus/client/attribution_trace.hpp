@@ -24,6 +24,9 @@ struct AttributionTrace {
 
 inline constexpr int kTraceVersion = 1;
 
+// One busy-power group per distinct clock (AttributionInput::busy_group), in key order.
+std::vector<std::size_t> groups_by_clock(const std::vector<TraceKey>& keys);
+
 nlohmann::json to_json(const AttributionTrace& trace);
 
 // Throws perseus::Error "field 'NAME': PROBLEM" naming the first malformed field: a missing or

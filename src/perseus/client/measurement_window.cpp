@@ -77,15 +77,14 @@ WindowMeasurements MeasurementWindow::close() {
   const std::size_t first_iteration = in.iterations.size();
   add(current_);
   in.num_keys = keys.size();
-  std::vector<int> mhz;
-  for (const auto& key : keys) mhz.push_back(key.second);
-  in.busy_group = groups_by_clock(mhz);
+  std::vector<TraceKey> trace_keys;
+  for (const auto& [name, mhz] : keys) trace_keys.push_back({names_[name], mhz});
+  in.busy_group = groups_by_clock(trace_keys);
   in.known_from_s = in.iterations.front().first;
   in.counter = sampler_.series(in.known_from_s, std::numeric_limits<double>::infinity());
   const Attribution a = attribute(in, method_);
   WindowMeasurements out = measurements(a, first_span, first_iteration, span_keys, keys);
-  out.trace.input = std::move(in);
-  for (const auto& [name, mhz] : keys) out.trace.keys.push_back({names_[name], mhz});
+  out.trace = {std::move(in), std::move(trace_keys)};
   start_next();
   return out;
 }

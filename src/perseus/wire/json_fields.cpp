@@ -13,10 +13,13 @@ void bad_field(const std::string& field, const std::string& problem) {
   throw Error("field '" + field + "': " + problem);
 }
 
-const json& member(const json& body, const std::string& field) {
-  if (!body.is_object()) throw Error("request body must be a JSON object");
+const json& member(const json& body, const std::string& field, const std::string& parent) {
+  if (!body.is_object()) {
+    if (parent.empty()) throw Error("request body must be a JSON object");
+    bad_field(parent, "must be an object");
+  }
   auto it = body.find(field);
-  if (it == body.end()) bad_field(field, "missing");
+  if (it == body.end()) bad_field(parent.empty() ? field : parent + "." + field, "missing");
   return *it;
 }
 

@@ -12,9 +12,11 @@ namespace perseus::wire {
 
 [[noreturn]] void bad_field(const std::string& field, const std::string& problem);
 
-// body[field]; throws when `body` is not an object ("request body must be a JSON object") or the
-// field is missing.
-const nlohmann::json& member(const nlohmann::json& body, const std::string& field);
+// body[field]; throws when `body` is not an object or the field is missing. `parent` is body's
+// own path (keys[0]: errors name keys[0].field); empty for a request body ("request body must be
+// a JSON object").
+const nlohmann::json& member(const nlohmann::json& body, const std::string& field,
+                             const std::string& parent = "");
 
 // An integer in [min, INT_MAX].
 int as_int(const nlohmann::json& value, const std::string& field, int min);
