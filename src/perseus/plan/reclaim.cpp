@@ -12,9 +12,10 @@ namespace perseus::plan {
 
 namespace {
 
-// A set of positions 0..n-1 that hands out its lowest member below a limit or its highest above
-// one (a 64-bit word per 64 positions, scanned from the lowest or highest word that may be
-// non-empty).
+// A set of positions 0..n-1 drained in one direction: from the lowest member up to a limit, or
+// from the highest down to one (a 64-bit word per 64 positions, scanned from the lowest or
+// highest word that may be non-empty). Within a word, the members it has when it is taken are
+// visited together, so the next member is known without waiting for the visit before it.
 class PositionSet {
  public:
   void reset(int n) {
@@ -28,30 +29,49 @@ class PositionSet {
     low_ = std::min(low_, w);
     high_ = std::max(high_, w);
   }
-  // Removes and returns the lowest member below `limit`; -1 when there is none.
-  int take_lowest_below(int limit) {
-    for (; low_ < static_cast<long>(words_.size()); ++low_) {
-      std::uint64_t& word = words_[static_cast<std::size_t>(low_)];
-      if (word == 0) continue;
-      const int i = static_cast<int>(low_ * 64) + std::countr_zero(word);
-      if (i >= limit) return -1;
-      word &= word - 1;
-      return i;
-    }
-    return -1;
+  // Inserts i from inside a drain's visit, ahead of the drain (above the visited member in
+  // drain_below, below it in drain_above): the word the drain starts from cannot move.
+  void insert_ahead(int i) {
+    words_[static_cast<std::size_t>(i / 64)] |= std::uint64_t{1} << (i % 64);
   }
-  // Removes and returns the highest member above `limit`; -1 when there is none.
-  int take_highest_above(int limit) {
-    for (; high_ >= 0; --high_) {
-      std::uint64_t& word = words_[static_cast<std::size_t>(high_)];
-      if (word == 0) continue;
-      const int bit = 63 - std::countl_zero(word);
-      const int i = static_cast<int>(high_ * 64) + bit;
-      if (i <= limit) return -1;
-      word &= ~(std::uint64_t{1} << bit);
-      return i;
+  // Removes every member below `limit` and visits it, in ascending order within each word (the
+  // members a word has when it is taken, then those `visit` added to it meanwhile); `visit(i)`
+  // may insert_ahead members above i.
+  template <typename Visit>
+  void drain_below(int limit, Visit visit) {
+    for (; low_ < static_cast<long>(words_.size()); ++low_) {
+      const long base = low_ * 64;
+      if (base >= limit) return;
+      const std::uint64_t below =
+          limit - base >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << (limit - base)) - 1;
+      std::uint64_t& word = words_[static_cast<std::size_t>(low_)];
+      for (std::uint64_t todo; (todo = word & below) != 0;) {
+        word &= ~todo;
+        for (; todo != 0; todo &= todo - 1) visit(static_cast<int>(base) + std::countr_zero(todo));
+      }
+      if (word != 0) return;  // members at or above the limit
     }
-    return -1;
+  }
+  // The same from the top: removes every member above `limit` and visits it, in descending
+  // order within each word; `visit(i)` may insert_ahead members below i.
+  template <typename Visit>
+  void drain_above(int limit, Visit visit) {
+    for (; high_ >= 0; --high_) {
+      const long base = high_ * 64;
+      if (base + 63 <= limit) return;
+      const std::uint64_t above =
+          limit < base ? ~std::uint64_t{0} : ~((std::uint64_t{2} << (limit - base)) - 1);
+      std::uint64_t& word = words_[static_cast<std::size_t>(high_)];
+      for (std::uint64_t todo; (todo = word & above) != 0;) {
+        word &= ~todo;
+        while (todo != 0) {
+          const int bit = 63 - std::countl_zero(todo);
+          todo &= ~(std::uint64_t{1} << bit);
+          visit(static_cast<int>(base) + bit);
+        }
+      }
+      if (word != 0) return;  // members at or below the limit
+    }
   }
 
  private:
@@ -233,21 +253,25 @@ void SlackReclaimer::State::push_candidate(int i) {
 }
 
 void SlackReclaimer::State::settle_start(int i) {
-  for (int u; (u = starts_to_pass.take_lowest_below(i)) >= 0;) {
-    const double finish = es[u] + time[u];
+  double* start = es.data();
+  const double* duration = time.data();
+  starts_to_pass.drain_below(i, [&](int u) {
+    const double finish = start[u] + duration[u];
     for (const int* w = successors.begin(u); w != successors.end(u); ++w) {
-      if (finish > es[*w]) es[*w] = finish, starts_to_pass.insert(*w);
+      if (finish > start[*w]) start[*w] = finish, starts_to_pass.insert_ahead(*w);
     }
-  }
+  });
 }
 
 void SlackReclaimer::State::settle_finish(int i) {
-  for (int w; (w = finishes_to_pass.take_highest_above(i)) >= 0;) {
-    const double start = lf[w] - time[w];
+  double* finish = lf.data();
+  const double* duration = time.data();
+  finishes_to_pass.drain_above(i, [&](int w) {
+    const double start = finish[w] - duration[w];
     for (const int* u = predecessors.begin(w); u != predecessors.end(w); ++u) {
-      if (start < lf[*u]) lf[*u] = start, finishes_to_pass.insert(*u);
+      if (start < finish[*u]) finish[*u] = start, finishes_to_pass.insert_ahead(*u);
     }
-  }
+  });
 }
 
 void SlackReclaimer::State::reclaim() {
