@@ -87,12 +87,75 @@ struct Rows {
   const int* end(int i) const { return target.data() + offset[i + 1]; }
 };
 
-// Slack reclamation brings every window up to date (the drift bound's reset) at the first
-// undecided candidate after this many moves, and only the candidate's own windows before that.
-// Measured (window updates of all points): synthetic A100 16 GPUs M = 128, interleaved 1F1B,
-// 807 M with no bound, 738 M updating every window each time, 633 M at 32; the same with 1F1B,
-// 51.5 M, 64.6 M and 48.4 M.
-constexpr int kMovesPerFullUpdate = 32;
+// How far the stale windows of one reclamation can be from the exact ones. A start (earliest
+// start) at position i is exact once the starts are settled up to a limit >= i, and can since
+// have grown by at most the time added by the moves at positions below i (its ancestors are
+// among them); a finish (latest finish) likewise from above. A bound sums those moves, or, when
+// there are more than kScan of them, every move since the settle (looser, in constant time).
+class Staleness {
+ public:
+  void reset() {
+    moves_.clear();
+    added_before_.assign(1, 0.0);
+    starts_.clear();
+    finishes_.clear();
+  }
+  void moved(int position, double added) {
+    moves_.push_back({position, added});
+    added_before_.push_back(added_before_.back() + added);
+  }
+  // Starts at positions <= limit (finishes at positions >= limit) are now exact.
+  void settled_starts(int limit) { settled(starts_, limit, std::less_equal<int>()); }
+  void settled_finishes(int limit) { settled(finishes_, limit, std::greater_equal<int>()); }
+  // How much the start (finish) at position i may yet grow (shrink); `all` counts every move
+  // since the settle (in constant time), otherwise only those on i's side.
+  double start_bound(int i, bool all) const {
+    return added_since(last_covering(starts_, i, std::greater_equal<int>()), i, all,
+                       std::less<int>());
+  }
+  double finish_bound(int i, bool all) const {
+    return added_since(last_covering(finishes_, i, std::less_equal<int>()), i, all,
+                       std::greater<int>());
+  }
+
+ private:
+  static constexpr std::size_t kScan = 64;
+  struct Move {
+    int position;
+    double added;
+  };
+  struct Settle {
+    int limit;
+    std::size_t moves;  // made before it
+  };
+  // A settle supersedes the earlier ones whose positions it covers too, so each list is ordered
+  // by limit.
+  template <typename Within>
+  void settled(std::vector<Settle>& list, int limit, Within within) {
+    while (!list.empty() && within(list.back().limit, limit)) list.pop_back();
+    list.push_back({limit, moves_.size()});
+  }
+  // The moves made before the latest settle that covers position i (0 when none does).
+  template <typename Covers>
+  static std::size_t last_covering(const std::vector<Settle>& list, int i, Covers covers) {
+    const auto end = std::partition_point(list.begin(), list.end(),
+                                          [&](const Settle& s) { return covers(s.limit, i); });
+    return end == list.begin() ? 0 : (end - 1)->moves;
+  }
+  template <typename Side>
+  double added_since(std::size_t first, int i, bool all, Side on_side) const {
+    if (all || moves_.size() - first > kScan) return added_before_.back() - added_before_[first];
+    double added = 0.0;
+    for (std::size_t m = first; m < moves_.size(); ++m) {
+      if (on_side(moves_[m].position, i)) added += moves_[m].added;
+    }
+    return added;
+  }
+
+  std::vector<Move> moves_;
+  std::vector<double> added_before_;  // of the first m moves, at m
+  std::vector<Settle> starts_, finishes_;
+};
 
 // A move to the next slower option, ordered by its energy saving per second of extra time (the
 // rank of that saving among all moves' savings, so that equal savings compare equal).
@@ -135,6 +198,7 @@ struct SlackReclaimer::State {
   std::vector<Candidate> queue;  // a max-heap on saving per second
   // Positions whose finish (start) has not yet been passed to their successors (predecessors).
   PositionSet starts_to_pass, finishes_to_pass;
+  Staleness staleness;
 
   const profile::Option& at(int i, int k) const { return (*options[i])[k]; }
   bool fits(int i, double t) const { return es[i] + t <= lf[i] + tolerance; }
@@ -143,6 +207,7 @@ struct SlackReclaimer::State {
   void push_candidate(int i);
   void settle_start(int i);
   void settle_finish(int i);
+  bool fits_exactly(int i, double t, double guard);
   void reclaim();
   TimeEnergy evaluate();
 };
@@ -274,6 +339,28 @@ void SlackReclaimer::State::settle_finish(int i) {
   });
 }
 
+// Whether i fits with time t in its exact windows. Its stale windows are exact but for how much
+// its start may yet grow and its finish shrink (Staleness); when that much to spare is not
+// there, the side with more to go is brought up to date first, then the other if need be.
+bool SlackReclaimer::State::fits_exactly(int i, double t, double guard) {
+  const auto sure = [&](double slack) { return es[i] + t + slack <= lf[i] + tolerance - guard; };
+  if (sure(staleness.start_bound(i, true) + staleness.finish_bound(i, true))) return true;
+  double early = staleness.start_bound(i, false), late = staleness.finish_bound(i, false);
+  while (early + late > 0.0 && !sure(early + late)) {
+    if (early >= late) {
+      settle_start(i);
+      staleness.settled_starts(i);
+      early = 0.0;
+    } else {
+      settle_finish(i);
+      staleness.settled_finishes(i);
+      late = 0.0;
+    }
+    if (!fits(i, t)) return false;
+  }
+  return true;
+}
+
 void SlackReclaimer::State::reclaim() {
   const double scale = std::max(1.0, es[n - 1]);  // the iteration time, at least 1 s
   tolerance = 1e-12 * scale;
@@ -281,31 +368,18 @@ void SlackReclaimer::State::reclaim() {
   const double guard = 8.0 * (n + 1) * std::numeric_limits<double>::epsilon() * scale;
   starts_to_pass.reset(n);
   finishes_to_pass.reset(n);
+  staleness.reset();
   queue.clear();
   // In node order: candidates of equal saving then leave the heap in the same order as always.
   for (int v = 1; v + 1 < n; ++v) push_candidate(position[v]);
-  // Time the moves added since every window was last exact, and how many they were.
-  double drift = 0.0;
-  int moves = 0;
   while (!queue.empty()) {
     pop_heap_exact(queue.data(), queue.data() + queue.size(), std::less<Candidate>());
     const int i = queue.back().at;
     queue.pop_back();
     const double slower = at(i, option[i] - 1).time_s;
-    if (!fits(i, slower)) continue;  // windows only shrink: a stale miss is a miss
-    // A path through i is at most `drift` longer than its stale windows say (its ancestors'
-    // and its descendants' moves together), so a move that fits with that to spare is taken as
-    // it is. Otherwise i's windows are brought up to date, or every window is, resetting the
-    // drift, once enough moves have gone by.
-    if (es[i] + slower + drift > lf[i] + tolerance - guard) {
-      const bool all = moves >= kMovesPerFullUpdate;
-      settle_start(all ? n : i);
-      settle_finish(all ? -1 : i);
-      if (all) drift = 0.0, moves = 0;
-      if (!fits(i, slower)) continue;
-    }
-    drift += slower - time[i];
-    ++moves;
+    // Windows only shrink: a stale miss is a miss.
+    if (!fits(i, slower) || !fits_exactly(i, slower, guard)) continue;
+    staleness.moved(i, slower - time[i]);
     --option[i];
     time[i] = slower;
     starts_to_pass.insert(i);

@@ -21,11 +21,13 @@ namespace perseus::plan {
 // finish] within 1e-12 of the iteration time. Windows are kept lazily: a move only marks the
 // node, and its new finish (start) reaches successors (predecessors) when a node after (before)
 // it in topological order is checked. Windows only shrink, so a candidate that misses its stale
-// window is rejected without bringing it up to date; and the moves since every window was last
-// exact lengthen a path by at most their added time together, so a candidate that fits its
-// stale window with that much to spare is taken without an update either. The result equals
-// eager propagation's bit for bit (every window is the same fixpoint of max / min over the same
-// sums, and every decision is the one exact windows give).
+// window is rejected without bringing it up to date. A start is exact once the starts up to
+// its position have been settled, and can since have grown by at most the time added by the
+// moves at positions below it (its ancestors are among them); a finish likewise from above. So
+// a candidate that fits its stale window with that much to spare is taken without an update;
+// otherwise the side with more to go is settled, then the other if still undecided. The result
+// equals eager propagation's bit for bit (every window is the same fixpoint of max / min over
+// the same sums, and every decision is the one exact windows give).
 // O((N + E) log N) per run for the heap, plus the window updates of the moves.
 class SlackReclaimer {
  public:
