@@ -10,7 +10,7 @@
 //     the capacity of the cut read back from source_side(), and flow(arc) within [lb, ub],
 //     conserved at every inner node and of net value cut_value() out of s;
 //   - hand-made networks (chain, parallel paths, a lower bound crossing the cut backwards, an
-//     infeasible and an infinite case) and reuse of one object across networks via reset().
+//     infeasible and an infinite case) and reuse of one object across networks via assign().
 #include "perseus/plan/maxflow.hpp"
 
 #include <gtest/gtest.h>
@@ -31,10 +31,7 @@ using perseus::plan::BoundedMinCut;
 using perseus::plan::kInfinity;
 using Status = BoundedMinCut::Status;
 
-struct Arc {
-  int u, v;
-  double lb, ub;
-};
+using Arc = BoundedMinCut::Arc;
 
 struct Network {
   int n = 0, s = 0, t = 0;
@@ -68,8 +65,7 @@ bool near(double a, double b, double rel = 1e-9) {
 }
 
 Status run(BoundedMinCut& cut, const Network& net) {
-  cut.reset(net.n);
-  for (const Arc& a : net.arcs) cut.add_arc(a.u, a.v, a.lb, a.ub);
+  cut.assign(net.n, net.arcs);
   return cut.solve(net.s, net.t);
 }
 
@@ -562,23 +558,28 @@ TEST(BoundedMinCut, ReuseAcrossNetworksMatchesFreshObjects) {
 namespace perseus::plan {
 namespace {
 
-TEST(BoundedMinCut, SolvingTwiceAndAddingArcsAfterASolveGiveFreshAnswers) {
+TEST(BoundedMinCut, SolvingTwiceAndAssigningAfterASolveGiveFreshAnswers) {
   BoundedMinCut c;
-  c.reset(3);
-  c.add_arc(0, 1, 0.0, 2.0);
-  c.add_arc(1, 2, 0.0, 1.0);
+  std::vector<BoundedMinCut::Arc> arcs = {{0, 1, 0.0, 2.0}, {1, 2, 0.0, 1.0}};
+  c.assign(3, arcs);
   ASSERT_EQ(c.solve(0, 2), BoundedMinCut::Status::kFinite);
   ASSERT_EQ(c.solve(0, 2), BoundedMinCut::Status::kFinite);
   EXPECT_DOUBLE_EQ(c.cut_value(), 1.0);
   EXPECT_DOUBLE_EQ(c.flow(0), 1.0);
   EXPECT_DOUBLE_EQ(c.flow(1), 1.0);
-  c.add_arc(0, 2, 0.5, 3.0);  // a parallel path after a solve
+  arcs.push_back({0, 2, 0.5, 3.0});  // a parallel path, after a solve
+  c.assign(3, arcs);
   ASSERT_EQ(c.solve(0, 2), BoundedMinCut::Status::kFinite);
   EXPECT_DOUBLE_EQ(c.cut_value(), 4.0);
   EXPECT_DOUBLE_EQ(c.flow(2), 3.0);
-  c.add_arc(1, 2, 0.0, kInfinity);
+  arcs.push_back({1, 2, 0.0, kInfinity});
+  c.assign(3, arcs);
   EXPECT_EQ(c.solve(0, 2), BoundedMinCut::Status::kFinite);
   EXPECT_DOUBLE_EQ(c.cut_value(), 5.0);
+  c.assign(2, {});  // a smaller network, no arcs: nothing left of the last one
+  EXPECT_EQ(c.solve(0, 1), BoundedMinCut::Status::kFinite);
+  EXPECT_DOUBLE_EQ(c.cut_value(), 0.0);
+  EXPECT_FALSE(c.source_side(1));
 }
 
 }  // namespace

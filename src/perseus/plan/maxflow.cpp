@@ -5,15 +5,26 @@
 
 namespace perseus::plan {
 
-void BoundedMinCut::reset(int num_nodes) {
+void BoundedMinCut::assign(int num_nodes, const std::vector<Arc>& arcs) {
   n_ = num_nodes;
   head_.assign(static_cast<std::size_t>(num_nodes) + 2, -1);
   has_auxiliary_ = false;
-  res_.clear();
-  lb_.clear();
-  ub_.clear();
-  start_.clear();
-  from_.clear();
+  const std::size_t m = arcs.size();
+  lb_.resize(m);
+  ub_.resize(m);
+  from_.resize(m);
+  res_.resize(2 * m);
+  for (std::size_t k = 0; k < m; ++k) {
+    const Arc& a = arcs[k];
+    lb_[k] = a.lb;
+    ub_[k] = a.ub;
+    from_[k] = a.u;
+    res_[2 * k] = {a.v, head_[a.u], 0.0};  // capacity is set in solve()
+    head_[a.u] = static_cast<int>(2 * k);
+    res_[2 * k + 1] = {a.u, head_[a.v], 0.0};
+    head_[a.v] = static_cast<int>(2 * k + 1);
+  }
+  start_ = lb_;
 }
 
 void BoundedMinCut::drop_auxiliary_arcs() {
@@ -23,16 +34,6 @@ void BoundedMinCut::drop_auxiliary_arcs() {
   for (std::size_t e = res_.size(); e-- > user;) head_[res_[e ^ 1].to] = res_[e].next;
   res_.resize(user);
   has_auxiliary_ = false;
-}
-
-int BoundedMinCut::add_arc(int u, int v, double lb, double ub) {
-  drop_auxiliary_arcs();
-  lb_.push_back(lb);
-  ub_.push_back(ub);
-  start_.push_back(lb);
-  from_.push_back(u);
-  add_residual_pair(u, v, 0.0);  // capacity is set in solve() once infinity is known
-  return static_cast<int>(lb_.size()) - 1;
 }
 
 int BoundedMinCut::add_residual_pair(int u, int v, double cap) {

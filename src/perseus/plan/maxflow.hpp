@@ -21,10 +21,16 @@ class BoundedMinCut {
     kInfeasible,  // no flow satisfies the lower bounds
   };
 
-  // Starts a new network with nodes 0..num_nodes-1 (keeps allocated memory).
-  void reset(int num_nodes);
-  // Adds arc u->v with flow bounds [lb, ub]; returns its index. Requires 0 <= lb <= ub.
-  int add_arc(int u, int v, double lb, double ub);
+  // An arc u->v with flow bounds [lb, ub].
+  struct Arc {
+    int u, v;
+    double lb, ub;
+    bool operator==(const Arc&) const = default;
+  };
+
+  // Starts a new network with nodes 0..num_nodes-1 and `arcs` (arc k is arcs[k]), keeping
+  // allocated memory. Requires 0 <= lb <= ub for each.
+  void assign(int num_nodes, const std::vector<Arc>& arcs);
   // Changes the bounds of `arc` (for solving a network again with only bounds moved); its start
   // flow becomes the new lower bound. Requires 0 <= lb <= ub.
   void set_bounds(int arc, double lb, double ub) {
@@ -43,7 +49,8 @@ class BoundedMinCut {
   // After solve(): whether `node` is on the source side of the minimum cut.
   bool source_side(int node) const { return level_[node] >= 0; }
   // After solve(): cut capacity = sum ub(S->T) - sum lb(T->S) = max flow value (infinity unless
-  // the status is kFinite). solve() may be called again, and arcs added, after a solve().
+  // the status is kFinite). solve() may be called again, and another network assigned, after a
+  // solve().
   double cut_value() const;
   // After solve(): flow on an arc (including its lower bound).
   double flow(int arc) const {

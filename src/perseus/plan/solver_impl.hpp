@@ -38,11 +38,7 @@ class Solver {
   Frontier run(const ProgressFn& progress);
 
  private:
-  struct Arc {
-    int u, v;
-    double lb, ub;
-    bool operator==(const Arc&) const = default;
-  };
+  using Arc = BoundedMinCut::Arc;
 
   // Per node: its duration range and where its model's rows start in the tables of
   // tabulate_bounds(); a dummy (source, sink, or a single duration) has no arc bounds.

@@ -96,13 +96,11 @@ void Solver::build_network() {
     return;
   }
   if (!options_.per_unit) keep_flow();
-  cut_.reset(ids_);
+  cut_.assign(ids_, net_);
+  if (options_.per_unit) return;
   for (std::size_t i = 0; i < net_.size(); ++i) {
-    const Arc& a = net_[i];
-    const int arc = cut_.add_arc(a.u, a.v, a.lb, a.ub);
-    if (!options_.per_unit && flow_cut_[arc_key_[i]] == cuts_) {
-      cut_.set_start_flow(arc, flow_[arc_key_[i]]);
-    }
+    if (flow_cut_[arc_key_[i]] == cuts_)
+      cut_.set_start_flow(static_cast<int>(i), flow_[arc_key_[i]]);
   }
 }
 
