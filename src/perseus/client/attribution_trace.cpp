@@ -9,12 +9,9 @@ namespace perseus::client {
 
 using nlohmann::json;
 using wire::bad_field;
+using wire::element;
 
 namespace {
-
-std::string at(const std::string& field, std::size_t i) {
-  return field + "[" + std::to_string(i) + "]";
-}
 
 // body[field] as a list of fixed-width rows of numbers >= 0.
 std::vector<std::vector<double>> rows(const json& body, const std::string& field,
@@ -24,9 +21,9 @@ std::vector<std::vector<double>> rows(const json& body, const std::string& field
   std::vector<std::vector<double>> out;
   out.reserve(list.size());
   for (std::size_t i = 0; i < list.size(); ++i) {
-    out.push_back(wire::numbers(list[i], at(field, i)));
+    out.push_back(wire::numbers(list[i], element(field, i)));
     if (out.back().size() != width) {
-      bad_field(at(field, i), "must hold " + std::to_string(width) + " numbers");
+      bad_field(element(field, i), "must hold " + std::to_string(width) + " numbers");
     }
   }
   return out;
@@ -37,7 +34,7 @@ std::vector<TraceKey> parse_keys(const json& body) {
   if (!list.is_array()) bad_field("keys", "must be a list");
   std::vector<TraceKey> keys;
   for (std::size_t i = 0; i < list.size(); ++i) {
-    const std::string where = at("keys", i);
+    const std::string where = element("keys", i);
     const json& name = wire::member(list[i], "name", where);
     if (!name.is_string() || name.get<std::string>().empty()) {
       bad_field(where + ".name", "must be a non-empty string");
@@ -51,7 +48,7 @@ std::vector<TraceKey> parse_keys(const json& body) {
 void parse_iterations(const json& body, AttributionInput& in) {
   double last_end = 0.0;
   for (const auto& row : rows(body, "iterations", 2)) {
-    const std::string where = at("iterations", in.iterations.size());
+    const std::string where = element("iterations", in.iterations.size());
     if (row[1] < row[0]) bad_field(where, "ends before it begins");
     if (row[0] < last_end) bad_field(where, "begins before the previous iteration ends");
     last_end = row[1];
@@ -63,7 +60,7 @@ void parse_spans(const json& body, AttributionInput& in) {
   double last_end = 0.0;
   std::size_t iteration = 0;
   for (const auto& row : rows(body, "spans", 3)) {
-    const std::string where = at("spans", in.spans.size());
+    const std::string where = element("spans", in.spans.size());
     if (row[1] < row[0]) bad_field(where, "ends before it begins");
     if (row[0] < last_end) bad_field(where, "begins before the previous span ends");
     if (row[2] != std::floor(row[2]) || row[2] >= static_cast<double>(in.num_keys)) {
@@ -85,7 +82,7 @@ void parse_counter(const json& body, AttributionInput& in) {
   for (const auto& row : rows(body, "counter", 2)) {
     if (!in.counter.empty() &&
         (row[0] < in.counter.back().t_s || row[1] < in.counter.back().energy_j)) {
-      bad_field(at("counter", in.counter.size()), "goes back in time or in energy");
+      bad_field(element("counter", in.counter.size()), "goes back in time or in energy");
     }
     in.counter.push_back({row[0], row[1]});
   }

@@ -25,10 +25,9 @@ class PositionSet {
     high_ = -1;
   }
   void insert(int i) {
-    const long w = i / 64;
-    words_[static_cast<std::size_t>(w)] |= std::uint64_t{1} << (i % 64);
-    low_ = std::min(low_, w);
-    high_ = std::max(high_, w);
+    insert_ahead(i);
+    low_ = std::min(low_, static_cast<long>(i / 64));
+    high_ = std::max(high_, static_cast<long>(i / 64));
   }
   // Inserts i from inside a drain's visit, ahead of the drain (above the visited member in
   // drain_below, below it in drain_above): the word the drain starts from cannot move.

@@ -202,9 +202,10 @@ void SlackReclaimer::State::settle_finish(int i) {
   });
 }
 
-// Whether i fits with time t in its exact windows. Its stale windows are exact but for how much
-// its start may yet grow and its finish shrink (Staleness); when that much to spare is not
-// there, the side with more to go is brought up to date first, then the other if need be.
+// Whether i, which fits with time t in its stale windows, fits in its exact ones. Its stale windows
+// are exact but for how much its start may yet grow and its finish shrink (Staleness); when that
+// much to spare is not there, the side with more to go is brought up to date first, then the other
+// if need be.
 bool SlackReclaimer::State::fits_exactly(int i, double t, double guard) {
   const auto sure = [&](double slack) { return es[i] + t + slack <= lf[i] + tolerance - guard; };
   if (sure(staleness.start_bound(i, true) + staleness.finish_bound(i, true))) return true;

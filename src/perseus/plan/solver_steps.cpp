@@ -95,9 +95,12 @@ void Solver::build_network() {
     }
     return;
   }
-  if (!options_.per_unit) keep_flow();
+  if (options_.per_unit) {
+    cut_.assign(ids_, net_);
+    return;
+  }
+  keep_flow();  // before cut_ takes the new network
   cut_.assign(ids_, net_);
-  if (options_.per_unit) return;
   for (std::size_t i = 0; i < net_.size(); ++i) {
     if (flow_cut_[arc_key_[i]] == cuts_)
       cut_.set_start_flow(static_cast<int>(i), flow_[arc_key_[i]]);

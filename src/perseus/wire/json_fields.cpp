@@ -13,6 +13,10 @@ void bad_field(const std::string& field, const std::string& problem) {
   throw Error("field '" + field + "': " + problem);
 }
 
+std::string element(const std::string& field, std::size_t i) {
+  return field + "[" + std::to_string(i) + "]";
+}
+
 const json& member(const json& body, const std::string& field, const std::string& parent) {
   if (!body.is_object()) {
     if (parent.empty()) throw Error("request body must be a JSON object");
@@ -52,7 +56,7 @@ std::vector<double> numbers(const json& value, const std::string& field) {
   std::vector<double> out;
   out.reserve(value.size());
   for (std::size_t i = 0; i < value.size(); ++i) {
-    out.push_back(as_number(value[i], field + "[" + std::to_string(i) + "]"));
+    out.push_back(as_number(value[i], element(field, i)));
   }
   return out;
 }

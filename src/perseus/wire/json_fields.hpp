@@ -4,6 +4,7 @@
 // traces).
 #pragma once
 
+#include <cstddef>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -11,6 +12,9 @@
 namespace perseus::wire {
 
 [[noreturn]] void bad_field(const std::string& field, const std::string& problem);
+
+// The path of element i of the list `field`: field[i].
+std::string element(const std::string& field, std::size_t i);
 
 // body[field]; throws when `body` is not an object or the field is missing. `parent` is body's
 // own path (keys[0]: errors name keys[0].field); empty for a request body ("request body must be

@@ -20,7 +20,7 @@ Breakdown breakdown(const json& body, const std::string& field) {
     if (!iterations.is_array()) bad_field(where, "must be a list of lists of numbers");
     auto& rows = out[name];
     for (std::size_t i = 0; i < iterations.size(); ++i) {
-      rows.push_back(numbers(iterations[i], where + "[" + std::to_string(i) + "]"));
+      rows.push_back(numbers(iterations[i], element(where, i)));
     }
   }
   return out;
