@@ -32,7 +32,8 @@ class PositionSet {
   // Inserts i from inside a drain's visit, ahead of the drain (above the visited member in
   // drain_below, below it in drain_above): the word the drain starts from cannot move.
   void insert_ahead(int i) {
-    words_[static_cast<std::size_t>(i / 64)] |= std::uint64_t{1} << (i % 64);
+    const auto u = static_cast<unsigned>(i);
+    words_[u / 64] |= std::uint64_t{1} << (u % 64);
   }
   // Removes every member below `limit` and visits it once, in ascending order within each word
   // (the members a word has when it is taken, then those `visit` added to it meanwhile; each is

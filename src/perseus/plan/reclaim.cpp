@@ -1,6 +1,7 @@
 #include "perseus/plan/reclaim.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -12,12 +13,34 @@ namespace perseus::plan {
 
 namespace {
 
-// Adjacency in compressed rows.
+// Adjacency in compressed rows. Each row's first two entries are also kept in a pair, padded
+// with `pad` where the row is shorter: a pipeline's instructions have at most two successors and
+// two predecessors, so the window updates take a pair with one load and no loop.
 struct Rows {
   std::vector<int> offset, target;
+  std::vector<std::array<int, 2>> first_two;
+  std::vector<char> longer_than_two;
   void add_row() { offset.push_back(static_cast<int>(target.size())); }
+  // Ends the last row and fills the pairs.
+  void close(int pad) {
+    add_row();
+    for (std::size_t i = 0; i + 1 < offset.size(); ++i) {
+      const int size = offset[i + 1] - offset[i];
+      first_two.push_back(
+          {size > 0 ? target[offset[i]] : pad, size > 1 ? target[offset[i] + 1] : pad});
+      longer_than_two.push_back(size > 2);
+    }
+  }
   const int* begin(int i) const { return target.data() + offset[i]; }
   const int* end(int i) const { return target.data() + offset[i + 1]; }
+  // f(entry) for each entry of row i, and f(pad) once for each of the first two it lacks.
+  template <typename F>
+  void for_each_padded(int i, F f) const {
+    const auto [first, second] = first_two[i];
+    f(first);
+    f(second);
+    if (longer_than_two[i]) std::for_each(begin(i) + 2, end(i), f);
+  }
 };
 
 // A move to the next slower option, ordered by its energy saving per second of extra time (the
@@ -56,7 +79,7 @@ struct SlackReclaimer::State {
   Rows successors, predecessors;
 
   std::vector<int> option;
-  std::vector<double> time, es, lf;
+  std::vector<double> time, es, lf;  // es and lf also at the adjacency pad, position n
   double tolerance = 0.0;
   std::vector<Candidate> queue;  // a max-heap on saving per second
   // Positions whose finish (start) has not yet been passed to their successors (predecessors).
@@ -94,8 +117,8 @@ SlackReclaimer::SlackReclaimer(const PlanProblem& problem) : s_(std::make_unique
     s.predecessors.add_row();
     for (int u : dag.predecessors(v)) s.predecessors.target.push_back(position[u]);
   }
-  s.successors.add_row();
-  s.predecessors.add_row();
+  s.successors.close(s.n);
+  s.predecessors.close(s.n);
   s.rank_moves(problem);
 }
 
@@ -156,6 +179,9 @@ void SlackReclaimer::State::load(const std::vector<int>& node_option) {
       lf[i] = std::min(lf[i], lf[*w] - time[*w]);
     }
   }
+  // The windows of the adjacency's pad (position n), which no update can reach.
+  es.push_back(std::numeric_limits<double>::infinity());
+  lf.push_back(-std::numeric_limits<double>::infinity());
 }
 
 // As evaluate_nodes scores the options: the longest path is the sink's settled start, and sums
@@ -185,9 +211,9 @@ void SlackReclaimer::State::settle_start(int i) {
   const double* duration = time.data();
   starts_to_pass.drain_below(i, [&](int u) {
     const double finish = start[u] + duration[u];
-    for (const int* w = successors.begin(u); w != successors.end(u); ++w) {
-      if (finish > start[*w]) start[*w] = finish, starts_to_pass.insert_ahead(*w);
-    }
+    successors.for_each_padded(u, [&](int w) {
+      if (finish > start[w]) start[w] = finish, starts_to_pass.insert_ahead(w);
+    });
   });
 }
 
@@ -196,9 +222,9 @@ void SlackReclaimer::State::settle_finish(int i) {
   const double* duration = time.data();
   finishes_to_pass.drain_above(i, [&](int w) {
     const double start = finish[w] - duration[w];
-    for (const int* u = predecessors.begin(w); u != predecessors.end(w); ++u) {
-      if (start < finish[*u]) finish[*u] = start, finishes_to_pass.insert_ahead(*u);
-    }
+    predecessors.for_each_padded(w, [&](int u) {
+      if (start < finish[u]) finish[u] = start, finishes_to_pass.insert_ahead(u);
+    });
   });
 }
 
