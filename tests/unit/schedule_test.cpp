@@ -133,6 +133,24 @@ TEST(Dag, CrossStageEdgesFollowForwardAndBackwardDependencies) {
   }
 }
 
+// Slack reclamation's window updates (plan/reclaim.cpp) take an action's neighbours as a pair.
+TEST(Dag, ActionsHaveAtMostTwoSuccessorsAndTwoPredecessors) {
+  for (std::string name : schedule_names()) {
+    if (name == "envelope") name = "envelope:7,6,5,4,3,2,1,0";
+    for (int microbatches : {8, 12, 16}) {
+      SCOPED_TRACE(name + " M=" + std::to_string(microbatches));
+      const Dag dag(make_schedule(name, 8, microbatches));
+      int pairs = 0;  // actions with two successors: the bound is reached
+      for (int v = 1; v < dag.sink(); ++v) {
+        EXPECT_LE(dag.successors(v).size(), 2u);
+        EXPECT_LE(dag.predecessors(v).size(), 2u);
+        pairs += dag.successors(v).size() == 2;
+      }
+      EXPECT_GT(pairs, 0);
+    }
+  }
+}
+
 TEST(Dag, RejectsDuplicateInstructionAndCycle) {
   Schedule dup = make_1f1b(2, 2);
   dup.ranks[0][1] = dup.ranks[0][0];

@@ -13,34 +13,31 @@ namespace perseus::plan {
 
 namespace {
 
-// Adjacency in compressed rows. Each row's first two entries are also kept in a pair, padded
-// with `pad` where the row is shorter: a pipeline's instructions have at most two successors and
-// two predecessors, so the window updates take a pair with one load and no loop.
+// Adjacency in compressed rows (for the full window pass), and each row of at most two entries
+// again as a pair padded with `pad` (for the window updates, which then take a node's neighbours
+// with one load and no loop). Every action has at most two successors and two predecessors (its
+// rank's next and previous action and one data dependency each way, schedule/dag.hpp); only the
+// source's successors and the sink's predecessors are more, and their pairs are pads: no update
+// starts from the source's start or the sink's finish, which never change.
 struct Rows {
   std::vector<int> offset, target;
-  std::vector<std::array<int, 2>> first_two;
-  std::vector<char> longer_than_two;
+  std::vector<std::array<int, 2>> pair;
   void add_row() { offset.push_back(static_cast<int>(target.size())); }
   // Ends the last row and fills the pairs.
   void close(int pad) {
     add_row();
     for (std::size_t i = 0; i + 1 < offset.size(); ++i) {
       const int size = offset[i + 1] - offset[i];
-      first_two.push_back(
-          {size > 0 ? target[offset[i]] : pad, size > 1 ? target[offset[i] + 1] : pad});
-      longer_than_two.push_back(size > 2);
+      if (size > 2) {
+        pair.push_back({pad, pad});
+      } else {
+        pair.push_back(
+            {size > 0 ? target[offset[i]] : pad, size > 1 ? target[offset[i] + 1] : pad});
+      }
     }
   }
   const int* begin(int i) const { return target.data() + offset[i]; }
   const int* end(int i) const { return target.data() + offset[i + 1]; }
-  // f(entry) for each entry of row i, and f(pad) once for each of the first two it lacks.
-  template <typename F>
-  void for_each_padded(int i, F f) const {
-    const auto [first, second] = first_two[i];
-    f(first);
-    f(second);
-    if (longer_than_two[i]) std::for_each(begin(i) + 2, end(i), f);
-  }
 };
 
 // A move to the next slower option, ordered by its energy saving per second of extra time (the
@@ -211,9 +208,9 @@ void SlackReclaimer::State::settle_start(int i) {
   const double* duration = time.data();
   starts_to_pass.drain_below(i, [&](int u) {
     const double finish = start[u] + duration[u];
-    successors.for_each_padded(u, [&](int w) {
+    for (const int w : successors.pair[u]) {
       if (finish > start[w]) start[w] = finish, starts_to_pass.insert_ahead(w);
-    });
+    }
   });
 }
 
@@ -222,9 +219,9 @@ void SlackReclaimer::State::settle_finish(int i) {
   const double* duration = time.data();
   finishes_to_pass.drain_above(i, [&](int w) {
     const double start = finish[w] - duration[w];
-    predecessors.for_each_padded(w, [&](int u) {
+    for (const int u : predecessors.pair[w]) {
       if (start < finish[u]) finish[u] = start, finishes_to_pass.insert_ahead(u);
-    });
+    }
   });
 }
 
