@@ -19,10 +19,7 @@ void BoundedMinCut::assign(int num_nodes, const std::vector<Arc>& arcs) {
     lb_[k] = a.lb;
     ub_[k] = a.ub;
     from_[k] = a.u;
-    res_[2 * k] = {a.v, head_[a.u], 0.0};  // capacity is set in solve()
-    head_[a.u] = static_cast<int>(2 * k);
-    res_[2 * k + 1] = {a.u, head_[a.v], 0.0};
-    head_[a.v] = static_cast<int>(2 * k + 1);
+    link_residual_pair(static_cast<int>(2 * k), a.u, a.v, 0.0);  // capacity is set in solve()
   }
   start_ = lb_;
 }
@@ -36,12 +33,17 @@ void BoundedMinCut::drop_auxiliary_arcs() {
   has_auxiliary_ = false;
 }
 
+void BoundedMinCut::link_residual_pair(int e, int u, int v, double cap) {
+  res_[static_cast<std::size_t>(e)] = {v, head_[u], cap};
+  head_[u] = e;
+  res_[static_cast<std::size_t>(e) + 1] = {u, head_[v], 0.0};
+  head_[v] = e + 1;
+}
+
 int BoundedMinCut::add_residual_pair(int u, int v, double cap) {
   const int e = static_cast<int>(res_.size());
-  res_.push_back({v, head_[u], cap});
-  head_[u] = e;
-  res_.push_back({u, head_[v], 0.0});
-  head_[v] = e + 1;
+  res_.resize(res_.size() + 2);
+  link_residual_pair(e, u, v, cap);
   return e;
 }
 

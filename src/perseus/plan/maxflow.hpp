@@ -60,6 +60,10 @@ class BoundedMinCut {
   int num_arcs() const { return static_cast<int>(lb_.size()); }
 
  private:
+  // Writes the residual arc e = u->v with capacity `cap` and its reverse e + 1 (capacity 0) and
+  // puts each at the front of its tail's list.
+  void link_residual_pair(int e, int u, int v, double cap);
+  // Appends such a pair; returns e.
   int add_residual_pair(int u, int v, double cap);
   // Removes the super source/sink and return arcs a previous solve() added.
   void drop_auxiliary_arcs();
