@@ -5,6 +5,8 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
+import time
 
 import pytest
 
@@ -67,3 +69,18 @@ def train(opt, iterations, names=("forward", "backward")):
             for name in names:
                 with opt.instruction(name):
                     pass
+
+
+def other_thread_resumes_during(call):
+    """Runs call() on a second thread while this one sleeps 20 ms; returns (when this thread ran
+    again, when call returned), in seconds from the start. A call that holds the GIL keeps this
+    thread from waking up until it returns."""
+    started = threading.Event()
+    thread = threading.Thread(target=lambda: (started.set(), call()))
+    t0 = time.monotonic()
+    thread.start()
+    started.wait()
+    time.sleep(0.02)
+    resumed = time.monotonic() - t0
+    thread.join()
+    return resumed, time.monotonic() - t0

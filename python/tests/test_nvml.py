@@ -7,7 +7,7 @@ import time
 import pytest
 
 import perseus
-from conftest import train
+from conftest import other_thread_resumes_during, train
 
 FAKE = os.environ.get("PERSEUS_FAKE_NVML", "")
 needs_fake = pytest.mark.skipif(not os.path.isfile(FAKE),
@@ -63,3 +63,14 @@ def test_optimizer_with_nvml_backend_restores_clocks(tmp_path, monkeypatch):
     assert all(t >= 0 and e >= 0 for t, e in opt.iterations)  # wall clock, NVML energy counter
     opt.close()
     assert "nvmlDeviceResetGpuLockedClocks" in log.read_text()
+
+
+@needs_fake
+def test_a_counter_read_lets_other_threads_run(monkeypatch):
+    """A read blocks its caller (~4 ms on an H100) and must release the GIL meanwhile, or a
+    Python thread polling the counter would stall the training loop."""
+    monkeypatch.setenv("FAKE_NVML_READ_MS", "300")
+    gpu = perseus.NvmlGpu(0, library=FAKE)
+    resumed, read = other_thread_resumes_during(gpu.total_energy)
+    assert read >= 0.3
+    assert resumed < 0.15, f"this thread waited {resumed:.3f} s for a {read:.3f} s read"

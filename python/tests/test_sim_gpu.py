@@ -5,6 +5,7 @@ import time
 import pytest
 
 import perseus
+from conftest import other_thread_resumes_during
 
 BLOCK_W = 83.64
 
@@ -143,3 +144,11 @@ def test_counter_options_are_checked(profile2):
         sim(profile2, counter="realistic", counter_options={"bogus": 1.0})
     with pytest.raises(perseus.PerseusError, match="unknown energy counter"):
         sim(profile2, counter="perfect")
+
+
+def test_a_real_time_counter_read_lets_other_threads_run(profile2):
+    gpu = sim(profile2, real_time=True, counter="realistic",
+              counter_options={"read_latency_s": 0.3})
+    resumed, read = other_thread_resumes_during(gpu.total_energy)
+    assert read >= 0.3
+    assert resumed < 0.15, f"this thread waited {resumed:.3f} s for a {read:.3f} s read"
