@@ -1,0 +1,63 @@
+"""bench/gpu/attribution_on_gpu.py in its dry mode (CPU, a tiny model, the fake NVML with an
+H100's counter: 100 ms refresh, 4 ms reads, constant 300 W): the harness a device session runs
+once has to work before GPU time is spent on it, and its truths have to recover the power."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+HARNESS = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu",
+                       "attribution_on_gpu.py")
+FAKE = os.environ.get("PERSEUS_FAKE_NVML", "")
+FAKE_POWER_W = 300.0
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory):
+    pytest.importorskip("torch")
+    if not os.path.isfile(FAKE):
+        pytest.skip("PERSEUS_FAKE_NVML (the fake libnvidia-ml) not built")
+    out = tmp_path_factory.mktemp("gpu")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_NVML_")}
+    env.update(PERSEUS_GPU_DRY="1", FAKE_NVML_POWER_W=str(FAKE_POWER_W))
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    run = subprocess.run([sys.executable, HARNESS, str(out / "attribution.json"),
+                          str(out / "traces.json")], env=env, capture_output=True, text=True,
+                         timeout=240)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    with open(out / "attribution.json") as f:
+        return json.load(f), run.stdout
+
+
+def test_both_truths_recover_the_constant_power(dry_run):
+    results, _ = dry_run
+    for mb in (1, 4):
+        case = results[f"microbatch_{mb}"]
+        for name in ("truth", "looped_truth"):
+            truth = case[name]
+            pair_j = truth["forward_j"] + truth["backward_j"]
+            pair_s = truth["forward_s"] + truth["backward_s"]
+            for joules, seconds in ((truth["forward_j"], truth["forward_s"]), (pair_j, pair_s)):
+                assert joules / seconds == pytest.approx(FAKE_POWER_W, rel=0.1), (mb, name)
+            assert set(truth["drift_pct"]) == {"forward_j", "forward_s", "backward_j",
+                                               "backward_s"}
+
+
+def test_every_order_is_judged_by_every_method_against_both_truths(dry_run):
+    results, stdout = dry_run
+    for mb in (1, 4):
+        case = results[f"microbatch_{mb}"]
+        for order in ("alternating", "1f1b", "1f1b_bubbles"):
+            row = case[order]
+            assert "error" not in row, row.get("error")
+            assert row["hook_us"]["median"] > 0
+            for method in ("busy-overlap", "fit", "overlap", "deltas"):
+                for name in ("forward", "backward"):
+                    for truth in ("packed", "looped"):
+                        assert math.isfinite(row[method][name][f"{truth}_error_pct"])
+    assert "busy-overlap against the packed truth:" in stdout
+    assert "busy-overlap against the looped truth:" in stdout
