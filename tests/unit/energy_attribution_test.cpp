@@ -343,7 +343,8 @@ TEST(Attribution, BusyOverlapFitsOneBusyPowerPerClock) {
 }
 
 // Occurrences inside one counter interval share its energy: the standard error counts intervals
-// as the samples, and covers the error on a noisy counter.
+// as the samples, and covers the error on a noisy counter. The fit's idle power is unidentified
+// here (microsecond gaps); bounded by its physical range, it does not blow the error up.
 TEST(Attribution, BusyOverlapsStandardErrorCoversItsError) {
   double z2 = 0.0;
   int n = 0;
@@ -352,12 +353,42 @@ TEST(Attribution, BusyOverlapsStandardErrorCoversItsError) {
     const Attribution a = attribute(w.input, AttributionMethod::kBusyOverlap);
     for (std::size_t key : {0u, 1u}) {
       const double se = a.keys[key].power_stderr_w, z = (a.keys[key].power_w - 650.0) / se;
+      EXPECT_LT(se, 0.01 * 650.0) << "seed " << seed << " key " << key;
       EXPECT_LT(std::abs(z), 3.5) << "seed " << seed << " key " << key;
       z2 += z * z;
       ++n;
     }
   }
   EXPECT_LT(std::sqrt(z2 / n), 2.0);
+}
+
+// A pipeline stage's short window: bubbles at blocking power inside iterations, forward and
+// backward at one power, the counter's changes timed to +-2 ms (a read's midpoint). How much of
+// each interval went to the bubbles rests on the fitted idle power, which 1.5 s pins down
+// poorly; the standard error must carry that, or a profiler that stops at a target error stops
+// too early (measured before: root mean square z of 4.5-6.6 in such windows).
+TEST(Attribution, BusyOverlapsStandardErrorCarriesTheIdlePowersUncertainty) {
+  perseus::test::WorkloadShape shape;
+  shape.forward_w = shape.backward_w = 430.0;
+  shape.idle_w = 110.0;
+  shape.inside_gap_s = 0.030;
+  double z2 = 0.0;
+  int n = 0;
+  for (unsigned seed = 1; seed <= 30; ++seed) {
+    Workload w = perseus::test::make_workload(1.5, seed, shape);
+    perseus::test::sample_counter(w, seed + 1);
+    std::mt19937_64 random(seed + 2);
+    std::uniform_real_distribution<double> timing(-0.002, 0.002);
+    for (auto& c : w.input.counter) c.t_s += timing(random);
+    const Attribution a = attribute(w.input, AttributionMethod::kBusyOverlap);
+    ASSERT_EQ(a.method, AttributionMethod::kBusyOverlap) << "seed " << seed;
+    for (std::size_t key : {0u, 1u}) {
+      const double z = (a.keys[key].power_w - 430.0) / a.keys[key].power_stderr_w;
+      z2 += z * z;
+      ++n;
+    }
+  }
+  EXPECT_LT(std::sqrt(z2 / n), 1.6);
 }
 
 // ---------------------------------------------------------------- through the simulated GPU

@@ -2,168 +2,19 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <map>
 #include <optional>
 
+#include "perseus/client/attribution_model.hpp"
 #include "perseus/util/error.hpp"
 
 namespace perseus::client {
 
 namespace {
 
-constexpr double kUnknown = std::numeric_limits<double>::infinity();
-
-double overlap(double a, double b, double begin, double end) {
-  return std::max(0.0, std::min(b, end) - std::max(a, begin));
-}
-
-// What the GPU did over time: seconds per regressor (each key, then idle inside iterations,
-// then time outside iterations) in any time range.
-class Activity {
- public:
-  explicit Activity(const AttributionInput& in) : in_(in) {}
-  std::size_t regressors() const { return in_.num_keys + 2; }
-
-  std::vector<double> occupancy(double a, double b) const {
-    std::vector<double> out(regressors(), 0.0);
-    if (b <= a) return out;
-    double busy = 0.0, inside = 0.0;
-    auto s = std::lower_bound(in_.spans.begin(), in_.spans.end(), a,
-                              [](const TimedSpan& span, double t) { return span.end_s <= t; });
-    for (; s != in_.spans.end() && s->begin_s < b; ++s) {
-      double o = overlap(a, b, s->begin_s, s->end_s);
-      out[s->key] += o;
-      busy += o;
-    }
-    auto it = std::lower_bound(in_.iterations.begin(), in_.iterations.end(), a,
-                               [](const auto& iter, double t) { return iter.second <= t; });
-    for (; it != in_.iterations.end() && it->first < b; ++it) {
-      inside += overlap(a, b, it->first, it->second);
-    }
-    out[in_.num_keys] = std::max(0.0, inside - busy);
-    out[in_.num_keys + 1] = std::max(0.0, (b - a) - inside);
-    return out;
-  }
-
- private:
-  const AttributionInput& in_;
-};
-
-// ---- least squares ----
-
-struct Fit {
-  std::vector<double> power, stderr_w;  // per regressor (0 and kUnknown when not fitted)
-  std::size_t intervals = 0;
-};
-
-// Solves the normal equations A x = b (A symmetric positive definite, p x p, row-major) by
-// Cholesky; also returns diag(A^-1). nullopt when a pivot falls below the tolerance.
-std::optional<std::pair<std::vector<double>, std::vector<double>>> solve_spd(
-    std::vector<double> A, const std::vector<double>& b, std::size_t p) {
-  std::vector<double> L(p * p, 0.0);
-  for (std::size_t j = 0; j < p; ++j) {
-    double d = A[j * p + j];
-    for (std::size_t k = 0; k < j; ++k) d -= L[j * p + k] * L[j * p + k];
-    if (!(d > kFitSingularTolerance * A[j * p + j])) return std::nullopt;
-    L[j * p + j] = std::sqrt(d);
-    for (std::size_t i = j + 1; i < p; ++i) {
-      double v = A[i * p + j];
-      for (std::size_t k = 0; k < j; ++k) v -= L[i * p + k] * L[j * p + k];
-      L[i * p + j] = v / L[j * p + j];
-    }
-  }
-  auto solve = [&](std::vector<double> y) {  // L L^T x = y
-    for (std::size_t i = 0; i < p; ++i) {
-      for (std::size_t k = 0; k < i; ++k) y[i] -= L[i * p + k] * y[k];
-      y[i] /= L[i * p + i];
-    }
-    for (std::size_t i = p; i-- > 0;) {
-      for (std::size_t k = i + 1; k < p; ++k) y[i] -= L[k * p + i] * y[k];
-      y[i] /= L[i * p + i];
-    }
-    return y;
-  };
-  std::vector<double> inverse_diagonal(p);
-  for (std::size_t i = 0; i < p; ++i) {
-    std::vector<double> e(p, 0.0);
-    e[i] = 1.0;
-    inverse_diagonal[i] = solve(e)[i];
-  }
-  return std::make_pair(solve(b), inverse_diagonal);
-}
-
-std::optional<Fit> fit_powers(const AttributionInput& in, const Activity& activity) {
-  const std::size_t R = activity.regressors();
-  const double known_to = in.iterations.empty() ? 0.0 : in.iterations.back().second;
-  std::vector<std::vector<double>> rows;
-  std::vector<double> y;
-  for (std::size_t k = 0; k + 1 < in.counter.size(); ++k) {
-    const double a = in.counter[k].t_s, b = in.counter[k + 1].t_s;
-    if (a < in.known_from_s || b > known_to) continue;
-    rows.push_back(activity.occupancy(a, b));
-    y.push_back(in.counter[k + 1].energy_j - in.counter[k].energy_j);
-  }
-  std::vector<std::size_t> used;  // regressors with any time in the fitted intervals
-  for (std::size_t r = 0; r < R; ++r) {
-    double total = 0.0;
-    for (const auto& row : rows) total += row[r];
-    if (total > 0.0) used.push_back(r);
-  }
-  const std::size_t p = used.size(), n = rows.size();
-  if (p == 0 || n <= p) return std::nullopt;
-  std::vector<double> A(p * p, 0.0), b(p, 0.0);
-  for (std::size_t i = 0; i < n; ++i) {
-    for (std::size_t u = 0; u < p; ++u) {
-      b[u] += rows[i][used[u]] * y[i];
-      for (std::size_t v = 0; v < p; ++v) A[u * p + v] += rows[i][used[u]] * rows[i][used[v]];
-    }
-  }
-  auto solved = solve_spd(A, b, p);
-  if (!solved) return std::nullopt;
-  const auto& [beta, inverse_diagonal] = *solved;
-  double rss = 0.0;
-  for (std::size_t i = 0; i < n; ++i) {
-    double predicted = 0.0;
-    for (std::size_t u = 0; u < p; ++u) predicted += rows[i][used[u]] * beta[u];
-    rss += (y[i] - predicted) * (y[i] - predicted);
-  }
-  const double sigma2 = rss / static_cast<double>(n - p);
-  Fit fit{std::vector<double>(R, 0.0), std::vector<double>(R, kUnknown), n};
-  for (std::size_t u = 0; u < p; ++u) {
-    fit.power[used[u]] = beta[u];
-    fit.stderr_w[used[u]] = std::sqrt(std::max(0.0, sigma2 * inverse_diagonal[u]));
-  }
-  return fit;
-}
-
-// busy-overlap's model: one busy power per group of keys (a clock), one for idle time inside
-// iterations and one outside them (few unknowns, well conditioned whenever the GPU is busy most
-// of the time); idle and outside powers are clamped to [0, highest busy power], so an idle
-// regressor that gaps of microseconds cannot identify does no harm. Every group needs time in the
-// fitted intervals and a positive power.
-std::optional<Fit> fit_busy(const AttributionInput& in) {
-  std::vector<std::size_t> group = in.busy_group;
-  if (group.empty()) group.assign(in.num_keys, 0);
-  AttributionInput pooled = in;  // the groups are its keys
-  for (TimedSpan& s : pooled.spans) s.key = group.at(s.key);
-  pooled.num_keys = in.num_keys == 0 ? 0 : *std::max_element(group.begin(), group.end()) + 1;
-  pooled.busy_group.clear();
-  const auto fit = fit_powers(pooled, Activity(pooled));
-  if (!fit) return std::nullopt;
-  const std::size_t G = pooled.num_keys;
-  if (std::any_of(fit->power.begin(), fit->power.begin() + G,
-                  [](double p) { return !(p > 0.0); })) {
-    return std::nullopt;
-  }
-  const double top = *std::max_element(fit->power.begin(), fit->power.begin() + G);
-  Fit model{std::vector<double>(in.num_keys + 2, 0.0),
-            std::vector<double>(in.num_keys + 2, kUnknown), fit->intervals};
-  for (std::size_t k = 0; k < in.num_keys; ++k) model.power[k] = fit->power[group[k]];
-  model.power[in.num_keys] = std::clamp(fit->power[G], 0.0, top);
-  model.power[in.num_keys + 1] = std::clamp(fit->power[G + 1], 0.0, top);
-  return model;
-}
+using attribution_model::Activity;
+using attribution_model::Fit;
+using attribution_model::kUnknown;
 
 // ---- the counter as a function of time ----
 
@@ -245,26 +96,35 @@ void estimate_keys_from_spans(const AttributionInput& in, Attribution& out) {
   }
 }
 
+// Calls piece(span, i, a, b) for each piece [a, b] of each span cut at the observed changes: i
+// is the index of the first change after a (0: before the first, counter.size(): after the last).
+template <typename Piece>
+void for_each_piece(const AttributionInput& in, const Piece& piece) {
+  const auto& c = in.counter;
+  for (const TimedSpan& s : in.spans) {
+    auto next = std::upper_bound(c.begin(), c.end(), s.begin_s,
+                                 [](double x, const CounterSample& cs) { return x < cs.t_s; });
+    for (double a = s.begin_s; a < s.end_s; ++next) {
+      const double b = next == c.end() ? s.end_s : std::min(s.end_s, next->t_s);
+      piece(s, static_cast<std::size_t>(next - c.begin()), a, b);
+      a = b;
+      if (next == c.end()) break;
+    }
+  }
+}
+
 // Per key: power = total energy / total time, with the standard error of a ratio estimator over
 // counter intervals (busy-overlap, overlap): the occurrences inside one interval share its
 // energy, so the interval, not the occurrence, is the independent sample. `energy(a, b)` is the
 // method's energy over [a, b]; pieces of a span telescope to its energy.
 template <typename Energy>
 void estimate_keys_by_interval(const AttributionInput& in, const Energy& energy, Attribution& out) {
-  const auto& c = in.counter;
   std::map<std::pair<std::size_t, std::size_t>, std::pair<double, double>> pieces;
-  for (const TimedSpan& s : in.spans) {
-    auto next = std::upper_bound(c.begin(), c.end(), s.begin_s,
-                                 [](double x, const CounterSample& cs) { return x < cs.t_s; });
-    for (double a = s.begin_s; a < s.end_s; ++next) {
-      const double b = next == c.end() ? s.end_s : std::min(s.end_s, next->t_s);
-      auto& [e, t] = pieces[{s.key, static_cast<std::size_t>(next - c.begin())}];
-      e += energy(a, b);
-      t += b - a;
-      a = b;
-      if (next == c.end()) break;
-    }
-  }
+  for_each_piece(in, [&](const TimedSpan& s, std::size_t i, double a, double b) {
+    auto& [e, t] = pieces[{s.key, i}];
+    e += energy(a, b);
+    t += b - a;
+  });
   std::vector<double> energy_j(in.num_keys, 0.0), residual2(in.num_keys, 0.0);
   std::vector<std::size_t> samples(in.num_keys, 0);
   for (const auto& [where, piece] : pieces) {
@@ -284,6 +144,83 @@ void estimate_keys_by_interval(const AttributionInput& in, const Energy& energy,
     const double n = static_cast<double>(samples[k]);
     if (samples[k] < 2 || !(e.seconds > 0.0)) continue;
     e.power_stderr_w = std::sqrt(n / (n - 1.0) * residual2[k]) / e.seconds;
+  }
+}
+
+// The model's covariance with no unknown's standard deviation above half the highest busy
+// power: the idle and outside powers are clamped to [0, that power], so an unknown the fit cannot
+// identify (idle gaps of microseconds: +-1e5 W on real windows) is still known to lie in that
+// range. Rows and columns are scaled, so correlations are kept.
+std::vector<double> physically_bounded(const Fit& model, std::size_t num_keys) {
+  const double top = *std::max_element(model.power.begin(), model.power.begin() + num_keys);
+  const double cap = 0.5 * top;
+  const std::size_t U = model.unknowns;
+  std::vector<double> scale(U, 1.0), out = model.covariance;
+  for (std::size_t u = 0; u < U; ++u) {
+    const double sd = std::sqrt(std::max(0.0, model.covariance[u * U + u]));
+    if (sd > cap) scale[u] = cap / sd;
+  }
+  for (std::size_t u = 0; u < U; ++u) {
+    for (std::size_t v = 0; v < U; ++v) out[u * U + v] *= scale[u] * scale[v];
+  }
+  return out;
+}
+
+// Adds to each key's standard error what the fitted model contributes (busy-overlap): the
+// interval-ratio error above takes the model's split of each interval between busy and idle time
+// as exact, but with pipeline bubbles and a short history the idle power is poorly identified
+// (standard errors 5x too small in simulated 1F1B stages). The variance of a key's energy from
+// the model is g' C g (delta method): C the covariance of the model's unknowns, g the gradient of
+// the key's energy with respect to them. A piece [a, b] of a span inside the counter interval
+// [lo, hi] gets dE x M(a, b) / M(lo, hi), M the model's energy; outside the observed changes it
+// gets M(a, b).
+void add_model_error(const AttributionInput& in, const Activity& activity, const Fit& model,
+                     Attribution& out) {
+  const auto& c = in.counter;
+  auto model_energy = [&](const std::vector<double>& occupancy) {
+    double e = 0.0;
+    for (std::size_t r = 0; r < occupancy.size(); ++r) {
+      e += std::max(0.0, model.power[r]) * occupancy[r];
+    }
+    return e;
+  };
+  std::vector<std::vector<double>> gradient(in.num_keys, std::vector<double>(model.unknowns));
+  std::map<std::size_t, std::pair<std::vector<double>, double>> intervals;  // by i: occupancy, M
+  for_each_piece(in, [&](const TimedSpan& s, std::size_t i, double a, double b) {
+    if (!(model.power[s.key] > 0.0)) return;
+    std::vector<double>& g = gradient[s.key];
+    const std::size_t own = model.unknown_of[s.key];
+    if (i == 0 || i == c.size()) {
+      g[own] += b - a;
+      return;
+    }
+    auto [it, fresh] = intervals.try_emplace(i);
+    if (fresh) {
+      it->second.first = activity.occupancy(c[i - 1].t_s, c[i].t_s);
+      it->second.second = model_energy(it->second.first);
+    }
+    const auto& [whole, w] = it->second;
+    if (!(w > 0.0)) return;
+    const double de = c[i].energy_j - c[i - 1].energy_j;
+    g[own] += de * (b - a) / w;
+    const double scale = -de * model.power[s.key] * (b - a) / (w * w);
+    for (std::size_t r = 0; r < whole.size(); ++r) {
+      if (model.power[r] > 0.0) g[model.unknown_of[r]] += scale * whole[r];
+    }
+  });
+  const std::vector<double> covariance = physically_bounded(model, in.num_keys);
+  const std::size_t U = model.unknowns;
+  for (std::size_t k = 0; k < in.num_keys; ++k) {
+    KeyEstimate& e = out.keys[k];
+    if (!std::isfinite(e.power_stderr_w) || !(e.seconds > 0.0)) continue;
+    double variance = 0.0;
+    for (std::size_t u = 0; u < U; ++u) {
+      for (std::size_t v = 0; v < U; ++v) {
+        variance += gradient[k][u] * covariance[u * U + v] * gradient[k][v];
+      }
+    }
+    const double ratio_j = e.power_stderr_w * e.seconds;
+    e.power_stderr_w = std::sqrt(ratio_j * ratio_j + std::max(0.0, variance)) / e.seconds;
   }
 }
 
@@ -330,8 +267,8 @@ Attribution attribute(const AttributionInput& in, AttributionMethod method) {
   if (!out.measured) return out;
   const Activity activity(in);
   std::optional<Fit> model;  // the fitted powers that shape the counter between changes
-  if (method == AttributionMethod::kFit) model = fit_powers(in, activity);
-  if (method == AttributionMethod::kBusyOverlap) model = fit_busy(in);
+  if (method == AttributionMethod::kFit) model = attribution_model::fit_powers(in, activity);
+  if (method == AttributionMethod::kBusyOverlap) model = attribution_model::fit_busy(in);
   if (!model && method != AttributionMethod::kDeltas) out.method = AttributionMethod::kOverlap;
   const bool fit = out.method == AttributionMethod::kFit;
   const Counter counter(in.counter, activity, model);
@@ -357,6 +294,7 @@ Attribution attribute(const AttributionInput& in, AttributionMethod method) {
   }
   if (!fit) {
     estimate_keys_by_interval(in, energy, out);
+    if (model) add_model_error(in, activity, *model, out);
     return out;
   }
   for (std::size_t k = 0; k < in.num_keys; ++k) {

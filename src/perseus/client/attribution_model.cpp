@@ -1,0 +1,162 @@
+#include "perseus/client/attribution_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+namespace perseus::client::attribution_model {
+
+namespace {
+
+double overlap(double a, double b, double begin, double end) {
+  return std::max(0.0, std::min(b, end) - std::max(a, begin));
+}
+
+// Solves the normal equations A x = b (A symmetric positive definite, p x p, row-major) by
+// Cholesky; also returns A^-1 (row-major). nullopt when a pivot falls below the tolerance.
+std::optional<std::pair<std::vector<double>, std::vector<double>>> solve_spd(
+    std::vector<double> A, const std::vector<double>& b, std::size_t p) {
+  std::vector<double> L(p * p, 0.0);
+  for (std::size_t j = 0; j < p; ++j) {
+    double d = A[j * p + j];
+    for (std::size_t k = 0; k < j; ++k) d -= L[j * p + k] * L[j * p + k];
+    if (!(d > kFitSingularTolerance * A[j * p + j])) return std::nullopt;
+    L[j * p + j] = std::sqrt(d);
+    for (std::size_t i = j + 1; i < p; ++i) {
+      double v = A[i * p + j];
+      for (std::size_t k = 0; k < j; ++k) v -= L[i * p + k] * L[j * p + k];
+      L[i * p + j] = v / L[j * p + j];
+    }
+  }
+  auto solve = [&](std::vector<double> y) {  // L L^T x = y
+    for (std::size_t i = 0; i < p; ++i) {
+      for (std::size_t k = 0; k < i; ++k) y[i] -= L[i * p + k] * y[k];
+      y[i] /= L[i * p + i];
+    }
+    for (std::size_t i = p; i-- > 0;) {
+      for (std::size_t k = i + 1; k < p; ++k) y[i] -= L[k * p + i] * y[k];
+      y[i] /= L[i * p + i];
+    }
+    return y;
+  };
+  std::vector<double> inverse(p * p);
+  for (std::size_t i = 0; i < p; ++i) {
+    std::vector<double> e(p, 0.0);
+    e[i] = 1.0;
+    const std::vector<double> column = solve(e);
+    for (std::size_t j = 0; j < p; ++j) inverse[j * p + i] = column[j];
+  }
+  return std::make_pair(solve(b), inverse);
+}
+
+}  // namespace
+
+std::vector<double> Activity::occupancy(double a, double b) const {
+  std::vector<double> out(regressors(), 0.0);
+  if (b <= a) return out;
+  double busy = 0.0, inside = 0.0;
+  auto s = std::lower_bound(in_.spans.begin(), in_.spans.end(), a,
+                            [](const TimedSpan& span, double t) { return span.end_s <= t; });
+  for (; s != in_.spans.end() && s->begin_s < b; ++s) {
+    double o = overlap(a, b, s->begin_s, s->end_s);
+    out[s->key] += o;
+    busy += o;
+  }
+  auto it = std::lower_bound(in_.iterations.begin(), in_.iterations.end(), a,
+                             [](const auto& iter, double t) { return iter.second <= t; });
+  for (; it != in_.iterations.end() && it->first < b; ++it) {
+    inside += overlap(a, b, it->first, it->second);
+  }
+  out[in_.num_keys] = std::max(0.0, inside - busy);
+  out[in_.num_keys + 1] = std::max(0.0, (b - a) - inside);
+  return out;
+}
+
+std::optional<Fit> fit_powers(const AttributionInput& in, const Activity& activity) {
+  const std::size_t R = activity.regressors();
+  const double known_to = in.iterations.empty() ? 0.0 : in.iterations.back().second;
+  std::vector<std::vector<double>> rows;
+  std::vector<double> y;
+  for (std::size_t k = 0; k + 1 < in.counter.size(); ++k) {
+    const double a = in.counter[k].t_s, b = in.counter[k + 1].t_s;
+    if (a < in.known_from_s || b > known_to) continue;
+    rows.push_back(activity.occupancy(a, b));
+    y.push_back(in.counter[k + 1].energy_j - in.counter[k].energy_j);
+  }
+  std::vector<std::size_t> used;  // regressors with any time in the fitted intervals
+  for (std::size_t r = 0; r < R; ++r) {
+    double total = 0.0;
+    for (const auto& row : rows) total += row[r];
+    if (total > 0.0) used.push_back(r);
+  }
+  const std::size_t p = used.size(), n = rows.size();
+  if (p == 0 || n <= p) return std::nullopt;
+  std::vector<double> A(p * p, 0.0), b(p, 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t u = 0; u < p; ++u) {
+      b[u] += rows[i][used[u]] * y[i];
+      for (std::size_t v = 0; v < p; ++v) A[u * p + v] += rows[i][used[u]] * rows[i][used[v]];
+    }
+  }
+  auto solved = solve_spd(A, b, p);
+  if (!solved) return std::nullopt;
+  const auto& [beta, inverse] = *solved;
+  double rss = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    double predicted = 0.0;
+    for (std::size_t u = 0; u < p; ++u) predicted += rows[i][used[u]] * beta[u];
+    rss += (y[i] - predicted) * (y[i] - predicted);
+  }
+  const double sigma2 = rss / static_cast<double>(n - p);
+  Fit fit{std::vector<double>(R, 0.0),
+          std::vector<double>(R, kUnknown),
+          n,
+          std::vector<std::size_t>(R),
+          R,
+          std::vector<double>(R * R, 0.0)};
+  for (std::size_t r = 0; r < R; ++r) fit.unknown_of[r] = r;
+  for (std::size_t u = 0; u < p; ++u) {
+    fit.power[used[u]] = beta[u];
+    fit.stderr_w[used[u]] = std::sqrt(std::max(0.0, sigma2 * inverse[u * p + u]));
+    for (std::size_t v = 0; v < p; ++v) {
+      fit.covariance[used[u] * R + used[v]] = sigma2 * inverse[u * p + v];
+    }
+  }
+  return fit;
+}
+
+std::optional<Fit> fit_busy(const AttributionInput& in) {
+  std::vector<std::size_t> group = in.busy_group;
+  if (group.empty()) group.assign(in.num_keys, 0);
+  AttributionInput pooled = in;  // the groups are its keys
+  for (TimedSpan& s : pooled.spans) s.key = group.at(s.key);
+  pooled.num_keys = in.num_keys == 0 ? 0 : *std::max_element(group.begin(), group.end()) + 1;
+  pooled.busy_group.clear();
+  const std::size_t G = pooled.num_keys;
+  if (G == 0) return std::nullopt;
+  auto fit = fit_powers(pooled, Activity(pooled));
+  if (!fit) return std::nullopt;
+  if (std::any_of(fit->power.begin(), fit->power.begin() + G,
+                  [](double p) { return !(p > 0.0); })) {
+    return std::nullopt;
+  }
+  const double top = *std::max_element(fit->power.begin(), fit->power.begin() + G);
+  const std::size_t R = in.num_keys + 2;
+  Fit model{std::vector<double>(R, 0.0),
+            std::vector<double>(R, kUnknown),
+            fit->intervals,
+            std::vector<std::size_t>(R),
+            fit->unknowns,
+            std::move(fit->covariance)};
+  for (std::size_t k = 0; k < in.num_keys; ++k) {
+    model.power[k] = fit->power[group[k]];
+    model.unknown_of[k] = group[k];
+  }
+  model.power[in.num_keys] = std::clamp(fit->power[G], 0.0, top);
+  model.power[in.num_keys + 1] = std::clamp(fit->power[G + 1], 0.0, top);
+  model.unknown_of[in.num_keys] = G;
+  model.unknown_of[in.num_keys + 1] = G + 1;
+  return model;
+}
+
+}  // namespace perseus::client::attribution_model

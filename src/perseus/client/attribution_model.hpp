@@ -1,0 +1,55 @@
+// The least-squares power models behind the `fit` and `busy-overlap` attributions
+// (perseus/client/attribution.hpp): what the GPU did in any time range, and average powers fitted
+// over the counter intervals between observed changes, with their covariance so that an
+// attribution built on them can say how uncertain the model makes it.
+//
+// Regressors: each key, then idle time inside iterations, then time outside iterations. A fit's
+// unknowns are either the regressors themselves (fit_powers) or fewer (fit_busy: one busy power
+// per group of keys, idle, outside); `unknown_of` maps each regressor to its unknown.
+//
+// Complexity: O(intervals x unknowns^2 + unknowns^3) per fit, plus the occupancy of each interval.
+#pragma once
+
+#include <cstddef>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "perseus/client/attribution.hpp"
+
+namespace perseus::client::attribution_model {
+
+inline constexpr double kUnknown = std::numeric_limits<double>::infinity();
+
+// What the GPU did over time: seconds per regressor in any time range.
+class Activity {
+ public:
+  explicit Activity(const AttributionInput& in) : in_(in) {}
+  std::size_t regressors() const { return in_.num_keys + 2; }
+  std::vector<double> occupancy(double a, double b) const;
+
+ private:
+  const AttributionInput& in_;
+};
+
+struct Fit {
+  std::vector<double> power, stderr_w;  // per regressor (0 and kUnknown when not fitted)
+  std::size_t intervals = 0;
+  std::vector<std::size_t> unknown_of;  // per regressor: its unknown
+  std::size_t unknowns = 0;
+  // sigma^2 (X'X)^-1 over the unknowns, row-major (0 for unknowns without time in the fit).
+  std::vector<double> covariance;
+};
+
+// One power per regressor; nullopt unless there are more intervals than unknowns with time in
+// them and the normal equations are well conditioned (kFitSingularTolerance).
+std::optional<Fit> fit_powers(const AttributionInput& in, const Activity& activity);
+
+// busy-overlap's model: one busy power per group of keys (a clock), one for idle time inside
+// iterations and one outside them (few unknowns, well conditioned whenever the GPU is busy most
+// of the time); idle and outside powers are clamped to [0, highest busy power], so an idle
+// regressor that gaps of microseconds cannot identify does no harm. nullopt unless every group
+// has time in the fitted intervals and a positive power.
+std::optional<Fit> fit_busy(const AttributionInput& in);
+
+}  // namespace perseus::client::attribution_model
