@@ -74,3 +74,29 @@ def test_a_counter_read_lets_other_threads_run(monkeypatch):
     resumed, read = other_thread_resumes_during(gpu.total_energy)
     assert read >= 0.3
     assert resumed < 0.15, f"this thread waited {resumed:.3f} s for a {read:.3f} s read"
+
+
+@needs_fake
+def test_a_window_starting_between_refreshes_measures_the_true_power(monkeypatch):
+    """The fake's counter refreshes every 100 ms from its session's start, at a constant 300 W, as
+    a real counter refreshes on its own schedule. A sampler started halfway between two refreshes
+    first reads a value 50 ms old; the window must still come out at 300 W."""
+    monkeypatch.setenv("FAKE_NVML_REFRESH_MS", "100")
+    monkeypatch.setenv("FAKE_NVML_READ_MS", "4")
+    monkeypatch.setenv("FAKE_NVML_POWER_W", "300")
+    gpu = perseus.NvmlGpu(0, library=FAKE)
+    time.sleep(0.15)
+    opt = perseus.PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 1, 1, 1, None, gpu=gpu,
+                                             observe=True, report_every=20)
+    while not opt.iterations:
+        opt.on_step_begin()
+        for name, seconds in (("forward", 0.01), ("backward", 0.02)):
+            opt.on_instruction_begin(name)
+            time.sleep(seconds)
+            opt.on_instruction_end(name)
+        opt.on_step_end()
+    trace = opt.last_window_trace
+    opt.close()
+    for method in ("overlap", "busy-overlap"):
+        for key in perseus.attribute(trace, method)["keys"]:
+            assert key["power_w"] == pytest.approx(300.0, rel=0.03), (method, key)

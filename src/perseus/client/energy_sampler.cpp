@@ -18,11 +18,9 @@ void CounterSeries::push(double t_s, double energy_j) {
 void CounterSeries::add_read(double begin_s, double end_s, double energy_j) {
   const double mid = 0.5 * (begin_s + end_s);
   ++reads_;
-  if (!have_read_) {
-    push(mid, energy_j);
-  } else if (energy_j != last_value_j_) {
-    push(0.5 * (last_mid_s_ + mid), energy_j);
-  }
+  // The first read only gives a value to compare with: it returns the refresh before it, up to a
+  // period earlier, so its time is no change's time.
+  if (have_read_ && energy_j != last_value_j_) push(0.5 * (last_mid_s_ + mid), energy_j);
   have_read_ = true;
   last_mid_s_ = mid;
   last_value_j_ = energy_j;
