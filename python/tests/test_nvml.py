@@ -84,6 +84,7 @@ def test_a_window_starting_between_refreshes_measures_the_true_power(monkeypatch
     monkeypatch.setenv("FAKE_NVML_REFRESH_MS", "100")
     monkeypatch.setenv("FAKE_NVML_READ_MS", "4")
     monkeypatch.setenv("FAKE_NVML_POWER_W", "300")
+    perseus.sync_device()  # the hooks' first call imports torch (a second): not in the window
     gpu = perseus.NvmlGpu(0, library=FAKE)
     time.sleep(0.15)
     opt = perseus.PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 1, 1, 1, None, gpu=gpu,
@@ -98,5 +99,9 @@ def test_a_window_starting_between_refreshes_measures_the_true_power(monkeypatch
     trace = opt.last_window_trace
     opt.close()
     for method in ("overlap", "busy-overlap"):
-        for key in perseus.attribute(trace, method)["keys"]:
-            assert key["power_w"] == pytest.approx(300.0, rel=0.03), (method, key)
+        a = perseus.attribute(trace, method)
+        for key in a["keys"]:
+            assert key["power_w"] == pytest.approx(300.0, rel=0.05), (method, key)
+        # Charged the whole first refresh, the first instruction drew about twice the power.
+        powers = [e / (s[1] - s[0]) for e, s in zip(a["span_energy_j"], trace["spans"])]
+        assert powers[0] == pytest.approx(300.0, rel=0.25), (method, powers[:4])
