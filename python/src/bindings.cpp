@@ -66,7 +66,8 @@ class SharedBackend : public GpuBackend {
 };
 
 // A simulated GPU's energy counter: "realistic" or "ideal", then the fields given in
-// `options` (refresh_period_s, refresh_jitter_s, read_latency_s, sampled_fraction, noise, seed).
+// `options` (refresh_period_s, refresh_jitter_s, refresh_phase_s, read_latency_s, sampled_fraction,
+// noise, seed).
 perseus::client::CounterOptions counter_from(const std::string& name, const py::dict& options) {
   auto c = perseus::client::CounterOptions::named(name);
   for (const auto& [key, value] : options) {
@@ -75,6 +76,8 @@ perseus::client::CounterOptions counter_from(const std::string& name, const py::
       c.refresh_period_s = value.cast<double>();
     } else if (field == "refresh_jitter_s") {
       c.refresh_jitter_s = value.cast<double>();
+    } else if (field == "refresh_phase_s") {
+      c.refresh_phase_s = value.cast<double>();
     } else if (field == "read_latency_s") {
       c.read_latency_s = value.cast<double>();
     } else if (field == "sampled_fraction") {
@@ -84,9 +87,10 @@ perseus::client::CounterOptions counter_from(const std::string& name, const py::
     } else if (field == "seed") {
       c.seed = value.cast<std::uint64_t>();
     } else {
-      throw perseus::Error("counter_options: unknown field '" + field +
-                           "' (expected refresh_period_s, refresh_jitter_s, read_latency_s, "
-                           "sampled_fraction, noise or seed)");
+      throw perseus::Error(
+          "counter_options: unknown field '" + field +
+          "' (expected refresh_period_s, refresh_jitter_s, refresh_phase_s, read_latency_s, "
+          "sampled_fraction, noise or seed)");
     }
   }
   c.validate();

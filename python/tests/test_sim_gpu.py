@@ -124,7 +124,8 @@ def test_malformed_profile_names_file(tmp_path):
 
 
 def test_realistic_counter_changes_only_at_refreshes(profile2, profile2_rows):
-    gpu = sim(profile2, counter="realistic", counter_options={"refresh_jitter_s": 0.0})
+    gpu = sim(profile2, counter="realistic",
+              counter_options={"refresh_jitter_s": 0.0, "refresh_phase_s": 0.1})
     fwd = profile2_rows[(0, "forward")][max(profile2_rows[(0, "forward")])]
     n = int(0.25 / fwd[0]) + 1  # a quarter second of forwards
     for _ in range(n):
@@ -141,6 +142,8 @@ def test_realistic_counter_changes_only_at_refreshes(profile2, profile2_rows):
 def test_counter_options_are_checked(profile2):
     with pytest.raises(perseus.PerseusError, match="refresh_period_s"):
         sim(profile2, counter="realistic", counter_options={"refresh_period_s": -1.0})
+    with pytest.raises(perseus.PerseusError, match="refresh_phase_s"):
+        sim(profile2, counter="realistic", counter_options={"refresh_phase_s": 0.5})
     with pytest.raises(perseus.PerseusError, match="unknown field 'bogus'"):
         sim(profile2, counter="realistic", counter_options={"bogus": 1.0})
     with pytest.raises(perseus.PerseusError, match="unknown energy counter"):

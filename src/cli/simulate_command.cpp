@@ -421,7 +421,11 @@ void add_counter_options(CLI::App& cmd, SimulateArgs& a) {
   cmd.add_option("--counter-noise", c.noise,
                  "Relative standard deviation of each refresh's increment")
       ->capture_default_str();
-  cmd.add_option("--counter-seed", c.seed, "Seed of the counters' jitter and noise")
+  cmd.add_option_function<double>(
+      "--counter-phase", [&c](double phase) { c.refresh_phase_s = phase; },
+      "Seconds from the start to each counter's first refresh, in (0, refresh period] "
+      "(default: drawn from the seed; a real counter refreshes on its own schedule)");
+  cmd.add_option("--counter-seed", c.seed, "Seed of the counters' jitter, noise and phase")
       ->capture_default_str();
   cmd.add_option("--attribution", a.attribution,
                  "How clients attribute counter energy to instructions: busy-overlap, fit, "

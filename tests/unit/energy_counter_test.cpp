@@ -85,8 +85,31 @@ TEST(EnergyPowerTrace, RejectsAnOverlappingSegmentNamingBothTimes) {
 CounterOptions steady_counter(double sampled_fraction = 1.0) {
   CounterOptions o;
   o.refresh_jitter_s = 0.0;
+  o.refresh_phase_s = 0.1;  // refreshes at 0.1, 0.2, ...
   o.sampled_fraction = sampled_fraction;
   return o;
+}
+
+// A real counter refreshes on its own schedule: by default the first refresh comes at a phase
+// drawn from the seed, and brings a whole period's energy (the GPU drew its base power before 0).
+TEST(EnergyCounter, TheFirstRefreshComesAtASeededPhaseWithAWholePeriod) {
+  PowerTrace trace(100.0);
+  std::vector<double> phases;
+  for (std::uint64_t seed : {1u, 2u, 3u}) {
+    CounterOptions o;
+    o.refresh_jitter_s = 0.0;
+    o.seed = seed;
+    EnergyCounter counter(trace, o);
+    double phase = 0.0;  // the first time, in 1 ms steps, at which the counter moved
+    while (counter.value_at(phase) == 0.0) phase += 0.001;
+    EXPECT_GT(phase, 0.0);
+    EXPECT_LE(phase, 0.1 + 1e-9);
+    EXPECT_NEAR(counter.value_at(phase), 100.0 * 0.1, 1e-9) << "seed " << seed;
+    EXPECT_NEAR(counter.value_at(phase + 0.1), 100.0 * 0.2, 1e-9) << "seed " << seed;
+    phases.push_back(phase);
+  }
+  EXPECT_NE(phases[0], phases[1]);
+  EXPECT_NE(phases[1], phases[2]);
 }
 
 TEST(EnergyCounter, AReadBetweenRefreshesReturnsTheLastRefreshsValue) {
@@ -226,6 +249,14 @@ TEST(EnergyCounterOptions, ValidateNamesTheRefreshJitter) {
                     "counter option 'refresh_jitter_s': must be >= 0 and less than the refresh");
   }
   EXPECT_EQ(invalid([](CounterOptions& o) { o.refresh_jitter_s = 0.0; }), "");
+}
+
+TEST(EnergyCounterOptions, ValidateNamesTheRefreshPhase) {
+  for (double v : {0.0, -0.05, 0.1001, std::nan("")}) {
+    EXPECT_CONTAINS(invalid([&](CounterOptions& o) { o.refresh_phase_s = v; }),
+                    "counter option 'refresh_phase_s': must be in (0, refresh period]");
+  }
+  EXPECT_EQ(invalid([](CounterOptions& o) { o.refresh_phase_s = 0.1; }), "");
 }
 
 TEST(EnergyCounterOptions, ValidateNamesTheReadLatency) {

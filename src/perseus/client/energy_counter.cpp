@@ -30,6 +30,11 @@ void CounterOptions::validate() const {
   check(sampled_fraction > 0.0 && sampled_fraction <= 1.0, "sampled_fraction", "must be in (0, 1]",
         sampled_fraction);
   check(std::isfinite(noise) && noise >= 0.0 && noise < 1.0, "noise", "must be in [0, 1)", noise);
+  if (refresh_phase_s) {
+    check(std::isfinite(*refresh_phase_s) && *refresh_phase_s > 0.0 &&
+              *refresh_phase_s <= refresh_period_s,
+          "refresh_phase_s", "must be in (0, refresh period]", *refresh_phase_s);
+  }
 }
 
 CounterOptions CounterOptions::named(const std::string& name) {
@@ -94,7 +99,10 @@ void PowerTrace::forget_before(double t_s) {
 EnergyCounter::EnergyCounter(const PowerTrace& trace, CounterOptions options)
     : trace_(trace), options_(options), random_(options.seed) {
   options_.validate();
-  next_refresh_s_ = options_.refresh_period_s;
+  const double period = options_.refresh_period_s;
+  first_refresh_s_ = options_.refresh_phase_s.value_or(
+      period * (1.0 - std::uniform_real_distribution<double>(0.0, 1.0)(random_)));
+  next_refresh_s_ = first_refresh_s_;
 }
 
 void EnergyCounter::refresh() {

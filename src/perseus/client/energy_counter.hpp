@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -27,6 +28,10 @@ struct CounterOptions {
   double read_latency_s = 0.004;    // one read blocks the caller this long
   double sampled_fraction = 1.0;    // share of each refresh window the power sensor sees
   double noise = 0.0;               // relative standard deviation of each refresh's increment
+  // When the first refresh comes, in (0, refresh_period_s]; unset: drawn from the seed. A real
+  // counter refreshes on its own schedule, so a reader starting at 0 meets it at any phase, and
+  // the first refresh brings the energy of a whole period (the GPU drew its base power before 0).
+  std::optional<double> refresh_phase_s;
   std::uint64_t seed = 1;
 
   // Throws perseus::Error naming the field ("counter option 'refresh_period_s': ...").
@@ -72,8 +77,11 @@ class EnergyCounter {
 
   // The counter value (joules) a read sampling the device at `t_s` returns.
   double value_at(double t_s);
-  // Time of the latest refresh computed so far (0 before any).
-  double last_refresh_s() const { return refreshes_.empty() ? 0.0 : refreshes_.back().first; }
+  // Time of the latest refresh computed so far (before any: the one a period before the first).
+  double last_refresh_s() const {
+    return refreshes_.empty() ? first_refresh_s_ - options_.refresh_period_s
+                              : refreshes_.back().first;
+  }
   const CounterOptions& options() const { return options_; }
 
  private:
@@ -82,7 +90,7 @@ class EnergyCounter {
   const PowerTrace& trace_;
   CounterOptions options_;
   std::mt19937_64 random_;
-  double next_refresh_s_ = 0.0;
+  double first_refresh_s_ = 0.0, next_refresh_s_ = 0.0;
   std::deque<std::pair<double, double>> refreshes_;  // (time, value), oldest first
   double before_history_j_ = 0.0;                    // the value before the oldest kept refresh
 };
