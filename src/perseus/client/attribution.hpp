@@ -23,7 +23,9 @@
 //            similar power, idle gaps of microseconds, a short window) and, unlike `overlap`,
 //            unbiased by pipeline bubbles; biased only where instructions of different power
 //            share a counter interval. Falls back to `overlap` when its powers cannot be
-//            fitted. Standard errors (also overlap's) treat counter intervals as the samples.
+//            fitted. Standard errors (also overlap's) treat counter intervals as the samples;
+//            busy-overlap's add the fitted powers' uncertainty (delta method over their
+//            covariance, attribution_model.hpp), which dominates in short windows with bubbles.
 //   deltas   the counter's value at the end minus at the start of each occurrence: what reading
 //            the counter around every instruction gives (kept to show why it is wrong: an
 //            occurrence inside one refresh interval reads 0 J).
