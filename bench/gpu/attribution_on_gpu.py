@@ -328,12 +328,13 @@ def summary(out, method="busy-overlap", within_pct=5.0, from_s=0.010):
                     continue
                 errs = {t: row[name][f"{t}_error_pct"] for t in TRUTHS}
                 judged_here = seconds >= from_s
+                note = "" if judged_here else f"  (under {1e3 * from_s:.0f} ms: not judged)"
                 for t, e in errs.items():
                     counts[t][0] += judged_here and abs(e) <= within_pct
                     counts[t][1] += judged_here
                 lines.append(f"mb {mb} {name:8s} {1e3 * seconds:5.1f} ms {order:13s} " +
                              " ".join(f"{t} {e:+5.1f} %" for t, e in errs.items()) +
-                             ("" if judged_here else "  (under 10 ms: not judged)"))
+                             note)
     for t, (ok, n) in counts.items():
         lines.append(f"{method} against the {t} truth: {ok} of {n} instructions of "
                      f">= {1e3 * from_s:.0f} ms within {within_pct:.0f} %")
