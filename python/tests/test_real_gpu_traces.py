@@ -46,14 +46,17 @@ def steady(trace):
     return t
 
 
+def measured(data, trace):
+    """The window as attributed: as sampled now, without run a's warm-up iteration."""
+    trace = as_sampled_now(trace)
+    return steady(trace) if data["first_iteration_is_warmup"] else trace
+
+
 def errors(method):
     """{(file, microbatch, order, instruction): relative error in %} of the mean energy."""
     out = {}
     for name, data, mb, order, trace in windows():
-        trace = as_sampled_now(trace)
-        if data["first_iteration_is_warmup"]:
-            trace = steady(trace)
-        a = perseus.attribute(trace, method)
+        a = perseus.attribute(measured(data, trace), method)
         assert a["method"] == method
         for key in a["keys"]:
             truth = data[f"microbatch_{mb}"]["truth"][key["name"] + "_j"]
@@ -112,8 +115,5 @@ def test_busy_overlaps_standard_error_stays_small_where_idle_is_unidentified():
     for name, data, mb, order, trace in windows():
         if mb == 1:
             continue
-        trace = as_sampled_now(trace)
-        if data["first_iteration_is_warmup"]:
-            trace = steady(trace)
-        for key in perseus.attribute(trace, "busy-overlap")["keys"]:
+        for key in perseus.attribute(measured(data, trace), "busy-overlap")["keys"]:
             assert key["power_stderr_w"] < 0.02 * key["power_w"], (name, mb, order, key)

@@ -53,12 +53,7 @@ class Counter {
  private:
   // Energy over [a, b] outside the observed changes: the model's, else interval k's power.
   double model_energy(double a, double b) const {
-    auto occupancy = activity_.occupancy(a, b);
-    double e = 0.0;
-    for (std::size_t r = 0; r < occupancy.size(); ++r) {
-      e += std::max(0.0, model_->power[r]) * occupancy[r];
-    }
-    return e;
+    return model_->energy(activity_.occupancy(a, b));
   }
 
   double extrapolated(double a, double b, std::size_t k) const {
@@ -177,13 +172,6 @@ std::vector<double> physically_bounded(const Fit& model, std::size_t num_keys) {
 void add_model_error(const AttributionInput& in, const Activity& activity, const Fit& model,
                      Attribution& out) {
   const auto& c = in.counter;
-  auto model_energy = [&](const std::vector<double>& occupancy) {
-    double e = 0.0;
-    for (std::size_t r = 0; r < occupancy.size(); ++r) {
-      e += std::max(0.0, model.power[r]) * occupancy[r];
-    }
-    return e;
-  };
   std::vector<std::vector<double>> gradient(in.num_keys, std::vector<double>(model.unknowns));
   std::map<std::size_t, std::pair<std::vector<double>, double>> intervals;  // by i: occupancy, M
   for_each_piece(in, [&](const TimedSpan& s, std::size_t i, double a, double b) {
@@ -197,7 +185,7 @@ void add_model_error(const AttributionInput& in, const Activity& activity, const
     auto [it, fresh] = intervals.try_emplace(i);
     if (fresh) {
       it->second.first = activity.occupancy(c[i - 1].t_s, c[i].t_s);
-      it->second.second = model_energy(it->second.first);
+      it->second.second = model.energy(it->second.first);
     }
     const auto& [whole, w] = it->second;
     if (!(w > 0.0)) return;

@@ -72,6 +72,12 @@ std::vector<double> Activity::occupancy(double a, double b) const {
   return out;
 }
 
+double Fit::energy(const std::vector<double>& occupancy) const {
+  double e = 0.0;
+  for (std::size_t r = 0; r < occupancy.size(); ++r) e += std::max(0.0, power[r]) * occupancy[r];
+  return e;
+}
+
 std::optional<Fit> fit_powers(const AttributionInput& in, const Activity& activity) {
   const std::size_t R = activity.regressors();
   const double known_to = in.iterations.empty() ? 0.0 : in.iterations.back().second;

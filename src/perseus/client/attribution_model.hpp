@@ -39,6 +39,10 @@ struct Fit {
   std::size_t unknowns = 0;
   // sigma^2 (X'X)^-1 over the unknowns, row-major (0 for unknowns without time in the fit).
   std::vector<double> covariance;
+
+  // The model's energy over a time range with this occupancy (Activity::occupancy); a negative
+  // power counts as 0.
+  double energy(const std::vector<double>& occupancy) const;
 };
 
 // One power per regressor; nullopt unless there are more intervals than unknowns with time in
