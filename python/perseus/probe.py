@@ -6,7 +6,9 @@
 ``name``, ``driver``, ``uuid``, ``nvml_index``, ``cuda_index``, ``sm_clocks_mhz`` (highest
 first), ``duration_s``, ``counter_reads``, ``counter_changes``, ``refresh_period_s``
 (``{"mean", "min", "max"}`` or ``None`` with fewer than two counter changes), ``read_cost_s``
-(``{"mean", "max"}``) and ``power_w`` (``{"readings", "mean", "counter_slope"}``).
+(``{"mean", "max"}``), ``power_w`` (``{"readings", "mean", "counter_slope"}``), ``sm_clock_mhz``
+(``{"mean", "min", "max"}``) and ``clock_event_reasons`` (every reason the driver gave for the
+clock while probed, e.g. ``["sw_power_cap"]``).
 """
 
 import json

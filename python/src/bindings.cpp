@@ -367,7 +367,13 @@ PYBIND11_MODULE(_perseus, m) {
            "Energy counter in joules. A real H100 blocks the caller ~4 ms per read; the GIL is "
            "released meanwhile, so a Python thread can poll it beside the training loop.",
            nogil)
-      .def("total_energy_j", &NvmlGpu::total_energy_j, nogil);
+      .def("total_energy_j", &NvmlGpu::total_energy_j, nogil)
+      .def("power_usage_w", &NvmlGpu::power_usage_w, "The driver's power reading, in watts.", nogil)
+      .def("sm_clock_mhz", &NvmlGpu::sm_clock_mhz, "The SM clock now, in MHz.", nogil)
+      .def("clock_event_reasons", &NvmlGpu::clock_event_reasons,
+           "Why the clocks are where they are now: names such as 'sw_power_cap' (the power "
+           "limit holds the SM clock down) or 'gpu_idle'; empty when none applies.",
+           nogil);
 
   py::class_<Optimizer>(m, "_Optimizer")
       .def(py::init([](py::object gpu, int rank, int dp_rank, int pp_rank, int tp_rank,

@@ -40,9 +40,21 @@ def test_probe_measures_the_fake_counter_read_only(fake_env, monkeypatch):
     assert p["power_w"]["mean"] == pytest.approx(180, rel=0.02)
     assert p["power_w"]["counter_slope"] == pytest.approx(180, rel=0.02)
     assert p["counter_reads"] > p["counter_changes"] >= 10
+    assert p["sm_clock_mhz"] == {"mean": 1410, "min": 1410, "max": 1410}
+    assert p["clock_event_reasons"] == []  # 180 W, below the fake's 400 W limit
     lines = fake_env.read_text().splitlines()
     assert lines.count("nvmlDeviceGetTotalEnergyConsumption") == p["counter_reads"]
     assert not [line for line in lines if line.startswith(MUTATING)]
+
+
+@needs_fake
+def test_nvml_gpu_reads_clock_power_and_reasons_without_changing_anything(fake_env, monkeypatch):
+    monkeypatch.setenv("FAKE_NVML_POWER_W", "420")  # above the fake's 400 W power limit
+    gpu = perseus.NvmlGpu(0, FAKE)
+    assert gpu.sm_clock_mhz() == 1410
+    assert gpu.power_usage_w() == pytest.approx(420)
+    assert gpu.clock_event_reasons() == ["sw_power_cap"]
+    assert not [line for line in fake_env.read_text().splitlines() if line.startswith(MUTATING)]
 
 
 @needs_fake

@@ -1,11 +1,13 @@
 // `perseus gpu probe`: what a GPU's NVML offers energy measurement (architecture section 9), found
 // with read-only NVML calls: identity, supported SM clocks, the energy counter's refresh period and
-// read cost, and the power drawn while probing. Prints `key value` lines, or JSON with --json.
+// read cost, and the power drawn, SM clock and clock event reasons while probing. Prints `key
+// value` lines, or JSON with --json.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "cli/commands.hpp"
 #include "perseus/client/gpu_probe.hpp"
@@ -20,9 +22,18 @@ struct ProbeArgs {
   bool json = false;
 };
 
-std::string join_clocks(const std::vector<int>& clocks) {
+// The values separated by blanks (numbers or strings).
+template <typename Range>
+std::string joined(const Range& values) {
   std::string out;
-  for (int mhz : clocks) out += (out.empty() ? "" : " ") + std::to_string(mhz);
+  for (const auto& value : values) {
+    if (!out.empty()) out += ' ';
+    if constexpr (std::is_arithmetic_v<std::decay_t<decltype(value)>>) {
+      out += std::to_string(value);
+    } else {
+      out += value;
+    }
+  }
   return out;
 }
 
@@ -32,8 +43,7 @@ void print_probe(const client::GpuProbe& p) {
   std::printf("driver %s\n", p.driver.c_str());
   std::printf("cuda_index %d\n", p.cuda_index);
   std::printf("nvml_index %d\n", p.nvml_index);
-  std::printf("sm_clocks_mhz %s (%zu clocks)\n", join_clocks(p.clocks_mhz).c_str(),
-              p.clocks_mhz.size());
+  std::printf("sm_clocks_mhz %s (%zu clocks)\n", joined(p.clocks_mhz).c_str(), p.clocks_mhz.size());
   std::printf("counter_changes %d (in %d reads over %.2f s)\n", p.counter_changes, p.counter_reads,
               p.duration_s);
   if (p.refresh) {
@@ -51,6 +61,10 @@ void print_probe(const client::GpuProbe& p) {
   } else {
     std::printf("counter_power_w unknown\n");
   }
+  std::printf("sm_clock_mhz %.0f (min %d, max %d)\n", p.sm_clock_mean_mhz, p.sm_clock_min_mhz,
+              p.sm_clock_max_mhz);
+  const std::string reasons = joined(p.clock_event_reasons);
+  std::printf("clock_event_reasons %s\n", reasons.empty() ? "none" : reasons.c_str());
 }
 
 void run_probe(ProbeArgs a) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `perseus gpu probe` against the fake libnvidia-ml ($FAKE_NVML_LIBRARY, set by ctest): human and
-# --json output match the fake's configured counter, CUDA_VISIBLE_DEVICES selects by UUID, bad
+# --json output match the fake's configured counter, SM clock and power cap, CUDA_VISIBLE_DEVICES selects by UUID, bad
 # devices and options are one-line errors, progress stays off a non-terminal stderr, and the
 # driver is never asked to change anything.
 # Usage: FAKE_NVML_LIBRARY=<libnvidia-ml.so.1> bash gpu_probe.sh <perseus-binary> <shared-data-dir>
@@ -43,6 +43,11 @@ within "$(value_of read_cost_ms "$tmp/probe.txt")" 2 2 || fail "read cost: $(cat
 within "$(value_of power_w "$tmp/probe.txt")" 250 0.02 || fail "power: $(cat "$tmp/probe.txt")"
 within "$(value_of counter_power_w "$tmp/probe.txt")" 250 0.02 ||
   fail "counter slope: $(cat "$tmp/probe.txt")"
+grep -qx "sm_clock_mhz 1410 (min 1410, max 1410)" "$tmp/probe.txt" || fail "SM clock: $(cat "$tmp/probe.txt")"
+grep -qx "clock_event_reasons none" "$tmp/probe.txt" || fail "reasons: $(cat "$tmp/probe.txt")"
+# At the power limit (the fake's is 400 W) the driver says the power cap holds the clock.
+FAKE_NVML_POWER_W=450 "$perseus" gpu probe --library "$lib" --duration 0.2 > "$tmp/capped.txt"
+grep -qx "clock_event_reasons sw_power_cap" "$tmp/capped.txt" || fail "capped: $(cat "$tmp/capped.txt")"
 
 # --json, on the device CUDA_VISIBLE_DEVICES names by UUID (second entry: CUDA device 1).
 uuid=GPU-00000002-fa4e-4000-8000-000000000002
@@ -60,6 +65,8 @@ assert p["refresh_period_s"]["min"] <= p["refresh_period_s"]["mean"] <= p["refre
 assert 0.8 * 0.002 <= p["read_cost_s"]["mean"] <= 3 * 0.002, p
 assert abs(p["power_w"]["mean"] - 250) <= 5 and abs(p["power_w"]["counter_slope"] - 250) <= 5, p
 assert p["counter_changes"] >= 8 and p["counter_reads"] > p["counter_changes"], p
+assert p["sm_clock_mhz"] == {"mean": 1410, "min": 1410, "max": 1410}, p
+assert p["clock_event_reasons"] == [], p
 PY
 
 # Errors: one line, exit status 1.

@@ -16,6 +16,11 @@
 //                         in between returns the value of the last refresh
 //   FAKE_NVML_READ_MS     how long one nvmlDeviceGetTotalEnergyConsumption call blocks its caller
 //                         (default 4; 0 allowed); it returns the counter as of the call's end
+// The SM clock is the locked one while a lock is set, else the highest supported (1410 MHz). The
+// clock event reasons are sw_power_cap while the power draw is at or above the power limit (the
+// default limit is 400 W), else none. Built with FAKE_NVML_BEFORE_R535 the library exports them
+// only under their old name, nvmlDeviceGetCurrentClocksThrottleReasons, as drivers before R535
+// did; otherwise under both names, as later drivers do.
 // Device N has the UUID GPU-0000000N-fa4e-4000-8000-00000000000N (N in hex), the name
 // "Fake NVIDIA H100 80GB HBM3" and driver "580.159.04"; its counter starts at (N + 1) x 1000 J
 // when a session starts. Device queries outside a session fail with NVML_ERROR_UNINITIALIZED, as
@@ -48,7 +53,8 @@ using Clock = std::chrono::steady_clock;
 
 struct Device {
   std::atomic<unsigned> power_limit_mw{kDefaultLimitMw};
-  unsigned long long base_mj = 0;  // the counter at counter_start (guarded by session_mutex)
+  std::atomic<unsigned> locked_mhz{0};  // 0: no lock
+  unsigned long long base_mj = 0;       // the counter at counter_start (guarded by session_mutex)
 };
 Device devices[kMaxDevices];
 
@@ -141,6 +147,7 @@ void start_session(const CounterSettings& settings) {
   device_count = static_cast<unsigned>(env_number("FAKE_NVML_DEVICES", 1, 0, kMaxDevices));
   for (unsigned i = 0; i < kMaxDevices; ++i) {
     devices[i].power_limit_mw = kDefaultLimitMw;
+    devices[i].locked_mhz = 0;
     devices[i].base_mj = (i + 1ULL) * 1000000ULL;
   }
   counter = settings;
@@ -301,13 +308,48 @@ int nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t device, unsigned memory, u
 int nvmlDeviceSetGpuLockedClocks(nvmlDevice_t device, unsigned min_mhz, unsigned max_mhz) {
   record("nvmlDeviceSetGpuLockedClocks %u %u", min_mhz, max_mhz);
   if (int rc = check_device(device); rc != kSuccess) return rc;
-  return std::getenv("FAKE_NVML_DENY_LOCK") != nullptr ? kNoPermission : kSuccess;
+  if (std::getenv("FAKE_NVML_DENY_LOCK") != nullptr) return kNoPermission;
+  device_of(device)->locked_mhz = max_mhz;
+  return kSuccess;
 }
 
 int nvmlDeviceResetGpuLockedClocks(nvmlDevice_t device) {
   record("nvmlDeviceResetGpuLockedClocks");
-  return check_device(device);
+  if (int rc = check_device(device); rc != kSuccess) return rc;
+  device_of(device)->locked_mhz = 0;
+  return kSuccess;
 }
+
+int nvmlDeviceGetClockInfo(nvmlDevice_t device, int type, unsigned* mhz) {
+  record("nvmlDeviceGetClockInfo %d", type);
+  if (int rc = check_device(device); rc != kSuccess) return rc;
+  if (mhz == nullptr || type < 0 || type > 3) return kInvalidArgument;
+  constexpr int kMemory = 2;
+  const unsigned locked = device_of(device)->locked_mhz;
+  *mhz = type == kMemory ? 1215 : (locked != 0 ? locked : 1410);
+  return kSuccess;
+}
+
+// The clock event reasons under either name (see the top of this file).
+static int clock_event_reasons(const char* call, nvmlDevice_t device, unsigned long long* reasons) {
+  record("%s", call);
+  if (int rc = check_device(device); rc != kSuccess) return rc;
+  if (reasons == nullptr) return kInvalidArgument;
+  constexpr unsigned long long kSwPowerCap = 0x4;
+  std::lock_guard<std::mutex> lock(session_mutex);
+  *reasons = counter.power_w * 1000.0 >= device_of(device)->power_limit_mw ? kSwPowerCap : 0;
+  return kSuccess;
+}
+
+int nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device, unsigned long long* reasons) {
+  return clock_event_reasons("nvmlDeviceGetCurrentClocksThrottleReasons", device, reasons);
+}
+
+#ifndef FAKE_NVML_BEFORE_R535
+int nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device, unsigned long long* reasons) {
+  return clock_event_reasons("nvmlDeviceGetCurrentClocksEventReasons", device, reasons);
+}
+#endif
 
 int nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long* energy_mj_out) {
   record("nvmlDeviceGetTotalEnergyConsumption");

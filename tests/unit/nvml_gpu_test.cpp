@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "perseus/client/cuda_devices.hpp"
 #include "perseus/client/gpu_probe.hpp"
 #include "perseus/client/optimizer.hpp"
 #include "scripted_server.hpp"
@@ -116,6 +117,33 @@ TEST_F(Nvml, RestoresNothingItDidNotChange) {
   EXPECT_EQ(log.text().find("nvmlDeviceResetGpuLockedClocks"),
             log.text().rfind("nvmlDeviceResetGpuLockedClocks"));
   EXPECT_EQ(log.text().find("SetPowerManagementLimit"), std::string::npos);
+}
+
+// The SM clock follows the lock; sw_power_cap is reported while the draw is at the power limit.
+TEST_F(Nvml, ReadsTheSmClockAndTheClockEventReasons) {
+  env_.set("FAKE_NVML_POWER_W", "450");
+  CallLog log;
+  NvmlGpu gpu(0, FAKE_NVML_LIBRARY);
+  EXPECT_EQ(gpu.sm_clock_mhz(), 1410);
+  gpu.lock_clock(1005);
+  EXPECT_EQ(gpu.sm_clock_mhz(), 1005);
+  gpu.reset_clock();
+  EXPECT_EQ(gpu.sm_clock_mhz(), 1410);
+  EXPECT_EQ(gpu.clock_event_reasons(), std::vector<std::string>{"sw_power_cap"});  // 450 > 400 W
+  gpu.set_power_limit(500.0);
+  EXPECT_TRUE(gpu.clock_event_reasons().empty());
+  EXPECT_CONTAINS(log.text(), "nvmlDeviceGetClockInfo 1\n");  // NVML_CLOCK_SM
+  EXPECT_CONTAINS(log.text(), "nvmlDeviceGetCurrentClocksEventReasons\n");
+  EXPECT_EQ(log.text().find("ThrottleReasons"), std::string::npos);
+}
+
+// A driver before R535 has the reasons only under their old name.
+TEST_F(Nvml, ReadsTheClockEventReasonsOfADriverBeforeR535) {
+  env_.set("FAKE_NVML_POWER_W", "450");
+  CallLog log;
+  NvmlGpu gpu(0, FAKE_NVML_R530_LIBRARY);
+  EXPECT_EQ(gpu.clock_event_reasons(), std::vector<std::string>{"sw_power_cap"});
+  EXPECT_CONTAINS(log.text(), "nvmlDeviceGetCurrentClocksThrottleReasons\n");
 }
 
 TEST_F(Nvml, ReadsTheEnergyCounterInJoules) {
@@ -407,6 +435,9 @@ TEST_F(Nvml, ProbeMeasuresTheCounterAndChangesNothing) {
   EXPECT_NEAR(p.power_mean_w, 220.0, 0.02 * 220.0);
   ASSERT_TRUE(p.counter_power_w.has_value());
   EXPECT_NEAR(*p.counter_power_w, 220.0, 0.02 * 220.0);
+  EXPECT_EQ(p.sm_clock_mean_mhz, 1410.0);
+  EXPECT_EQ(p.sm_clock_min_mhz, 1410);
+  EXPECT_TRUE(p.clock_event_reasons.empty());  // 220 W, below the 400 W limit
 
   std::istringstream lines(log.text());
   int reads = 0;
@@ -422,6 +453,8 @@ TEST_F(Nvml, ProbeMeasuresTheCounterAndChangesNothing) {
   EXPECT_EQ(j["refresh_period_s"]["mean"], p.refresh->mean_s);
   EXPECT_EQ(j["power_w"]["counter_slope"], *p.counter_power_w);
   EXPECT_EQ(j["sm_clocks_mhz"].size(), 4u);
+  EXPECT_EQ(j["sm_clock_mhz"]["max"], 1410);
+  EXPECT_TRUE(j["clock_event_reasons"].empty());
 }
 
 TEST_F(Nvml, ProbeWithTooShortADurationReportsNoRefreshPeriod) {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <thread>
+#include <utility>
 
 #include "perseus/client/nvml_gpu.hpp"
 #include "perseus/util/error.hpp"
@@ -36,6 +37,8 @@ struct Polling {
   std::vector<double> read_costs_s;
   std::vector<Change> changes;
   std::vector<double> power_w;
+  std::vector<double> sm_clock_mhz;
+  std::set<std::string> clock_event_reasons;
 };
 
 Polling poll_counter(NvmlGpu& gpu, const ProbeOptions& options) {
@@ -53,6 +56,10 @@ Polling poll_counter(NvmlGpu& gpu, const ProbeOptions& options) {
     p.read_costs_s.push_back(seconds(t1 - t0));
     last = energy;
     p.power_w.push_back(gpu.power_usage_w());
+    p.sm_clock_mhz.push_back(gpu.sm_clock_mhz());
+    for (std::string& reason : gpu.clock_event_reasons()) {
+      p.clock_event_reasons.insert(std::move(reason));
+    }
     if (options.progress) options.progress(std::min(1.0, seconds(t1 - start) / options.duration_s));
     std::this_thread::sleep_until(t0 + kMinReadSpacing);
   }
@@ -111,6 +118,12 @@ GpuProbe probe_gpu(const ProbeOptions& options) {
   probe.power_readings = static_cast<int>(polled.power_w.size());
   probe.power_mean_w = mean(polled.power_w);
   summarize_changes(polled.changes, probe);
+  probe.sm_clock_mean_mhz = mean(polled.sm_clock_mhz);
+  const auto [lowest, highest] =
+      std::minmax_element(polled.sm_clock_mhz.begin(), polled.sm_clock_mhz.end());
+  probe.sm_clock_min_mhz = static_cast<int>(*lowest);
+  probe.sm_clock_max_mhz = static_cast<int>(*highest);
+  probe.clock_event_reasons = polled.clock_event_reasons;
   return probe;
 }
 
@@ -135,7 +148,12 @@ json to_json(const GpuProbe& probe) {
           {"power_w",
            {{"readings", probe.power_readings},
             {"mean", probe.power_mean_w},
-            {"counter_slope", number_or_null(probe.counter_power_w)}}}};
+            {"counter_slope", number_or_null(probe.counter_power_w)}}},
+          {"sm_clock_mhz",
+           {{"mean", probe.sm_clock_mean_mhz},
+            {"min", probe.sm_clock_min_mhz},
+            {"max", probe.sm_clock_max_mhz}}},
+          {"clock_event_reasons", probe.clock_event_reasons}};
 }
 
 }  // namespace perseus::client

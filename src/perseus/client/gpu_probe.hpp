@@ -1,12 +1,14 @@
 // `perseus gpu probe` (architecture section 9): what one GPU's NVML offers energy measurement,
 // found with read-only calls (nothing on the GPU is changed): identity, supported SM clocks, how
 // often the total-energy counter is refreshed and what one read of it costs, and the power it draws
-// while probed (idle unless something else runs on it).
+// and the SM clock it runs at while probed (idle unless something else runs on it), with the
+// reasons the driver gives for that clock (a power cap, thermal slowdown).
 #pragma once
 
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,9 @@ struct GpuProbe {
   // Energy between the first and the last observed change over the time between them (empty with
   // fewer than two changes).
   std::optional<double> counter_power_w;
+  double sm_clock_mean_mhz = 0.0;  // the SM clock, read at every poll
+  int sm_clock_min_mhz = 0, sm_clock_max_mhz = 0;
+  std::set<std::string> clock_event_reasons;  // every reason active at some poll (NvmlGpu's names)
 };
 
 // Opens the device read-only and polls its energy counter for `options.duration_s`. Throws
@@ -46,7 +51,8 @@ GpuProbe probe_gpu(const ProbeOptions& options);
 
 // {"name", "driver", "uuid", "nvml_index", "cuda_index", "sm_clocks_mhz": [...], "duration_s",
 //  "counter_reads", "counter_changes", "refresh_period_s": {"mean", "min", "max"} or null,
-//  "read_cost_s": {"mean", "max"}, "power_w": {"readings", "mean", "counter_slope" (or null)}}
+//  "read_cost_s": {"mean", "max"}, "power_w": {"readings", "mean", "counter_slope" (or null)},
+//  "sm_clock_mhz": {"mean", "min", "max"}, "clock_event_reasons": [...]}
 nlohmann::json to_json(const GpuProbe& probe);
 
 }  // namespace perseus::client

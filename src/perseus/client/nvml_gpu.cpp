@@ -11,8 +11,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <iterator>
 #include <mutex>
-#include <string_view>
 
 #include "perseus/util/error.hpp"
 
@@ -40,6 +40,19 @@ using PowerUsageFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*);
 using CountFn = nvmlReturn_t (*)(unsigned*);
 using DeviceTextFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned);
 using SystemTextFn = nvmlReturn_t (*)(char*, unsigned);
+using ClockInfoFn = nvmlReturn_t (*)(nvmlDevice_t, int, unsigned*);
+using ReasonsFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
+constexpr int kNvmlClockSm = 1;  // nvmlClockType_t NVML_CLOCK_SM
+// The clock event reasons (nvmlClocksEventReason*, formerly nvmlClocksThrottleReason*), by bit.
+constexpr const char* kClockEventReasons[] = {"gpu_idle",
+                                              "applications_clocks_setting",
+                                              "sw_power_cap",
+                                              "hw_slowdown",
+                                              "sync_boost",
+                                              "sw_thermal_slowdown",
+                                              "hw_thermal_slowdown",
+                                              "hw_power_brake_slowdown",
+                                              "display_clock_setting"};
 // Large enough for every string NVML returns (NVML_DEVICE_NAME_V2_BUFFER_SIZE,
 // NVML_DEVICE_UUID_V2_BUFFER_SIZE and NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE are 96, 96, 80).
 constexpr unsigned kNvmlTextSize = 96;
@@ -129,77 +142,7 @@ void unregister_live(RestoreRecord* record) {
   }
 }
 
-// The comma-separated entries of a CUDA_VISIBLE_DEVICES value, surrounding blanks removed.
-std::vector<std::string> visible_entries(std::string_view list) {
-  std::vector<std::string> entries;
-  while (true) {
-    std::size_t comma = list.find(',');
-    std::string_view entry = list.substr(0, comma);
-    std::size_t first = entry.find_first_not_of(" \t");
-    std::size_t last = entry.find_last_not_of(" \t");
-    entries.emplace_back(first == std::string_view::npos ? std::string_view{}
-                                                         : entry.substr(first, last - first + 1));
-    if (comma == std::string_view::npos) return entries;
-    list.remove_prefix(comma + 1);
-  }
-}
-
-// The device index an all-digits entry names, or -1 when the entry is not one.
-int index_entry(const std::string& entry) {
-  if (entry.empty() || entry.size() > 6 ||
-      entry.find_first_not_of("0123456789") != std::string::npos) {
-    return -1;
-  }
-  return std::stoi(entry);
-}
-
-// The index of the only UUID starting with `prefix`; `what` names the entry in errors.
-int match_uuid(const std::string& prefix, const std::vector<std::string>& uuids,
-               const std::string& what) {
-  int match = -1, matches = 0;
-  for (std::size_t i = 0; i < uuids.size(); ++i) {
-    if (uuids[i].starts_with(prefix)) {
-      match = static_cast<int>(i);
-      ++matches;
-    }
-  }
-  if (matches == 0) {
-    throw Error(what + " matches none of the " + std::to_string(uuids.size()) + " NVML devices");
-  }
-  if (matches > 1) {
-    throw Error(what + " is ambiguous: it is a prefix of " + std::to_string(matches) +
-                " NVML devices' UUIDs");
-  }
-  return match;
-}
-
 }  // namespace
-
-int cuda_to_nvml_index(int cuda_index, const char* cuda_visible_devices,
-                       const std::function<std::vector<std::string>()>& nvml_uuids) {
-  if (cuda_index < 0) {
-    throw Error("CUDA device index must be >= 0, got " + std::to_string(cuda_index));
-  }
-  if (cuda_visible_devices == nullptr || *cuda_visible_devices == '\0') return cuda_index;
-  const std::string list = cuda_visible_devices;
-  const std::vector<std::string> entries = visible_entries(list);
-  if (static_cast<std::size_t>(cuda_index) >= entries.size()) {
-    throw Error("CUDA device " + std::to_string(cuda_index) +
-                " is not visible: CUDA_VISIBLE_DEVICES=" + list + " lists " +
-                std::to_string(entries.size()) + " device(s)");
-  }
-  const std::string& entry = entries[static_cast<std::size_t>(cuda_index)];
-  const std::string what =
-      "CUDA_VISIBLE_DEVICES entry '" + entry + "' (CUDA device " + std::to_string(cuda_index) + ")";
-  if (int index = index_entry(entry); index >= 0) return index;
-  if (entry.starts_with("MIG-")) {
-    throw Error(what + " is a MIG instance; Perseus controls whole GPUs only");
-  }
-  if (!entry.starts_with("GPU-")) {
-    throw Error(what + " is neither a device index nor a GPU- UUID");
-  }
-  return match_uuid(entry, nvml_uuids(), what);
-}
 
 struct NvmlGpu::Impl {
   std::string library;
@@ -218,6 +161,9 @@ struct NvmlGpu::Impl {
   CountFn device_count = nullptr;
   DeviceTextFn device_name = nullptr, device_uuid = nullptr;
   SystemTextFn driver_version = nullptr;
+  ClockInfoFn clock_info = nullptr;
+  ReasonsFn clock_event_reasons = nullptr;
+  const char* clock_event_reasons_call = nullptr;  // the name it was found under
   nvmlDevice_t device = nullptr;
   int nvml_index = 0;
   RestoreRecord restore;  // also what this process changed (clock_locked, limit_changed)
@@ -257,6 +203,15 @@ struct NvmlGpu::Impl {
     resolve(device_name, "nvmlDeviceGetName");
     resolve(device_uuid, "nvmlDeviceGetUUID");
     resolve(driver_version, "nvmlSystemGetDriverVersion");
+    resolve(clock_info, "nvmlDeviceGetClockInfo");
+    // Renamed in R535; drivers before it have only the old name, later ones both.
+    for (const char* name :
+         {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"}) {
+      clock_event_reasons_call = name;
+      clock_event_reasons = reinterpret_cast<ReasonsFn>(dlsym(handle, name));
+      if (clock_event_reasons != nullptr) return;
+    }
+    throw Error(library + ": NVML symbol nvmlDeviceGetCurrentClocksEventReasons not found");
   }
 
   // Calls an NVML query that fills a string buffer.
@@ -434,6 +389,24 @@ double NvmlGpu::power_usage_w() const {
   unsigned milliwatts = 0;
   impl_->check(impl_->power_usage(impl_->device, &milliwatts), "nvmlDeviceGetPowerUsage");
   return static_cast<double>(milliwatts) / 1000.0;
+}
+
+int NvmlGpu::sm_clock_mhz() const {
+  unsigned mhz = 0;
+  impl_->check(impl_->clock_info(impl_->device, kNvmlClockSm, &mhz), "nvmlDeviceGetClockInfo");
+  return static_cast<int>(mhz);
+}
+
+std::vector<std::string> NvmlGpu::clock_event_reasons() const {
+  unsigned long long mask = 0;
+  impl_->check(impl_->clock_event_reasons(impl_->device, &mask), impl_->clock_event_reasons_call);
+  std::vector<std::string> names;
+  for (std::size_t bit = 0; bit < 64; ++bit) {
+    if ((mask >> bit & 1ULL) == 0) continue;
+    names.push_back(bit < std::size(kClockEventReasons) ? kClockEventReasons[bit]
+                                                        : "bit_" + std::to_string(bit));
+  }
+  return names;
 }
 
 }  // namespace perseus::client

@@ -26,21 +26,10 @@
 #include <string>
 #include <vector>
 
+#include "perseus/client/cuda_devices.hpp"
 #include "perseus/client/gpu_backend.hpp"
 
 namespace perseus::client {
-
-// The NVML index of CUDA device `cuda_index`, mapped the way CUDA maps it. `cuda_visible_devices`
-// is the value of CUDA_VISIBLE_DEVICES (nullptr or empty: unset, the NVML index is `cuda_index`);
-// otherwise entry `cuda_index` of its comma-separated list names the device: an integer NVML
-// index (NVML numbers devices in PCI bus order, which is CUDA's with CUDA_DEVICE_ORDER=PCI_BUS_ID
-// and, on machines with identical GPUs, its default) or a GPU- UUID or a unique prefix of one.
-// `nvml_uuids` returns the UUIDs of all NVML devices in index order; it is called only for a UUID
-// entry. Throws a perseus::Error naming CUDA_VISIBLE_DEVICES and the entry when the list has no
-// entry `cuda_index`, the entry is a MIG- instance or malformed, or a UUID matches no device or
-// several.
-int cuda_to_nvml_index(int cuda_index, const char* cuda_visible_devices,
-                       const std::function<std::vector<std::string>()>& nvml_uuids);
 
 class NvmlGpu : public GpuBackend {
  public:
@@ -72,6 +61,13 @@ class NvmlGpu : public GpuBackend {
   std::string driver_version() const;  // e.g. "580.159.04"
   int nvml_index() const;              // the NVML index of this device
   double power_usage_w() const;        // the driver's current power reading, in watts
+  int sm_clock_mhz() const;            // the SM clock now, in MHz
+  // Why the clocks are where they are now: the names of the active clock event reasons
+  // (nvmlDeviceGetCurrentClocksEventReasons, or its pre-R535 name ...ThrottleReasons), lowest
+  // bit first: gpu_idle, applications_clocks_setting, sw_power_cap (the power limit holds the
+  // clock down), hw_slowdown, sync_boost, sw_thermal_slowdown, hw_thermal_slowdown,
+  // hw_power_brake_slowdown, display_clock_setting; a bit NVML adds later is "bit_N". Empty: none.
+  std::vector<std::string> clock_event_reasons() const;
 
  private:
   struct Impl;
