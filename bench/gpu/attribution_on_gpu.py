@@ -17,6 +17,12 @@ the case's windows (the mean is the truth; the difference is reported as drift),
   the two truths is the energy an instruction costs for being synchronized; an attribution of
   the windows can only split the energy that was spent, so it is judged against both.
 
+Clocks: while each truth and each window runs, a thread samples the SM clock, whether the
+power cap holds it down (the clock event reasons) and the driver's power reading every 2 ms
+(read-only NVML calls). The summary prints them per truth and per instruction type: a
+power-capped GPU runs an instruction after a pipeline bubble at a higher clock (and power) than
+back to back, so the truths describe those instructions only as far as their clocks agree.
+
 Under test: perseus.PipelineFrequencyOptimizer(gpu="nvml", observe=True) with
 torch.cuda.synchronize() before each instruction's end hook (each hook's cost on the training
 thread is timed), one reporting window of about 6 s per instruction order; the window's trace
@@ -38,13 +44,14 @@ by $PERSEUS_FAKE_NVML (constant power), to check the script before spending GPU 
 import json
 import os
 import sys
-import threading
 import time
 import traceback
 
 import torch
 
 import perseus
+from nvml_sampling import Poller, clock_poller, clocks_within, counter_changes, read, \
+    window_clocks
 
 DRY = os.environ.get("PERSEUS_GPU_DRY") == "1"
 LIBRARY = os.environ["PERSEUS_FAKE_NVML"] if DRY else None
@@ -91,15 +98,9 @@ def nvml_gpu():
     return perseus.NvmlGpu(0, LIBRARY) if LIBRARY else perseus.NvmlGpu(0)
 
 
-def read(gpu):
-    t0 = time.monotonic()
-    e = gpu.total_energy()
-    return 0.5 * (t0 + time.monotonic()), e
-
-
 def truth(net, x, gpu, pairs):
-    """Energy (J) and time (s) of one forward (pairs=False) or forward+backward pair, and the
-    number of counter changes the power came from."""
+    """Energy (J) and time (s) of one forward (pairs=False) or forward+backward pair, the
+    number of counter changes the power came from, and the clocks meanwhile."""
     def one():
         y = net(x)
         if pairs:
@@ -115,48 +116,24 @@ def truth(net, x, gpu, pairs):
     for _ in range(prefill):
         one()
     n, end, changes, last = prefill, time.monotonic() + TRUTH_S, [], None
-    while time.monotonic() < end:
-        for _ in range(batch):
-            one()
-        n += batch
-        t, e = read(gpu)
-        if last is not None and e != last:
-            changes.append((t, e))
-        last = e
+    with clock_poller(gpu) as clocks:
+        while time.monotonic() < end:
+            for _ in range(batch):
+                one()
+            n += batch
+            t, e = read(gpu)
+            if last is not None and e != last:
+                changes.append((t, e))
+            last = e
     per = timer.seconds() / n
     (ta, ea), (tb, eb) = changes[0], changes[-1]
-    return (eb - ea) / (tb - ta) * per, per, len(changes)
-
-
-class CounterPoller:
-    """Reads the energy counter back to back on its own thread (a read releases the GIL) and
-    keeps each change as (the read's midpoint, joules)."""
-
-    def __init__(self, gpu):
-        self.gpu, self.changes, self._stop = gpu, [], threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        last = None
-        while not self._stop.is_set():
-            t, e = read(self.gpu)
-            if last is not None and e != last:
-                self.changes.append((t, e))
-            last = e
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
+    return (eb - ea) / (tb - ta) * per, per, len(changes), clocks_within(clocks.samples)
 
 
 def looped_truth(net, x, gpu, pairs):
     """Energy (J) and time (s) of one forward (pairs=False) or forward+backward pair run as the
-    loop under test runs them (a synchronize after each instruction), and the number of counter
-    changes the power came from."""
+    loop under test runs them (a synchronize after each instruction), the number of counter
+    changes the power came from, and the clocks meanwhile."""
     def one():
         y = net(x)
         sync()
@@ -166,15 +143,15 @@ def looped_truth(net, x, gpu, pairs):
     for _ in range(3):
         one()
     ends = []
-    with CounterPoller(gpu) as poller:
+    with Poller(gpu.total_energy) as counter, clock_poller(gpu) as clocks:
         end = time.monotonic() + TRUTH_S
         while time.monotonic() < end:
             one()
             ends.append(time.monotonic())
-    changes = [c for c in poller.changes if ends[0] <= c[0] <= ends[-1]]
+    changes = [c for c in counter_changes(counter.samples) if ends[0] <= c[0] <= ends[-1]]
     (ta, ea), (tb, eb) = changes[0], changes[-1]
     per = (ends[-1] - ends[0]) / (len(ends) - 1)
-    return (eb - ea) / (tb - ta) * per, per, len(changes)
+    return (eb - ea) / (tb - ta) * per, per, len(changes), clocks_within(clocks.samples)
 
 
 class _NoHooks:
@@ -214,16 +191,16 @@ def play(net, x, order, idle_s, hook, opt):
     hook(opt.on_step_end)
 
 
-def run_window(net, x, order, per_iteration, idle_s):
+def run_window(net, x, gpu, order, per_iteration, idle_s):
     """One reporting window of iterations that run `order` after two unobserved warm-up
-    iterations; its trace and the hooks' cost on the training thread."""
+    iterations; its trace, the hooks' cost on the training thread and the clock samples."""
     for _ in range(2):  # warm-up: the allocator grows to this order's working set unobserved
         play(net, x, order, idle_s, lambda call, *args: call(*args), NO_HOOKS)
     sync()
-    gpu = nvml_gpu() if DRY else "nvml"  # the user's path on a real GPU
     report_every = max(20, int(WINDOW_S / per_iteration))
-    opt = perseus.PipelineFrequencyOptimizer(
-        0, 0, 0, 0, 0, 1, 1, 1, 1, None, gpu=gpu, observe=True, report_every=report_every)
+    opt = perseus.PipelineFrequencyOptimizer(  # gpu="nvml": the user's path on a real GPU
+        0, 0, 0, 0, 0, 1, 1, 1, 1, None, gpu=nvml_gpu() if DRY else "nvml", observe=True,
+        report_every=report_every)
     iterations, hooks = 0, []
 
     def hook(call, *args):
@@ -231,15 +208,16 @@ def run_window(net, x, order, per_iteration, idle_s):
         call(*args)
         hooks.append(time.perf_counter() - t0)
 
-    while not opt.iterations:
-        if iterations > 2 * report_every:
-            raise RuntimeError(f"no reporting window closed after {iterations} iterations")
-        play(net, x, order, idle_s, hook, opt)
-        iterations += 1
+    with clock_poller(gpu) as clocks:
+        while not opt.iterations:
+            if iterations > 2 * report_every:
+                raise RuntimeError(f"no reporting window closed after {iterations} iterations")
+            play(net, x, order, idle_s, hook, opt)
+            iterations += 1
     trace = opt.last_window_trace
     opt.close()
     hooks.sort()
-    return trace, {"median": 1e6 * hooks[len(hooks) // 2], "max": 1e6 * hooks[-1]}
+    return trace, {"median": 1e6 * hooks[len(hooks) // 2], "max": 1e6 * hooks[-1]}, clocks.samples
 
 
 def judged(trace, method, truths):
@@ -258,10 +236,11 @@ def judged(trace, method, truths):
 
 
 def measure_truth(net, x, gpu, measure):
-    f_e, f_t, f_changes = measure(net, x, gpu, pairs=False)
-    p_e, p_t, p_changes = measure(net, x, gpu, pairs=True)
+    f_e, f_t, f_changes, f_clocks = measure(net, x, gpu, pairs=False)
+    p_e, p_t, p_changes, p_clocks = measure(net, x, gpu, pairs=True)
     return {"forward_j": f_e, "forward_s": f_t, "backward_j": p_e - f_e, "backward_s": p_t - f_t,
-            "counter_changes": [f_changes, p_changes]}
+            "counter_changes": [f_changes, p_changes],
+            "clocks": {"forward": f_clocks, "pair": p_clocks}}
 
 
 TRUTHS = {"packed": truth, "looped": looped_truth}
@@ -293,9 +272,10 @@ def case(net, mb, gpu):
         idle_s = 1.5 * pair_s
         per_iteration = pair_s * order.count("F") + idle_s * order.count("I")
         try:
-            trace, hook_us = run_window(net, x, order, per_iteration, idle_s)
+            trace, hook_us, clocks = run_window(net, x, gpu, order, per_iteration, idle_s)
             traces[order_name] = {"order": order, "idle_s": idle_s, "trace": trace}
-            rows[order_name] = {"hook_us": hook_us, "iterations": len(trace["iterations"])}
+            rows[order_name] = {"hook_us": hook_us, "iterations": len(trace["iterations"]),
+                                "clocks": window_clocks(trace, clocks)}
         except Exception:  # keep measuring the other orders; the JSON says what failed
             rows[order_name] = {"error": traceback.format_exc()}
     after = truths_of(net, x, gpu, "after")
@@ -311,6 +291,30 @@ def case(net, mb, gpu):
                     "orders": traces}
 
 
+def clock_text(clocks):
+    if not clocks.get("samples"):
+        return "-"
+    return f"{clocks['sm_mhz']:.0f} MHz ({100 * clocks['power_capped']:.0f} % capped)"
+
+
+def clock_lines(mb, result):
+    """Where the SM clock was (and how often the power cap held it) in each truth and each
+    order's window: instructions that run at another clock than their truth draw another
+    power."""
+    lines = []
+    for when in ("truth_before", "truth_after"):
+        for truth, measured in result.get(when, {}).items():
+            clocks = measured.get("clocks", {})
+            lines.append(f"mb {mb} clocks {truth} truth {when[6:]}: " + ", ".join(
+                f"{name} {clock_text(c)}" for name, c in clocks.items()))
+    for order in ORDERS:
+        clocks = result.get(order, {}).get("clocks")
+        if clocks:
+            lines.append(f"mb {mb} clocks {order}: " + ", ".join(
+                f"{name} {clock_text(c)}" for name, c in clocks.items()))
+    return lines
+
+
 def summary(out, method="busy-overlap", within_pct=5.0, from_s=0.010):
     """The acceptance lines: `method`'s error against each truth for every instruction of at
     least from_s (packed truth time), and how many are within within_pct."""
@@ -319,6 +323,7 @@ def summary(out, method="busy-overlap", within_pct=5.0, from_s=0.010):
         result = out.get(f"microbatch_{mb}")
         if result is None:
             continue
+        lines += clock_lines(mb, result)
         for name in ("forward", "backward"):
             seconds = result["truth"][f"{name}_s"]
             for order in ORDERS:

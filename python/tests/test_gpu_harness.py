@@ -61,3 +61,22 @@ def test_every_order_is_judged_by_every_method_against_both_truths(dry_run):
                         assert math.isfinite(row[method][name][f"{truth}_error_pct"])
     assert "busy-overlap against the packed truth:" in stdout
     assert "busy-overlap against the looped truth:" in stdout
+
+
+def test_the_clocks_are_sampled_in_every_truth_and_every_instructions_spans(dry_run):
+    results, stdout = dry_run
+    for mb in (1, 4):
+        case = results[f"microbatch_{mb}"]
+        for when in ("truth_before", "truth_after"):
+            for truth in ("packed", "looped"):
+                for clocks in case[when][truth]["clocks"].values():
+                    assert clocks["samples"] > 50 and clocks["sm_mhz"] == 1410, (mb, when, truth)
+                    assert clocks["power_capped"] == 0 and clocks["power_w"] == FAKE_POWER_W
+        for order in ("alternating", "1f1b", "1f1b_bubbles"):
+            clocks = case[order]["clocks"]
+            for name in ("forward", "backward"):
+                assert clocks[name]["samples"] > 20 and clocks[name]["sm_mhz"] == 1410
+        # The bubbles are idle time between spans: sampled as idle, not as an instruction.
+        idle = case["1f1b_bubbles"]["clocks"]["idle"]["samples"]
+        assert idle > 20 and case["alternating"]["clocks"]["idle"]["samples"] < 0.1 * idle
+        assert f"mb {mb} clocks 1f1b_bubbles: forward 1410 MHz (0 % capped)" in stdout
