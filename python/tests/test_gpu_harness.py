@@ -80,3 +80,17 @@ def test_the_clocks_are_sampled_in_every_truth_and_every_instructions_spans(dry_
         idle = case["1f1b_bubbles"]["clocks"]["idle"]["samples"]
         assert idle > 20 and case["alternating"]["clocks"]["idle"]["samples"] < 0.1 * idle
         assert f"mb {mb} clocks 1f1b_bubbles: forward 1410 MHz (0 % capped)" in stdout
+
+
+def test_span_durations_by_position_against_the_packed_time():
+    sys.path.insert(0, os.path.dirname(HARNESS))
+    try:
+        import span_durations
+    finally:
+        sys.path.pop(0)
+    # Two iterations of "F I B" (the bubble is no span); a third, cut short, is left out.
+    spans = [[0.0, 0.011, 0], [0.05, 0.07, 1], [1.0, 1.012, 0], [1.05, 1.07, 1], [2.0, 2.01, 0]]
+    case = {"truth": {"forward_s": 0.010, "backward_s": 0.040},
+            "orders": {"bubbles": {"order": "FIB", "trace": {
+                "spans": spans, "iterations": [[0.0, 1.0], [1.0, 2.0], [2.0, 3.0]]}}}}
+    assert span_durations.by_position(case, "bubbles") == "F+15.0 B-50.0"
