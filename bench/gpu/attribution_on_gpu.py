@@ -98,6 +98,13 @@ def nvml_gpu():
     return perseus.NvmlGpu(0, LIBRARY) if LIBRARY else perseus.NvmlGpu(0)
 
 
+def measured(changes, per, clocks):
+    """A truth's (energy, time, counter changes, clocks) from its counter changes and the time
+    of one instruction: the power between the first and the last change, times that time."""
+    (ta, ea), (tb, eb) = changes[0], changes[-1]
+    return (eb - ea) / (tb - ta) * per, per, len(changes), clocks_within(clocks.samples)
+
+
 def truth(net, x, gpu, pairs):
     """Energy (J) and time (s) of one forward (pairs=False) or forward+backward pair, the
     number of counter changes the power came from, and the clocks meanwhile."""
@@ -125,9 +132,7 @@ def truth(net, x, gpu, pairs):
             if last is not None and e != last:
                 changes.append((t, e))
             last = e
-    per = timer.seconds() / n
-    (ta, ea), (tb, eb) = changes[0], changes[-1]
-    return (eb - ea) / (tb - ta) * per, per, len(changes), clocks_within(clocks.samples)
+    return measured(changes, timer.seconds() / n, clocks)
 
 
 def looped_truth(net, x, gpu, pairs):
@@ -149,9 +154,7 @@ def looped_truth(net, x, gpu, pairs):
             one()
             ends.append(time.monotonic())
     changes = [c for c in counter_changes(counter.samples) if ends[0] <= c[0] <= ends[-1]]
-    (ta, ea), (tb, eb) = changes[0], changes[-1]
-    per = (ends[-1] - ends[0]) / (len(ends) - 1)
-    return (eb - ea) / (tb - ta) * per, per, len(changes), clocks_within(clocks.samples)
+    return measured(changes, (ends[-1] - ends[0]) / (len(ends) - 1), clocks)
 
 
 class _NoHooks:
