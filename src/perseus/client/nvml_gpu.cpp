@@ -1,148 +1,22 @@
 #include "perseus/client/nvml_gpu.hpp"
 
 #include <dlfcn.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <iterator>
-#include <mutex>
 
+#include "perseus/client/nvml_api.hpp"
+#include "perseus/client/nvml_restore.hpp"
 #include "perseus/util/error.hpp"
 
 namespace perseus::client {
 
-namespace {
-
-// The few NVML types and functions used, declared here instead of including nvml.h (no CUDA
-// at build time). Values and signatures follow the NVML API reference.
-using nvmlReturn_t = int;
-using nvmlDevice_t = struct nvmlDevice_st*;
-constexpr nvmlReturn_t kNvmlSuccess = 0;
-
-using InitFn = nvmlReturn_t (*)();
-using ErrorStringFn = const char* (*)(nvmlReturn_t);
-using HandleFn = nvmlReturn_t (*)(unsigned, nvmlDevice_t*);
-using MemClocksFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*, unsigned*);
-using GfxClocksFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned*, unsigned*);
-using LockFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned);
-using DeviceFn = nvmlReturn_t (*)(nvmlDevice_t);
-using EnergyFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
-using SetLimitFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned);
-using GetLimitFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*);
-using PowerUsageFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*);
-using CountFn = nvmlReturn_t (*)(unsigned*);
-using DeviceTextFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned);
-using SystemTextFn = nvmlReturn_t (*)(char*, unsigned);
-using ClockInfoFn = nvmlReturn_t (*)(nvmlDevice_t, int, unsigned*);
-using ReasonsFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
-constexpr int kNvmlClockSm = 1;  // nvmlClockType_t NVML_CLOCK_SM
-// The clock event reasons (nvmlClocksEventReason*, formerly nvmlClocksThrottleReason*), by bit.
-constexpr const char* kClockEventReasons[] = {"gpu_idle",
-                                              "applications_clocks_setting",
-                                              "sw_power_cap",
-                                              "hw_slowdown",
-                                              "sync_boost",
-                                              "sw_thermal_slowdown",
-                                              "hw_thermal_slowdown",
-                                              "hw_power_brake_slowdown",
-                                              "display_clock_setting"};
-// Large enough for every string NVML returns (NVML_DEVICE_NAME_V2_BUFFER_SIZE,
-// NVML_DEVICE_UUID_V2_BUFFER_SIZE and NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE are 96, 96, 80).
-constexpr unsigned kNvmlTextSize = 96;
-
-// What the signal handler needs to restore one device: prepared outside the handler, read there
-// through atomics only.
-struct RestoreRecord {
-  DeviceFn reset_locked_clocks = nullptr;
-  SetLimitFn set_power_limit = nullptr;
-  nvmlDevice_t device = nullptr;
-  pid_t owner = 0;  // the process that opened the device (forked children leave it alone)
-  std::atomic<bool> clock_locked{false};
-  std::atomic<bool> limit_changed{false};
-  std::atomic<unsigned> default_limit_mw{0};  // 0: not known yet
-};
-
-// Live devices of this process (a fixed array: the handler must not allocate or lock).
-constexpr int kMaxLiveGpus = 64;
-std::atomic<RestoreRecord*> live_gpus[kMaxLiveGpus];
-constexpr int kSignals[] = {SIGINT, SIGTERM};
-struct sigaction previous_actions[2];
-std::once_flag handlers_installed;
-
-void restore_all() {
-  for (auto& slot : live_gpus) {
-    RestoreRecord* r = slot.load();
-    // A forked child (e.g. a data-loader worker) inherits the registry; the device is its
-    // parent's to restore.
-    if (r == nullptr || r->owner != getpid()) continue;
-    if (r->clock_locked.exchange(false)) r->reset_locked_clocks(r->device);
-    if (r->limit_changed.exchange(false)) {
-      unsigned milliwatts = r->default_limit_mw.load();
-      if (milliwatts != 0) r->set_power_limit(r->device, milliwatts);
-    }
-  }
-}
-
-extern "C" void restore_on_signal(int sig, siginfo_t* info, void* context) {
-  const int saved_errno = errno;
-  restore_all();
-  const struct sigaction& previous = previous_actions[sig == SIGINT ? 0 : 1];
-  if ((previous.sa_flags & SA_SIGINFO) != 0) {
-    if (previous.sa_sigaction != nullptr) previous.sa_sigaction(sig, info, context);
-  } else if (previous.sa_handler == SIG_DFL) {
-    // Default disposition: end the process the way the signal would have. The signal is blocked
-    // while this handler runs, so it is delivered again when the handler returns.
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    sigaction(sig, &dfl, nullptr);
-    raise(sig);
-  } else if (previous.sa_handler != SIG_IGN) {
-    previous.sa_handler(sig);
-  }
-  errno = saved_errno;
-}
-
-void install_handlers() {
-  for (int i = 0; i < 2; ++i) {
-    const int sig = kSignals[i];
-    struct sigaction old {};
-    if (sigaction(sig, nullptr, &old) != 0) continue;
-    // A signal the process ignores stays ignored: installing a handler would make it fatal.
-    if ((old.sa_flags & SA_SIGINFO) == 0 && old.sa_handler == SIG_IGN) continue;
-    previous_actions[i] = old;
-    struct sigaction action {};
-    action.sa_sigaction = restore_on_signal;
-    action.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&action.sa_mask);
-    sigaction(sig, &action, nullptr);
-  }
-}
-
-void register_live(RestoreRecord* record) {
-  std::call_once(handlers_installed, install_handlers);
-  for (auto& slot : live_gpus) {
-    RestoreRecord* expected = nullptr;
-    if (slot.compare_exchange_strong(expected, record)) return;
-  }
-  // More live devices than slots: this one is still restored on normal exit.
-}
-
-void unregister_live(RestoreRecord* record) {
-  for (auto& slot : live_gpus) {
-    RestoreRecord* expected = record;
-    if (slot.compare_exchange_strong(expected, nullptr)) return;
-  }
-}
-
-}  // namespace
+using namespace nvml;  // NVML's declarations (nvml_api.hpp) and the restore registry
 
 struct NvmlGpu::Impl {
   std::string library;
