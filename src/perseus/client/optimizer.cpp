@@ -12,6 +12,7 @@
 #include "perseus/client/frequency_controller.hpp"
 #include "perseus/client/http_client.hpp"
 #include "perseus/client/measurement_window.hpp"
+#include "perseus/client/schedule_follower.hpp"
 #include "perseus/client/server_session.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/wire/protocol.hpp"
@@ -97,18 +98,13 @@ struct PipelineFrequencyOptimizer::Impl {
   std::string pending_error;  // strict: a clock-thread failure to throw on the training thread
 
   // Server state.
-  std::optional<wire::FrequencySchedule> schedule;  // in use (nullopt: default clock)
+  std::unique_ptr<ScheduleFollower> follower;  // the schedule in use (none: default clock)
   int next_round = 0;
   bool done = false, degraded = false;
   bool limit_set = false;  // a schedule's power limit is set
-  bool mismatch = false;   // the loop's instructions do not match the schedule: default clock
-  std::size_t mismatched_iterations = 0;  // iterations that did not follow their schedule
-  int window_mismatched = 0;              // of them, in the open reporting window
-  std::string mismatch_reason;            // the window's first difference
 
   // The iteration in progress.
   bool in_step = false;
-  std::size_t position = 0;  // next schedule entry
   struct Running {
     std::string kind;
     int stage;
@@ -218,7 +214,7 @@ struct PipelineFrequencyOptimizer::Impl {
     result.rank = opt.rank;
     result.iter_time = m.iter_time;
     result.iter_energy = m.iter_energy;
-    result.round = schedule->round;
+    result.round = follower->schedule()->round;
     result.time_breakdown = std::move(m.time_breakdown);
     result.energy_breakdown = std::move(m.energy_breakdown);
     result.energy_stderr = std::move(m.energy_stderr_j);
@@ -248,9 +244,8 @@ struct PipelineFrequencyOptimizer::Impl {
     next_round = s.round + 1;
     done = s.done;
     degraded = false;
-    mismatch = false;
     apply_power_limit(s);
-    schedule = std::move(s);
+    follower->follow(std::move(s));
     sync();
   }
 
@@ -261,8 +256,7 @@ struct PipelineFrequencyOptimizer::Impl {
           std::to_string(opt.report_every) + " iterations");
     }
     degraded = true;
-    mismatch = false;
-    schedule.reset();
+    follower->drop();
     default_clock();
     sync();
   }
@@ -289,102 +283,28 @@ struct PipelineFrequencyOptimizer::Impl {
   void window_boundary() {
     WindowMeasurements m = close_window();
     if (!session || done) return;
-    if (schedule && !degraded) session->queue_result(result_body(m));
+    if (follower->schedule() && !degraded) session->queue_result(result_body(m));
     if (session->backing_off()) return;  // the circuit breaker is open: no request this window
     exchange();
   }
 
-  // The loop left the schedule: strict throws; otherwise the window keeps its first difference
-  // for the one warning at its end (report_mismatches).
-  void note_mismatch(const std::string& what) {
-    std::string message = "schedule of round " + std::to_string(schedule->round) + " for rank " +
-                          std::to_string(opt.rank) + ": " + what + " (" + schedule_shape() + ")";
-    if (opt.strict) throw Error(message);
-    if (mismatch_reason.empty()) mismatch_reason = message;
-  }
+  // ---- following the schedule ----
 
-  // "expected 12 instructions: forward x6, backward x6".
-  std::string schedule_shape() const {
-    std::map<std::string, int> count;
-    std::vector<std::string> order;
-    for (const auto& [name, mhz] : schedule->frequencies) {
-      if (count[name]++ == 0) order.push_back(name);
-    }
-    std::string out = "expected " + std::to_string(schedule->frequencies.size()) + " instructions";
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      out += (i == 0 ? ": " : ", ") + order[i] + " x" + std::to_string(count[order[i]]);
-    }
-    return out;
-  }
-
-  // Counts an iteration that ran (partly) at the default clock because it left the schedule.
-  void count_mismatch() {
-    if (!mismatch) return;
-    ++mismatched_iterations;
-    ++window_mismatched;
-  }
-
-  // One warning per window in which the loop left its schedule: how many iterations and why.
-  void report_mismatches(std::size_t window_iterations) {
-    if (window_mismatched == 0) return;
-    log(std::to_string(window_mismatched) + " of this window's " +
-        std::to_string(window_iterations) +
-        " iterations did not follow the schedule and ran at the default clock: " + mismatch_reason);
-    window_mismatched = 0;
-    mismatch_reason.clear();
-  }
-
-  // The label the loop's instruction is measured and matched under: the schedule's entry at
-  // `position` when it names this instruction (the same label, or the kind alone on a GPU that
-  // runs one stage, for a loop that passes the stage anyway), else the instruction's own label.
-  std::string label_of(const std::string& kind, int stage) const {
-    if (schedule && position < schedule->frequencies.size()) {
-      const std::string& planned = schedule->frequencies[position].first;
-      if (stage >= 0 && planned == kind) return planned;
-    }
-    return wire::instruction_label(kind, stage);
-  }
-
-  // Checks the loop's instruction against the schedule; true when its clock should be locked.
-  bool schedule_entry_matches(const std::string& label) {
-    const auto& f = schedule->frequencies;
-    if (position < f.size() && f[position].first == label) return true;
-    std::string expected = position < f.size() ? "'" + f[position].first + "'" : "nothing more";
-    std::string hint;
-    if (position < f.size() && wire::parse_instruction_label(f[position].first).stage >= 0 &&
-        wire::parse_instruction_label(label).stage < 0) {
-      hint = " (this GPU runs several stages: pass the stage index with the instruction)";
-    }
-    note_mismatch("the schedule expects " + expected + " as instruction " +
-                  std::to_string(position + 1) + " of the iteration, but the training loop ran '" +
-                  label + "'" + hint);
-    return false;
-  }
-
-  // The clock the instruction at `position` runs at (0: default), locking it when planned.
-  int clock_for(const std::string& name) {
-    if (!schedule || mismatch || schedule->power_limit_w) return 0;
-    int mhz = 0;
-    if (schedule_entry_matches(name)) {
-      mhz = schedule->frequencies[position].second;
-      lock_clock(mhz);
+  // The clock the next instruction runs at (0: default), applied when it changes.
+  int clock_for(const std::string& label) {
+    const ScheduleFollower::Clock clock = follower->next(label);
+    if (!clock.change) return 0;
+    if (clock.mhz > 0) {
+      lock_clock(clock.mhz);
     } else {
-      mismatch = true;
       default_clock();
     }
     sync();
-    return mhz;
+    return clock.mhz;
   }
 
   void check_iteration_length() {
-    if (!schedule || mismatch || schedule->power_limit_w ||
-        position == schedule->frequencies.size()) {
-      return;
-    }
-    note_mismatch("the training loop ran " + std::to_string(position) +
-                  " instructions in an iteration but the schedule has " +
-                  std::to_string(schedule->frequencies.size()));
-    mismatch = true;
+    if (!follower->step_end_departs()) return;
     default_clock();
     sync();
   }
@@ -397,6 +317,7 @@ PipelineFrequencyOptimizer::PipelineFrequencyOptimizer(OptimizerOptions options,
   check_options(options);
   Impl& m = *impl_;
   m.opt = std::move(options);
+  m.follower = std::make_unique<ScheduleFollower>(m.opt.rank, m.opt.strict);
   m.gpu = std::move(gpu);
   m.sync_clocks = m.gpu->synchronous_clocks();
   m.controller = std::make_unique<FrequencyController>(
@@ -430,16 +351,15 @@ void PipelineFrequencyOptimizer::on_step_begin() {
   Impl& m = *impl_;
   m.rethrow_clock_error();
   m.in_step = true;
-  m.position = 0;
+  m.follower->step_begin();
   m.window->step_begin(m.now());
 }
 
 void PipelineFrequencyOptimizer::on_instruction_begin(const std::string& name, int stage) {
   Impl& m = *impl_;
-  const std::string label = m.label_of(name, stage);
+  const std::string label = m.follower->label_of(name, stage);
   // Power-limit schedules set their limit once per round; clock schedules lock per instruction.
   const int mhz = m.clock_for(label);
-  ++m.position;
   m.running = Impl::Running{name, stage, label};
   m.window->instruction_begin(m.now(), label, mhz);
   m.guarded("instruction_begin", [&] { m.gpu->instruction_begin(label); });
@@ -473,9 +393,10 @@ void PipelineFrequencyOptimizer::on_step_end() {
   m.in_step = false;
   m.window->step_end(t);
   if (m.session && !m.done) m.check_iteration_length();
-  m.count_mismatch();
+  m.follower->count_iteration();
   if (m.window->iterations() < static_cast<std::size_t>(m.opt.report_every)) return;
-  m.report_mismatches(m.window->iterations());
+  const std::string warning = m.follower->window_warning(m.window->iterations());
+  if (!warning.empty()) m.log(warning);
   m.window_boundary();
 }
 
@@ -489,7 +410,8 @@ const std::string& PipelineFrequencyOptimizer::job_id() const {
 }
 
 int PipelineFrequencyOptimizer::round() const {
-  return impl_->schedule ? impl_->schedule->round : -1;
+  const auto& schedule = impl_->follower->schedule();
+  return schedule ? schedule->round : -1;
 }
 
 bool PipelineFrequencyOptimizer::done() const {
@@ -497,11 +419,11 @@ bool PipelineFrequencyOptimizer::done() const {
 }
 
 bool PipelineFrequencyOptimizer::degraded() const {
-  return impl_->degraded || impl_->mismatch;
+  return impl_->degraded || impl_->follower->departed();
 }
 
 std::size_t PipelineFrequencyOptimizer::mismatched_iterations() const {
-  return impl_->mismatched_iterations;
+  return impl_->follower->departed_iterations();
 }
 
 const std::vector<IterationMeasurement>& PipelineFrequencyOptimizer::iterations() const {
