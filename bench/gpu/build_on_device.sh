@@ -18,7 +18,7 @@ mkdir -p "$dev/python/perseus"
 cp "$root"/python/perseus/*.py "$dev/python/perseus/"
 module=$dev/python/perseus/_perseus$suffix
 compile() {
-  g++ -std=c++20 -O2 -shared -fPIC -o "$module" "$root/python/src/bindings.cpp" \
+  g++ -std=c++20 -O2 -shared -fPIC -o "$module" "$root"/python/src/{bindings,py_backend}.cpp \
     -DPERSEUS_VERSION='"device"' -I"$root/src" -I"$dev/include" "$@" -I"$python_include" \
     "$dev"/lib/libperseus_client.a "$dev"/lib/libperseus_wire.a \
     "$dev"/lib/libperseus_profile.a "$dev"/lib/libperseus_util.a \
