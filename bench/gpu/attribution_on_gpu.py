@@ -276,7 +276,8 @@ def case(net, mb, gpu):
         per_iteration = pair_s * order.count("F") + idle_s * order.count("I")
         try:
             trace, hook_us, clocks = run_window(net, x, gpu, order, per_iteration, idle_s)
-            traces[order_name] = {"order": order, "idle_s": idle_s, "trace": trace}
+            traces[order_name] = {"order": order, "idle_s": idle_s, "trace": trace,
+                                  "clocks": [[t, *sample] for t, sample in clocks]}
             rows[order_name] = {"hook_us": hook_us, "iterations": len(trace["iterations"]),
                                 "clocks": window_clocks(trace, clocks)}
         except Exception:  # keep measuring the other orders; the JSON says what failed

@@ -2,7 +2,8 @@
 its back-to-back (packed truth) time: a truth-free view of the GPU's operating point. A GPU at
 its power limit runs faster after an idle pipeline bubble and slows down as the limiter's
 budget is spent, so instructions right after a bubble run shorter (and draw more) than in the
-truth's steady state.
+truth's steady state. Where the traces carry the harness's clock samples (runs since they were
+added), each position's mean SM clock and the share of its samples the power cap held follow.
 
 Usage: python3 bench/gpu/span_durations.py TRACES.json [...]
 (traces.json of bench/gpu/run_on_device.sh, or tests/data/h100_attribution_*.json)
@@ -22,17 +23,41 @@ def iterations_spans(trace, per_iteration):
             yield inside
 
 
+def positions(recorded):
+    """The order's instruction kinds and, per position, the spans of every whole iteration."""
+    order = recorded["order"].replace("I", "")
+    spans = [[] for _ in order]
+    for iteration in iterations_spans(recorded["trace"], len(order)):
+        for i, span in enumerate(iteration):
+            spans[i].append(span)
+    return order, spans
+
+
 def by_position(case, order_name):
     """'F-3.0 F-5.1 ...': each position's median span duration in % off its packed time."""
-    recorded = case["orders"][order_name]
-    order = recorded["order"].replace("I", "")
-    durations = [[] for _ in order]
-    for spans in iterations_spans(recorded["trace"], len(order)):
-        for i, (begin, end, _) in enumerate(spans):
-            durations[i].append(end - begin)
+    order, spans = positions(case["orders"][order_name])
     packed = {"F": case["truth"]["forward_s"], "B": case["truth"]["backward_s"]}
-    return " ".join(f"{kind}{100 * (statistics.median(d) / packed[kind] - 1):+.1f}"
-                    for kind, d in zip(order, durations) if d)
+    return " ".join(
+        f"{kind}{100 * (statistics.median(b - a for a, b, _ in s) / packed[kind] - 1):+.1f}"
+        for kind, s in zip(order, spans) if s)
+
+
+def clocks_by_position(case, order_name):
+    """'F1755/80% ...': each position's mean SM clock (MHz) and share of power-capped samples
+    over the clock samples inside its spans; None without clock samples."""
+    recorded = case["orders"][order_name]
+    if not recorded.get("clocks"):
+        return None
+    order, spans = positions(recorded)
+    out = []
+    for kind, position_spans in zip(order, spans):
+        inside = [c for c in recorded["clocks"]
+                  if any(a <= c[0] <= b for a, b, _ in position_spans)]
+        if inside:
+            mhz = sum(c[1] for c in inside) / len(inside)
+            capped = sum(c[2] for c in inside) / len(inside)
+            out.append(f"{kind}{mhz:.0f}/{100 * capped:.0f}%")
+    return " ".join(out)
 
 
 def main(paths):
@@ -46,6 +71,9 @@ def main(paths):
             for order_name in case["orders"]:
                 print(f"  {name[len('microbatch_'):]:>2} {order_name:13s} "
                       f"{by_position(case, order_name)}")
+                clocks = clocks_by_position(case, order_name)
+                if clocks:
+                    print(f"  {'':>2} {'  SM clock':13s} {clocks}")
 
 
 if __name__ == "__main__":

@@ -29,12 +29,12 @@ def dry_run(tmp_path_factory):
                           str(out / "traces.json")], env=env, capture_output=True, text=True,
                          timeout=240)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    with open(out / "attribution.json") as f:
-        return json.load(f), run.stdout
+    with open(out / "attribution.json") as f, open(out / "traces.json") as g:
+        return json.load(f), run.stdout, json.load(g)
 
 
 def test_both_truths_recover_the_constant_power(dry_run):
-    results, _ = dry_run
+    results, _, _ = dry_run
     for mb in (1, 4):
         case = results[f"microbatch_{mb}"]
         for name in ("truth", "looped_truth"):
@@ -48,7 +48,7 @@ def test_both_truths_recover_the_constant_power(dry_run):
 
 
 def test_every_order_is_judged_by_every_method_against_both_truths(dry_run):
-    results, stdout = dry_run
+    results, stdout, _ = dry_run
     for mb in (1, 4):
         case = results[f"microbatch_{mb}"]
         for order in ("alternating", "1f1b", "1f1b_bubbles"):
@@ -64,7 +64,7 @@ def test_every_order_is_judged_by_every_method_against_both_truths(dry_run):
 
 
 def test_the_clocks_are_sampled_in_every_truth_and_every_instructions_spans(dry_run):
-    results, stdout = dry_run
+    results, stdout, _ = dry_run
     for mb in (1, 4):
         case = results[f"microbatch_{mb}"]
         for when in ("truth_before", "truth_after"):
@@ -82,15 +82,33 @@ def test_the_clocks_are_sampled_in_every_truth_and_every_instructions_spans(dry_
         assert f"mb {mb} clocks 1f1b_bubbles: forward 1410 MHz (0 % capped)" in stdout
 
 
-def test_span_durations_by_position_against_the_packed_time():
+def load_span_durations():
+    """bench/gpu/span_durations.py as a module."""
     sys.path.insert(0, os.path.dirname(HARNESS))
     try:
         import span_durations
     finally:
         sys.path.pop(0)
+    return span_durations
+
+
+def test_the_traces_carry_the_clocks_of_every_position(dry_run):
+    _, _, traces = dry_run
+    case = traces["microbatch_4"]
+    clocks = load_span_durations().clocks_by_position(case, "1f1b_bubbles")
+    assert clocks.split() == ["F1410/0%"] * 3 + ["F1410/0%", "B1410/0%"] * 5 + ["B1410/0%"] * 3
+
+
+def test_span_durations_by_position_against_the_packed_time():
+    span_durations = load_span_durations()
     # Two iterations of "F I B" (the bubble is no span); a third, cut short, is left out.
     spans = [[0.0, 0.011, 0], [0.05, 0.07, 1], [1.0, 1.012, 0], [1.05, 1.07, 1], [2.0, 2.01, 0]]
     case = {"truth": {"forward_s": 0.010, "backward_s": 0.040},
             "orders": {"bubbles": {"order": "FIB", "trace": {
                 "spans": spans, "iterations": [[0.0, 1.0], [1.0, 2.0], [2.0, 3.0]]}}}}
     assert span_durations.by_position(case, "bubbles") == "F+15.0 B-50.0"
+    assert span_durations.clocks_by_position(case, "bubbles") is None  # recorded without clocks
+    # Clock samples [t, MHz, power-capped, W]: inside the forwards, the bubble, a backward.
+    case["orders"]["bubbles"]["clocks"] = [[0.005, 1900, True, 700], [1.006, 1700, False, 690],
+                                           [0.03, 1400, False, 120], [1.06, 1800, True, 700]]
+    assert span_durations.clocks_by_position(case, "bubbles") == "F1800/50% B1800/100%"
