@@ -112,3 +112,31 @@ def test_span_durations_by_position_against_the_packed_time():
     case["orders"]["bubbles"]["clocks"] = [[0.005, 1900, True, 700], [1.006, 1700, False, 690],
                                            [0.03, 1400, False, 120], [1.06, 1800, True, 700]]
     assert span_durations.clocks_by_position(case, "bubbles") == "F1800/50% B1800/100%"
+
+
+def test_the_summary_counts_apart_the_instructions_that_ran_off_their_truths_clock():
+    pytest.importorskip("torch")
+    sys.path.insert(0, os.path.dirname(HARNESS))
+    try:
+        import attribution_on_gpu as harness
+    finally:
+        sys.path.pop(0)
+    def sampled(mhz):
+        return {"samples": 9, "sm_mhz": mhz, "power_capped": 1.0, "power_w": 700.0}
+    clocks = {"forward": sampled(1700.0), "pair": sampled(1700.0)}
+
+    def order(forward_mhz, forward_error, backward_error):
+        errors = {name: {"packed_error_pct": e, "looped_error_pct": e}
+                  for name, e in (("forward", forward_error), ("backward", backward_error))}
+        return {"clocks": {"forward": sampled(forward_mhz), "backward": sampled(1705.0)},
+                "busy-overlap": errors}
+    out = {"microbatch_4": {
+        "truth": {"forward_s": 0.014, "backward_s": 0.026},
+        "truth_before": {"packed": {"clocks": clocks}}, "truth_after": {"packed": {"clocks": clocks}},
+        "alternating": order(1710.0, 1.0, -2.0),
+        "1f1b": order(1690.0, 4.0, 3.0),
+        "1f1b_bubbles": order(1800.0, 6.5, 2.0)}}  # forwards 5.9 % faster than their truth
+    text = harness.summary(out)
+    assert "clock +5.9 % off the truth's" in text
+    assert ("busy-overlap against the packed truth: 5 of 6 instructions of >= 10 ms within 5 %; "
+            "of those at the truth's SM clock (within 1 %): 5 of 5") in text
