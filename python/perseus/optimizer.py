@@ -298,8 +298,11 @@ class PipelineFrequencyOptimizer:
         """The last closed reporting window's measurements, as a dict: ``iter_time``,
         ``iter_energy``, ``time_breakdown`` / ``energy_breakdown`` (instruction -> iteration ->
         occurrences), ``energy_stderr`` (instruction -> standard error in J of the mean energy
-        of one occurrence), ``attribution`` (method used) and ``measured`` (the counter
-        changed). Available without a server; empty lists before the first window closes."""
+        of one occurrence), ``attribution`` (method used), ``measured`` (the counter
+        changed) and ``clocks`` (instruction -> ``samples``, ``mean_mhz``, ``held_down_share``,
+        ``locked_mhz``: the SM clock it ran at, read beside each counter read; empty where the
+        backend reports no clock, e.g. the simulated GPU). Available without a server; empty
+        lists before the first window closes."""
         return self._opt.last_window
 
     @property

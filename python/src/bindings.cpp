@@ -371,6 +371,16 @@ PYBIND11_MODULE(_perseus, m) {
                                d["energy_stderr"] = w.energy_stderr_j;
                                d["attribution"] = perseus::client::to_string(w.method);
                                d["measured"] = w.measured;
+                               py::dict clocks;
+                               for (const auto& [name, c] : w.clocks) {
+                                 py::dict one;
+                                 one["samples"] = c.samples;
+                                 one["mean_mhz"] = c.mean_mhz;
+                                 one["held_down_share"] = c.held_down_share;
+                                 one["locked_mhz"] = c.locked_mhz;
+                                 clocks[py::str(name)] = one;
+                               }
+                               d["clocks"] = clocks;
                                return d;
                              })
       .def(

@@ -31,6 +31,7 @@ class SharedBackend : public GpuBackend {
   void reset_power_limit() override { gpu_->reset_power_limit(); }
   double now_s() override { return gpu_->now_s(); }
   double total_energy_j() override { return gpu_->total_energy_j(); }
+  std::optional<client::ClockReading> read_clock() override { return gpu_->read_clock(); }
   void instruction_begin(const std::string& name) override { gpu_->instruction_begin(name); }
   void instruction_end(const std::string& name) override { gpu_->instruction_end(name); }
   bool synchronous_clocks() const override { return gpu_->synchronous_clocks(); }

@@ -105,3 +105,27 @@ def test_a_window_starting_between_refreshes_measures_the_true_power(monkeypatch
         # Charged the whole first refresh, the first instruction drew about twice the power.
         powers = [e / (s[1] - s[0]) for e, s in zip(a["span_energy_j"], trace["spans"])]
         assert powers[0] == pytest.approx(300.0, rel=0.25), (method, powers[:4])
+
+
+@needs_fake
+def test_the_window_reports_the_clock_each_instruction_ran_at(monkeypatch):
+    monkeypatch.setenv("FAKE_NVML_READ_MS", "1")
+    monkeypatch.setenv("FAKE_NVML_POWER_W", "450")  # above the fake's 400 W limit
+    monkeypatch.setenv("FAKE_NVML_CAPPED_MHZ", "1300")
+    perseus.sync_device()
+    opt = perseus.PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 1, 1, 1, None,
+                                             gpu=perseus.NvmlGpu(0, library=FAKE),
+                                             observe=True, report_every=5)
+    while not opt.iterations:
+        opt.on_step_begin()
+        for name in ("forward", "backward"):
+            opt.on_instruction_begin(name)
+            time.sleep(0.01)
+            opt.on_instruction_end(name)
+        opt.on_step_end()
+    clocks = opt.last_window["clocks"]
+    opt.close()
+    assert set(clocks) == {"forward", "backward"}
+    for name, c in clocks.items():
+        assert c["samples"] >= 5, (name, c)
+        assert (c["mean_mhz"], c["held_down_share"], c["locked_mhz"]) == (1300, 1.0, 0), name

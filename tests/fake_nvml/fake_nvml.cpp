@@ -18,16 +18,18 @@
 //                         (default 4; 0 allowed); it returns the counter as of the call's end
 // The SM clock is the locked one while a lock is set, else the highest supported (1410 MHz). The
 // clock event reasons are sw_power_cap while the power draw is at or above the power limit (the
-// default limit is 400 W), else none. Built with FAKE_NVML_BEFORE_R535 the library exports them
-// only under their old name, nvmlDeviceGetCurrentClocksThrottleReasons, as drivers before R535
-// did; otherwise under both names, as later drivers do.
-// Device N has the UUID GPU-0000000N-fa4e-4000-8000-00000000000N (N in hex), the name
-// "Fake NVIDIA H100 80GB HBM3" and driver "580.159.04"; its counter starts at (N + 1) x 1000 J
-// when a session starts. Device queries outside a session fail with NVML_ERROR_UNINITIALIZED, as
-// the real library's do.
+// default limit is 400 W), else none; meanwhile the SM clock is at most $FAKE_NVML_CAPPED_MHZ (read
+// at each call; unset: no limit), as a GPU whose power limit holds it below a locked clock. Built
+// with FAKE_NVML_BEFORE_R535 the library exports them only under their old name,
+// nvmlDeviceGetCurrentClocksThrottleReasons, as drivers before R535 did; otherwise under both
+// names, as later drivers do. Device N has the UUID GPU-0000000N-fa4e-4000-8000-00000000000N (N in
+// hex), the name "Fake NVIDIA H100 80GB HBM3" and driver "580.159.04"; its counter starts at (N +
+// 1) x 1000 J when a session starts. Device queries outside a session fail with
+// NVML_ERROR_UNINITIALIZED, as the real library's do.
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -161,6 +163,12 @@ void change_counter(const CounterSettings& settings) {
   for (unsigned i = 0; i < device_count; ++i) devices[i].base_mj = energy_mj(devices[i], now);
   counter = settings;
   counter_start = now;
+}
+
+// The power draw is at or above the device's power limit.
+bool power_capped(const Device& d) {
+  std::lock_guard<std::mutex> lock(session_mutex);
+  return counter.power_w * 1000.0 >= d.power_limit_mw;
 }
 
 void uuid_of(unsigned index, char* out, size_t size) {
@@ -325,8 +333,12 @@ int nvmlDeviceGetClockInfo(nvmlDevice_t device, int type, unsigned* mhz) {
   if (int rc = check_device(device); rc != kSuccess) return rc;
   if (mhz == nullptr || type < 0 || type > 3) return kInvalidArgument;
   constexpr int kMemory = 2;
-  const unsigned locked = device_of(device)->locked_mhz;
+  const Device& d = *device_of(device);
+  const unsigned locked = d.locked_mhz;
   *mhz = type == kMemory ? 1215 : (locked != 0 ? locked : 1410);
+  if (type != kMemory && power_capped(d)) {
+    *mhz = std::min(*mhz, static_cast<unsigned>(env_number("FAKE_NVML_CAPPED_MHZ", *mhz, 1, 1e5)));
+  }
   return kSuccess;
 }
 
@@ -336,8 +348,7 @@ static int clock_event_reasons(const char* call, nvmlDevice_t device, unsigned l
   if (int rc = check_device(device); rc != kSuccess) return rc;
   if (reasons == nullptr) return kInvalidArgument;
   constexpr unsigned long long kSwPowerCap = 0x4;
-  std::lock_guard<std::mutex> lock(session_mutex);
-  *reasons = counter.power_w * 1000.0 >= device_of(device)->power_limit_mw ? kSwPowerCap : 0;
+  *reasons = power_capped(*device_of(device)) ? kSwPowerCap : 0;
   return kSuccess;
 }
 

@@ -344,6 +344,41 @@ TEST(IsMutatingCall, RecognizesTheCallsTheClientMakes) {
   EXPECT_FALSE(is_mutating_call("nvmlDeviceGetPowerManagementDefaultLimit"));
 }
 
+// A client of `server_url` over the fake NVML that reports every 2 iterations, its warnings kept
+// in `warnings` (guarded by `mutex`).
+perseus::client::OptimizerOptions fake_client_options(const std::string& server_url, bool observe,
+                                                      std::mutex& mutex,
+                                                      std::vector<std::string>& warnings) {
+  perseus::client::OptimizerOptions o;
+  o.server_url = server_url;
+  o.report_every = 2;
+  o.retries = 1;
+  o.backoff_s = 0.001;
+  o.request_timeout_s = 2.0;
+  o.barrier_timeout_s = 2.0;
+  o.sampler_period_s = 0.002;
+  o.observe = observe;
+  o.log = [&](const std::string& w) {
+    std::lock_guard lock(mutex);
+    warnings.push_back(w);
+  };
+  return o;
+}
+
+// Runs `iterations` of forward and backward, `span_ms` each.
+void run_iterations(perseus::client::PipelineFrequencyOptimizer& opt, int iterations,
+                    int span_ms = 5) {
+  for (int i = 0; i < iterations; ++i) {
+    opt.on_step_begin();
+    for (const char* name : {"forward", "backward"}) {
+      opt.on_instruction_begin(name);
+      std::this_thread::sleep_for(std::chrono::milliseconds(span_ms));
+      opt.on_instruction_end(name);
+    }
+    opt.on_step_end();
+  }
+}
+
 // The client in observe-only mode over the NVML backend: it fetches a schedule with clocks,
 // measures, reports and is destroyed without asking the driver for any change; the same run
 // without `observe` locks and resets the clock (so the check can fail).
@@ -356,31 +391,11 @@ TEST_F(Nvml, ObserveOnlyClientNeverChangesTheDevice) {
     std::mutex mutex;
     std::vector<std::string> warnings;
     {
-      perseus::client::OptimizerOptions o;
-      o.server_url = server.http->url();
-      o.report_every = 2;
-      o.retries = 1;
-      o.backoff_s = 0.001;
-      o.request_timeout_s = 2.0;
-      o.barrier_timeout_s = 2.0;
-      o.sampler_period_s = 0.002;
-      o.observe = observe;
-      o.log = [&](const std::string& w) {
-        std::lock_guard lock(mutex);
-        warnings.push_back(w);
-      };
       perseus::client::PipelineFrequencyOptimizer opt(
-          o, std::make_unique<NvmlGpu>(0, FAKE_NVML_LIBRARY));
+          fake_client_options(server.http->url(), observe, mutex, warnings),
+          std::make_unique<NvmlGpu>(0, FAKE_NVML_LIBRARY));
       EXPECT_EQ(opt.round(), 0);
-      for (int i = 0; i < 4; ++i) {
-        opt.on_step_begin();
-        for (const char* name : {"forward", "backward"}) {
-          opt.on_instruction_begin(name);
-          std::this_thread::sleep_for(std::chrono::milliseconds(5));
-          opt.on_instruction_end(name);
-        }
-        opt.on_step_end();
-      }
+      run_iterations(opt, 4);
       EXPECT_EQ(opt.round(), 1);  // round 0 was reported and round 1 fetched
       EXPECT_FALSE(opt.degraded());
       EXPECT_EQ(opt.iterations().size(), 4u);
@@ -404,6 +419,52 @@ TEST_F(Nvml, ObserveOnlyClientNeverChangesTheDevice) {
   const std::string controlled = run(false);
   EXPECT_CONTAINS(controlled, "nvmlDeviceSetGpuLockedClocks ");  // the schedule's clocks
   EXPECT_CONTAINS(controlled, "nvmlDeviceResetGpuLockedClocks");
+}
+
+// The window reports the SM clock each instruction ran at; a locked clock that the power limit
+// holds down is said once (here the fake runs at 1200 MHz while capped: forward, locked to 1395
+// MHz, falls short; backward, at 1005 MHz, does not). Observe-only clients lock nothing and say
+// nothing of it.
+TEST_F(Nvml, SaysOnceWhenTheGpuRunsBelowItsLockedClock) {
+  env_.set("FAKE_NVML_READ_MS", "1");
+  env_.set("FAKE_NVML_POWER_W", "450");  // above the fake's 400 W limit
+  env_.set("FAKE_NVML_CAPPED_MHZ", "1200");
+  for (bool observe : {false, true}) {
+    perseus::test::ScriptedServer server(std::vector<nlohmann::json>{
+        perseus::test::clocks(1395, 1005), perseus::test::clocks(1395, 1005),
+        perseus::test::clocks(1395, 1005)});
+    std::mutex mutex;
+    std::vector<std::string> warnings;
+    perseus::client::OptimizerOptions o =
+        fake_client_options(server.http->url(), observe, mutex, warnings);
+    o.report_every = 5;
+    perseus::client::PipelineFrequencyOptimizer opt(
+        o, std::make_unique<NvmlGpu>(0, FAKE_NVML_LIBRARY));
+    run_iterations(opt, 10, 10);  // two windows, ~15 clock readings per instruction in each
+    const auto& clocks = opt.last_window().clocks;
+    ASSERT_EQ(clocks.count("forward"), 1u) << observe;
+    const perseus::client::ClockSummary& forward = clocks.at("forward");
+    EXPECT_GE(forward.samples, 5);
+    EXPECT_EQ(forward.held_down_share, 1.0);
+    EXPECT_EQ(forward.locked_mhz, 1395);  // the schedule's (observe-only: recorded, not applied)
+    const double backward = clocks.at("backward").mean_mhz;
+    if (observe) {  // nothing locked: capped at 1200 throughout
+      EXPECT_EQ(forward.mean_mhz, 1200.0);
+      EXPECT_EQ(backward, 1200.0);
+    } else {  // the clock thread applies each lock a little after its instruction begins
+      EXPECT_LE(forward.mean_mhz, 1200.0);
+      EXPECT_GE(backward, 1005.0);
+    }
+    std::lock_guard lock(mutex);
+    if (observe) {
+      EXPECT_TRUE(warnings.empty()) << warnings.front();
+      continue;
+    }
+    ASSERT_EQ(warnings.size(), 1u);  // two windows, one warning
+    EXPECT_CONTAINS(warnings[0],
+                    "the GPU ran 'forward' at 1200 MHz on average, below its locked "
+                    "1395 MHz (held down by the power limit or temperature in 100 %");
+  }
 }
 
 // The probe measures what the fake is configured to do, and asks the driver for no change.

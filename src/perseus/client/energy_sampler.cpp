@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <optional>
 
 #include "perseus/client/gpu_backend.hpp"
 
@@ -77,6 +78,7 @@ void ThreadSampler::run() {
       const double begin = gpu_.now_s();
       const double value = gpu_.total_energy_j();
       const double end = gpu_.now_s();
+      read_clock();
       std::unique_lock lock(mutex_);
       series_.add_read(begin, end, value);
       if (stopping_) return;
@@ -89,6 +91,34 @@ void ThreadSampler::run() {
   }
 }
 
+void ThreadSampler::read_clock() {
+  if (!read_clocks_) return;
+  try {
+    const double begin = gpu_.now_s();
+    const std::optional<ClockReading> clock = gpu_.read_clock();
+    const double end = gpu_.now_s();
+    if (!clock) {
+      read_clocks_ = false;  // this backend cannot tell
+      return;
+    }
+    std::lock_guard lock(mutex_);
+    clocks_.push_back({(begin + end) / 2.0, *clock});
+    if (clocks_.size() > options_.capacity) clocks_.pop_front();
+  } catch (const std::exception& e) {
+    read_clocks_ = false;
+    if (on_error_) on_error_(std::string("SM clock read failed, clock reads stopped: ") + e.what());
+  }
+}
+
+std::vector<ClockSample> ThreadSampler::clocks(double from_s, double to_s) {
+  std::lock_guard lock(mutex_);
+  std::vector<ClockSample> out;
+  for (const ClockSample& c : clocks_) {
+    if (c.t_s >= from_s && c.t_s <= to_s) out.push_back(c);
+  }
+  return out;
+}
+
 std::vector<CounterSample> ThreadSampler::series(double from_s, double to_s) {
   std::lock_guard lock(mutex_);
   return series_.between(from_s, to_s);
@@ -97,6 +127,7 @@ std::vector<CounterSample> ThreadSampler::series(double from_s, double to_s) {
 void ThreadSampler::forget_before(double t_s) {
   std::lock_guard lock(mutex_);
   series_.forget_before(t_s);
+  while (!clocks_.empty() && clocks_.front().t_s < t_s) clocks_.pop_front();
 }
 
 }  // namespace perseus::client

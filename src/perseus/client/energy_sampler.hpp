@@ -34,6 +34,18 @@ struct CounterSample {
   double energy_j = 0.0;  // the counter's value
 };
 
+// The GPU's SM clock at one moment, and whether the driver held it below what it would otherwise
+// run at: the power limit, thermal or hardware slowdown (NVML's clock event reasons).
+struct ClockReading {
+  int sm_mhz = 0;
+  bool held_down = false;
+};
+
+struct ClockSample {
+  double t_s = 0.0;  // the middle of the read (backend clock)
+  ClockReading clock;
+};
+
 struct SamplerOptions {
   double min_period_s = 0.0;     // at least this long from one read's start to the next
   std::size_t capacity = 65536;  // changes kept (oldest dropped first)
@@ -71,12 +83,16 @@ class EnergySampler {
   // The observed changes from the last one at or before `from_s` through `to_s` (a virtual
   // sampler first catches up with its GPU's time). Never blocks on the counter.
   virtual std::vector<CounterSample> series(double from_s, double to_s) = 0;
-  // Memory bound: changes before t_s (but the last one before it) are no longer needed.
+  // Memory bound: changes before t_s (but the last one before it) are no longer needed; clock
+  // samples before t_s neither.
   virtual void forget_before(double t_s) = 0;
+  // The clock samples with from_s <= t <= to_s, oldest first (empty: the backend reports none).
+  virtual std::vector<ClockSample> clocks(double /*from_s*/, double /*to_s*/) { return {}; }
 };
 
-// Reads `gpu.total_energy_j()` (timed by `gpu.now_s()`) on its own thread until destroyed. A
-// failing read stops the sampler and is passed once to `on_error`.
+// Reads `gpu.total_energy_j()` (timed by `gpu.now_s()`) on its own thread until destroyed, and
+// `gpu.read_clock()` after each read. A failing counter read stops the sampler and is passed once
+// to `on_error`; a failing clock read stops the clock reads only (also passed to `on_error`).
 class ThreadSampler : public EnergySampler {
  public:
   ThreadSampler(GpuBackend& gpu, SamplerOptions options,
@@ -87,9 +103,12 @@ class ThreadSampler : public EnergySampler {
 
   std::vector<CounterSample> series(double from_s, double to_s) override;
   void forget_before(double t_s) override;
+  std::vector<ClockSample> clocks(double from_s, double to_s) override;
 
  private:
   void run();
+  // One clock read after a counter read (outside the lock); false once clock reads stopped.
+  void read_clock();
 
   GpuBackend& gpu_;
   SamplerOptions options_;
@@ -97,6 +116,8 @@ class ThreadSampler : public EnergySampler {
   std::mutex mutex_;
   std::condition_variable wake_;
   CounterSeries series_;
+  std::deque<ClockSample> clocks_;  // at most options_.capacity, oldest dropped first
+  bool read_clocks_ = true;         // sampler thread only
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,9 +28,13 @@ class GpuBackend {
   // milliseconds and changes only every ~100 ms: the client never calls it on the training
   // thread, only from the energy sampler.
   virtual double total_energy_j() = 0;
+  // The SM clock now and whether the driver holds it down (ClockReading; read-only and cheap on
+  // NVML, ~10 us). Read by the default energy sampler beside each counter read, never on the
+  // training thread. nullopt (the default): this backend cannot tell.
+  virtual std::optional<ClockReading> read_clock() { return std::nullopt; }
   // Starts sampling the energy counter (perseus/client/energy_sampler.hpp). Default: a thread
-  // that calls total_energy_j() back to back (at most every options.min_period_s). Read failures
-  // stop the sampling and go to `on_error`.
+  // that calls total_energy_j() back to back (at most every options.min_period_s), and
+  // read_clock() after each read. Read failures stop the sampling and go to `on_error`.
   virtual std::unique_ptr<EnergySampler> start_energy_sampler(
       const SamplerOptions& options, std::function<void(const std::string&)> on_error);
   // Called by the client around each instruction, after the clock for it was applied. A real GPU

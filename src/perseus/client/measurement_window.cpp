@@ -84,8 +84,39 @@ WindowMeasurements MeasurementWindow::close() {
   in.counter = sampler_.series(in.known_from_s, std::numeric_limits<double>::infinity());
   const Attribution a = attribute(in, method_);
   WindowMeasurements out = measurements(a, first_span, first_iteration, span_keys, keys);
+  out.clocks = clock_summaries();
   out.trace = {std::move(in), std::move(trace_keys)};
   start_next();
+  return out;
+}
+
+std::map<std::string, ClockSummary> MeasurementWindow::clock_summaries() const {
+  const std::vector<ClockSample> samples =
+      sampler_.clocks(current_.iterations.front().first, current_.iterations.back().second);
+  std::map<std::string, ClockSummary> out;
+  std::size_t next = 0;  // spans are in time order, and so are the samples
+  for (const Span& s : current_.spans) {
+    while (next < samples.size() && samples[next].t_s < s.begin_s) ++next;
+    auto [entry, first] = out.try_emplace(names_[s.name]);
+    ClockSummary& c = entry->second;
+    if (first) c.locked_mhz = s.mhz;
+    if (c.locked_mhz != s.mhz) c.locked_mhz = -1;
+    for (std::size_t i = next; i < samples.size() && samples[i].t_s <= s.end_s; ++i) {
+      ++c.samples;
+      c.mean_mhz += samples[i].clock.sm_mhz;
+      c.held_down_share += samples[i].clock.held_down ? 1.0 : 0.0;
+    }
+  }
+  for (auto it = out.begin(); it != out.end();) {
+    ClockSummary& c = it->second;
+    if (c.samples == 0) {
+      it = out.erase(it);
+      continue;
+    }
+    c.mean_mhz /= c.samples;
+    c.held_down_share /= c.samples;
+    ++it;
+  }
   return out;
 }
 

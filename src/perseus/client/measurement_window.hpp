@@ -17,6 +17,14 @@
 
 namespace perseus::client {
 
+// The SM clock an instruction ran at in a window: the sampler's clock samples inside its spans.
+struct ClockSummary {
+  int samples = 0;
+  double mean_mhz = 0.0;
+  double held_down_share = 0.0;  // of the samples, those the driver held down (power, heat)
+  int locked_mhz = 0;            // the clock asked for (0: the default; -1: several)
+};
+
 struct WindowMeasurements {
   std::vector<double> iter_time, iter_energy;  // one per iteration
   // breakdown[instruction][iteration][occurrence]
@@ -26,6 +34,8 @@ struct WindowMeasurements {
   std::map<std::string, double> energy_stderr_j;
   AttributionMethod method = AttributionMethod::kFit;  // used (after any fallback)
   bool measured = false;                               // the counter changed during the window
+  // Per instruction with clock samples in its spans (none when the backend reports no clock).
+  std::map<std::string, ClockSummary> clocks;
   // What was attributed: this window's timeline after the earlier windows' that were fitted too.
   AttributionTrace trace;
 };
@@ -60,6 +70,7 @@ class MeasurementWindow {
 
   std::size_t name_index(const std::string& name);
   void start_next();
+  std::map<std::string, ClockSummary> clock_summaries() const;
   WindowMeasurements measurements(const Attribution& a, std::size_t first_span,
                                   std::size_t first_iteration,
                                   const std::vector<std::size_t>& span_keys,

@@ -36,6 +36,9 @@ constexpr const char* kClockEventReasons[] = {"gpu_idle",
                                               "hw_thermal_slowdown",
                                               "hw_power_brake_slowdown",
                                               "display_clock_setting"};
+// The reasons that hold the clock below what it would otherwise run at: sw_power_cap,
+// hw_slowdown, sw_thermal_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown.
+constexpr unsigned long long kClocksHeldDown = 0x4 | 0x8 | 0x20 | 0x40 | 0x80;
 // Large enough for every string NVML returns (NVML_DEVICE_NAME_V2_BUFFER_SIZE,
 // NVML_DEVICE_UUID_V2_BUFFER_SIZE and NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE are 96, 96, 80).
 constexpr unsigned kNvmlTextSize = 96;

@@ -88,6 +88,13 @@ struct NvmlGpu::Impl {
     throw Error(library + ": NVML symbol nvmlDeviceGetCurrentClocksEventReasons not found");
   }
 
+  // The active clock event reasons, a bit mask.
+  unsigned long long reasons() const {
+    unsigned long long mask = 0;
+    check(clock_event_reasons(device, &mask), clock_event_reasons_call);
+    return mask;
+  }
+
   // Calls an NVML query that fills a string buffer.
   std::string text(const std::function<nvmlReturn_t(char*, unsigned)>& query,
                    const char* call) const {
@@ -265,6 +272,10 @@ double NvmlGpu::power_usage_w() const {
   return static_cast<double>(milliwatts) / 1000.0;
 }
 
+std::optional<ClockReading> NvmlGpu::read_clock() {
+  return ClockReading{sm_clock_mhz(), (impl_->reasons() & kClocksHeldDown) != 0};
+}
+
 int NvmlGpu::sm_clock_mhz() const {
   unsigned mhz = 0;
   impl_->check(impl_->clock_info(impl_->device, kNvmlClockSm, &mhz), "nvmlDeviceGetClockInfo");
@@ -272,8 +283,7 @@ int NvmlGpu::sm_clock_mhz() const {
 }
 
 std::vector<std::string> NvmlGpu::clock_event_reasons() const {
-  unsigned long long mask = 0;
-  impl_->check(impl_->clock_event_reasons(impl_->device, &mask), impl_->clock_event_reasons_call);
+  const unsigned long long mask = impl_->reasons();
   std::vector<std::string> names;
   for (std::size_t bit = 0; bit < 64; ++bit) {
     if ((mask >> bit & 1ULL) == 0) continue;

@@ -54,6 +54,8 @@ class NvmlGpu : public GpuBackend {
   void reset_power_limit() override;
   // Steady-clock seconds (the host's monotonic clock).
   double now_s() override;
+  // sm_clock_mhz(), held down when a power-limit, thermal or hardware-slowdown reason is active.
+  std::optional<ClockReading> read_clock() override;
 
   // Read-only queries; none of them changes a setting.
   std::string name() const;            // e.g. "NVIDIA H100 80GB HBM3"

@@ -74,6 +74,11 @@ void check_options(const OptimizerOptions& o) {
   }
 }
 
+// A locked clock counts as not reached when an instruction's mean SM clock over at least
+// kMinClockSamples readings in a window is more than kClockShortfall below it.
+constexpr int kMinClockSamples = 5;
+constexpr double kClockShortfall = 0.02;
+
 void stderr_warning(const std::string& message) {
   std::string line = "perseus: warning: " + message + "\n";
   std::fwrite(line.data(), 1, line.size(), stderr);
@@ -96,6 +101,7 @@ struct PipelineFrequencyOptimizer::Impl {
   std::mutex log_mutex;
   std::set<std::string> logged;
   std::string pending_error;  // strict: a clock-thread failure to throw on the training thread
+  std::set<std::pair<std::string, int>> clocks_not_reached;  // (instruction, MHz) said so
 
   // Server state.
   std::unique_ptr<ScheduleFollower> follower;  // the schedule in use (none: default clock)
@@ -229,6 +235,7 @@ struct PipelineFrequencyOptimizer::Impl {
     for (std::size_t i = 0; i < m.iter_time.size(); ++i) {
       iterations.push_back({m.iter_time[i], m.iter_energy[i]});
     }
+    if (!opt.observe) warn_of_clocks_not_reached(m.clocks);
     if (!m.iter_time.empty() && !m.measured) {
       warn_once("the GPU's energy counter did not change during a reporting window of " +
                 number(std::accumulate(m.iter_time.begin(), m.iter_time.end(), 0.0)) +
@@ -236,6 +243,25 @@ struct PipelineFrequencyOptimizer::Impl {
                 "over more iterations (report_every)");
     }
     return m;
+  }
+
+  // Once per instruction and clock: the GPU ran it below its locked clock (the power limit or
+  // heat held the clock down), so its measurements are those of a lower clock.
+  void warn_of_clocks_not_reached(const std::map<std::string, ClockSummary>& clocks) {
+    for (const auto& [name, c] : clocks) {
+      if (c.locked_mhz <= 0 || c.samples < kMinClockSamples ||
+          c.mean_mhz >= (1.0 - kClockShortfall) * c.locked_mhz ||
+          !clocks_not_reached.insert({name, c.locked_mhz}).second) {
+        continue;
+      }
+      log("the GPU ran '" + name + "' at " + std::to_string(std::lround(c.mean_mhz)) +
+          " MHz on average, below its locked " + std::to_string(c.locked_mhz) + " MHz (held down " +
+          "by the power limit or temperature in " +
+          std::to_string(std::lround(100.0 * c.held_down_share)) + " % of " +
+          std::to_string(c.samples) +
+          " clock readings): its measurements are those of the lower "
+          "clock");
+    }
   }
 
   // ---- state changes ----

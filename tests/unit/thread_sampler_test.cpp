@@ -1,0 +1,106 @@
+// The thread sampler's clock readings (DESIGN section 9): beside each energy-counter read it reads
+// the backend's SM clock, keeps the readings for the reporting window, forgets them with the
+// counter's, and a failing clock read stops the clock reads only.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "perseus/client/energy_sampler.hpp"
+#include "perseus/client/gpu_backend.hpp"
+
+namespace {
+
+using perseus::client::ClockReading;
+using perseus::client::ClockSample;
+using perseus::client::SamplerOptions;
+using perseus::client::ThreadSampler;
+
+// A backend whose clock reads 1000 + n MHz at its n-th read (held down on odd reads), fails from
+// its `fail_at`-th read on (0: never), or reports no clock at all.
+class ClockBackend : public perseus::client::GpuBackend {
+ public:
+  enum class Clock { kCounting, kNone };
+  explicit ClockBackend(Clock clock = Clock::kCounting, int fail_at = 0)
+      : clock_(clock), fail_at_(fail_at) {}
+  std::vector<int> supported_clocks() const override { return {1410}; }
+  void lock_clock(int) override {}
+  void reset_clock() override {}
+  void set_power_limit(double) override {}
+  void reset_power_limit() override {}
+  double now_s() override {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  double total_energy_j() override { return ++energy_reads_; }
+  std::optional<ClockReading> read_clock() override {
+    const int n = ++clock_reads_;
+    if (clock_ == Clock::kNone) return std::nullopt;
+    if (fail_at_ > 0 && n >= fail_at_) throw std::runtime_error("NVML is gone");
+    return ClockReading{1000 + n, n % 2 == 1};
+  }
+  std::atomic<int> energy_reads_{0}, clock_reads_{0};
+
+ private:
+  Clock clock_;
+  int fail_at_;
+};
+
+// Waits until `done` holds (at most 5 s).
+template <typename F>
+void wait_for(F done) {
+  for (int i = 0; i < 5000 && !done(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+TEST(ThreadSampler, KeepsAClockReadingBesideEachCounterReadAndForgetsThemWithIt) {
+  ClockBackend gpu;
+  ThreadSampler sampler(gpu, SamplerOptions{0.001, 65536});
+  wait_for([&] { return gpu.clock_reads_ >= 20; });
+  const double now = gpu.now_s();
+  std::vector<ClockSample> all = sampler.clocks(0.0, now);
+  ASSERT_GE(all.size(), 20u);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].clock.sm_mhz, 1001 + static_cast<int>(i));  // every read kept, in order
+    EXPECT_EQ(all[i].clock.held_down, i % 2 == 0);
+    if (i > 0) {
+      EXPECT_GT(all[i].t_s, all[i - 1].t_s);
+    }
+  }
+  EXPECT_EQ(sampler.clocks(all[5].t_s, all[9].t_s).size(), 5u);  // both ends included
+  sampler.forget_before(all[10].t_s);
+  EXPECT_EQ(sampler.clocks(0.0, now).front().clock.sm_mhz, all[10].clock.sm_mhz);
+}
+
+TEST(ThreadSampler, AFailingClockReadStopsTheClockReadsButNotTheCounter) {
+  ClockBackend gpu(ClockBackend::Clock::kCounting, 4);
+  std::mutex mutex;
+  std::vector<std::string> errors;
+  ThreadSampler sampler(gpu, SamplerOptions{0.001, 65536}, [&](const std::string& e) {
+    std::lock_guard lock(mutex);
+    errors.push_back(e);
+  });
+  wait_for([&] { return gpu.energy_reads_ >= 20; });
+  EXPECT_EQ(gpu.clock_reads_, 4);  // three readings, then the failure, then no more tries
+  EXPECT_EQ(sampler.clocks(0.0, gpu.now_s()).size(), 3u);
+  EXPECT_FALSE(sampler.series(0.0, gpu.now_s()).empty());
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0], "SM clock read failed, clock reads stopped: NVML is gone");
+}
+
+TEST(ThreadSampler, ABackendWithoutAClockIsAskedOnce) {
+  ClockBackend gpu(ClockBackend::Clock::kNone);
+  ThreadSampler sampler(gpu, SamplerOptions{0.001, 65536});
+  wait_for([&] { return gpu.energy_reads_ >= 10; });
+  EXPECT_TRUE(sampler.clocks(0.0, gpu.now_s()).empty());
+  EXPECT_EQ(gpu.clock_reads_, 1);
+}
+
+}  // namespace
