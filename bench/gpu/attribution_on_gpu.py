@@ -50,6 +50,7 @@ import traceback
 import torch
 
 import perseus
+from attribution_summary import summary
 from nvml_sampling import Poller, clock_poller, clocks_within, counter_changes, read, \
     window_clocks
 
@@ -196,7 +197,8 @@ def play(net, x, order, idle_s, hook, opt):
 
 def run_window(net, x, gpu, order, per_iteration, idle_s):
     """One reporting window of iterations that run `order` after two unobserved warm-up
-    iterations; its trace, the hooks' cost on the training thread and the clock samples."""
+    iterations: its trace, the hooks' cost on the training thread, this harness's clock samples
+    and the clocks the client itself reported per instruction (last_window["clocks"])."""
     for _ in range(2):  # warm-up: the allocator grows to this order's working set unobserved
         play(net, x, order, idle_s, lambda call, *args: call(*args), NO_HOOKS)
     sync()
@@ -217,10 +219,12 @@ def run_window(net, x, gpu, order, per_iteration, idle_s):
                 raise RuntimeError(f"no reporting window closed after {iterations} iterations")
             play(net, x, order, idle_s, hook, opt)
             iterations += 1
-    trace = opt.last_window_trace
+    window = {"trace": opt.last_window_trace, "client_clocks": opt.last_window["clocks"],
+              "clock_samples": clocks.samples}
     opt.close()
     hooks.sort()
-    return trace, {"median": 1e6 * hooks[len(hooks) // 2], "max": 1e6 * hooks[-1]}, clocks.samples
+    window["hook_us"] = {"median": 1e6 * hooks[len(hooks) // 2], "max": 1e6 * hooks[-1]}
+    return window
 
 
 def judged(trace, method, truths):
@@ -275,11 +279,14 @@ def case(net, mb, gpu):
         idle_s = 1.5 * pair_s
         per_iteration = pair_s * order.count("F") + idle_s * order.count("I")
         try:
-            trace, hook_us, clocks = run_window(net, x, gpu, order, per_iteration, idle_s)
+            window = run_window(net, x, gpu, order, per_iteration, idle_s)
+            trace, clocks = window["trace"], window["clock_samples"]
             traces[order_name] = {"order": order, "idle_s": idle_s, "trace": trace,
                                   "clocks": [[t, *sample] for t, sample in clocks]}
-            rows[order_name] = {"hook_us": hook_us, "iterations": len(trace["iterations"]),
-                                "clocks": window_clocks(trace, clocks)}
+            rows[order_name] = {"hook_us": window["hook_us"],
+                                "iterations": len(trace["iterations"]),
+                                "clocks": window_clocks(trace, clocks),
+                                "client_clocks": window["client_clocks"]}
         except Exception:  # keep measuring the other orders; the JSON says what failed
             rows[order_name] = {"error": traceback.format_exc()}
     after = truths_of(net, x, gpu, "after")
@@ -295,86 +302,6 @@ def case(net, mb, gpu):
                     "orders": traces}
 
 
-def clock_text(clocks):
-    if not clocks.get("samples"):
-        return "-"
-    return f"{clocks['sm_mhz']:.0f} MHz ({100 * clocks['power_capped']:.0f} % capped)"
-
-
-def clock_lines(mb, result):
-    """Where the SM clock was (and how often the power cap held it) in each truth and each
-    order's window: instructions that run at another clock than their truth draw another
-    power."""
-    lines = []
-    for when in ("truth_before", "truth_after"):
-        for truth, measured in result.get(when, {}).items():
-            clocks = measured.get("clocks", {})
-            lines.append(f"mb {mb} clocks {truth} truth {when[6:]}: " + ", ".join(
-                f"{name} {clock_text(c)}" for name, c in clocks.items()))
-    for order in ORDERS:
-        clocks = result.get(order, {}).get("clocks")
-        if clocks:
-            lines.append(f"mb {mb} clocks {order}: " + ", ".join(
-                f"{name} {clock_text(c)}" for name, c in clocks.items()))
-    return lines
-
-
-CLOCK_TOLERANCE_PCT = 1.0  # an instruction ran "at its truth's clock" within this much
-
-
-def clock_offset_pct(result, order, name):
-    """How far `name`'s mean SM clock in the order's window was from its packed truth's (the
-    mean of before and after; a backward's is the pair truth's), in %; None without samples."""
-    window = result.get(order, {}).get("clocks", {}).get(name, {})
-    truths = [result.get(when, {}).get("packed", {}).get("clocks", {})
-              .get("forward" if name == "forward" else "pair", {})
-              for when in ("truth_before", "truth_after")]
-    if not window.get("samples") or not all(t.get("samples") for t in truths):
-        return None
-    return 100.0 * (window["sm_mhz"] / (0.5 * sum(t["sm_mhz"] for t in truths)) - 1.0)
-
-
-def summary(out, method="busy-overlap", within_pct=5.0, from_s=0.010):
-    """The acceptance lines: `method`'s error against each truth for every instruction of at
-    least from_s (packed truth time) and how many are within within_pct; and the same count
-    over the instructions that ran at their packed truth's SM clock (within
-    CLOCK_TOLERANCE_PCT), since a truth describes an instruction only at its operating point."""
-    lines = []
-    counts = {(t, same): [0, 0] for t in TRUTHS for same in (False, True)}
-    for mb in MICROBATCHES:
-        result = out.get(f"microbatch_{mb}")
-        if result is None:
-            continue
-        lines += clock_lines(mb, result)
-        for name in ("forward", "backward"):
-            seconds = result["truth"][f"{name}_s"]
-            for order in ORDERS:
-                row = result.get(order, {}).get(method)
-                if row is None:
-                    lines.append(f"mb {mb} {name:8s} {order:13s} not measured")
-                    continue
-                errs = {t: row[name][f"{t}_error_pct"] for t in TRUTHS}
-                off = clock_offset_pct(result, order, name)
-                same_clock = off is not None and abs(off) <= CLOCK_TOLERANCE_PCT
-                judged_here = seconds >= from_s
-                for t, e in errs.items():
-                    for same in (False, True) if same_clock else (False,):
-                        counts[t, same][0] += judged_here and abs(e) <= within_pct
-                        counts[t, same][1] += judged_here
-                note = "" if judged_here else f"  (under {1e3 * from_s:.0f} ms: not judged)"
-                clock = "" if off is None else f"  clock {off:+.1f} % off the truth's"
-                lines.append(f"mb {mb} {name:8s} {1e3 * seconds:5.1f} ms {order:13s} " +
-                             " ".join(f"{t} {e:+5.1f} %" for t, e in errs.items()) +
-                             clock + note)
-    for t in TRUTHS:
-        (ok, n), (ok_same, n_same) = counts[t, False], counts[t, True]
-        lines.append(f"{method} against the {t} truth: {ok} of {n} instructions of "
-                     f">= {1e3 * from_s:.0f} ms within {within_pct:.0f} %; of those at the "
-                     f"truth's SM clock (within {CLOCK_TOLERANCE_PCT:.0f} %): {ok_same} of "
-                     f"{n_same}")
-    return "\n".join(lines)
-
-
 def main():
     out = {"device": "cpu (dry run)" if DRY else torch.cuda.get_device_name(0),
            "probe": perseus.gpu_probe(0, library=LIBRARY, duration=2.0)}
@@ -387,12 +314,12 @@ def main():
         for path, data in ((sys.argv[1], out), (sys.argv[2], traces)):
             with open(path, "w") as f:
                 json.dump(data, f, indent=None if data is traces else 2)
-    print(summary(out), flush=True)
+    print(summary(out, MICROBATCHES, ORDERS, TRUTHS), flush=True)
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "--summary":  # the acceptance lines of an earlier run's attribution.json
         with open(sys.argv[2]) as f:
-            print(summary(json.load(f)))
+            print(summary(json.load(f), MICROBATCHES, ORDERS, TRUTHS))
     else:
         main()

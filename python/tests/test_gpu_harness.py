@@ -76,6 +76,11 @@ def test_the_clocks_are_sampled_in_every_truth_and_every_instructions_spans(dry_
             clocks = case[order]["clocks"]
             for name in ("forward", "backward"):
                 assert clocks[name]["samples"] > 20 and clocks[name]["sm_mhz"] == 1410
+            # The client's own clock readings (beside its counter reads) agree.
+            for name in ("forward", "backward"):
+                client = case[order]["client_clocks"][name]
+                assert client["samples"] > 5 and client["mean_mhz"] == 1410, (order, client)
+                assert client["held_down_share"] == 0 and client["locked_mhz"] == 0
         # The bubbles are idle time between spans: sampled as idle, not as an instruction.
         idle = case["1f1b_bubbles"]["clocks"]["idle"]["samples"]
         assert idle > 20 and case["alternating"]["clocks"]["idle"]["samples"] < 0.1 * idle
@@ -115,10 +120,9 @@ def test_span_durations_by_position_against_the_packed_time():
 
 
 def test_the_summary_counts_apart_the_instructions_that_ran_off_their_truths_clock():
-    pytest.importorskip("torch")
     sys.path.insert(0, os.path.dirname(HARNESS))
     try:
-        import attribution_on_gpu as harness
+        from attribution_summary import summary
     finally:
         sys.path.pop(0)
     def sampled(mhz):
@@ -136,7 +140,7 @@ def test_the_summary_counts_apart_the_instructions_that_ran_off_their_truths_clo
         "alternating": order(1710.0, 1.0, -2.0),
         "1f1b": order(1690.0, 4.0, 3.0),
         "1f1b_bubbles": order(1800.0, 6.5, 2.0)}}  # forwards 5.9 % faster than their truth
-    text = harness.summary(out)
+    text = summary(out, (4,), ("alternating", "1f1b", "1f1b_bubbles"), ("packed", "looped"))
     assert "clock +5.9 % off the truth's" in text
     assert ("busy-overlap against the packed truth: 5 of 6 instructions of >= 10 ms within 5 %; "
             "of those at the truth's SM clock (within 1 %): 5 of 5") in text
