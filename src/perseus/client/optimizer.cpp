@@ -10,7 +10,6 @@
 #include <utility>
 
 #include "perseus/client/frequency_controller.hpp"
-#include "perseus/client/http_client.hpp"
 #include "perseus/client/measurement_window.hpp"
 #include "perseus/client/schedule_follower.hpp"
 #include "perseus/client/server_session.hpp"
@@ -21,63 +20,14 @@ namespace perseus::client {
 
 namespace {
 
-void check_options(const OptimizerOptions& o) {
-  auto bad = [](const std::string& field, const std::string& problem) {
-    return Error("optimizer options: field '" + field + "': " + problem);
-  };
-  auto positive = [&](const char* field, int v) {
-    if (v < 1) throw bad(field, "must be >= 1, got " + std::to_string(v));
-  };
-  positive("pp_degree", o.pp_degree);
-  positive("dp_degree", o.dp_degree);
-  positive("tp_degree", o.tp_degree);
-  positive("world_size", o.world_size);
-  positive("report_every", o.report_every);
-  long long product = 1LL * o.pp_degree * o.dp_degree * o.tp_degree;
-  if (product != o.world_size) {
-    throw bad("world_size", "is " + std::to_string(o.world_size) +
-                                " but pp_degree * dp_degree * tp_degree is " +
-                                std::to_string(product));
-  }
-  auto index = [&](const char* field, int v, int bound, const char* bound_name) {
-    if (v < 0 || v >= bound) {
-      throw bad(field, "must be in 0.." + std::to_string(bound - 1) + " (" + bound_name + " " +
-                           std::to_string(bound) + "), got " + std::to_string(v));
-    }
-  };
-  index("rank", o.rank, o.world_size, "world_size");
-  index("pp_rank", o.pp_rank, o.pp_degree, "pp_degree");
-  index("dp_rank", o.dp_rank, o.dp_degree, "dp_degree");
-  index("tp_rank", o.tp_rank, o.tp_degree, "tp_degree");
-  auto seconds = [&](const char* field, double v, bool zero_ok) {
-    if (!std::isfinite(v) || v < 0.0 || (!zero_ok && v == 0.0)) {
-      throw bad(field, std::string("must be a ") + (zero_ok ? "finite number >= 0" : "positive") +
-                           " number of seconds, got " + number(v));
-    }
-  };
-  seconds("request_timeout_s", o.request_timeout_s, false);
-  seconds("barrier_timeout_s", o.barrier_timeout_s, false);
-  seconds("backoff_s", o.backoff_s, true);
-  seconds("stall_bound_s", o.stall_bound_s, false);
-  if (o.max_skipped_windows < 0) {
-    throw bad("max_skipped_windows", "must be >= 0, got " + std::to_string(o.max_skipped_windows));
-  }
-  seconds("sampler_period_s", o.sampler_period_s, true);
-  if (o.retries < 0) throw bad("retries", "must be >= 0, got " + std::to_string(o.retries));
-  if (!o.scheduler_args.is_object()) throw bad("scheduler_args", "must be a JSON object");
-  if (!o.server_url.empty()) {
-    try {
-      parse_http_url(o.server_url);
-    } catch (const Error& e) {
-      throw bad("server_url", e.what());
-    }
-  }
-}
-
 // A locked clock counts as not reached when an instruction's mean SM clock over at least
-// kMinClockSamples readings in a window is more than kClockShortfall below it.
+// kMinClockSamples readings in a window is more than kClockShortfall below it, with the driver
+// holding the clock down (power limit, heat) in at least kHeldDownShare of them. Without that, a
+// shortfall is the clock thread's lag: each lock takes effect a little after its instruction
+// begins, so an instruction that follows a lower clock starts at it.
 constexpr int kMinClockSamples = 5;
 constexpr double kClockShortfall = 0.02;
+constexpr double kHeldDownShare = 0.5;
 
 void stderr_warning(const std::string& message) {
   std::string line = "perseus: warning: " + message + "\n";
@@ -251,16 +201,16 @@ struct PipelineFrequencyOptimizer::Impl {
     for (const auto& [name, c] : clocks) {
       if (c.locked_mhz <= 0 || c.samples < kMinClockSamples ||
           c.mean_mhz >= (1.0 - kClockShortfall) * c.locked_mhz ||
+          c.held_down_share < kHeldDownShare ||
           !clocks_not_reached.insert({name, c.locked_mhz}).second) {
         continue;
       }
+      const std::string held = std::to_string(std::lround(100.0 * c.held_down_share)) + " % of " +
+                               std::to_string(c.samples) + " clock readings";
       log("the GPU ran '" + name + "' at " + std::to_string(std::lround(c.mean_mhz)) +
-          " MHz on average, below its locked " + std::to_string(c.locked_mhz) + " MHz (held down " +
-          "by the power limit or temperature in " +
-          std::to_string(std::lround(100.0 * c.held_down_share)) + " % of " +
-          std::to_string(c.samples) +
-          " clock readings): its measurements are those of the lower "
-          "clock");
+          " MHz on average, below its locked " + std::to_string(c.locked_mhz) +
+          " MHz (held down by the power limit or temperature in " + held +
+          "): its measurements are those of the lower clock");
     }
   }
 
@@ -340,7 +290,7 @@ PipelineFrequencyOptimizer::PipelineFrequencyOptimizer(OptimizerOptions options,
                                                        std::unique_ptr<GpuBackend> gpu)
     : impl_(std::make_unique<Impl>()) {
   if (!gpu) throw Error("optimizer options: no GPU backend given");
-  check_options(options);
+  options.validate();
   Impl& m = *impl_;
   m.opt = std::move(options);
   m.follower = std::make_unique<ScheduleFollower>(m.opt.rank, m.opt.strict);

@@ -89,6 +89,9 @@ struct OptimizerOptions {
   double sampler_period_s = 0.0;  // minimum time between two energy-counter reads
   // Where warnings go (default: stderr, one line each, prefixed "perseus: warning: ").
   std::function<void(const std::string&)> log;
+
+  // Throws perseus::Error naming the first bad field ("optimizer options: field 'rank': ...").
+  void validate() const;
 };
 
 struct IterationMeasurement {
