@@ -163,13 +163,8 @@ struct Warnings {
 };
 
 OptimizerOptions fast_options(const std::string& url, Warnings& w) {
-  OptimizerOptions o;
-  o.server_url = url;
+  OptimizerOptions o = perseus::test::quick_client_options(url);
   o.retries = 2;
-  o.backoff_s = 0.001;
-  o.request_timeout_s = 2.0;
-  o.barrier_timeout_s = 2.0;
-  o.report_every = 2;
   o.max_skipped_windows = 0;  // retry at every window boundary (the breaker has its own tests)
   o.log = w.sink();
   return o;

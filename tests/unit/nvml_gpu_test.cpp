@@ -349,13 +349,8 @@ TEST(IsMutatingCall, RecognizesTheCallsTheClientMakes) {
 perseus::client::OptimizerOptions fake_client_options(const std::string& server_url, bool observe,
                                                       std::mutex& mutex,
                                                       std::vector<std::string>& warnings) {
-  perseus::client::OptimizerOptions o;
-  o.server_url = server_url;
-  o.report_every = 2;
+  perseus::client::OptimizerOptions o = perseus::test::quick_client_options(server_url);
   o.retries = 1;
-  o.backoff_s = 0.001;
-  o.request_timeout_s = 2.0;
-  o.barrier_timeout_s = 2.0;
   o.sampler_period_s = 0.002;
   o.observe = observe;
   o.log = [&](const std::string& w) {

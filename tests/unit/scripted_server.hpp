@@ -1,6 +1,6 @@
 // A scripted control-plane server on loopback for the client tests (client_test.cpp,
 // nvml_gpu_test.cpp): job "job-7", schedules from `plans` by round (the last one is final),
-// results recorded.
+// results recorded; and the client options such tests start from.
 #pragma once
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "loopback_http.hpp"
+#include "perseus/client/optimizer.hpp"
 
 namespace perseus::test {
 
@@ -69,6 +70,18 @@ struct ScriptedServer {
 };
 
 // A schedule body locking forward and backward at the given clocks.
+// A client of the server at `url` that waits little (2 s timeouts, 1 ms backoff) and reports
+// every 2 iterations.
+inline client::OptimizerOptions quick_client_options(const std::string& url) {
+  client::OptimizerOptions o;
+  o.server_url = url;
+  o.request_timeout_s = 2.0;
+  o.barrier_timeout_s = 2.0;
+  o.backoff_s = 0.001;
+  o.report_every = 2;
+  return o;
+}
+
 inline nlohmann::json clocks(int forward_mhz, int backward_mhz) {
   return {
       {"frequencies", nlohmann::json::array({nlohmann::json::array({"forward", forward_mhz}),
