@@ -123,17 +123,14 @@ def truth(net, x, gpu, pairs):
     timer = Timer()
     for _ in range(prefill):
         one()
-    n, end, changes, last = prefill, time.monotonic() + TRUTH_S, [], None
+    n, end, reads = prefill, time.monotonic() + TRUTH_S, []
     with clock_poller(gpu) as clocks:
         while time.monotonic() < end:
             for _ in range(batch):
                 one()
             n += batch
-            t, e = read(gpu)
-            if last is not None and e != last:
-                changes.append((t, e))
-            last = e
-    return measured(changes, timer.seconds() / n, clocks)
+            reads.append(read(gpu))
+    return measured(counter_changes(reads), timer.seconds() / n, clocks)
 
 
 def looped_truth(net, x, gpu, pairs):

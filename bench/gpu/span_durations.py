@@ -12,6 +12,8 @@ import json
 import statistics
 import sys
 
+from nvml_sampling import clocks_within
+
 
 def iterations_spans(trace, per_iteration):
     """The spans of each whole iteration of the trace (iterations with another count are left
@@ -49,14 +51,12 @@ def clocks_by_position(case, order_name):
     if not recorded.get("clocks"):
         return None
     order, spans = positions(recorded)
+    samples = [(t, sample) for t, *sample in recorded["clocks"]]  # [t, MHz, capped, W]
     out = []
     for kind, position_spans in zip(order, spans):
-        inside = [c for c in recorded["clocks"]
-                  if any(a <= c[0] <= b for a, b, _ in position_spans)]
-        if inside:
-            mhz = sum(c[1] for c in inside) / len(inside)
-            capped = sum(c[2] for c in inside) / len(inside)
-            out.append(f"{kind}{mhz:.0f}/{100 * capped:.0f}%")
+        c = clocks_within(samples, sorted((a, b) for a, b, _ in position_spans))
+        if c["samples"]:
+            out.append(f"{kind}{c['sm_mhz']:.0f}/{100 * c['power_capped']:.0f}%")
     return " ".join(out)
 
 

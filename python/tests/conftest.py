@@ -62,13 +62,15 @@ def closed_port_url():
     return f"http://127.0.0.1:{port}"
 
 
-def train(opt, iterations, names=("forward", "backward")):
-    """Runs `iterations` training steps through the hooks, one instruction per name."""
+def train(opt, iterations, names=("forward", "backward"), seconds=None):
+    """Runs `iterations` training steps through the hooks, one instruction per name, each
+    lasting seconds[name] when given (else no time at all)."""
     for _ in range(iterations):
         with opt.step():
             for name in names:
                 with opt.instruction(name):
-                    pass
+                    if seconds:
+                        time.sleep(seconds[name])
 
 
 def other_thread_resumes_during(call):

@@ -89,13 +89,8 @@ def test_a_window_starting_between_refreshes_measures_the_true_power(monkeypatch
     time.sleep(0.15)
     opt = perseus.PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 1, 1, 1, None, gpu=gpu,
                                              observe=True, report_every=20)
-    while not opt.iterations:
-        opt.on_step_begin()
-        for name, seconds in (("forward", 0.01), ("backward", 0.02)):
-            opt.on_instruction_begin(name)
-            time.sleep(seconds)
-            opt.on_instruction_end(name)
-        opt.on_step_end()
+    train(opt, 20, seconds={"forward": 0.01, "backward": 0.02})  # one window
+    assert opt.iterations
     trace = opt.last_window_trace
     opt.close()
     for method in ("overlap", "busy-overlap"):
@@ -116,13 +111,7 @@ def test_the_window_reports_the_clock_each_instruction_ran_at(monkeypatch):
     opt = perseus.PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 1, 1, 1, None,
                                              gpu=perseus.NvmlGpu(0, library=FAKE),
                                              observe=True, report_every=5)
-    while not opt.iterations:
-        opt.on_step_begin()
-        for name in ("forward", "backward"):
-            opt.on_instruction_begin(name)
-            time.sleep(0.01)
-            opt.on_instruction_end(name)
-        opt.on_step_end()
+    train(opt, 5, seconds={"forward": 0.01, "backward": 0.01})  # one window
     clocks = opt.last_window["clocks"]
     opt.close()
     assert set(clocks) == {"forward", "backward"}

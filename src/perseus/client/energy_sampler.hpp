@@ -107,7 +107,8 @@ class ThreadSampler : public EnergySampler {
 
  private:
   void run();
-  // One clock read after a counter read (outside the lock); false once clock reads stopped.
+  // One clock read after a counter read (the lock is taken only to keep it); none once a read
+  // failed or the backend reported no clock (read_clocks_).
   void read_clock();
 
   GpuBackend& gpu_;
