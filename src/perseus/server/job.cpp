@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <functional>
 #include <set>
 #include <thread>
 
 #include "perseus/server/auth.hpp"
+#include "perseus/server/stage_aggregate.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/log.hpp"
 
@@ -15,78 +15,8 @@ namespace perseus::server {
 
 // Attempts of a store write the job's progress depends on (a new round, a release).
 constexpr int kStoreAttempts = 3;
-// The stored job info's field holding the digest of the job's secret.
-constexpr const char* kSecretField = "secret_sha256";
-namespace {
 
 using nlohmann::json;
-
-// Element-wise combination of equally indexed values of several ranks (shortest length wins).
-std::vector<double> combine(const std::vector<const std::vector<double>*>& lists,
-                            const std::function<double(double, double)>& op) {
-  std::size_t n = lists.front()->size();
-  for (const auto* list : lists) n = std::min(n, list->size());
-  std::vector<double> out(lists.front()->begin(), lists.front()->begin() + static_cast<long>(n));
-  for (std::size_t r = 1; r < lists.size(); ++r) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = op(out[i], (*lists[r])[i]);
-  }
-  return out;
-}
-
-using Breakdown = std::map<std::string, std::vector<std::vector<double>>>;
-
-Breakdown combine_breakdowns(const std::vector<const Breakdown*>& parts,
-                             const std::function<double(double, double)>& op) {
-  Breakdown out;
-  for (const auto& [name, first] : *parts.front()) {
-    std::size_t iterations = first.size();
-    for (const auto* part : parts) {
-      auto it = part->find(name);
-      iterations = it == part->end() ? 0 : std::min(iterations, it->second.size());
-    }
-    auto& rows = out[name];
-    for (std::size_t i = 0; i < iterations; ++i) {
-      std::vector<const std::vector<double>*> lists;
-      for (const auto* part : parts) lists.push_back(&part->at(name)[i]);
-      rows.push_back(combine(lists, op));
-    }
-  }
-  return out;
-}
-
-// Standard errors of summed energies: the root of the summed squares, for the instructions every
-// rank reported one for.
-std::map<std::string, double> combine_stderr(
-    const std::vector<const std::map<std::string, double>*>& parts) {
-  std::map<std::string, double> out;
-  for (const auto& [name, first] : *parts.front()) {
-    double variance = 0.0;
-    bool everywhere = true;
-    for (const auto* part : parts) {
-      auto it = part->find(name);
-      everywhere = everywhere && it != part->end();
-      if (it != part->end()) variance += it->second * it->second;
-    }
-    if (everywhere) out[name] = std::sqrt(variance);
-  }
-  return out;
-}
-
-double max_of(double a, double b) {
-  return std::max(a, b);
-}
-double sum_of(double a, double b) {
-  return a + b;
-}
-
-// The stored JobInfo carries the assigned id, which a registration body must not.
-wire::JobInfo stored_info(const StoredJob& stored) {
-  json body = stored.info;
-  body["job_id"] = "";
-  return wire::parse_job_info(body);
-}
-
-}  // namespace
 
 Job::Job(Store& store, std::string job_id, wire::JobInfo info, JobDirs dirs, bool)
     : store_(store),
@@ -116,25 +46,6 @@ bool Job::secret_matches(const std::string& secret) const {
   if (!same_secret(sha256_hex(secret), secret_sha256_)) return false;
   known_secret_ = secret;
   return true;
-}
-
-Job::Job(Store& store, const StoredJob& stored, JobDirs dirs)
-    : Job(store, stored.job_id, stored_info(stored), std::move(dirs), true) {
-  secret_sha256_ = stored.info.value(kSecretField, "");
-  restore_history(stored);
-}
-
-std::unique_ptr<Job> Job::unusable(Store& store, const StoredJob& stored, std::string reason) {
-  wire::JobInfo none;
-  none.world_size = 0;
-  std::unique_ptr<Job> job(new Job(store, stored.job_id, none, {}, true));
-  job->error_ = std::move(reason);
-  try {
-    job->info_ = stored_info(stored);  // shown in its status; no per-rank state is built
-    job->info_.job_id = stored.job_id;
-  } catch (const std::exception&) {
-  }
-  return job;
 }
 
 std::string Job::rank_out_of_range(const std::string& field, int rank) const {
@@ -398,26 +309,15 @@ void Job::finish_round(int round) {
 }
 
 std::vector<StageResult> Job::aggregate(int round) const {
-  std::vector<StageResult> out(static_cast<std::size_t>(info_.pp_degree));
+  std::vector<StageResult> out;
   for (int stage = 0; stage < info_.pp_degree; ++stage) {
-    std::vector<const std::vector<double>*> times, energies;
-    std::vector<const Breakdown*> time_parts, energy_parts;
-    std::vector<const std::map<std::string, double>*> stderr_parts;
+    std::vector<const wire::ProfilingResult*> reports;
     for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
-      if (ranks_[rank]->pp_rank != stage) continue;
-      const auto& result = *results_[static_cast<std::size_t>(round)][rank];
-      times.push_back(&result.iter_time);
-      energies.push_back(&result.iter_energy);
-      time_parts.push_back(&result.time_breakdown);
-      energy_parts.push_back(&result.energy_breakdown);
-      stderr_parts.push_back(&result.energy_stderr);
+      if (ranks_[rank]->pp_rank == stage) {
+        reports.push_back(&*results_[static_cast<std::size_t>(round)][rank]);
+      }
     }
-    auto& agg = out[static_cast<std::size_t>(stage)];
-    agg.iter_time = combine(times, max_of);
-    agg.iter_energy = combine(energies, sum_of);
-    agg.time_breakdown = combine_breakdowns(time_parts, max_of);
-    agg.energy_breakdown = combine_breakdowns(energy_parts, sum_of);
-    agg.energy_stderr = combine_stderr(stderr_parts);
+    out.push_back(aggregate_stage(reports));
   }
   return out;
 }
@@ -435,67 +335,6 @@ Reply Job::report_straggler(const json& report) {
   store_.add_straggler(id_, static_cast<int>(rounds_.size()) - 1, report);
   ++stragglers_reported_;
   return {200, nullptr};
-}
-
-// Replays the stored history: the same scheduler calls in the same order as the original
-// process made, serving the stored rounds (not recomputed ones) to the ranks.
-void Job::restore_history(const StoredJob& stored) {
-  for (const auto& body : stored.ranks) {
-    auto rank = wire::parse_rank_info(body);
-    if (auto problem = rank_problem(rank); !problem.empty()) throw Error("stored " + problem);
-    ranks_[static_cast<std::size_t>(rank.rank)] = rank;
-    rank_bodies_[static_cast<std::size_t>(rank.rank)] = body;
-  }
-  error_ = stored.error;
-  if (!error_.empty() || registered() < info_.world_size || !start_scheduler()) return;
-  for (std::size_t r = 0; r < stored.rounds.size() && error_.empty(); ++r) {
-    if (!replay_round(stored, r)) return;
-  }
-  if (rounds_.empty()) compute_round();
-}
-
-// Replays round r; false when the scheduler failed.
-bool Job::replay_round(const StoredJob& stored, std::size_t r) {
-  try {
-    scheduler_->next();
-    for (const auto& [round, report] : stored.stragglers) {
-      if (round != static_cast<int>(r)) continue;
-      scheduler_->report_straggler(report);
-      ++stragglers_reported_;
-    }
-  } catch (const std::exception& e) {
-    fail("replaying round " + std::to_string(r) + ": " + e.what());
-    return false;
-  }
-  rounds_.push_back(round_from_json(stored.rounds[r]));
-  released_.push_back(stored.released[r]);
-  results_.emplace_back(ranks_.size());
-  results_in_round_.push_back(0);
-  if (r >= stored.results.size()) return true;
-  for (const auto& body : stored.results[r]) {
-    auto result = wire::parse_profiling_result(body);
-    if (result.rank >= info_.world_size) {
-      throw Error("stored result of round " + std::to_string(r) + ": " +
-                  rank_out_of_range("field 'rank'", result.rank));
-    }
-    results_[r][static_cast<std::size_t>(result.rank)] = result;
-    auto& next = next_round_[static_cast<std::size_t>(result.rank)];
-    next = std::max(next, static_cast<int>(r) + 1);
-    ++results_in_round_[r];
-  }
-  bool complete = results_in_round_[r] == info_.world_size && !rounds_[r].done;
-  if (!complete) return true;
-  if (r + 1 == stored.rounds.size()) {
-    finish_round(static_cast<int>(r));  // it crashed before planning the next round
-    return error_.empty();
-  }
-  try {
-    scheduler_->observe(aggregate(static_cast<int>(r)));
-  } catch (const std::exception& e) {
-    fail("replaying round " + std::to_string(r) + ": " + e.what());
-    return false;
-  }
-  return true;
 }
 
 }  // namespace perseus::server

@@ -101,6 +101,8 @@ class Job {
   const std::vector<double>& release_ms() const { return release_ms_; }
 
  private:
+  // The stored job info's field holding the digest of the job's secret.
+  static constexpr const char* kSecretField = "secret_sha256";
   Job(Store& store, std::string job_id, wire::JobInfo info, JobDirs dirs, bool);
   bool start_scheduler();
   bool replay_round(const StoredJob& stored, std::size_t r);

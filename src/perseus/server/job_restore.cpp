@@ -1,0 +1,104 @@
+// Reopening a job from the store after a restart: the registered ranks, the rounds served, the
+// results reported and the stragglers are replayed through a fresh scheduler in their original
+// order, so the job continues where the previous process left it.
+#include <algorithm>
+
+#include "perseus/server/job.hpp"
+#include "perseus/util/error.hpp"
+
+namespace perseus::server {
+
+namespace {
+
+using nlohmann::json;
+
+// The stored JobInfo carries the assigned id, which a registration body must not.
+wire::JobInfo stored_info(const StoredJob& stored) {
+  json body = stored.info;
+  body["job_id"] = "";
+  return wire::parse_job_info(body);
+}
+
+}  // namespace
+
+Job::Job(Store& store, const StoredJob& stored, JobDirs dirs)
+    : Job(store, stored.job_id, stored_info(stored), std::move(dirs), true) {
+  secret_sha256_ = stored.info.value(kSecretField, "");
+  restore_history(stored);
+}
+
+std::unique_ptr<Job> Job::unusable(Store& store, const StoredJob& stored, std::string reason) {
+  wire::JobInfo none;
+  none.world_size = 0;
+  std::unique_ptr<Job> job(new Job(store, stored.job_id, none, {}, true));
+  job->error_ = std::move(reason);
+  try {
+    job->info_ = stored_info(stored);  // shown in its status; no per-rank state is built
+    job->info_.job_id = stored.job_id;
+  } catch (const std::exception&) {
+  }
+  return job;
+}
+
+// Replays the stored history: the same scheduler calls in the same order as the original
+// process made, serving the stored rounds (not recomputed ones) to the ranks.
+void Job::restore_history(const StoredJob& stored) {
+  for (const auto& body : stored.ranks) {
+    auto rank = wire::parse_rank_info(body);
+    if (auto problem = rank_problem(rank); !problem.empty()) throw Error("stored " + problem);
+    ranks_[static_cast<std::size_t>(rank.rank)] = rank;
+    rank_bodies_[static_cast<std::size_t>(rank.rank)] = body;
+  }
+  error_ = stored.error;
+  if (!error_.empty() || registered() < info_.world_size || !start_scheduler()) return;
+  for (std::size_t r = 0; r < stored.rounds.size() && error_.empty(); ++r) {
+    if (!replay_round(stored, r)) return;
+  }
+  if (rounds_.empty()) compute_round();
+}
+
+// Replays round r; false when the scheduler failed.
+bool Job::replay_round(const StoredJob& stored, std::size_t r) {
+  try {
+    scheduler_->next();
+    for (const auto& [round, report] : stored.stragglers) {
+      if (round != static_cast<int>(r)) continue;
+      scheduler_->report_straggler(report);
+      ++stragglers_reported_;
+    }
+  } catch (const std::exception& e) {
+    fail("replaying round " + std::to_string(r) + ": " + e.what());
+    return false;
+  }
+  rounds_.push_back(round_from_json(stored.rounds[r]));
+  released_.push_back(stored.released[r]);
+  results_.emplace_back(ranks_.size());
+  results_in_round_.push_back(0);
+  if (r >= stored.results.size()) return true;
+  for (const auto& body : stored.results[r]) {
+    auto result = wire::parse_profiling_result(body);
+    if (result.rank >= info_.world_size) {
+      throw Error("stored result of round " + std::to_string(r) + ": " +
+                  rank_out_of_range("field 'rank'", result.rank));
+    }
+    results_[r][static_cast<std::size_t>(result.rank)] = result;
+    auto& next = next_round_[static_cast<std::size_t>(result.rank)];
+    next = std::max(next, static_cast<int>(r) + 1);
+    ++results_in_round_[r];
+  }
+  bool complete = results_in_round_[r] == info_.world_size && !rounds_[r].done;
+  if (!complete) return true;
+  if (r + 1 == stored.rounds.size()) {
+    finish_round(static_cast<int>(r));  // it crashed before planning the next round
+    return error_.empty();
+  }
+  try {
+    scheduler_->observe(aggregate(static_cast<int>(r)));
+  } catch (const std::exception& e) {
+    fail("replaying round " + std::to_string(r) + ": " + e.what());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace perseus::server
