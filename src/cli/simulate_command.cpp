@@ -4,26 +4,20 @@
 // stages exchange activations and gradients over socket pairs and the parent synchronizes the
 // iteration ends (perseus/pipeline_sim/). The parent prints a summary and writes the
 // per-iteration pipeline time and summed energy as JSON.
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cerrno>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <memory>
-#include <thread>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "perseus/client/http_client.hpp"
 #include "perseus/pipeline_sim/coordinator.hpp"
+#include "perseus/pipeline_sim/processes.hpp"
 #include "perseus/pipeline_sim/rank.hpp"
 #include "perseus/profile/csv.hpp"
 #include "perseus/profile/gpu_model.hpp"
@@ -135,98 +129,6 @@ Setup make_setup(const SimulateArgs& a) {
 
 // ---- processes ----
 
-struct Child {
-  pid_t pid = -1;
-  bool reaped = false;
-  int status = 0;
-};
-
-std::string describe_status(int status) {
-  if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
-  return "status " + std::to_string(status);
-}
-
-class RankProcesses {
- public:
-  ~RankProcesses() { kill_all(); }
-
-  // Forks the child of one rank; `body` runs in the child and returns its exit code.
-  template <typename Body>
-  void spawn(Body&& body) {
-    const pid_t parent = getpid();
-    std::fflush(nullptr);
-    pid_t pid = fork();
-    if (pid < 0) throw Error(std::string("cannot fork a rank process: ") + std::strerror(errno));
-    if (pid == 0) {
-#ifdef __linux__
-      prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the parent
-#endif
-      if (getppid() != parent) _exit(1);
-      setpgid(0, group_ > 0 ? group_ : 0);
-      int code = 1;
-      try {
-        code = body();
-      } catch (...) {
-        code = 1;
-      }
-      std::fflush(nullptr);
-      _exit(code);
-    }
-    if (group_ <= 0) group_ = pid;
-    setpgid(pid, group_);  // also done by the child; whichever runs first wins
-    children_.push_back({pid});
-  }
-
-  // SIGKILL to every child (the process group and each pid), then reaps them.
-  void kill_all() {
-    bool alive = std::any_of(children_.begin(), children_.end(), [](auto& c) { return !c.reaped; });
-    if (!alive) return;  // the group is gone and its id may be reused
-    if (group_ > 0) killpg(group_, SIGKILL);
-    for (auto& c : children_) {
-      if (!c.reaped) kill(c.pid, SIGKILL);
-    }
-    for (auto& c : children_) reap(c, true);
-  }
-
-  // Waits up to `seconds` for every child to exit on its own; true when all did.
-  bool wait_all(double seconds) {
-    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    while (true) {
-      bool all = true;
-      for (auto& c : children_) all = reap(c, false) && all;
-      if (all) return true;
-      if (std::chrono::steady_clock::now() >= end) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  }
-
-  const Child& child(int rank) const {
-    return children_.at(static_cast<std::size_t>(rank));
-  }
-  Child& child(int rank) {
-    return children_.at(static_cast<std::size_t>(rank));
-  }
-
-  bool reap(Child& c, bool block) {
-    if (c.reaped) return true;
-    int status = 0;
-    pid_t r;
-    do {
-      r = waitpid(c.pid, &status, block ? 0 : WNOHANG);
-    } while (r < 0 && errno == EINTR);
-    if (r == c.pid || (r < 0 && errno == ECHILD)) {
-      c.reaped = true;
-      c.status = status;
-    }
-    return c.reaped;
-  }
-
- private:
-  pid_t group_ = -1;
-  std::vector<Child> children_;
-};
-
 std::string rank_label(int rank, const schedule::Schedule& sched) {
   const int gpus = sched.num_ranks();
   std::vector<std::string> stages;
@@ -243,7 +145,7 @@ pipeline::RunResult run_ranks(const Setup& setup, const pipeline::StopRule& stop
       setup.schedule, setup.pipelines, label, "the parent process", parent_ends);
   const int n = static_cast<int>(links.size());
 
-  RankProcesses processes;
+  pipeline::RankProcesses processes;
   for (int r = 0; r < n; ++r) {
     processes.spawn([&, r] {
       // Keep only this rank's descriptors: peers must see end-of-stream when a rank dies.
@@ -271,7 +173,7 @@ pipeline::RunResult run_ranks(const Setup& setup, const pipeline::StopRule& stop
     processes.kill_all();
     std::string message = label(f.rank()) + " failed: " + f.what();
     if (f.exited_silently()) {
-      message += " (" + describe_status(processes.child(f.rank()).status) + ")";
+      message += " (" + pipeline::describe_status(processes.child(f.rank()).status) + ")";
     }
     throw Error(message);
   } catch (const Error&) {
@@ -283,9 +185,9 @@ pipeline::RunResult run_ranks(const Setup& setup, const pipeline::StopRule& stop
     throw Error("rank processes did not exit within 30 s after the run ended; killed them");
   }
   for (int r = 0; r < n; ++r) {
-    const Child& c = processes.child(r);
+    const pipeline::Child& c = processes.child(r);
     if (!WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0) {
-      throw Error(label(r) + " failed after the run: " + describe_status(c.status));
+      throw Error(label(r) + " failed after the run: " + pipeline::describe_status(c.status));
     }
   }
   return result;
