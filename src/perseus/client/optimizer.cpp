@@ -20,15 +20,6 @@ namespace perseus::client {
 
 namespace {
 
-// A locked clock counts as not reached when an instruction's mean SM clock over at least
-// kMinClockSamples readings in a window is more than kClockShortfall below it, with the driver
-// holding the clock down (power limit, heat) in at least kHeldDownShare of them. Without that, a
-// shortfall is the clock thread's lag: each lock takes effect a little after its instruction
-// begins, so an instruction that follows a lower clock starts at it.
-constexpr int kMinClockSamples = 5;
-constexpr double kClockShortfall = 0.02;
-constexpr double kHeldDownShare = 0.5;
-
 void stderr_warning(const std::string& message) {
   std::string line = "perseus: warning: " + message + "\n";
   std::fwrite(line.data(), 1, line.size(), stderr);
@@ -199,9 +190,7 @@ struct PipelineFrequencyOptimizer::Impl {
   // heat held the clock down), so its measurements are those of a lower clock.
   void warn_of_clocks_not_reached(const std::map<std::string, ClockSummary>& clocks) {
     for (const auto& [name, c] : clocks) {
-      if (c.locked_mhz <= 0 || c.samples < kMinClockSamples ||
-          c.mean_mhz >= (1.0 - kClockShortfall) * c.locked_mhz ||
-          c.held_down_share < kHeldDownShare ||
+      if (!c.locked_clock_not_reached() ||
           !clocks_not_reached.insert({name, c.locked_mhz}).second) {
         continue;
       }
