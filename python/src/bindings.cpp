@@ -30,6 +30,7 @@
 #include "perseus/util/error.hpp"
 #include "perseus/wire/protocol.hpp"
 #include "py_backend.hpp"
+#include "py_convert.hpp"
 
 namespace py = pybind11;
 using perseus::client::GpuBackend;
@@ -41,113 +42,6 @@ using perseus::client::SimGpu;
 using perseus::client::SimGpuOptions;
 
 namespace {
-
-// A simulated GPU's energy counter: "realistic" or "ideal", then the fields given in
-// `options` (refresh_period_s, refresh_jitter_s, refresh_phase_s, read_latency_s, sampled_fraction,
-// noise, seed).
-perseus::client::CounterOptions counter_from(const std::string& name, const py::dict& options) {
-  auto c = perseus::client::CounterOptions::named(name);
-  for (const auto& [key, value] : options) {
-    const auto field = key.cast<std::string>();
-    if (field == "refresh_period_s") {
-      c.refresh_period_s = value.cast<double>();
-    } else if (field == "refresh_jitter_s") {
-      c.refresh_jitter_s = value.cast<double>();
-    } else if (field == "refresh_phase_s") {
-      c.refresh_phase_s = value.cast<double>();
-    } else if (field == "read_latency_s") {
-      c.read_latency_s = value.cast<double>();
-    } else if (field == "sampled_fraction") {
-      c.sampled_fraction = value.cast<double>();
-    } else if (field == "noise") {
-      c.noise = value.cast<double>();
-    } else if (field == "seed") {
-      c.seed = value.cast<std::uint64_t>();
-    } else {
-      throw perseus::Error(
-          "counter_options: unknown field '" + field +
-          "' (expected refresh_period_s, refresh_jitter_s, refresh_phase_s, read_latency_s, "
-          "sampled_fraction, noise or seed)");
-    }
-  }
-  c.validate();
-  return c;
-}
-
-// Holds a Python callable so that copies and the final release happen under the GIL (the
-// optimizer may drop its std::function on a thread that does not hold it).
-struct PyCallable {
-  std::shared_ptr<py::object> fn;
-  explicit PyCallable(py::object f)
-      : fn(new py::object(std::move(f)), [](py::object* p) {
-          py::gil_scoped_acquire gil;
-          delete p;
-        }) {}
-};
-
-// A hook's stage argument: None is "not given" (-1); a negative index is a caller's mistake.
-int stage_index(std::optional<int> stage) {
-  if (!stage) return -1;
-  if (*stage < 0) {
-    throw py::value_error("stage must be a pipeline stage index >= 0 or None, got " +
-                          std::to_string(*stage));
-  }
-  return *stage;
-}
-
-std::function<void(const std::string&)> make_log(py::object log) {
-  if (log.is_none()) return {};
-  PyCallable c(std::move(log));
-  return [c](const std::string& message) {
-    py::gil_scoped_acquire gil;
-    try {
-      (*c.fn)(message);
-    } catch (py::error_already_set& e) {
-      // A broken logger must not break training: report it through Python's unraisable hook.
-      e.discard_as_unraisable("perseus log callback");
-    }
-  };
-}
-
-std::function<std::string(const std::string&)> make_share(py::object share) {
-  if (share.is_none()) return {};
-  PyCallable c(std::move(share));
-  return [c](const std::string& id) -> std::string {
-    py::gil_scoped_acquire gil;
-    try {
-      return (*c.fn)(id).cast<std::string>();
-    } catch (py::error_already_set& e) {
-      throw perseus::Error(std::string("share_job_id callback failed: ") + e.what());
-    } catch (py::cast_error& e) {
-      throw perseus::Error(std::string("share_job_id callback must return a str: ") + e.what());
-    }
-  };
-}
-
-nlohmann::json to_json(const py::handle& obj) {
-  if (obj.is_none()) return nullptr;
-  if (py::isinstance<py::bool_>(obj)) return obj.cast<bool>();
-  if (py::isinstance<py::int_>(obj)) return obj.cast<long long>();
-  if (py::isinstance<py::float_>(obj)) return obj.cast<double>();
-  if (py::isinstance<py::str>(obj)) return obj.cast<std::string>();
-  if (py::isinstance<py::dict>(obj)) {
-    nlohmann::json out = nlohmann::json::object();
-    for (auto item : obj.cast<py::dict>()) {
-      if (!py::isinstance<py::str>(item.first))
-        throw perseus::Error("scheduler_args: keys must be strings");
-      out[item.first.cast<std::string>()] = to_json(item.second);
-    }
-    return out;
-  }
-  if (py::isinstance<py::list>(obj) || py::isinstance<py::tuple>(obj)) {
-    nlohmann::json out = nlohmann::json::array();
-    for (auto item : obj) out.push_back(to_json(item));
-    return out;
-  }
-  throw perseus::Error("scheduler_args: unsupported value of type " +
-                       py::str(py::type::of(obj).attr("__name__")).cast<std::string>() +
-                       " (use dict, list, str, int, float, bool or None)");
-}
 
 // The Python-facing optimizer. close() (also run by the destructor) restores the GPU's default
 // clocks; it releases the GIL so that the clock thread can finish Python backend calls.
@@ -215,7 +109,7 @@ PYBIND11_MODULE(_perseus, m) {
              o.blocking_power_w = blocking_power;
              o.real_time = real_time;
              o.time_scale = time_scale;
-             o.counter = counter_from(counter, counter_options);
+             o.counter = perseus::python::counter_from(counter, counter_options);
              return std::make_shared<SimGpu>(perseus::profile::read_profile_csv(profile), o);
            }),
            py::arg("profile"), py::arg("stage") = 0, py::arg("blocking_power") = 0.0,
@@ -289,7 +183,7 @@ PYBIND11_MODULE(_perseus, m) {
              o.job_id = std::move(job_id);
              o.scheduler = std::move(scheduler);
              if (!scheduler_args.is_none()) {
-               o.scheduler_args = to_json(scheduler_args);
+               o.scheduler_args = perseus::python::to_json(scheduler_args);
                if (!o.scheduler_args.is_object())
                  throw perseus::Error("scheduler_args must be a dict");
              }
@@ -303,8 +197,8 @@ PYBIND11_MODULE(_perseus, m) {
              o.token = std::move(token);
              o.ca_file = std::move(ca_file);
              o.max_skipped_windows = max_skipped_windows;
-             o.log = make_log(std::move(log));
-             o.share_job_id = make_share(std::move(share_job_id));
+             o.log = perseus::python::make_log(std::move(log));
+             o.share_job_id = perseus::python::make_share(std::move(share_job_id));
              std::unique_ptr<GpuBackend> backend = perseus::python::make_backend(std::move(gpu));
              return std::make_unique<Optimizer>(std::move(o), std::move(backend));
            }),
@@ -333,14 +227,14 @@ PYBIND11_MODULE(_perseus, m) {
           "on_instruction_begin",
           [](Optimizer& o, const std::string& name, std::optional<int> stage) {
             py::gil_scoped_release nogil;
-            o.get().on_instruction_begin(name, stage_index(stage));
+            o.get().on_instruction_begin(name, perseus::python::stage_index(stage));
           },
           py::arg("name"), py::arg("stage") = py::none())
       .def(
           "on_instruction_end",
           [](Optimizer& o, const std::string& name, std::optional<int> stage) {
             py::gil_scoped_release nogil;
-            o.get().on_instruction_end(name, stage_index(stage));
+            o.get().on_instruction_end(name, perseus::python::stage_index(stage));
           },
           py::arg("name"), py::arg("stage") = py::none())
       .def("close", &Optimizer::close)
@@ -389,7 +283,6 @@ PYBIND11_MODULE(_perseus, m) {
       .def("gpu_now", [](Optimizer& o) { return o.get().gpu().now_s(); })
       .def("gpu_total_energy", [](Optimizer& o) { return o.get().gpu().total_energy_j(); });
 
-  // ---- gpu probe (issue 11) ----
   // `perseus gpu probe` from Python: the probe's JSON text (perseus.gpu_probe parses it). Reads
   // only; the GIL is released while the counter is polled.
   m.def(
@@ -407,7 +300,6 @@ PYBIND11_MODULE(_perseus, m) {
         return perseus::client::to_json(probe).dump();
       },
       py::arg("device") = 0, py::arg("library") = "libnvidia-ml.so.1", py::arg("duration") = 1.5);
-  // ---- end gpu probe (issue 11) ----
 
   // Attributing a recorded window again (perseus.attribute): trace JSON text in, attribution
   // JSON text out; a malformed trace raises PerseusError naming the field.
