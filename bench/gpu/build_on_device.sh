@@ -5,7 +5,7 @@
 # The package lands in build-device/python (put it on PYTHONPATH); prints that folder.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-dev=$root/build-device
+dev=${PERSEUS_DEVICE_DIR:-$root/build-device}
 py=${PYTHON:-python3}
 suffix=$($py -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 python_include=$($py -c "import sysconfig; print(sysconfig.get_paths()['include'])")
@@ -18,7 +18,7 @@ mkdir -p "$dev/python/perseus"
 cp "$root"/python/perseus/*.py "$dev/python/perseus/"
 module=$dev/python/perseus/_perseus$suffix
 compile() {
-  g++ -std=c++20 -O2 -shared -fPIC -o "$module" "$root"/python/src/{bindings,py_backend}.cpp \
+  g++ -std=c++20 -O2 -shared -fPIC -o "$module" "$root"/python/src/*.cpp \
     -DPERSEUS_VERSION='"device"' -I"$root/src" -I"$dev/include" "$@" -I"$python_include" \
     "$dev"/lib/libperseus_client.a "$dev"/lib/libperseus_wire.a \
     "$dev"/lib/libperseus_profile.a "$dev"/lib/libperseus_util.a \

@@ -6,7 +6,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
-dev=$root/build-device
+dev=${PERSEUS_DEVICE_DIR:-$root/build-device}
 rm -rf "$dev"
 mkdir -p "$dev/lib" "$dev/include" "$dev/bin"
 for lib in client wire profile util; do
