@@ -76,20 +76,10 @@ class Optimizer {
   std::unique_ptr<PipelineFrequencyOptimizer> opt_;
 };
 
-}  // namespace
+// Calls that block (device reads, simulated waits) let other Python threads run meanwhile.
+const auto nogil = py::call_guard<py::gil_scoped_release>();
 
-PYBIND11_MODULE(_perseus, m) {
-  m.doc() = "Perseus training-side client (C++ extension); use the `perseus` package.";
-  m.attr("__version__") = PERSEUS_VERSION;  // the project's version, as `perseus --version`
-
-  py::register_exception<perseus::Error>(m, "PerseusError", PyExc_RuntimeError);
-  m.attr("PerseusError").attr("__doc__") =
-      "An error from the Perseus client library: bad input, unusable arguments, or (strict "
-      "mode) a failed server request.";
-
-  // Calls that block (device reads, simulated waits) let other Python threads run meanwhile.
-  const auto nogil = py::call_guard<py::gil_scoped_release>();
-
+void bind_sim_gpu(py::module_& m) {
   py::class_<SimGpu, std::shared_ptr<SimGpu>>(
       m, "SimGpu",
       "A simulated GPU whose instruction time and energy follow one stage of a profile CSV, or\n"
@@ -135,7 +125,9 @@ PYBIND11_MODULE(_perseus, m) {
            nogil)
       .def("current_clock", &SimGpu::current_clock, py::arg("instruction"))
       .def_property_readonly("synchronous_clocks", &SimGpu::synchronous_clocks);
+}
 
+void bind_nvml_gpu(py::module_& m) {
   py::class_<NvmlGpu, std::shared_ptr<NvmlGpu>>(
       m, "NvmlGpu", "A real GPU through NVML (libnvidia-ml loaded at run time).")
       .def(py::init<int, const std::string&>(), py::arg("index") = 0,
@@ -156,68 +148,98 @@ PYBIND11_MODULE(_perseus, m) {
            "Why the clocks are where they are now: names such as 'sw_power_cap' (the power "
            "limit holds the SM clock down) or 'gpu_idle'; empty when none applies.",
            nogil);
+}
 
-  py::class_<Optimizer>(m, "_Optimizer")
-      .def(py::init([](py::object gpu, int rank, int dp_rank, int pp_rank, int tp_rank,
-                       int dp_degree, int pp_degree, int tp_degree, int world_size,
-                       std::string server_url, py::object job_metadata, std::string job_id,
-                       std::string scheduler, py::object scheduler_args, int report_every,
-                       bool strict, double request_timeout, double barrier_timeout, int retries,
-                       double backoff, py::object log, py::object share_job_id, bool observe,
-                       const std::string& attribution, double sampler_period, double stall_bound,
-                       int max_skipped_windows, std::string token, std::string ca_file) {
-             OptimizerOptions o;
-             o.observe = observe;
-             o.attribution = perseus::client::parse_attribution(attribution);
-             o.sampler_period_s = sampler_period;
-             o.rank = rank;
-             o.dp_rank = dp_rank;
-             o.pp_rank = pp_rank;
-             o.tp_rank = tp_rank;
-             o.dp_degree = dp_degree;
-             o.pp_degree = pp_degree;
-             o.tp_degree = tp_degree;
-             o.world_size = world_size;
-             o.server_url = std::move(server_url);
-             if (!job_metadata.is_none()) o.job_metadata = job_metadata.cast<std::string>();
-             o.job_id = std::move(job_id);
-             o.scheduler = std::move(scheduler);
-             if (!scheduler_args.is_none()) {
-               o.scheduler_args = perseus::python::to_json(scheduler_args);
-               if (!o.scheduler_args.is_object())
-                 throw perseus::Error("scheduler_args must be a dict");
-             }
-             o.report_every = report_every;
-             o.strict = strict;
-             o.request_timeout_s = request_timeout;
-             o.barrier_timeout_s = barrier_timeout;
-             o.retries = retries;
-             o.backoff_s = backoff;
-             o.stall_bound_s = stall_bound;
-             o.token = std::move(token);
-             o.ca_file = std::move(ca_file);
-             o.max_skipped_windows = max_skipped_windows;
-             o.log = perseus::python::make_log(std::move(log));
-             o.share_job_id = perseus::python::make_share(std::move(share_job_id));
-             std::unique_ptr<GpuBackend> backend = perseus::python::make_backend(std::move(gpu));
-             return std::make_unique<Optimizer>(std::move(o), std::move(backend));
-           }),
-           py::arg("gpu"), py::arg("rank"), py::arg("dp_rank"), py::arg("pp_rank"),
-           py::arg("tp_rank"), py::arg("dp_degree"), py::arg("pp_degree"), py::arg("tp_degree"),
-           py::arg("world_size"), py::arg("server_url") = "", py::arg("job_metadata") = py::none(),
-           py::arg("job_id") = "", py::arg("scheduler") = "",
-           py::arg("scheduler_args") = py::none(), py::arg("report_every") = 5,
-           py::arg("strict") = false, py::arg("request_timeout") = 5.0,
-           py::arg("barrier_timeout") = 10.0, py::arg("retries") = 3, py::arg("backoff") = 0.2,
-           py::arg("log") = py::none(), py::arg("share_job_id") = py::none(),
-           py::arg("observe") = false, py::arg("attribution") = "busy-overlap",
-           py::arg("sampler_period") = 0.0, py::arg("stall_bound") = 10.0,
-           py::arg("max_skipped_windows") = 32, py::arg("token") = "", py::arg("ca_file") = "")
-      .def("on_step_begin",
-           [](Optimizer& o) {
-             py::gil_scoped_release nogil;
-             o.get().on_step_begin();
-           })
+// Optimizer.last_window: the last reporting window's measurements as a dict.
+py::dict window_dict(const perseus::client::WindowMeasurements& w) {
+  py::dict d;
+  d["iter_time"] = w.iter_time;
+  d["iter_energy"] = w.iter_energy;
+  d["time_breakdown"] = w.time_breakdown;
+  d["energy_breakdown"] = w.energy_breakdown;
+  d["energy_stderr"] = w.energy_stderr_j;
+  d["attribution"] = perseus::client::to_string(w.method);
+  d["measured"] = w.measured;
+  py::dict clocks;
+  for (const auto& [name, c] : w.clocks) {
+    py::dict one;
+    one["samples"] = c.samples;
+    one["mean_mhz"] = c.mean_mhz;
+    one["held_down_share"] = c.held_down_share;
+    one["locked_mhz"] = c.locked_mhz;
+    clocks[py::str(name)] = one;
+  }
+  d["clocks"] = clocks;
+  return d;
+}
+
+using OptimizerClass = py::class_<Optimizer>;
+
+// _Optimizer(gpu, rank, ...): every OptimizerOptions field by keyword (perseus/optimizer.py).
+void add_optimizer_init(OptimizerClass& cls) {
+  cls.def(py::init([](py::object gpu, int rank, int dp_rank, int pp_rank, int tp_rank,
+                      int dp_degree, int pp_degree, int tp_degree, int world_size,
+                      std::string server_url, py::object job_metadata, std::string job_id,
+                      std::string scheduler, py::object scheduler_args, int report_every,
+                      bool strict, double request_timeout, double barrier_timeout, int retries,
+                      double backoff, py::object log, py::object share_job_id, bool observe,
+                      const std::string& attribution, double sampler_period, double stall_bound,
+                      int max_skipped_windows, std::string token, std::string ca_file) {
+            OptimizerOptions o;
+            o.observe = observe;
+            o.attribution = perseus::client::parse_attribution(attribution);
+            o.sampler_period_s = sampler_period;
+            o.rank = rank;
+            o.dp_rank = dp_rank;
+            o.pp_rank = pp_rank;
+            o.tp_rank = tp_rank;
+            o.dp_degree = dp_degree;
+            o.pp_degree = pp_degree;
+            o.tp_degree = tp_degree;
+            o.world_size = world_size;
+            o.server_url = std::move(server_url);
+            if (!job_metadata.is_none()) o.job_metadata = job_metadata.cast<std::string>();
+            o.job_id = std::move(job_id);
+            o.scheduler = std::move(scheduler);
+            if (!scheduler_args.is_none()) {
+              o.scheduler_args = perseus::python::to_json(scheduler_args);
+              if (!o.scheduler_args.is_object())
+                throw perseus::Error("scheduler_args must be a dict");
+            }
+            o.report_every = report_every;
+            o.strict = strict;
+            o.request_timeout_s = request_timeout;
+            o.barrier_timeout_s = barrier_timeout;
+            o.retries = retries;
+            o.backoff_s = backoff;
+            o.stall_bound_s = stall_bound;
+            o.token = std::move(token);
+            o.ca_file = std::move(ca_file);
+            o.max_skipped_windows = max_skipped_windows;
+            o.log = perseus::python::make_log(std::move(log));
+            o.share_job_id = perseus::python::make_share(std::move(share_job_id));
+            std::unique_ptr<GpuBackend> backend = perseus::python::make_backend(std::move(gpu));
+            return std::make_unique<Optimizer>(std::move(o), std::move(backend));
+          }),
+          py::arg("gpu"), py::arg("rank"), py::arg("dp_rank"), py::arg("pp_rank"),
+          py::arg("tp_rank"), py::arg("dp_degree"), py::arg("pp_degree"), py::arg("tp_degree"),
+          py::arg("world_size"), py::arg("server_url") = "", py::arg("job_metadata") = py::none(),
+          py::arg("job_id") = "", py::arg("scheduler") = "", py::arg("scheduler_args") = py::none(),
+          py::arg("report_every") = 5, py::arg("strict") = false, py::arg("request_timeout") = 5.0,
+          py::arg("barrier_timeout") = 10.0, py::arg("retries") = 3, py::arg("backoff") = 0.2,
+          py::arg("log") = py::none(), py::arg("share_job_id") = py::none(),
+          py::arg("observe") = false, py::arg("attribution") = "busy-overlap",
+          py::arg("sampler_period") = 0.0, py::arg("stall_bound") = 10.0,
+          py::arg("max_skipped_windows") = 32, py::arg("token") = "", py::arg("ca_file") = "");
+}
+
+// The training loop's hooks; each releases the GIL (the barrier may wait for the server).
+void add_optimizer_hooks(OptimizerClass& cls) {
+  cls.def("on_step_begin",
+          [](Optimizer& o) {
+            py::gil_scoped_release nogil;
+            o.get().on_step_begin();
+          })
       .def("on_step_end",
            [](Optimizer& o) {
              py::gil_scoped_release nogil;
@@ -236,8 +258,12 @@ PYBIND11_MODULE(_perseus, m) {
             py::gil_scoped_release nogil;
             o.get().on_instruction_end(name, perseus::python::stage_index(stage));
           },
-          py::arg("name"), py::arg("stage") = py::none())
-      .def("close", &Optimizer::close)
+          py::arg("name"), py::arg("stage") = py::none());
+}
+
+// What the optimizer knows: its job, round and state, the measured iterations and last window.
+void add_optimizer_state(OptimizerClass& cls) {
+  cls.def("close", &Optimizer::close)
       .def_property_readonly("closed", &Optimizer::closed)
       .def_property_readonly("job_id", [](Optimizer& o) { return o.get().job_id(); })
       .def_property_readonly("mismatched_iterations",
@@ -255,34 +281,16 @@ PYBIND11_MODULE(_perseus, m) {
                                return out;
                              })
       .def_property_readonly("last_window",
-                             [](Optimizer& o) {
-                               const auto& w = o.get().last_window();
-                               py::dict d;
-                               d["iter_time"] = w.iter_time;
-                               d["iter_energy"] = w.iter_energy;
-                               d["time_breakdown"] = w.time_breakdown;
-                               d["energy_breakdown"] = w.energy_breakdown;
-                               d["energy_stderr"] = w.energy_stderr_j;
-                               d["attribution"] = perseus::client::to_string(w.method);
-                               d["measured"] = w.measured;
-                               py::dict clocks;
-                               for (const auto& [name, c] : w.clocks) {
-                                 py::dict one;
-                                 one["samples"] = c.samples;
-                                 one["mean_mhz"] = c.mean_mhz;
-                                 one["held_down_share"] = c.held_down_share;
-                                 one["locked_mhz"] = c.locked_mhz;
-                                 clocks[py::str(name)] = one;
-                               }
-                               d["clocks"] = clocks;
-                               return d;
-                             })
+                             [](Optimizer& o) { return window_dict(o.get().last_window()); })
       .def(
           "_last_window_trace",
           [](Optimizer& o) { return perseus::client::to_json(o.get().last_window().trace).dump(); })
       .def("gpu_now", [](Optimizer& o) { return o.get().gpu().now_s(); })
       .def("gpu_total_energy", [](Optimizer& o) { return o.get().gpu().total_energy_j(); });
+}
 
+// Module functions for tools beside the training loop.
+void bind_tools(py::module_& m) {
   // `perseus gpu probe` from Python: the probe's JSON text (perseus.gpu_probe parses it). Reads
   // only; the GIL is released while the counter is polled.
   m.def(
@@ -317,4 +325,24 @@ PYBIND11_MODULE(_perseus, m) {
         return perseus::client::to_json(a, trace).dump();
       },
       py::arg("trace"), py::arg("method") = "busy-overlap");
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_perseus, m) {
+  m.doc() = "Perseus training-side client (C++ extension); use the `perseus` package.";
+  m.attr("__version__") = PERSEUS_VERSION;  // the project's version, as `perseus --version`
+
+  py::register_exception<perseus::Error>(m, "PerseusError", PyExc_RuntimeError);
+  m.attr("PerseusError").attr("__doc__") =
+      "An error from the Perseus client library: bad input, unusable arguments, or (strict "
+      "mode) a failed server request.";
+
+  bind_sim_gpu(m);
+  bind_nvml_gpu(m);
+  OptimizerClass optimizer(m, "_Optimizer");
+  add_optimizer_init(optimizer);
+  add_optimizer_hooks(optimizer);
+  add_optimizer_state(optimizer);
+  bind_tools(m);
 }
