@@ -113,33 +113,27 @@ struct PerfModel::Sums {
 PerfModel::PerfModel(const Model& model, const Database& db, PerfOptions options)
     : model_(&model), db_(&db), options_(options) {}
 
-// Resolves the profiles of `v` into scratch().prof and sums what does not depend on
-// recomputation; false (with c.illegal set) when the stage cannot run.
-bool PerfModel::base_sums(const StageView& v, int micro_batch, StageCost& c, Sums& sums) const {
+// Resolves the profiles of `v` into scratch().prof; returns the profile the stage's output size
+// is read from, or nullptr (with c.illegal set) when one is missing or the batch does not divide.
+const OpProfile* PerfModel::resolve_profiles(const StageView& v, int micro_batch,
+                                             StageCost& c) const {
   const int n = v.num_ops;
-  if (n <= 0) {
-    c.illegal.problem = Problem::empty_stage;
-    return false;
-  }
-  const Model& m = *model_;
   const Database& db = *db_;
-  const int* ops = m.ops().data() + v.first_op;
-  Scratch& s = scratch();
-  const OpProfile** prof = sized(s.prof, n);
-
-  auto missing = [&](int i, int mbs, int tp, int algo) {
+  const int* ops = model_->ops().data() + v.first_op;
+  const OpProfile** prof = sized(scratch().prof, n);
+  auto missing = [&](int i, int mbs, int tp, int algo) -> const OpProfile* {
     c.illegal.problem = Problem::missing_profile;
     c.illegal.op = i;
     c.illegal.mbs = mbs;
     c.illegal.tp = tp;
     c.illegal.algo = algo;
-    return false;
+    return nullptr;
   };
-  auto not_divisible = [&](int i) {
+  auto not_divisible = [&](int i) -> const OpProfile* {
     c.illegal.problem = Problem::batch_not_divisible;
     c.illegal.op = i;
     c.illegal.mbs = micro_batch;
-    return false;
+    return nullptr;
   };
   if (v.uniform) {
     const int dp = v.dp[0];
@@ -163,57 +157,53 @@ bool PerfModel::base_sums(const StageView& v, int micro_batch, StageCost& c, Sum
   const OpProfile* out_prof = db.find(ops[n - 1], db.mbs_index(micro_batch / v.dp[n - 1]),
                                       db.tp_index(v.tp[0]), v.algo[n - 1]);
   if (out_prof == nullptr) return missing(n - 1, micro_batch / v.dp[n - 1], v.tp[0], v.algo[n - 1]);
+  return out_prof;
+}
 
-  // ---- time (get_time_v3) ----
-  double fwd = 0.0, bwd = 0.0;
-  for (int i = 0; i < n; ++i) {
-    fwd += prof[i]->fwd_us;
-    bwd += prof[i]->bwd_us;
-  }
-  double fwd_reshard = 0.0, bwd_reshard = 0.0;
-  const bool trivial = v.uniform && v.tp[0] == 1 && v.dp[0] == 1;  // every spec is replicated
-  if (m.resharding() && !trivial) {
-    for (int i = 1; i < n; ++i) {
-      Spec prev, cur;
-      if (!op_spec(m.traits(ops[i - 1]).spec, v.tp[i - 1], v.dp[i - 1], v.algo[i - 1], false,
-                   prev) ||
-          !op_spec(m.traits(ops[i]).spec, v.tp[i], v.dp[i], v.algo[i], true, cur)) {
-        continue;
-      }
-      Reshard r = reshard_between(prev, cur);
-      if (!r.ok || ((r.fwd != Prim::none || r.bwd != Prim::none) && r.devices <= 1)) {
-        c.illegal.problem = Problem::unsupported_reshard;
+// Adds the resharding collectives between differently sharded neighbours (milliseconds, forward
+// and backward) to `sums`; false (with c.illegal set) when one has no primitive or no table.
+bool PerfModel::reshard_sums(const StageView& v, const OpProfile* const* prof, StageCost& c,
+                             Sums& sums) const {
+  const Model& m = *model_;
+  const int* ops = m.ops().data() + v.first_op;
+  for (int i = 1; i < v.num_ops; ++i) {
+    Spec prev, cur;
+    if (!op_spec(m.traits(ops[i - 1]).spec, v.tp[i - 1], v.dp[i - 1], v.algo[i - 1], false, prev) ||
+        !op_spec(m.traits(ops[i]).spec, v.tp[i], v.dp[i], v.algo[i], true, cur)) {
+      continue;
+    }
+    Reshard r = reshard_between(prev, cur);
+    if (!r.ok || ((r.fwd != Prim::none || r.bwd != Prim::none) && r.devices <= 1)) {
+      c.illegal.problem = Problem::unsupported_reshard;
+      c.illegal.op = i;
+      return false;
+    }
+    const double size = prof[i]->input_mb;
+    for (int pass = 0; pass < 2; ++pass) {
+      Prim p = pass == 0 ? r.fwd : r.bwd;
+      if (p == Prim::none || p == Prim::split) continue;
+      auto ms = db_->collective_ms(to_collective(p), r.devices, size);
+      if (!ms) {
+        c.illegal.problem = Problem::missing_collective;
         c.illegal.op = i;
+        c.illegal.tp = r.devices;
+        c.illegal.collective = to_collective(p);
+        c.illegal.size_mb = size;
         return false;
       }
-      const double size = prof[i]->input_mb;
-      for (int pass = 0; pass < 2; ++pass) {
-        Prim p = pass == 0 ? r.fwd : r.bwd;
-        if (p == Prim::none || p == Prim::split) continue;
-        auto ms = db.collective_ms(to_collective(p), r.devices, size);
-        if (!ms) {
-          c.illegal.problem = Problem::missing_collective;
-          c.illegal.op = i;
-          c.illegal.tp = r.devices;
-          c.illegal.collective = to_collective(p);
-          c.illegal.size_mb = size;
-          return false;
-        }
-        (pass == 0 ? fwd_reshard : bwd_reshard) += *ms;
-      }
+      (pass == 0 ? sums.reshard_fwd_ms : sums.reshard_bwd_ms) += *ms;
     }
   }
-  sums.fwd = fwd;
-  sums.bwd = bwd;
-  sums.reshard_fwd_ms = fwd_reshard;
-  sums.reshard_bwd_ms = bwd_reshard;
-  sums.in_comm = db.p2p_us(prof[0]->input_mb, v.in_cross_node) + fwd_reshard * 1000;
-  sums.out_comm = db.p2p_us(out_prof->output_mb, v.out_cross_node) + bwd_reshard * 1000;
+  return true;
+}
 
-  // ---- memory (get_memory_v3, get_reserved_memory) ----
+// Weights, kept activations and the allocator's reserve (get_memory_v3, get_reserved_memory).
+void PerfModel::memory_sums(const StageView& v, const OpProfile* const* prof, Sums& sums) const {
+  const int n = v.num_ops;
+  const int* ops = model_->ops().data() + v.first_op;
   double weights = 0.0, activations = 0.0, res_fwd = 0.0, res_bwd = 0.0;
   for (int i = 0; i < n; ++i) {
-    const OpTraits& t = m.traits(ops[i]);
+    const OpTraits& t = model_->traits(ops[i]);
     if (t.activation_x1_5) {
       activations += prof[i]->activations_mb * 1.5;
     } else if (!t.activation_shared) {
@@ -230,6 +220,32 @@ bool PerfModel::base_sums(const StageView& v, int micro_batch, StageCost& c, Sum
   sums.res_fwd = res_fwd;
   sums.res_bwd = res_bwd;
   sums.inputs = prof[0]->input_mb;
+}
+
+// Resolves the profiles of `v` into scratch().prof and sums what does not depend on
+// recomputation (get_time_v3 and the memory terms); false (with c.illegal set) when the stage
+// cannot run.
+bool PerfModel::base_sums(const StageView& v, int micro_batch, StageCost& c, Sums& sums) const {
+  const int n = v.num_ops;
+  if (n <= 0) {
+    c.illegal.problem = Problem::empty_stage;
+    return false;
+  }
+  const OpProfile* out_prof = resolve_profiles(v, micro_batch, c);
+  if (out_prof == nullptr) return false;
+  const OpProfile* const* prof = scratch().prof.data();
+  double fwd = 0.0, bwd = 0.0;  // locals: `sums` may alias the profiles for the compiler
+  for (int i = 0; i < n; ++i) {
+    fwd += prof[i]->fwd_us;
+    bwd += prof[i]->bwd_us;
+  }
+  sums.fwd = fwd;
+  sums.bwd = bwd;
+  const bool trivial = v.uniform && v.tp[0] == 1 && v.dp[0] == 1;  // every spec is replicated
+  if (model_->resharding() && !trivial && !reshard_sums(v, prof, c, sums)) return false;
+  sums.in_comm = db_->p2p_us(prof[0]->input_mb, v.in_cross_node) + sums.reshard_fwd_ms * 1000;
+  sums.out_comm = db_->p2p_us(out_prof->output_mb, v.out_cross_node) + sums.reshard_bwd_ms * 1000;
+  memory_sums(v, prof, sums);
   return true;
 }
 

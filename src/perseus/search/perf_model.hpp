@@ -126,6 +126,10 @@ class PerfModel {
                            std::uint8_t* out) const;
   struct Sums;  // what does not depend on recomputation
   bool base_sums(const StageView& v, int micro_batch, StageCost& c, Sums& sums) const;
+  const OpProfile* resolve_profiles(const StageView& v, int micro_batch, StageCost& c) const;
+  bool reshard_sums(const StageView& v, const OpProfile* const* prof, StageCost& c,
+                    Sums& sums) const;
+  void memory_sums(const StageView& v, const OpProfile* const* prof, Sums& sums) const;
   void finish(const Sums& sums, const StageView& v, double rec, double saved, double peak,
               StageCost& c) const;
 
