@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <set>
 
 namespace perseus::search::detail {
@@ -249,87 +250,92 @@ bool Searcher::ahead(const Plan& a, const Plan& b, const Plan& best) const {
   return a.gpu_time < b.gpu_time;
 }
 
+std::vector<Plan> Searcher::starting_plans(const std::vector<int>& alloc) {
+  std::vector<Plan> starts;
+  for (int mbs : mbs_) {
+    if (mbs > o_.global_batch_size) continue;
+    Plan p;
+    p.mbs = mbs;
+    p.bounds.resize(static_cast<std::size_t>(S_) + 1);
+    for (int i = 0; i <= S_; ++i) {
+      p.bounds[static_cast<std::size_t>(i)] = i == S_ ? N_ : i * (N_ / S_);
+    }
+    for (int g : alloc) p.shapes.push_back({g, 1, g, 0});
+    bool ok = true;
+    for (int i = 0; i < S_ && ok; ++i) ok = pick_shape(p, i, alloc[static_cast<std::size_t>(i)]);
+    if (!ok) continue;
+    settle(p);
+    starts.push_back(p);
+  }
+  std::stable_sort(starts.begin(), starts.end(),
+                   [](const Plan& a, const Plan& b) { return better(a, b); });
+  return starts;
+}
+
+void Searcher::climb(Plan cur, std::set<std::vector<int>>& visited, Plan& best) {
+  int hops = 0;
+  while (hops < o_.max_hops && !exhausted()) {
+    Plan next;
+    bool found = false;
+    for (Plan& q : neighbours(cur)) {
+      if (exhausted()) break;
+      if (visited.count(signature(q)) != 0) continue;
+      settle(q);
+      if (!found || ahead(q, next, best)) {
+        next = std::move(q);
+        found = true;
+      }
+    }
+    if (!found) return;
+    visited.insert(signature(next));
+    if (better(next, best)) {
+      best = next;
+      hops = 0;
+    } else {
+      ++hops;
+    }
+    cur = std::move(next);
+  }
+}
+
+void Searcher::conclude(Plan best, StageCountResult& r) {
+  // Polish the best few structures (the cut points can reorder them) and keep the fastest.
+  std::vector<Plan> finalists = finalists_;
+  if (finalists.empty()) finalists.push_back(best);
+  for (Plan& f : finalists) {
+    for (int round = 0; round < 8 && !exhausted(); ++round) {
+      const double before = f.objective;
+      polish(f, 2 * std::max(1, m_.ops_per_layer()));
+      if (!(f.objective < before)) break;
+    }
+    if (better(f, best)) best = f;
+  }
+  r.config = to_config(best);
+  r.cost = pm_.evaluate(r.config);
+  r.found = r.cost.legal;
+  finetune_finalists(finalists, r);
+  if (r.found) r.candidates.push_back(r.config);
+  for (const Plan& f : finalists) {
+    if (f.feasible) r.candidates.push_back(to_config(f));
+  }
+}
+
 StageCountResult Searcher::run() {
   const auto start_time = std::chrono::steady_clock::now();
   StageCountResult r;
   r.num_stages = S_;
   const std::vector<int> alloc = initial_allocation();
-  Plan best;
-  bool have = false;
+  std::optional<Plan> best;
   std::set<std::vector<int>> visited;
   if (!alloc.empty() && S_ <= N_) {
-    // One start per microbatch size: balanced operators, the best shape per stage.
-    std::vector<Plan> starts;
-    for (int mbs : mbs_) {
-      if (mbs > o_.global_batch_size) continue;
-      Plan p;
-      p.mbs = mbs;
-      p.bounds.resize(static_cast<std::size_t>(S_) + 1);
-      for (int i = 0; i <= S_; ++i) {
-        p.bounds[static_cast<std::size_t>(i)] = i == S_ ? N_ : i * (N_ / S_);
-      }
-      for (int g : alloc) p.shapes.push_back({g, 1, g, 0});
-      bool ok = true;
-      for (int i = 0; i < S_ && ok; ++i) ok = pick_shape(p, i, alloc[static_cast<std::size_t>(i)]);
-      if (!ok) continue;
-      settle(p);
-      starts.push_back(p);
-    }
-    std::stable_sort(starts.begin(), starts.end(),
-                     [](const Plan& a, const Plan& b) { return better(a, b); });
-    for (Plan cur : starts) {
+    for (const Plan& start : starting_plans(alloc)) {
       if (exhausted()) break;
-      if (!visited.insert(signature(cur)).second) continue;
-      if (!have || better(cur, best)) {
-        best = cur;
-        have = true;
-      }
-      int hops = 0;
-      while (hops < o_.max_hops && !exhausted()) {
-        Plan next;
-        bool found = false;
-        for (Plan& q : neighbours(cur)) {
-          if (exhausted()) break;
-          if (visited.count(signature(q)) != 0) continue;
-          settle(q);
-          if (!found || ahead(q, next, best)) {
-            next = std::move(q);
-            found = true;
-          }
-        }
-        if (!found) break;
-        visited.insert(signature(next));
-        if (better(next, best)) {
-          best = next;
-          hops = 0;
-        } else {
-          ++hops;
-        }
-        cur = std::move(next);
-      }
+      if (!visited.insert(signature(start)).second) continue;
+      if (!best || better(start, *best)) best = start;
+      climb(start, visited, *best);
     }
   }
-  if (have) {
-    // Polish the best few structures (the cut points can reorder them) and keep the fastest.
-    std::vector<Plan> finalists = finalists_;
-    if (finalists.empty()) finalists.push_back(best);
-    for (Plan& f : finalists) {
-      for (int round = 0; round < 8 && !exhausted(); ++round) {
-        const double before = f.objective;
-        polish(f, 2 * std::max(1, m_.ops_per_layer()));
-        if (!(f.objective < before)) break;
-      }
-      if (better(f, best)) best = f;
-    }
-    r.config = to_config(best);
-    r.cost = pm_.evaluate(r.config);
-    r.found = r.cost.legal;
-    finetune_finalists(finalists, r);
-    if (r.found) r.candidates.push_back(r.config);
-    for (const Plan& f : finalists) {
-      if (f.feasible) r.candidates.push_back(to_config(f));
-    }
-  }
+  if (best) conclude(*best, r);
   r.evaluations = evaluations_;
   r.configurations = configurations_;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();

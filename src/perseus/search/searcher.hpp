@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -168,6 +169,15 @@ class Searcher {
 
   // The balanced starting GPU allocation (powers of two, doubled round-robin), if legal.
   std::vector<int> initial_allocation() const;
+  // One start per listed microbatch size: operators split evenly, the fastest shape per stage,
+  // settled; best first.
+  std::vector<Plan> starting_plans(const std::vector<int>& alloc);
+  // Walks from `cur` to its best unvisited neighbour (ahead()) until max_hops steps in a row
+  // bring no improvement on `best`, which it updates.
+  void climb(Plan cur, std::set<std::vector<int>>& visited, Plan& best);
+  // Polishes the finalists (or `best`), fine-tunes them and fills r's configuration, cost and
+  // candidates from the fastest.
+  void conclude(Plan best, StageCountResult& r);
 
   const Model& m_;
   const Database& db_;
