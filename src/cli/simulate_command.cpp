@@ -220,74 +220,64 @@ json mean_json(const Mean& m) {
   return {{"iterations", m.count}, {"mean_time_s", m.time_s}, {"mean_energy_j", m.energy_j}};
 }
 
-void run_simulate(const SimulateArgs& a) {
-  check_args(a);
-  Setup setup = make_setup(a);
-  pipeline::StopRule stop;
-  stop.iterations = a.iterations;
-  stop.until_done = a.until_done;
-  stop.final_window = a.report_every;
-  stop.max_iterations = a.max_iterations;
-  stop.give_up_degraded = kGiveUpWindows * a.report_every;
-  const int S = setup.schedule.num_stages, gpus = setup.schedule.num_ranks();
-
-  pipeline::RunResult result = run_ranks(setup, stop, a.timeout);
-
+// The --out file: the run's setup, every iteration and the two means.
+json result_json(const SimulateArgs& a, const Setup& setup, const pipeline::RunResult& result,
+                 const Mean& last, const Mean& final) {
+  json iterations = json::array();
   const auto& its = result.iterations;
-  std::size_t window = std::min<std::size_t>(its.size(), static_cast<std::size_t>(a.report_every));
-  Mean last = mean_of(its, its.size() - window, false);
-  Mean final = mean_of(its, 0, true);
-  bool degraded = std::any_of(its.begin(), its.end(), [](const auto& i) { return i.degraded; });
+  for (std::size_t i = 0; i < its.size(); ++i) {
+    iterations.push_back({{"iteration", i},
+                          {"time_s", its[i].time_s},
+                          {"energy_j", its[i].energy_j},
+                          {"round", its[i].round},
+                          {"final", its[i].final},
+                          {"degraded", its[i].degraded}});
+  }
+  return {{"job_id", result.job_id},
+          {"server", a.server},
+          {"profile", setup.profile_label},
+          {"schedule", setup.schedule.name},
+          {"stages", setup.schedule.num_stages},
+          {"gpus_per_pipeline", setup.schedule.num_ranks()},
+          {"pipelines", setup.pipelines},
+          {"microbatches", setup.schedule.num_microbatches},
+          {"blocking_power_w", a.blocking_power},
+          {"report_every", a.report_every},
+          {"finished", result.finished},
+          {"gave_up", result.gave_up},
+          {"iterations", iterations},
+          {"last_window", mean_json(last)},
+          {"final_schedule", mean_json(final)}};
+}
 
-  if (!a.out.empty()) {
-    json iterations = json::array();
-    for (std::size_t i = 0; i < its.size(); ++i) {
-      iterations.push_back({{"iteration", i},
-                            {"time_s", its[i].time_s},
-                            {"energy_j", its[i].energy_j},
-                            {"round", its[i].round},
-                            {"final", its[i].final},
-                            {"degraded", its[i].degraded}});
-    }
-    json out = {{"job_id", result.job_id},
-                {"server", a.server},
-                {"profile", setup.profile_label},
-                {"schedule", setup.schedule.name},
-                {"stages", S},
-                {"gpus_per_pipeline", gpus},
-                {"pipelines", setup.pipelines},
-                {"microbatches", setup.schedule.num_microbatches},
-                {"blocking_power_w", a.blocking_power},
-                {"report_every", a.report_every},
-                {"finished", result.finished},
-                {"gave_up", result.gave_up},
-                {"iterations", iterations},
-                {"last_window", mean_json(last)},
-                {"final_schedule", mean_json(final)}};
-    write_file_atomic(a.out, out.dump(2) + "\n");
+void print_summary(const Setup& setup, const pipeline::RunResult& result, const Mean& last,
+                   const Mean& final) {
+  const auto& its = result.iterations;
+  const int gpus = setup.schedule.num_ranks();
+  std::printf("job             %s\n", result.job_id.empty() ? "(none)" : result.job_id.c_str());
+  std::printf(
+      "pipeline        %d stages on %d GPUs x %d pipelines = %d ranks, %s, %d microbatches\n",
+      setup.schedule.num_stages, gpus, setup.pipelines, gpus * setup.pipelines,
+      setup.schedule.name.c_str(), setup.schedule.num_microbatches);
+  std::printf("iterations      %zu\n", its.size());
+  std::printf("last window     %d iterations: %.6f s, %.4f J per iteration\n", last.count,
+              last.time_s, last.energy_j);
+  if (final.count > 0) {
+    std::printf("final schedule  %d iterations: %.6f s, %.4f J per iteration\n", final.count,
+                final.time_s, final.energy_j);
+  } else {
+    std::printf("final schedule  not reached\n");
   }
-  if (!a.quiet) {
-    std::printf("job             %s\n", result.job_id.empty() ? "(none)" : result.job_id.c_str());
+  if (std::any_of(its.begin(), its.end(), [](const auto& i) { return i.degraded; })) {
     std::printf(
-        "pipeline        %d stages on %d GPUs x %d pipelines = %d ranks, %s, %d "
-        "microbatches\n",
-        S, gpus, setup.pipelines, gpus * setup.pipelines, setup.schedule.name.c_str(),
-        setup.schedule.num_microbatches);
-    std::printf("iterations      %zu\n", its.size());
-    std::printf("last window     %d iterations: %.6f s, %.4f J per iteration\n", last.count,
-                last.time_s, last.energy_j);
-    if (final.count > 0) {
-      std::printf("final schedule  %d iterations: %.6f s, %.4f J per iteration\n", final.count,
-                  final.time_s, final.energy_j);
-    } else {
-      std::printf("final schedule  not reached\n");
-    }
-    if (degraded) {
-      std::printf(
-          "note            some ranks ran at the default clock (server failures, see "
-          "warnings)\n");
-    }
+        "note            some ranks ran at the default clock (server failures, see warnings)\n");
   }
+}
+
+// A run that never followed the server, gave up on it, or (--until-done) never got its final
+// schedule fails the command.
+void check_outcome(const SimulateArgs& a, const pipeline::RunResult& result) {
+  const auto& its = result.iterations;
   bool scheduled = std::any_of(its.begin(), its.end(), [](const auto& i) { return i.round >= 0; });
   require(scheduled, "no iteration ran a schedule of the server (" +
                          std::string(result.job_id.empty() ? "the job was not registered"
@@ -300,6 +290,29 @@ void run_simulate(const SimulateArgs& a) {
   require(!a.until_done || result.finished,
           "the server did not send its final schedule within --max-iterations " +
               std::to_string(a.max_iterations) + " iterations");
+}
+
+void run_simulate(const SimulateArgs& a) {
+  check_args(a);
+  Setup setup = make_setup(a);
+  pipeline::StopRule stop;
+  stop.iterations = a.iterations;
+  stop.until_done = a.until_done;
+  stop.final_window = a.report_every;
+  stop.max_iterations = a.max_iterations;
+  stop.give_up_degraded = kGiveUpWindows * a.report_every;
+
+  pipeline::RunResult result = run_ranks(setup, stop, a.timeout);
+
+  const auto& its = result.iterations;
+  std::size_t window = std::min<std::size_t>(its.size(), static_cast<std::size_t>(a.report_every));
+  Mean last = mean_of(its, its.size() - window, false);
+  Mean final = mean_of(its, 0, true);
+  if (!a.out.empty()) {
+    write_file_atomic(a.out, result_json(a, setup, result, last, final).dump(2) + "\n");
+  }
+  if (!a.quiet) print_summary(setup, result, last, final);
+  check_outcome(a, result);
 }
 
 void add_counter_options(CLI::App& cmd, SimulateArgs& a) {
