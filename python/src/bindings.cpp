@@ -143,6 +143,10 @@ void bind_nvml_gpu(py::module_& m) {
            nogil)
       .def("total_energy_j", &NvmlGpu::total_energy_j, nogil)
       .def("power_usage_w", &NvmlGpu::power_usage_w, "The driver's power reading, in watts.", nogil)
+      .def("power_limit_w", &NvmlGpu::power_limit_w,
+           "The power limit the driver enforces now, in watts.", nogil)
+      .def("default_power_limit_w", &NvmlGpu::default_power_limit_w,
+           "The GPU's default power limit, in watts.", nogil)
       .def("sm_clock_mhz", &NvmlGpu::sm_clock_mhz, "The SM clock now, in MHz.", nogil)
       .def("clock_event_reasons", &NvmlGpu::clock_event_reasons,
            "Why the clocks are where they are now: names such as 'sw_power_cap' (the power "

@@ -42,6 +42,7 @@ def test_probe_measures_the_fake_counter_read_only(fake_env, monkeypatch):
     assert p["counter_reads"] > p["counter_changes"] >= 10
     assert p["sm_clock_mhz"] == {"mean": 1410, "min": 1410, "max": 1410}
     assert p["clock_event_reasons"] == []  # 180 W, below the fake's 400 W limit
+    assert p["power_limit_w"] == {"enforced": 400.0, "default": 400.0}
     lines = fake_env.read_text().splitlines()
     assert lines.count("nvmlDeviceGetTotalEnergyConsumption") == p["counter_reads"]
     assert not [line for line in lines if line.startswith(MUTATING)]
@@ -54,6 +55,7 @@ def test_nvml_gpu_reads_clock_power_and_reasons_without_changing_anything(fake_e
     assert gpu.sm_clock_mhz() == 1410
     assert gpu.power_usage_w() == pytest.approx(420)
     assert gpu.clock_event_reasons() == ["sw_power_cap"]
+    assert (gpu.power_limit_w(), gpu.default_power_limit_w()) == (400.0, 400.0)
     assert not [line for line in fake_env.read_text().splitlines() if line.startswith(MUTATING)]
 
 

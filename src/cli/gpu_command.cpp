@@ -1,7 +1,7 @@
 // `perseus gpu probe`: what a GPU's NVML offers energy measurement (architecture section 9), found
 // with read-only NVML calls: identity, supported SM clocks, the energy counter's refresh period and
-// read cost, and the power drawn, SM clock and clock event reasons while probing. Prints `key
-// value` lines, or JSON with --json.
+// read cost, the power limits, and the power drawn, SM clock and clock event reasons while probing.
+// Prints `key value` lines, or JSON with --json.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -61,6 +61,7 @@ void print_probe(const client::GpuProbe& p) {
   } else {
     std::printf("counter_power_w unknown\n");
   }
+  std::printf("power_limit_w %.1f (default %.1f)\n", p.power_limit_w, p.default_power_limit_w);
   std::printf("sm_clock_mhz %.0f (min %d, max %d)\n", p.sm_clock_mean_mhz, p.sm_clock_min_mhz,
               p.sm_clock_max_mhz);
   const std::string reasons = joined(p.clock_event_reasons);

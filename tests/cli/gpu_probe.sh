@@ -45,6 +45,7 @@ within "$(value_of counter_power_w "$tmp/probe.txt")" 250 0.02 ||
   fail "counter slope: $(cat "$tmp/probe.txt")"
 grep -qx "sm_clock_mhz 1410 (min 1410, max 1410)" "$tmp/probe.txt" || fail "SM clock: $(cat "$tmp/probe.txt")"
 grep -qx "clock_event_reasons none" "$tmp/probe.txt" || fail "reasons: $(cat "$tmp/probe.txt")"
+grep -qx "power_limit_w 400.0 (default 400.0)" "$tmp/probe.txt" || fail "limit: $(cat "$tmp/probe.txt")"
 # At the power limit (the fake's is 400 W) the driver says the power cap holds the clock.
 FAKE_NVML_POWER_W=450 "$perseus" gpu probe --library "$lib" --duration 0.2 > "$tmp/capped.txt"
 grep -qx "clock_event_reasons sw_power_cap" "$tmp/capped.txt" || fail "capped: $(cat "$tmp/capped.txt")"
@@ -67,6 +68,7 @@ assert abs(p["power_w"]["mean"] - 250) <= 5 and abs(p["power_w"]["counter_slope"
 assert p["counter_changes"] >= 8 and p["counter_reads"] > p["counter_changes"], p
 assert p["sm_clock_mhz"] == {"mean": 1410, "min": 1410, "max": 1410}, p
 assert p["clock_event_reasons"] == [], p
+assert p["power_limit_w"] == {"enforced": 400.0, "default": 400.0}, p
 PY
 
 # Errors: one line, exit status 1.

@@ -393,6 +393,14 @@ int nvmlDeviceSetPowerManagementLimit(nvmlDevice_t device, unsigned milliwatts) 
   return kSuccess;
 }
 
+int nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned* milliwatts) {
+  record("nvmlDeviceGetEnforcedPowerLimit");
+  if (int rc = check_device(device); rc != kSuccess) return rc;
+  if (milliwatts == nullptr) return kInvalidArgument;
+  *milliwatts = device_of(device)->power_limit_mw;
+  return kSuccess;
+}
+
 int nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t device, unsigned* milliwatts) {
   record("nvmlDeviceGetPowerManagementDefaultLimit");
   if (int rc = check_device(device); rc != kSuccess) return rc;

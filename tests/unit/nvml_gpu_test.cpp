@@ -137,6 +137,18 @@ TEST_F(Nvml, ReadsTheSmClockAndTheClockEventReasons) {
   EXPECT_EQ(log.text().find("ThrottleReasons"), std::string::npos);
 }
 
+// The enforced limit follows a change; the default stays (the fake's default is 400 W).
+TEST_F(Nvml, ReadsThePowerLimits) {
+  NvmlGpu gpu(0, FAKE_NVML_LIBRARY);
+  EXPECT_EQ(gpu.power_limit_w(), 400.0);
+  EXPECT_EQ(gpu.default_power_limit_w(), 400.0);
+  gpu.set_power_limit(275.5);
+  EXPECT_EQ(gpu.power_limit_w(), 275.5);
+  EXPECT_EQ(gpu.default_power_limit_w(), 400.0);
+  gpu.reset_power_limit();
+  EXPECT_EQ(gpu.power_limit_w(), 400.0);
+}
+
 // A driver before R535 has the reasons only under their old name.
 TEST_F(Nvml, ReadsTheClockEventReasonsOfADriverBeforeR535) {
   env_.set("FAKE_NVML_POWER_W", "450");
@@ -495,6 +507,8 @@ TEST_F(Nvml, ProbeMeasuresTheCounterAndChangesNothing) {
   EXPECT_EQ(p.sm_clock_mean_mhz, 1410.0);
   EXPECT_EQ(p.sm_clock_min_mhz, 1410);
   EXPECT_TRUE(p.clock_event_reasons.empty());  // 220 W, below the 400 W limit
+  EXPECT_EQ(p.power_limit_w, 400.0);
+  EXPECT_EQ(p.default_power_limit_w, 400.0);
 
   std::istringstream lines(log.text());
   int reads = 0;
@@ -512,6 +526,8 @@ TEST_F(Nvml, ProbeMeasuresTheCounterAndChangesNothing) {
   EXPECT_EQ(j["sm_clocks_mhz"].size(), 4u);
   EXPECT_EQ(j["sm_clock_mhz"]["max"], 1410);
   EXPECT_TRUE(j["clock_event_reasons"].empty());
+  EXPECT_EQ(j["power_limit_w"]["enforced"], 400.0);
+  EXPECT_EQ(j["power_limit_w"]["default"], 400.0);
 }
 
 TEST_F(Nvml, ProbeWithTooShortADurationReportsNoRefreshPeriod) {

@@ -109,6 +109,8 @@ GpuProbe probe_gpu(const ProbeOptions& options) {
   probe.nvml_index = gpu.nvml_index();
   probe.cuda_index = options.device;
   probe.clocks_mhz = gpu.supported_clocks();
+  probe.power_limit_w = gpu.power_limit_w();
+  probe.default_power_limit_w = gpu.default_power_limit_w();
 
   const Polling polled = poll_counter(gpu, options);
   probe.duration_s = polled.elapsed_s;
@@ -149,6 +151,8 @@ json to_json(const GpuProbe& probe) {
            {{"readings", probe.power_readings},
             {"mean", probe.power_mean_w},
             {"counter_slope", number_or_null(probe.counter_power_w)}}},
+          {"power_limit_w",
+           {{"enforced", probe.power_limit_w}, {"default", probe.default_power_limit_w}}},
           {"sm_clock_mhz",
            {{"mean", probe.sm_clock_mean_mhz},
             {"min", probe.sm_clock_min_mhz},

@@ -1,8 +1,8 @@
 // `perseus gpu probe` (architecture section 9): what one GPU's NVML offers energy measurement,
 // found with read-only calls (nothing on the GPU is changed): identity, supported SM clocks, how
-// often the total-energy counter is refreshed and what one read of it costs, and the power it draws
-// and the SM clock it runs at while probed (idle unless something else runs on it), with the
-// reasons the driver gives for that clock (a power cap, thermal slowdown).
+// often the total-energy counter is refreshed and what one read of it costs, the power limits
+// (enforced and default), and the power it draws and the SM clock it runs at while probed (idle
+// unless something else runs on it), with the reasons the driver gives for that clock.
 #pragma once
 
 #include <functional>
@@ -37,6 +37,7 @@ struct GpuProbe {
   double read_mean_s = 0.0, read_max_s = 0.0;  // time one nvmlDeviceGetTotalEnergyConsumption took
   int power_readings = 0;
   double power_mean_w = 0.0;  // mean of the nvmlDeviceGetPowerUsage readings
+  double power_limit_w = 0.0, default_power_limit_w = 0.0;  // enforced now; the default
   // Energy between the first and the last observed change over the time between them (empty with
   // fewer than two changes).
   std::optional<double> counter_power_w;
@@ -52,6 +53,7 @@ GpuProbe probe_gpu(const ProbeOptions& options);
 // {"name", "driver", "uuid", "nvml_index", "cuda_index", "sm_clocks_mhz": [...], "duration_s",
 //  "counter_reads", "counter_changes", "refresh_period_s": {"mean", "min", "max"} or null,
 //  "read_cost_s": {"mean", "max"}, "power_w": {"readings", "mean", "counter_slope" (or null)},
+//  "power_limit_w": {"enforced", "default"},
 //  "sm_clock_mhz": {"mean", "min", "max"}, "clock_event_reasons": [...]}
 nlohmann::json to_json(const GpuProbe& probe);
 

@@ -31,6 +31,7 @@ struct NvmlGpu::Impl {
   EnergyFn total_energy = nullptr;
   SetLimitFn set_power_limit = nullptr;
   GetLimitFn default_power_limit = nullptr;
+  GetLimitFn enforced_power_limit = nullptr;
   PowerUsageFn power_usage = nullptr;
   CountFn device_count = nullptr;
   DeviceTextFn device_name = nullptr, device_uuid = nullptr;
@@ -72,6 +73,7 @@ struct NvmlGpu::Impl {
     resolve(total_energy, "nvmlDeviceGetTotalEnergyConsumption");
     resolve(set_power_limit, "nvmlDeviceSetPowerManagementLimit");
     resolve(default_power_limit, "nvmlDeviceGetPowerManagementDefaultLimit");
+    resolve(enforced_power_limit, "nvmlDeviceGetEnforcedPowerLimit");
     resolve(power_usage, "nvmlDeviceGetPowerUsage");
     resolve(device_count, "nvmlDeviceGetCount_v2");
     resolve(device_name, "nvmlDeviceGetName");
@@ -274,6 +276,20 @@ double NvmlGpu::power_usage_w() const {
 
 std::optional<ClockReading> NvmlGpu::read_clock() {
   return ClockReading{sm_clock_mhz(), (impl_->reasons() & kClocksHeldDown) != 0};
+}
+
+double NvmlGpu::power_limit_w() const {
+  unsigned milliwatts = 0;
+  impl_->check(impl_->enforced_power_limit(impl_->device, &milliwatts),
+               "nvmlDeviceGetEnforcedPowerLimit");
+  return static_cast<double>(milliwatts) / 1000.0;
+}
+
+double NvmlGpu::default_power_limit_w() const {
+  unsigned milliwatts = 0;
+  impl_->check(impl_->default_power_limit(impl_->device, &milliwatts),
+               "nvmlDeviceGetPowerManagementDefaultLimit");
+  return static_cast<double>(milliwatts) / 1000.0;
 }
 
 int NvmlGpu::sm_clock_mhz() const {

@@ -63,7 +63,11 @@ class NvmlGpu : public GpuBackend {
   std::string driver_version() const;  // e.g. "580.159.04"
   int nvml_index() const;              // the NVML index of this device
   double power_usage_w() const;        // the driver's current power reading, in watts
-  int sm_clock_mhz() const;            // the SM clock now, in MHz
+  // The power limit the driver enforces now (the lowest of every limiter's), and the default
+  // one, in watts. A GPU that draws its enforced limit runs below the clocks it is asked for.
+  double power_limit_w() const;
+  double default_power_limit_w() const;
+  int sm_clock_mhz() const;  // the SM clock now, in MHz
   // Why the clocks are where they are now: the names of the active clock event reasons
   // (nvmlDeviceGetCurrentClocksEventReasons, or its pre-R535 name ...ThrottleReasons), lowest
   // bit first: gpu_idle, applications_clocks_setting, sw_power_cap (the power limit holds the
