@@ -36,8 +36,8 @@ class Profile {
 
   // Checks the profile as a whole: at least one row, stages 0..S-1 without gaps, every stage
   // has the same instruction types, no (stage, instruction, clock) twice, and no instruction
-  // slower at its highest clock than at its lowest. Throws perseus::Error naming source, line
-  // and field.
+  // more than 2 % slower at its highest clock than at its lowest (measurement noise allowed).
+  // Throws perseus::Error naming source, line and field.
   void validate() const;
 
   // Number of stages: one past the highest stage index.
