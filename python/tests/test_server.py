@@ -1,5 +1,6 @@
 """End to end against a real `perseus serve` (skipped while the binary has no `serve`)."""
 
+import csv
 import json
 import os
 import queue
@@ -7,6 +8,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 
 import pytest
@@ -17,6 +19,7 @@ from conftest import train
 MICROBATCHES = 3
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "..", "examples", "pytorch_pipeline", "train.py")
+FAKE = os.environ.get("PERSEUS_FAKE_NVML", "")
 
 
 def serve_available(perseus_bin):
@@ -286,6 +289,48 @@ def test_two_ranks_profiler_rounds_and_results(server, profile2, profile2_rows, 
             t0, e0 = profile2_rows[(stage, name)][mhz]
             assert t == pytest.approx(t0, rel=1e-6)
             assert e == pytest.approx(e0, rel=1e-6)
+
+
+@pytest.mark.skipif(not os.path.isfile(FAKE), reason="PERSEUS_FAKE_NVML (the fake NVML) not set")
+def test_profiler_records_the_clock_each_row_ran_at(server, tmp_path, monkeypatch):
+    """One rank on the fake NVML, whose power limit holds the SM clock at 1200 MHz: the rows
+    profiled at 1410, 1395 and 1380 MHz ran at 1200, and the profile says so in its columns and
+    its summary; the 1005 MHz row ran at its clock."""
+    monkeypatch.setenv("FAKE_NVML_POWER_W", "450")  # above the fake's 400 W power limit
+    monkeypatch.setenv("FAKE_NVML_CAPPED_MHZ", "1200")
+    monkeypatch.setenv("FAKE_NVML_READ_MS", "1")
+    monkeypatch.setenv("FAKE_NVML_REFRESH_MS", "10")
+    out = tmp_path / "capped.csv"
+    args = {"microbatches": 1, "output": str(out), "skip_iterations": 0, "max_windows": 1,
+            "patience": 10}
+    logs = []
+    gpu = perseus.NvmlGpu(0, library=FAKE)
+    opt = perseus.PipelineFrequencyOptimizer(
+        0, 0, 0, 0, 0, 1, 1, 1, 1, server, gpu=gpu, scheduler="profiler",
+        scheduler_args=args, report_every=4, log=logs.append)
+    for _ in range(60):
+        if opt.done:
+            break
+        with opt.step():
+            for name, seconds in (("forward", 0.01), ("backward", 0.02)):
+                with opt.instruction(name):  # compute bound: as long as the clock is low
+                    time.sleep(0.001)  # the client's clock thread locks the round's clock
+                    time.sleep(seconds * 1410 / gpu.sm_clock_mhz())
+    assert opt.done, (opt.round, [line[:300] for line in logs])
+    opt.close()
+
+    with open(out) as f:
+        rows = list(csv.DictReader(f))
+    assert {int(r["frequency"]) for r in rows} == {1410, 1395, 1380, 1005}, rows
+    for r in rows:
+        locked, measured = int(r["frequency"]), float(r["measured_clock_mhz"])
+        assert measured == pytest.approx(min(locked, 1200), rel=0.03), r
+        assert float(r["clock_held_down"]) == pytest.approx(1.0), r  # 450 W > 400 W throughout
+    summary = json.loads((tmp_path / "capped.csv.json").read_text())
+    below = {(r["instruction"], r["mhz"]) for r in summary["clocks_not_reached"]}
+    assert below == {(i, mhz) for i in ("forward", "backward") for mhz in (1410, 1395, 1380)}
+    assert all(r["measured_mhz"] <= 1200.5 for r in summary["clocks_not_reached"]), summary
+    assert any("below its locked 1410 MHz" in line for line in logs), logs
 
 
 def test_example_against_server(server, perseus_bin):

@@ -174,6 +174,19 @@ def test_malformed_json_and_wrong_types(server_factory):
                                           "time_breakdown": {"forward": [1.0]}}).encode(), 422,
          "time_breakdown.forward"),
     ]
+    # The clocks a client read (extension): one case per kind of mistake, each naming its field.
+    clock = {"samples": 12, "mean_mhz": 1200.0, "held_down_share": 0.5}
+    for bad, reason in [("fast", "'clocks': must be an object of clock observations"),
+                        ({"forward": 1200}, "'clocks.forward': must be an object"),
+                        ({"forward": {**clock, "samples": 0}}, "'clocks.forward.samples'"),
+                        ({"forward": {"samples": 3, "mean_mhz": 1200.0}},
+                         "'clocks.forward.held_down_share': missing"),
+                        ({"forward": {**clock, "mean_mhz": 1200000.0}}, "(a clock in kHz?)"),
+                        ({"forward": {**clock, "held_down_share": 50}},
+                         "'clocks.forward.held_down_share': must be a share in [0, 1]")]:
+        cases.append((f"/result/{job_id}", json.dumps({"rank": 0, "iter_time": [1.0],
+                                                       "iter_energy": [1.0],
+                                                       "clocks": bad}).encode(), 422, reason))
     for path, raw, code, reason in cases:
         status, answer = server.post(path, raw=raw)
         assert status == code and reason in answer["detail"], (path, raw, answer)

@@ -23,6 +23,7 @@
 #include "perseus/client/cuda_devices.hpp"
 #include "perseus/client/gpu_probe.hpp"
 #include "perseus/client/optimizer.hpp"
+#include "perseus/wire/protocol.hpp"
 #include "scripted_server.hpp"
 #include "test_support.hpp"
 
@@ -462,6 +463,13 @@ TEST_F(Nvml, SaysOnceWhenTheGpuRunsBelowItsLockedClock) {
       EXPECT_LE(forward.mean_mhz, 1200.0);
       EXPECT_GE(backward, 1005.0);
     }
+    // The server gets the same clocks with each window's result.
+    ASSERT_GE(server.result_count(), 2u) << observe;
+    const auto reported =
+        perseus::wire::parse_profiling_result(server.results.back()).clocks.at("forward");
+    EXPECT_EQ(reported.samples, forward.samples);
+    EXPECT_EQ(reported.mean_mhz, forward.mean_mhz);
+    EXPECT_EQ(reported.held_down_share, 1.0);
     std::lock_guard lock(mutex);
     if (observe) {
       EXPECT_TRUE(warnings.empty()) << warnings.front();

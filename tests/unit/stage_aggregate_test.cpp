@@ -47,6 +47,20 @@ TEST(StageAggregate, StandardErrorsAddInQuadratureOnlyWhereEveryRankHasOne) {
   EXPECT_NEAR(s.energy_stderr.at("forward1"), 0.5, 1e-12);
 }
 
+TEST(StageAggregate, ClockReadingsPoolOverTheRanksThatAllReportedOne) {
+  auto a = report({1.0}, {10.0}, 1.0);
+  auto b = report({1.0}, {10.0}, 1.0);
+  a.clocks["forward1"] = {10, 1200.0, 1.0};
+  b.clocks["forward1"] = {30, 1400.0, 0.0};
+  a.clocks["backward1"] = {5, 1005.0, 0.0};  // b read no clock for it (e.g. a simulated GPU)
+  StageResult s = aggregate_stage({&a, &b});
+  ASSERT_EQ(s.clocks.size(), 1u);
+  const ClockObservation& c = s.clocks.at("forward1");
+  EXPECT_EQ(c.samples, 40);
+  EXPECT_DOUBLE_EQ(c.mean_mhz, 1350.0);  // (10 x 1200 + 30 x 1400) / 40
+  EXPECT_DOUBLE_EQ(c.held_down_share, 0.25);
+}
+
 TEST(StageAggregate, OneRankIsItsOwnResult) {
   auto a = report({1.0, 2.0}, {10.0, 20.0}, 1.0);
   a.energy_stderr = {{"forward1", 0.25}};

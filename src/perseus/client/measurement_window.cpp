@@ -90,11 +90,6 @@ WindowMeasurements MeasurementWindow::close() {
   return out;
 }
 
-bool ClockSummary::locked_clock_not_reached() const {
-  return locked_mhz > 0 && samples >= kMinSamples && mean_mhz < (1.0 - kShortfall) * locked_mhz &&
-         held_down_share >= kHeldDownShare;
-}
-
 std::map<std::string, ClockSummary> MeasurementWindow::clock_summaries() const {
   const std::vector<ClockSample> samples =
       sampler_.clocks(current_.iterations.front().first, current_.iterations.back().second);

@@ -14,25 +14,16 @@
 #include "perseus/client/attribution.hpp"
 #include "perseus/client/attribution_trace.hpp"
 #include "perseus/client/energy_sampler.hpp"
+#include "perseus/util/clock_observation.hpp"
 
 namespace perseus::client {
 
 // The SM clock an instruction ran at in a window: the sampler's clock samples inside its spans.
-struct ClockSummary {
-  int samples = 0;
-  double mean_mhz = 0.0;
-  double held_down_share = 0.0;  // of the samples, those the driver held down (power, heat)
-  int locked_mhz = 0;            // the clock asked for (0: the default; -1: several)
+struct ClockSummary : ClockObservation {
+  int locked_mhz = 0;  // the clock asked for (0: the default; -1: several)
 
-  // True when the GPU did not reach the one clock locked for the instruction: its mean over at
-  // least kMinSamples readings is more than kShortfall below the lock, with the driver holding
-  // the clock down (power limit, heat) in at least kHeldDownShare of them. Without that, a
-  // shortfall is the clock thread's lag: each lock takes effect a little after its instruction
-  // begins, so an instruction that follows a lower clock starts at it.
-  bool locked_clock_not_reached() const;
-  static constexpr int kMinSamples = 5;
-  static constexpr double kShortfall = 0.02;
-  static constexpr double kHeldDownShare = 0.5;
+  // The GPU did not reach the one clock locked for the instruction (ClockObservation::below).
+  bool locked_clock_not_reached() const { return below(locked_mhz); }
 };
 
 struct WindowMeasurements {

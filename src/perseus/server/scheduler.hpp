@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "perseus/util/clock_observation.hpp"
 #include "perseus/util/error.hpp"
 
 namespace perseus::server {
@@ -68,6 +69,9 @@ struct StageResult {
   // Per instruction: standard error (J) of the window's mean energy of one occurrence, combined
   // over the stage's ranks; absent when some rank did not report one (e.g. a Zeus client).
   std::map<std::string, double> energy_stderr;
+  // Per instruction: the SM clock it ran at, over the stage's ranks (readings pooled); absent
+  // when some rank did not report one (a simulated GPU, a Zeus client).
+  std::map<std::string, ClockObservation> clocks;
 };
 
 class Scheduler {

@@ -41,20 +41,42 @@ Breakdown combine_breakdowns(const std::vector<const Breakdown*>& parts,
   return out;
 }
 
-// Standard errors of summed energies: the root of the summed squares, for the instructions every
-// rank reported one for.
-std::map<std::string, double> combine_stderr(
-    const std::vector<const std::map<std::string, double>*>& parts) {
-  std::map<std::string, double> out;
-  for (const auto& [name, first] : *parts.front()) {
-    double variance = 0.0;
-    bool everywhere = true;
+// For each instruction every rank reported a value for: fold(the ranks' values).
+template <typename T, typename Fold>
+std::map<std::string, T> combine_reported(const std::vector<const std::map<std::string, T>*>& parts,
+                                          Fold fold) {
+  std::map<std::string, T> out;
+  for (const auto& entry : *parts.front()) {
+    std::vector<const T*> values;
     for (const auto* part : parts) {
-      auto it = part->find(name);
-      everywhere = everywhere && it != part->end();
-      if (it != part->end()) variance += it->second * it->second;
+      auto it = part->find(entry.first);
+      if (it == part->end()) break;
+      values.push_back(&it->second);
     }
-    if (everywhere) out[name] = std::sqrt(variance);
+    if (values.size() == parts.size()) out[entry.first] = fold(values);
+  }
+  return out;
+}
+
+// The standard error of a sum of independent estimates: the root of the summed squares.
+double stderr_of_sum(const std::vector<const double*>& errors) {
+  double variance = 0.0;
+  for (const double* e : errors) variance += *e * *e;
+  return std::sqrt(variance);
+}
+
+// The ranks' clock readings taken together.
+ClockObservation pooled(const std::vector<const ClockObservation*>& ranks) {
+  ClockObservation out;
+  double mhz = 0.0, held = 0.0;
+  for (const ClockObservation* c : ranks) {
+    out.samples += c->samples;
+    mhz += c->mean_mhz * c->samples;
+    held += c->held_down_share * c->samples;
+  }
+  if (out.samples > 0) {
+    out.mean_mhz = mhz / out.samples;
+    out.held_down_share = held / out.samples;
   }
   return out;
 }
@@ -72,19 +94,22 @@ StageResult aggregate_stage(const std::vector<const wire::ProfilingResult*>& ran
   std::vector<const std::vector<double>*> times, energies;
   std::vector<const Breakdown*> time_parts, energy_parts;
   std::vector<const std::map<std::string, double>*> stderr_parts;
+  std::vector<const std::map<std::string, ClockObservation>*> clock_parts;
   for (const auto* result : ranks) {
     times.push_back(&result->iter_time);
     energies.push_back(&result->iter_energy);
     time_parts.push_back(&result->time_breakdown);
     energy_parts.push_back(&result->energy_breakdown);
     stderr_parts.push_back(&result->energy_stderr);
+    clock_parts.push_back(&result->clocks);
   }
   StageResult out;
   out.iter_time = combine(times, max_of);
   out.iter_energy = combine(energies, sum_of);
   out.time_breakdown = combine_breakdowns(time_parts, max_of);
   out.energy_breakdown = combine_breakdowns(energy_parts, sum_of);
-  out.energy_stderr = combine_stderr(stderr_parts);
+  out.energy_stderr = combine_reported(stderr_parts, stderr_of_sum);
+  out.clocks = combine_reported(clock_parts, pooled);
   return out;
 }
 

@@ -36,6 +36,31 @@ std::map<std::string, double> number_map(const json& body, const std::string& fi
   return out;
 }
 
+// An optional object of clock observations ({"forward": {"samples": 15, "mean_mhz": 1200.0,
+// "held_down_share": 1.0}, ...}).
+std::map<std::string, ClockObservation> clock_map(const json& body, const std::string& field) {
+  std::map<std::string, ClockObservation> out;
+  auto it = body.find(field);
+  if (it == body.end() || it->is_null()) return out;
+  if (!it->is_object()) bad_field(field, "must be an object of clock observations");
+  for (const auto& [name, value] : it->items()) {
+    const std::string where = field + "." + name;
+    if (!value.is_object())
+      bad_field(where, "must be an object {samples, mean_mhz, held_down_share}");
+    ClockObservation& c = out[name];
+    c.samples = as_int(member(value, "samples", where), where + ".samples", 1);
+    c.mean_mhz = as_number(member(value, "mean_mhz", where), where + ".mean_mhz");
+    if (c.mean_mhz > kMaxClockMhz) {
+      bad_field(where + ".mean_mhz", "is " + std::to_string(c.mean_mhz) + ", above " +
+                                         std::to_string(kMaxClockMhz) + " MHz (a clock in kHz?)");
+    }
+    c.held_down_share =
+        as_number(member(value, "held_down_share", where), where + ".held_down_share");
+    if (c.held_down_share > 1.0) bad_field(where + ".held_down_share", "must be a share in [0, 1]");
+  }
+  return out;
+}
+
 std::optional<std::string> optional_string(const json& body, const std::string& field) {
   auto it = body.find(field);
   if (it == body.end() || it->is_null()) return std::nullopt;
@@ -83,6 +108,13 @@ json to_json(const ProfilingResult& result) {
   if (result.round) j["round"] = *result.round;
   if (!result.energy_stderr.empty()) j["energy_stderr"] = result.energy_stderr;
   if (result.attribution) j["attribution"] = *result.attribution;
+  if (!result.clocks.empty()) {
+    json& clocks = j["clocks"];
+    for (const auto& [name, c] : result.clocks) {
+      clocks[name] = {
+          {"samples", c.samples}, {"mean_mhz", c.mean_mhz}, {"held_down_share", c.held_down_share}};
+    }
+  }
   return j;
 }
 
@@ -171,6 +203,7 @@ ProfilingResult parse_profiling_result(const json& body) {
   }
   result.energy_stderr = number_map(body, "energy_stderr");
   result.attribution = optional_string(body, "attribution");
+  result.clocks = clock_map(body, "clocks");
   return result;
 }
 

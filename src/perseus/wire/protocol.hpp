@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "perseus/util/clock_observation.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/gpu_limits.hpp"
 
@@ -88,6 +89,9 @@ struct ProfilingResult {
   // occurrence (absent when unknown), and how energy was attributed ("busy-overlap", "fit", ...).
   std::map<std::string, double> energy_stderr;
   std::optional<std::string> attribution;
+  // Extension: per instruction, the SM clock the GPU ran it at in the window (absent when the
+  // client cannot read clocks, e.g. a simulated GPU or a Zeus client).
+  std::map<std::string, ClockObservation> clocks;
 };
 
 nlohmann::json to_json(const JobInfo& info);

@@ -8,8 +8,11 @@
 // kept. Clients that report no standard error (Zeus's) get one round per clock. Stops once every
 // GPU's energy has been above its lowest for `patience` clocks in a row (past the minimum of
 // the U-shaped energy curve) or the clocks run out, then writes the profile CSV (with an
-// `energy_stderr` column, relative), the blocking power measured at the highest clock
-// (`<csv>.blocking_power`) and a summary (`<csv>.json`: rounds, measured seconds, worst error).
+// `energy_stderr` column, relative, and, from clients that read clocks, `measured_clock_mhz` and
+// `clock_held_down`: the SM clock each row really ran at and how often the driver held it down),
+// the blocking power measured at the highest clock (`<csv>.blocking_power`) and a summary
+// (`<csv>.json`: rounds, measured seconds, worst error, and the rows whose clock the GPU did not
+// reach, e.g. held down by its power limit, which the server also logs as a warning).
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -21,6 +24,7 @@
 #include "perseus/profile/profile.hpp"
 #include "perseus/server/schedulers/schedulers.hpp"
 #include "perseus/util/files.hpp"
+#include "perseus/util/log.hpp"
 #include "perseus/wire/protocol.hpp"
 
 namespace perseus::server::schedulers {
@@ -156,6 +160,9 @@ class Profiler : public Scheduler {
         if (se != results[s].energy_stderr.end() && mean.energy_j > 0.0) {
           stderr_[{stage, kind, mhz}] = se->second / mean.energy_j;
         }
+        if (auto c = results[s].clocks.find(label); c != results[s].clocks.end()) {
+          row_clocks_[{stage, kind, mhz}] = c->second;
+        }
         energy += mean.energy_j;
       }
       if (measured_ == 0 || energy < lowest_[s]) {
@@ -167,6 +174,51 @@ class Profiler : public Scheduler {
     }
   }
 
+  // energy_stderr, then measured_clock_mhz and clock_held_down when some client read clocks (a
+  // simulated GPU reads none), by (stage, instruction, clock).
+  std::vector<profile::ExtraColumn> extra_columns() const {
+    using Key = std::tuple<int, std::string, int>;
+    auto clock_column = [&](const char* name, double ClockObservation::*field) {
+      return profile::ExtraColumn{name, [this, field](int s, const std::string& i, int mhz) {
+                                    auto it = row_clocks_.find(Key{s, i, mhz});
+                                    return it == row_clocks_.end()
+                                               ? std::optional<double>()
+                                               : std::optional(it->second.*field);
+                                  }};
+    };
+    std::vector<profile::ExtraColumn> columns = {
+        {"energy_stderr", [this](int s, const std::string& i, int mhz) {
+           auto it = stderr_.find(Key{s, i, mhz});
+           return it == stderr_.end() ? std::optional<double>() : std::optional(it->second);
+         }}};
+    if (!row_clocks_.empty()) {
+      columns.push_back(clock_column("measured_clock_mhz", &ClockObservation::mean_mhz));
+      columns.push_back(clock_column("clock_held_down", &ClockObservation::held_down_share));
+    }
+    return columns;
+  }
+
+  // The rows the GPU ran below their clock (ClockObservation::below), logged as one warning.
+  nlohmann::json clocks_not_reached() const {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& [key, c] : row_clocks_) {
+      const auto& [stage, instruction, mhz] = key;
+      if (!c.below(mhz)) continue;
+      rows.push_back({{"stage", stage},
+                      {"instruction", instruction},
+                      {"mhz", mhz},
+                      {"measured_mhz", c.mean_mhz},
+                      {"held_down_share", c.held_down_share}});
+    }
+    if (!rows.empty()) {
+      log::warn(context_ + ": " + std::to_string(rows.size()) +
+                " profile rows ran below their clock, the driver holding it down (power limit or "
+                "heat): their time and energy are those of the lower clock (" +
+                output_.string() + ".json, clocks_not_reached)");
+    }
+    return rows;
+  }
+
   bool past_minimum() const {
     return std::all_of(rises_.begin(), rises_.end(), [&](int n) { return n >= patience_; });
   }
@@ -175,18 +227,12 @@ class Profiler : public Scheduler {
     try {
       profile_.validate();
       std::ostringstream csv;
-      profile::ExtraColumn column{"energy_stderr", [&](int s, const std::string& name, int mhz) {
-                                    auto it = stderr_.find({s, name, mhz});
-                                    return it == stderr_.end() ? std::optional<double>()
-                                                               : std::optional(it->second);
-                                  }};
-      profile::write_profile_csv(profile_, csv, {column});
+      profile::write_profile_csv(profile_, csv, extra_columns());
       write_file_atomic(output_, csv.str());
-      nlohmann::json summary = {{"clocks", measured_},
-                                {"rounds", rounds_},
-                                {"measured_s", measured_s_},
-                                {"target_stderr", target_stderr_},
-                                {"worst_stderr", worst_stderr_}};
+      nlohmann::json summary = {
+          {"clocks", measured_},           {"rounds", rounds_},
+          {"measured_s", measured_s_},     {"target_stderr", target_stderr_},
+          {"worst_stderr", worst_stderr_}, {"clocks_not_reached", clocks_not_reached()}};
       write_file_atomic(output_.string() + ".json", summary.dump(2) + "\n");
       if (blocking_power_w_) {
         std::ostringstream text;
@@ -219,7 +265,8 @@ class Profiler : public Scheduler {
   int rounds_ = 0;
   double measured_s_ = 0.0;    // seconds of measured iterations (one pipeline)
   double worst_stderr_ = 0.0;  // largest relative standard error kept in the profile
-  std::map<std::tuple<int, std::string, int>, double> stderr_;  // relative, per row
+  std::map<std::tuple<int, std::string, int>, double> stderr_;                // relative, per row
+  std::map<std::tuple<int, std::string, int>, ClockObservation> row_clocks_;  // per row
 };
 
 }  // namespace
