@@ -6,13 +6,14 @@
 // energy estimate's standard error, as the clients report it, is at most `target_stderr` of the
 // estimate; Perseus clients fit the repeated windows together, so the last window's estimate is
 // kept. Clients that report no standard error (Zeus's) get one round per clock. Stops once every
-// GPU's energy has been above its lowest for `patience` clocks in a row (past the minimum of
-// the U-shaped energy curve) or the clocks run out, then writes the profile CSV (with an
-// `energy_stderr` column, relative, and, from clients that read clocks, `measured_clock_mhz` and
-// `clock_held_down`: the SM clock each row really ran at and how often the driver held it down),
-// the blocking power measured at the highest clock (`<csv>.blocking_power`) and a summary
-// (`<csv>.json`: rounds, measured seconds, worst error, and the rows whose clock the GPU did not
-// reach, e.g. held down by its power limit, which the server also logs as a warning).
+// GPU's energy has been above its lowest for `patience` clocks in a row (past the minimum of the
+// U-shaped energy curve; clocks the GPU did not reach count for nothing) or the clocks run out,
+// then writes the profile CSV (with an `energy_stderr` column, relative, and, from clients that
+// read clocks, `measured_clock_mhz` and `clock_held_down`: the SM clock each row really ran at
+// and how often the driver held it down), the blocking power measured at the highest clock
+// (`<csv>.blocking_power`) and a summary (`<csv>.json`: rounds, measured seconds, worst error,
+// and the rows whose clock the GPU did not reach, e.g. held down by its power limit, which the
+// server also logs as a warning).
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -142,11 +143,15 @@ class Profiler : public Scheduler {
     return worst;
   }
 
-  // Adds the clock's rows to the profile and tracks each GPU's energy against its lowest.
+  // Adds the clock's rows to the profile and tracks each GPU's energy against its lowest. A GPU
+  // that did not reach the clock (its power limit holds its top clocks at one speed) counts no
+  // rise: its energy there differs from the last clock's by noise only, and stopping on noise
+  // would leave the profile without a clock it really ran at.
   void record(const std::vector<StageWindow>& windows, const std::vector<StageResult>& results,
               int mhz) {
     for (std::size_t s = 0; s < windows.size(); ++s) {
       double energy = 0.0;
+      bool held_below = false;
       for (const auto& [label, mean] : windows[s].instructions) {
         // A GPU running several stages labels its instructions with their stage.
         auto [kind, stage] = wire::parse_instruction_label(label);
@@ -162,13 +167,14 @@ class Profiler : public Scheduler {
         }
         if (auto c = results[s].clocks.find(label); c != results[s].clocks.end()) {
           row_clocks_[{stage, kind, mhz}] = c->second;
+          held_below = held_below || c->second.below(mhz);
         }
         energy += mean.energy_j;
       }
       if (measured_ == 0 || energy < lowest_[s]) {
         lowest_[s] = energy;
         rises_[s] = 0;
-      } else {
+      } else if (!held_below) {
         ++rises_[s];
       }
     }
