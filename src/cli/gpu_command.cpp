@@ -61,7 +61,11 @@ void print_probe(const client::GpuProbe& p) {
   } else {
     std::printf("counter_power_w unknown\n");
   }
-  std::printf("power_limit_w %.1f (default %.1f)\n", p.power_limit_w, p.default_power_limit_w);
+  if (p.power_limit_w && p.default_power_limit_w) {
+    std::printf("power_limit_w %.1f (default %.1f)\n", *p.power_limit_w, *p.default_power_limit_w);
+  } else {
+    std::printf("power_limit_w unknown (%s)\n", p.power_limit_error.c_str());
+  }
   std::printf("sm_clock_mhz %.0f (min %d, max %d)\n", p.sm_clock_mean_mhz, p.sm_clock_min_mhz,
               p.sm_clock_max_mhz);
   const std::string reasons = joined(p.clock_event_reasons);

@@ -49,6 +49,11 @@ grep -qx "power_limit_w 400.0 (default 400.0)" "$tmp/probe.txt" || fail "limit: 
 # At the power limit (the fake's is 400 W) the driver says the power cap holds the clock.
 FAKE_NVML_POWER_W=450 "$perseus" gpu probe --library "$lib" --duration 0.2 > "$tmp/capped.txt"
 grep -qx "clock_event_reasons sw_power_cap" "$tmp/capped.txt" || fail "capped: $(cat "$tmp/capped.txt")"
+# A device that does not report its power limit is probed all the same.
+FAKE_NVML_NO_POWER_LIMIT=1 "$perseus" gpu probe --library "$lib" --duration 0.2 > "$tmp/nolimit.txt" ||
+  fail "probe without a power limit failed: $(cat "$tmp/nolimit.txt")"
+grep -qx "power_limit_w unknown (NVML nvmlDeviceGetEnforcedPowerLimit failed: Not Supported)" \
+  "$tmp/nolimit.txt" || fail "no limit: $(cat "$tmp/nolimit.txt")"
 
 # --json, on the device CUDA_VISIBLE_DEVICES names by UUID (second entry: CUDA device 1).
 uuid=GPU-00000002-fa4e-4000-8000-000000000002

@@ -4,6 +4,8 @@
 //
 // Every call, reads included, is appended to the file named by $FAKE_NVML_LOG (if set), one line
 // each, the call name first, so tests can check what was (and was not) asked of the driver.
+// $FAKE_NVML_NO_POWER_LIMIT (read at each call) fails nvmlDeviceGetEnforcedPowerLimit with
+// NVML_ERROR_NOT_SUPPORTED, as devices without power management (and some virtual GPUs) do.
 // $FAKE_NVML_DENY_LOCK (read at each call) fails nvmlDeviceSetGpuLockedClocks with
 // NVML_ERROR_NO_PERMISSION. Read when a session starts (the first nvmlInit_v2, or the first after
 // the last nvmlShutdown):
@@ -43,8 +45,8 @@
 namespace {
 
 // nvmlReturn_t values of the NVML API reference.
-constexpr int kSuccess = 0, kUninitialized = 1, kInvalidArgument = 2, kNoPermission = 4,
-              kNotFound = 6, kInsufficientSize = 7;
+constexpr int kSuccess = 0, kUninitialized = 1, kInvalidArgument = 2, kNotSupported = 3,
+              kNoPermission = 4, kNotFound = 6, kInsufficientSize = 7;
 
 constexpr unsigned kMaxDevices = 16;
 constexpr unsigned kDefaultLimitMw = 400000;
@@ -227,6 +229,8 @@ const char* nvmlErrorString(int rc) {
       return "Uninitialized";
     case kInvalidArgument:
       return "Invalid Argument";
+    case kNotSupported:
+      return "Not Supported";
     case kNoPermission:
       return "Insufficient Permissions";
     case kNotFound:
@@ -396,6 +400,7 @@ int nvmlDeviceSetPowerManagementLimit(nvmlDevice_t device, unsigned milliwatts) 
 int nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned* milliwatts) {
   record("nvmlDeviceGetEnforcedPowerLimit");
   if (int rc = check_device(device); rc != kSuccess) return rc;
+  if (std::getenv("FAKE_NVML_NO_POWER_LIMIT") != nullptr) return kNotSupported;
   if (milliwatts == nullptr) return kInvalidArgument;
   *milliwatts = device_of(device)->power_limit_mw;
   return kSuccess;

@@ -538,6 +538,23 @@ TEST_F(Nvml, ProbeMeasuresTheCounterAndChangesNothing) {
   EXPECT_EQ(j["power_limit_w"]["default"], 400.0);
 }
 
+// A device that does not report its power limit (no power management, some virtual GPUs) is
+// still probed; the limit is unknown, with NVML's reason.
+TEST_F(Nvml, ProbeGoesOnWithoutAPowerLimit) {
+  env_.set("FAKE_NVML_NO_POWER_LIMIT", "1");
+  perseus::client::ProbeOptions options;
+  options.library = FAKE_NVML_LIBRARY;
+  options.duration_s = 0.2;
+  perseus::client::GpuProbe p = perseus::client::probe_gpu(options);
+  EXPECT_FALSE(p.power_limit_w.has_value());
+  EXPECT_EQ(p.default_power_limit_w, 400.0);
+  EXPECT_EQ(p.power_limit_error, "NVML nvmlDeviceGetEnforcedPowerLimit failed: Not Supported");
+  EXPECT_GT(p.counter_reads, 0);
+  nlohmann::json j = perseus::client::to_json(p);
+  EXPECT_TRUE(j["power_limit_w"]["enforced"].is_null());
+  EXPECT_EQ(j["power_limit_w"]["default"], 400.0);
+}
+
 TEST_F(Nvml, ProbeWithTooShortADurationReportsNoRefreshPeriod) {
   env_.set("FAKE_NVML_REFRESH_MS", "1000");
   perseus::client::ProbeOptions options;

@@ -109,8 +109,17 @@ GpuProbe probe_gpu(const ProbeOptions& options) {
   probe.nvml_index = gpu.nvml_index();
   probe.cuda_index = options.device;
   probe.clocks_mhz = gpu.supported_clocks();
-  probe.power_limit_w = gpu.power_limit_w();
-  probe.default_power_limit_w = gpu.default_power_limit_w();
+  // A device without power management answers Not Supported: the probe goes on without limits.
+  auto limit = [&](double (NvmlGpu::*read)() const) -> std::optional<double> {
+    try {
+      return (gpu.*read)();
+    } catch (const Error& e) {
+      if (probe.power_limit_error.empty()) probe.power_limit_error = e.what();
+      return std::nullopt;
+    }
+  };
+  probe.power_limit_w = limit(&NvmlGpu::power_limit_w);
+  probe.default_power_limit_w = limit(&NvmlGpu::default_power_limit_w);
 
   const Polling polled = poll_counter(gpu, options);
   probe.duration_s = polled.elapsed_s;
@@ -152,7 +161,8 @@ json to_json(const GpuProbe& probe) {
             {"mean", probe.power_mean_w},
             {"counter_slope", number_or_null(probe.counter_power_w)}}},
           {"power_limit_w",
-           {{"enforced", probe.power_limit_w}, {"default", probe.default_power_limit_w}}},
+           {{"enforced", number_or_null(probe.power_limit_w)},
+            {"default", number_or_null(probe.default_power_limit_w)}}},
           {"sm_clock_mhz",
            {{"mean", probe.sm_clock_mean_mhz},
             {"min", probe.sm_clock_min_mhz},

@@ -37,7 +37,10 @@ struct GpuProbe {
   double read_mean_s = 0.0, read_max_s = 0.0;  // time one nvmlDeviceGetTotalEnergyConsumption took
   int power_readings = 0;
   double power_mean_w = 0.0;  // mean of the nvmlDeviceGetPowerUsage readings
-  double power_limit_w = 0.0, default_power_limit_w = 0.0;  // enforced now; the default
+  // The power limit enforced now and the default one; empty when the device does not report
+  // them (no power management, some virtual GPUs), with NVML's error in power_limit_error.
+  std::optional<double> power_limit_w, default_power_limit_w;
+  std::string power_limit_error;
   // Energy between the first and the last observed change over the time between them (empty with
   // fewer than two changes).
   std::optional<double> counter_power_w;
@@ -53,7 +56,7 @@ GpuProbe probe_gpu(const ProbeOptions& options);
 // {"name", "driver", "uuid", "nvml_index", "cuda_index", "sm_clocks_mhz": [...], "duration_s",
 //  "counter_reads", "counter_changes", "refresh_period_s": {"mean", "min", "max"} or null,
 //  "read_cost_s": {"mean", "max"}, "power_w": {"readings", "mean", "counter_slope" (or null)},
-//  "power_limit_w": {"enforced", "default"},
+//  "power_limit_w": {"enforced", "default"} (each null when unknown),
 //  "sm_clock_mhz": {"mean", "min", "max"}, "clock_event_reasons": [...]}
 nlohmann::json to_json(const GpuProbe& probe);
 
