@@ -318,6 +318,7 @@ def test_profiler_records_the_clock_each_row_ran_at(server, tmp_path, monkeypatc
                     time.sleep(0.001)  # the client's clock thread locks the round's clock
                     time.sleep(seconds * 1410 / gpu.sm_clock_mhz())
     assert opt.done, (opt.round, [line[:300] for line in logs])
+    job_id = opt.job_id
     opt.close()
 
     with open(out) as f:
@@ -332,6 +333,8 @@ def test_profiler_records_the_clock_each_row_ran_at(server, tmp_path, monkeypatc
     assert below == {(i, mhz) for i in ("forward", "backward") for mhz in (1410, 1395, 1380)}
     assert all(r["measured_mhz"] <= 1200.5 for r in summary["clocks_not_reached"]), summary
     assert any("below its locked 1410 MHz" in line for line in logs), logs
+    status = get_json(f"{server}/jobs/{job_id}")["scheduler_status"]
+    assert status["clocks_not_reached"] == 6 and status["state"] == "done", status
 
 
 def test_example_against_server(server, perseus_bin):

@@ -124,6 +124,7 @@ class Profiler : public Scheduler {
             {"output", output_.string()},
             {"blocking_power_w",
              blocking_power_w_ ? nlohmann::json(*blocking_power_w_) : nlohmann::json(nullptr)},
+            {"clocks_not_reached", clocks_not_reached().size()},
             {"state", done_ ? "done" : "profiling"}};
   }
 
@@ -204,7 +205,7 @@ class Profiler : public Scheduler {
     return columns;
   }
 
-  // The rows the GPU ran below their clock (ClockObservation::below), logged as one warning.
+  // The rows the GPU ran below their clock (ClockObservation::below).
   nlohmann::json clocks_not_reached() const {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& [key, c] : row_clocks_) {
@@ -215,12 +216,6 @@ class Profiler : public Scheduler {
                       {"mhz", mhz},
                       {"measured_mhz", c.mean_mhz},
                       {"held_down_share", c.held_down_share}});
-    }
-    if (!rows.empty()) {
-      log::warn(context_ + ": " + std::to_string(rows.size()) +
-                " profile rows ran below their clock, the driver holding it down (power limit or "
-                "heat): their time and energy are those of the lower clock (" +
-                output_.string() + ".json, clocks_not_reached)");
     }
     return rows;
   }
@@ -240,6 +235,12 @@ class Profiler : public Scheduler {
           {"measured_s", measured_s_},     {"target_stderr", target_stderr_},
           {"worst_stderr", worst_stderr_}, {"clocks_not_reached", clocks_not_reached()}};
       write_file_atomic(output_.string() + ".json", summary.dump(2) + "\n");
+      if (const auto& below = summary["clocks_not_reached"]; !below.empty()) {
+        log::warn(context_ + ": " + std::to_string(below.size()) +
+                  " profile rows ran below their clock, the driver holding it down (power limit "
+                  "or heat): their time and energy are those of the lower clock (" +
+                  output_.string() + ".json, clocks_not_reached)");
+      }
       if (blocking_power_w_) {
         std::ostringstream text;
         text.precision(17);
