@@ -75,6 +75,14 @@ class CallLog {
 
 // Every test starts with CUDA_VISIBLE_DEVICES unset and a fake whose counter reads cost nothing
 // and refresh every millisecond (tests that care about timing set their own).
+// The probe of the fake's device 0, polling its counter for `seconds`.
+perseus::client::GpuProbe probe_fake(double seconds) {
+  perseus::client::ProbeOptions options;
+  options.library = FAKE_NVML_LIBRARY;
+  options.duration_s = seconds;
+  return perseus::client::probe_gpu(options);
+}
+
 class Nvml : public ::testing::Test {
  protected:
   ScopedEnv env_{{"CUDA_VISIBLE_DEVICES", std::nullopt},
@@ -491,10 +499,7 @@ TEST_F(Nvml, ProbeMeasuresTheCounterAndChangesNothing) {
   env_.set("FAKE_NVML_REFRESH_MS", "50");
   env_.set("FAKE_NVML_READ_MS", "3");
   env_.set("FAKE_NVML_POWER_W", "220");
-  perseus::client::ProbeOptions options;
-  options.library = FAKE_NVML_LIBRARY;
-  options.duration_s = 1.0;
-  perseus::client::GpuProbe p = perseus::client::probe_gpu(options);
+  perseus::client::GpuProbe p = probe_fake(1.0);
   EXPECT_EQ(p.name, "Fake NVIDIA H100 80GB HBM3");
   EXPECT_EQ(p.driver, "580.159.04");
   EXPECT_EQ(p.uuid, "GPU-00000001-fa4e-4000-8000-000000000001");
@@ -542,10 +547,7 @@ TEST_F(Nvml, ProbeMeasuresTheCounterAndChangesNothing) {
 // still probed; the limit is unknown, with NVML's reason.
 TEST_F(Nvml, ProbeGoesOnWithoutAPowerLimit) {
   env_.set("FAKE_NVML_NO_POWER_LIMIT", "1");
-  perseus::client::ProbeOptions options;
-  options.library = FAKE_NVML_LIBRARY;
-  options.duration_s = 0.2;
-  perseus::client::GpuProbe p = perseus::client::probe_gpu(options);
+  perseus::client::GpuProbe p = probe_fake(0.2);
   EXPECT_FALSE(p.power_limit_w.has_value());
   EXPECT_EQ(p.default_power_limit_w, 400.0);
   EXPECT_EQ(p.power_limit_error, "NVML nvmlDeviceGetEnforcedPowerLimit failed: Not Supported");
@@ -557,10 +559,7 @@ TEST_F(Nvml, ProbeGoesOnWithoutAPowerLimit) {
 
 TEST_F(Nvml, ProbeWithTooShortADurationReportsNoRefreshPeriod) {
   env_.set("FAKE_NVML_REFRESH_MS", "1000");
-  perseus::client::ProbeOptions options;
-  options.library = FAKE_NVML_LIBRARY;
-  options.duration_s = 0.05;
-  perseus::client::GpuProbe p = perseus::client::probe_gpu(options);
+  perseus::client::GpuProbe p = probe_fake(0.05);
   EXPECT_EQ(p.counter_changes, 0);
   EXPECT_FALSE(p.refresh.has_value());
   EXPECT_FALSE(p.counter_power_w.has_value());
@@ -570,11 +569,10 @@ TEST_F(Nvml, ProbeWithTooShortADurationReportsNoRefreshPeriod) {
 }
 
 TEST_F(Nvml, ProbeRejectsBadOptions) {
+  EXPECT_CONTAINS(error_of([] { probe_fake(0.0); }),
+                  "probe duration must be a number of seconds in (0, 600]");
   perseus::client::ProbeOptions options;
   options.library = FAKE_NVML_LIBRARY;
-  options.duration_s = 0.0;
-  EXPECT_CONTAINS(error_of([&] { perseus::client::probe_gpu(options); }),
-                  "probe duration must be a number of seconds in (0, 600]");
   options.duration_s = 0.01;
   options.device = 3;
   EXPECT_CONTAINS(error_of([&] { perseus::client::probe_gpu(options); }), "NVML device 3");
