@@ -7,8 +7,10 @@
 first), ``duration_s``, ``counter_reads``, ``counter_changes``, ``refresh_period_s``
 (``{"mean", "min", "max"}`` or ``None`` with fewer than two counter changes), ``read_cost_s``
 (``{"mean", "max"}``), ``power_w`` (``{"readings", "mean", "counter_slope"}``), ``sm_clock_mhz``
-(``{"mean", "min", "max"}``) and ``clock_event_reasons`` (every reason the driver gave for the
-clock while probed, e.g. ``["sw_power_cap"]``).
+(``{"mean", "min", "max"}``), ``clock_event_reasons`` (every reason the driver gave for the
+clock while probed, e.g. ``["sw_power_cap"]``) and ``power_limit_w`` (``{"enforced",
+"default"}``). A query the device does not answer (no power management, some virtual GPUs) reads
+``None``; the probe goes on without it.
 """
 
 import json

@@ -66,10 +66,18 @@ void print_probe(const client::GpuProbe& p) {
   } else {
     std::printf("power_limit_w unknown (%s)\n", p.power_limit_error.c_str());
   }
-  std::printf("sm_clock_mhz %.0f (min %d, max %d)\n", p.sm_clock_mean_mhz, p.sm_clock_min_mhz,
-              p.sm_clock_max_mhz);
-  const std::string reasons = joined(p.clock_event_reasons);
-  std::printf("clock_event_reasons %s\n", reasons.empty() ? "none" : reasons.c_str());
+  if (p.sm_clock_mean_mhz) {
+    std::printf("sm_clock_mhz %.0f (min %d, max %d)\n", *p.sm_clock_mean_mhz, p.sm_clock_min_mhz,
+                p.sm_clock_max_mhz);
+  } else {
+    std::printf("sm_clock_mhz unknown (%s)\n", p.clock_error.c_str());
+  }
+  if (p.clock_event_reasons) {
+    const std::string reasons = joined(*p.clock_event_reasons);
+    std::printf("clock_event_reasons %s\n", reasons.empty() ? "none" : reasons.c_str());
+  } else {
+    std::printf("clock_event_reasons unknown (%s)\n", p.reasons_error.c_str());
+  }
 }
 
 void run_probe(ProbeArgs a) {

@@ -54,6 +54,11 @@ FAKE_NVML_NO_POWER_LIMIT=1 "$perseus" gpu probe --library "$lib" --duration 0.2 
   fail "probe without a power limit failed: $(cat "$tmp/nolimit.txt")"
 grep -qx "power_limit_w unknown (NVML nvmlDeviceGetEnforcedPowerLimit failed: Not Supported)" \
   "$tmp/nolimit.txt" || fail "no limit: $(cat "$tmp/nolimit.txt")"
+FAKE_NVML_NO_CLOCK_REASONS=1 "$perseus" gpu probe --library "$lib" --duration 0.2 --json \
+  > "$tmp/noreasons.json" || fail "probe without clock event reasons failed"
+/usr/bin/python3 -c 'import json, sys; p = json.load(open(sys.argv[1]))
+assert p["clock_event_reasons"] is None and p["sm_clock_mhz"]["mean"] == 1410, p' \
+  "$tmp/noreasons.json" || fail "no reasons: $(cat "$tmp/noreasons.json")"
 
 # --json, on the device CUDA_VISIBLE_DEVICES names by UUID (second entry: CUDA device 1).
 uuid=GPU-00000002-fa4e-4000-8000-000000000002

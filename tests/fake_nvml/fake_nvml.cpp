@@ -4,8 +4,9 @@
 //
 // Every call, reads included, is appended to the file named by $FAKE_NVML_LOG (if set), one line
 // each, the call name first, so tests can check what was (and was not) asked of the driver.
-// $FAKE_NVML_NO_POWER_LIMIT (read at each call) fails nvmlDeviceGetEnforcedPowerLimit with
-// NVML_ERROR_NOT_SUPPORTED, as devices without power management (and some virtual GPUs) do.
+// $FAKE_NVML_NO_POWER_LIMIT and $FAKE_NVML_NO_CLOCK_REASONS (read at each call) fail
+// nvmlDeviceGetEnforcedPowerLimit and the clock event reasons with NVML_ERROR_NOT_SUPPORTED, as
+// devices without power management and some virtual GPUs do.
 // $FAKE_NVML_DENY_LOCK (read at each call) fails nvmlDeviceSetGpuLockedClocks with
 // NVML_ERROR_NO_PERMISSION. Read when a session starts (the first nvmlInit_v2, or the first after
 // the last nvmlShutdown):
@@ -351,6 +352,7 @@ static int clock_event_reasons(const char* call, nvmlDevice_t device, unsigned l
   record("%s", call);
   if (int rc = check_device(device); rc != kSuccess) return rc;
   if (reasons == nullptr) return kInvalidArgument;
+  if (std::getenv("FAKE_NVML_NO_CLOCK_REASONS") != nullptr) return kNotSupported;
   constexpr unsigned long long kSwPowerCap = 0x4;
   *reasons = power_capped(*device_of(device)) ? kSwPowerCap : 0;
   return kSuccess;

@@ -519,7 +519,8 @@ TEST_F(Nvml, ProbeMeasuresTheCounterAndChangesNothing) {
   EXPECT_NEAR(*p.counter_power_w, 220.0, 0.02 * 220.0);
   EXPECT_EQ(p.sm_clock_mean_mhz, 1410.0);
   EXPECT_EQ(p.sm_clock_min_mhz, 1410);
-  EXPECT_TRUE(p.clock_event_reasons.empty());  // 220 W, below the 400 W limit
+  ASSERT_TRUE(p.clock_event_reasons.has_value());
+  EXPECT_TRUE(p.clock_event_reasons->empty());  // 220 W, below the 400 W limit
   EXPECT_EQ(p.power_limit_w, 400.0);
   EXPECT_EQ(p.default_power_limit_w, 400.0);
 
@@ -555,6 +556,25 @@ TEST_F(Nvml, ProbeGoesOnWithoutAPowerLimit) {
   nlohmann::json j = perseus::client::to_json(p);
   EXPECT_TRUE(j["power_limit_w"]["enforced"].is_null());
   EXPECT_EQ(j["power_limit_w"]["default"], 400.0);
+}
+
+// Nor do clock event reasons the device does not report stop the probe.
+TEST_F(Nvml, ProbeGoesOnWithoutClockEventReasons) {
+  env_.set("FAKE_NVML_NO_CLOCK_REASONS", "1");
+  CallLog log;
+  perseus::client::GpuProbe p = probe_fake(0.2);
+  EXPECT_FALSE(p.clock_event_reasons.has_value());
+  EXPECT_EQ(p.reasons_error, "NVML nvmlDeviceGetCurrentClocksEventReasons failed: Not Supported");
+  EXPECT_EQ(p.sm_clock_mean_mhz, 1410.0);  // the clock is read all the same
+  EXPECT_GT(p.counter_reads, 5);
+  // Asked once, not at every poll.
+  std::istringstream lines(log.text());
+  int asked = 0;
+  for (std::string line; std::getline(lines, line);) {
+    asked += line == "nvmlDeviceGetCurrentClocksEventReasons" ? 1 : 0;
+  }
+  EXPECT_EQ(asked, 1);
+  EXPECT_TRUE(perseus::client::to_json(p)["clock_event_reasons"].is_null());
 }
 
 TEST_F(Nvml, ProbeWithTooShortADurationReportsNoRefreshPeriod) {

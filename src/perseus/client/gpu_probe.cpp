@@ -39,7 +39,20 @@ struct Polling {
   std::vector<double> power_w;
   std::vector<double> sm_clock_mhz;
   std::set<std::string> clock_event_reasons;
+  std::string clock_error, reasons_error;  // set when the device does not answer the query
 };
+
+// f(), or nullopt with NVML's message in `error` (kept from the first failure) when the device
+// does not answer the query (Not Supported: no power management, some virtual GPUs).
+template <typename F>
+auto unless_unanswered(F&& f, std::string& error) -> std::optional<decltype(f())> {
+  try {
+    return f();
+  } catch (const Error& e) {
+    if (error.empty()) error = e.what();
+    return std::nullopt;
+  }
+}
 
 Polling poll_counter(NvmlGpu& gpu, const ProbeOptions& options) {
   Polling p;
@@ -56,9 +69,13 @@ Polling poll_counter(NvmlGpu& gpu, const ProbeOptions& options) {
     p.read_costs_s.push_back(seconds(t1 - t0));
     last = energy;
     p.power_w.push_back(gpu.power_usage_w());
-    p.sm_clock_mhz.push_back(gpu.sm_clock_mhz());
-    for (std::string& reason : gpu.clock_event_reasons()) {
-      p.clock_event_reasons.insert(std::move(reason));
+    if (p.clock_error.empty()) {
+      auto mhz = unless_unanswered([&] { return gpu.sm_clock_mhz(); }, p.clock_error);
+      if (mhz) p.sm_clock_mhz.push_back(*mhz);
+    }
+    if (p.reasons_error.empty()) {
+      auto reasons = unless_unanswered([&] { return gpu.clock_event_reasons(); }, p.reasons_error);
+      if (reasons) p.clock_event_reasons.insert(reasons->begin(), reasons->end());
     }
     if (options.progress) options.progress(std::min(1.0, seconds(t1 - start) / options.duration_s));
     std::this_thread::sleep_until(t0 + kMinReadSpacing);
@@ -109,17 +126,10 @@ GpuProbe probe_gpu(const ProbeOptions& options) {
   probe.nvml_index = gpu.nvml_index();
   probe.cuda_index = options.device;
   probe.clocks_mhz = gpu.supported_clocks();
-  // A device without power management answers Not Supported: the probe goes on without limits.
-  auto limit = [&](double (NvmlGpu::*read)() const) -> std::optional<double> {
-    try {
-      return (gpu.*read)();
-    } catch (const Error& e) {
-      if (probe.power_limit_error.empty()) probe.power_limit_error = e.what();
-      return std::nullopt;
-    }
-  };
-  probe.power_limit_w = limit(&NvmlGpu::power_limit_w);
-  probe.default_power_limit_w = limit(&NvmlGpu::default_power_limit_w);
+  probe.power_limit_w =
+      unless_unanswered([&] { return gpu.power_limit_w(); }, probe.power_limit_error);
+  probe.default_power_limit_w =
+      unless_unanswered([&] { return gpu.default_power_limit_w(); }, probe.power_limit_error);
 
   const Polling polled = poll_counter(gpu, options);
   probe.duration_s = polled.elapsed_s;
@@ -129,16 +139,27 @@ GpuProbe probe_gpu(const ProbeOptions& options) {
   probe.power_readings = static_cast<int>(polled.power_w.size());
   probe.power_mean_w = mean(polled.power_w);
   summarize_changes(polled.changes, probe);
-  probe.sm_clock_mean_mhz = mean(polled.sm_clock_mhz);
-  const auto [lowest, highest] =
-      std::minmax_element(polled.sm_clock_mhz.begin(), polled.sm_clock_mhz.end());
-  probe.sm_clock_min_mhz = static_cast<int>(*lowest);
-  probe.sm_clock_max_mhz = static_cast<int>(*highest);
-  probe.clock_event_reasons = polled.clock_event_reasons;
+  if (!polled.sm_clock_mhz.empty()) {
+    probe.sm_clock_mean_mhz = mean(polled.sm_clock_mhz);
+    const auto [lowest, highest] =
+        std::minmax_element(polled.sm_clock_mhz.begin(), polled.sm_clock_mhz.end());
+    probe.sm_clock_min_mhz = static_cast<int>(*lowest);
+    probe.sm_clock_max_mhz = static_cast<int>(*highest);
+  }
+  if (polled.reasons_error.empty()) probe.clock_event_reasons = polled.clock_event_reasons;
+  probe.clock_error = polled.clock_error;
+  probe.reasons_error = polled.reasons_error;
   return probe;
 }
 
 json to_json(const GpuProbe& probe) {
+  json sm_clock = nullptr, reasons = nullptr;
+  if (probe.sm_clock_mean_mhz) {
+    sm_clock = {{"mean", *probe.sm_clock_mean_mhz},
+                {"min", probe.sm_clock_min_mhz},
+                {"max", probe.sm_clock_max_mhz}};
+  }
+  if (probe.clock_event_reasons) reasons = *probe.clock_event_reasons;
   json refresh = nullptr;
   if (probe.refresh) {
     refresh = {{"mean", probe.refresh->mean_s},
@@ -163,11 +184,8 @@ json to_json(const GpuProbe& probe) {
           {"power_limit_w",
            {{"enforced", number_or_null(probe.power_limit_w)},
             {"default", number_or_null(probe.default_power_limit_w)}}},
-          {"sm_clock_mhz",
-           {{"mean", probe.sm_clock_mean_mhz},
-            {"min", probe.sm_clock_min_mhz},
-            {"max", probe.sm_clock_max_mhz}}},
-          {"clock_event_reasons", probe.clock_event_reasons}};
+          {"sm_clock_mhz", sm_clock},
+          {"clock_event_reasons", reasons}};
 }
 
 }  // namespace perseus::client

@@ -44,9 +44,13 @@ struct GpuProbe {
   // Energy between the first and the last observed change over the time between them (empty with
   // fewer than two changes).
   std::optional<double> counter_power_w;
-  double sm_clock_mean_mhz = 0.0;  // the SM clock, read at every poll
+  // The SM clock, read at every poll, and every clock event reason active at some poll
+  // (NvmlGpu's names). A device that does not answer one of these queries leaves it empty, with
+  // NVML's error in clock_error or reasons_error; the probe goes on without it.
+  std::optional<double> sm_clock_mean_mhz;
   int sm_clock_min_mhz = 0, sm_clock_max_mhz = 0;
-  std::set<std::string> clock_event_reasons;  // every reason active at some poll (NvmlGpu's names)
+  std::optional<std::set<std::string>> clock_event_reasons;
+  std::string clock_error, reasons_error;
 };
 
 // Opens the device read-only and polls its energy counter for `options.duration_s`. Throws
@@ -57,7 +61,7 @@ GpuProbe probe_gpu(const ProbeOptions& options);
 //  "counter_reads", "counter_changes", "refresh_period_s": {"mean", "min", "max"} or null,
 //  "read_cost_s": {"mean", "max"}, "power_w": {"readings", "mean", "counter_slope" (or null)},
 //  "power_limit_w": {"enforced", "default"} (each null when unknown),
-//  "sm_clock_mhz": {"mean", "min", "max"}, "clock_event_reasons": [...]}
+//  "sm_clock_mhz": {"mean", "min", "max"} or null, "clock_event_reasons": [...] or null}
 nlohmann::json to_json(const GpuProbe& probe);
 
 }  // namespace perseus::client
