@@ -30,9 +30,7 @@ struct NvmlGpu::Impl {
   DeviceFn reset_locked_clocks = nullptr;
   EnergyFn total_energy = nullptr;
   SetLimitFn set_power_limit = nullptr;
-  GetLimitFn default_power_limit = nullptr;
-  GetLimitFn enforced_power_limit = nullptr;
-  PowerUsageFn power_usage = nullptr;
+  MilliwattsFn default_power_limit = nullptr, enforced_power_limit = nullptr, power_usage = nullptr;
   CountFn device_count = nullptr;
   DeviceTextFn device_name = nullptr, device_uuid = nullptr;
   SystemTextFn driver_version = nullptr;
@@ -95,6 +93,17 @@ struct NvmlGpu::Impl {
     unsigned long long mask = 0;
     check(clock_event_reasons(device, &mask), clock_event_reasons_call);
     return mask;
+  }
+
+  // Calls an NVML query that answers milliwatts (the power reading, a power limit).
+  unsigned milliwatts(MilliwattsFn query, const char* call) const {
+    unsigned mw = 0;
+    check(query(device, &mw), call);
+    return mw;
+  }
+
+  unsigned default_limit_mw() const {
+    return milliwatts(default_power_limit, "nvmlDeviceGetPowerManagementDefaultLimit");
   }
 
   // Calls an NVML query that fills a string buffer.
@@ -227,10 +236,7 @@ void NvmlGpu::set_power_limit(double watts) {
   auto milliwatts = static_cast<unsigned>(std::lround(watts * 1000.0));
   // The signal handler restores the default limit without asking NVML for it.
   if (impl_->restore.default_limit_mw.load() == 0) {
-    unsigned default_mw = 0;
-    impl_->check(impl_->default_power_limit(impl_->device, &default_mw),
-                 "nvmlDeviceGetPowerManagementDefaultLimit");
-    impl_->restore.default_limit_mw = default_mw;
+    impl_->restore.default_limit_mw = impl_->default_limit_mw();
   }
   impl_->restore.limit_changed = true;
   impl_->check(impl_->set_power_limit(impl_->device, milliwatts),
@@ -238,10 +244,7 @@ void NvmlGpu::set_power_limit(double watts) {
 }
 
 void NvmlGpu::reset_power_limit() {
-  unsigned milliwatts = 0;
-  impl_->check(impl_->default_power_limit(impl_->device, &milliwatts),
-               "nvmlDeviceGetPowerManagementDefaultLimit");
-  impl_->check(impl_->set_power_limit(impl_->device, milliwatts),
+  impl_->check(impl_->set_power_limit(impl_->device, impl_->default_limit_mw()),
                "nvmlDeviceSetPowerManagementLimit");
   impl_->restore.limit_changed = false;
 }
@@ -269,9 +272,7 @@ int NvmlGpu::nvml_index() const {
 }
 
 double NvmlGpu::power_usage_w() const {
-  unsigned milliwatts = 0;
-  impl_->check(impl_->power_usage(impl_->device, &milliwatts), "nvmlDeviceGetPowerUsage");
-  return static_cast<double>(milliwatts) / 1000.0;
+  return impl_->milliwatts(impl_->power_usage, "nvmlDeviceGetPowerUsage") / 1000.0;
 }
 
 std::optional<ClockReading> NvmlGpu::read_clock() {
@@ -279,17 +280,11 @@ std::optional<ClockReading> NvmlGpu::read_clock() {
 }
 
 double NvmlGpu::power_limit_w() const {
-  unsigned milliwatts = 0;
-  impl_->check(impl_->enforced_power_limit(impl_->device, &milliwatts),
-               "nvmlDeviceGetEnforcedPowerLimit");
-  return static_cast<double>(milliwatts) / 1000.0;
+  return impl_->milliwatts(impl_->enforced_power_limit, "nvmlDeviceGetEnforcedPowerLimit") / 1000.0;
 }
 
 double NvmlGpu::default_power_limit_w() const {
-  unsigned milliwatts = 0;
-  impl_->check(impl_->default_power_limit(impl_->device, &milliwatts),
-               "nvmlDeviceGetPowerManagementDefaultLimit");
-  return static_cast<double>(milliwatts) / 1000.0;
+  return impl_->default_limit_mw() / 1000.0;
 }
 
 int NvmlGpu::sm_clock_mhz() const {
