@@ -8,57 +8,43 @@ namespace {
 
 using nlohmann::json;
 
-using Breakdown = std::map<std::string, std::vector<std::vector<double>>>;
-
-Breakdown breakdown(const json& body, const std::string& field) {
-  Breakdown out;
+// An optional object keyed by instruction ({"forward": ..., ...}), each value parse(value,
+// "field.name"); empty when absent or null.
+template <typename Parse>
+auto keyed(const json& body, const std::string& field, const char* of_what, Parse parse)
+    -> std::map<std::string, decltype(parse(body, field))> {
+  std::map<std::string, decltype(parse(body, field))> out;
   auto it = body.find(field);
   if (it == body.end() || it->is_null()) return out;
-  if (!it->is_object()) bad_field(field, "must be an object of lists of lists of numbers");
-  for (const auto& [name, iterations] : it->items()) {
-    std::string where = field + "." + name;
-    if (!iterations.is_array()) bad_field(where, "must be a list of lists of numbers");
-    auto& rows = out[name];
-    for (std::size_t i = 0; i < iterations.size(); ++i) {
-      rows.push_back(numbers(iterations[i], element(where, i)));
-    }
-  }
+  if (!it->is_object()) bad_field(field, std::string("must be an object of ") + of_what);
+  for (const auto& [name, value] : it->items()) out[name] = parse(value, field + "." + name);
   return out;
 }
 
-// An optional object of numbers ({"forward": 0.01, ...}).
-std::map<std::string, double> number_map(const json& body, const std::string& field) {
-  std::map<std::string, double> out;
-  auto it = body.find(field);
-  if (it == body.end() || it->is_null()) return out;
-  if (!it->is_object()) bad_field(field, "must be an object of numbers");
-  for (const auto& [name, value] : it->items()) out[name] = as_number(value, field + "." + name);
-  return out;
+// [[per occurrence] per iteration] of one instruction.
+std::vector<std::vector<double>> iterations(const json& value, const std::string& where) {
+  if (!value.is_array()) bad_field(where, "must be a list of lists of numbers");
+  std::vector<std::vector<double>> rows;
+  for (std::size_t i = 0; i < value.size(); ++i)
+    rows.push_back(numbers(value[i], element(where, i)));
+  return rows;
 }
 
-// An optional object of clock observations ({"forward": {"samples": 15, "mean_mhz": 1200.0,
-// "held_down_share": 1.0}, ...}).
-std::map<std::string, ClockObservation> clock_map(const json& body, const std::string& field) {
-  std::map<std::string, ClockObservation> out;
-  auto it = body.find(field);
-  if (it == body.end() || it->is_null()) return out;
-  if (!it->is_object()) bad_field(field, "must be an object of clock observations");
-  for (const auto& [name, value] : it->items()) {
-    const std::string where = field + "." + name;
-    if (!value.is_object())
-      bad_field(where, "must be an object {samples, mean_mhz, held_down_share}");
-    ClockObservation& c = out[name];
-    c.samples = as_int(member(value, "samples", where), where + ".samples", 1);
-    c.mean_mhz = as_number(member(value, "mean_mhz", where), where + ".mean_mhz");
-    if (c.mean_mhz > kMaxClockMhz) {
-      bad_field(where + ".mean_mhz", "is " + std::to_string(c.mean_mhz) + ", above " +
-                                         std::to_string(kMaxClockMhz) + " MHz (a clock in kHz?)");
-    }
-    c.held_down_share =
-        as_number(member(value, "held_down_share", where), where + ".held_down_share");
-    if (c.held_down_share > 1.0) bad_field(where + ".held_down_share", "must be a share in [0, 1]");
+// {"samples": 15, "mean_mhz": 1200.0, "held_down_share": 1.0}
+ClockObservation clock_observation(const json& value, const std::string& where) {
+  if (!value.is_object())
+    bad_field(where, "must be an object {samples, mean_mhz, held_down_share}");
+  ClockObservation c;
+  c.samples = as_int(member(value, "samples", where), where + ".samples", 1);
+  c.mean_mhz = as_number(member(value, "mean_mhz", where), where + ".mean_mhz");
+  if (c.mean_mhz > kMaxClockMhz) {
+    bad_field(where + ".mean_mhz", "is " + std::to_string(c.mean_mhz) + ", above " +
+                                       std::to_string(kMaxClockMhz) + " MHz (a clock in kHz?)");
   }
-  return out;
+  c.held_down_share =
+      as_number(member(value, "held_down_share", where), where + ".held_down_share");
+  if (c.held_down_share > 1.0) bad_field(where + ".held_down_share", "must be a share in [0, 1]");
+  return c;
 }
 
 std::optional<std::string> optional_string(const json& body, const std::string& field) {
@@ -196,14 +182,15 @@ ProfilingResult parse_profiling_result(const json& body) {
   result.rank = int_field(body, "rank", 0);
   result.iter_time = numbers(member(body, "iter_time"), "iter_time");
   result.iter_energy = numbers(member(body, "iter_energy"), "iter_energy");
-  result.time_breakdown = breakdown(body, "time_breakdown");
-  result.energy_breakdown = breakdown(body, "energy_breakdown");
+  result.time_breakdown = keyed(body, "time_breakdown", "lists of lists of numbers", iterations);
+  result.energy_breakdown =
+      keyed(body, "energy_breakdown", "lists of lists of numbers", iterations);
   if (body.contains("round") && !body["round"].is_null()) {
     result.round = int_field(body, "round", 0);
   }
-  result.energy_stderr = number_map(body, "energy_stderr");
+  result.energy_stderr = keyed(body, "energy_stderr", "numbers", as_number);
   result.attribution = optional_string(body, "attribution");
-  result.clocks = clock_map(body, "clocks");
+  result.clocks = keyed(body, "clocks", "clock observations", clock_observation);
   return result;
 }
 
