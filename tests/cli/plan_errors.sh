@@ -157,7 +157,7 @@ printf '[[1410, 1395],\n [x]]\n' > "$tmp/x.py"
 expect_no_output "$tmp/x.py:2: expected a clock in MHz" "$tmp/none" \
   "${ev[@]}" --plan "$tmp/x.py" --microbatches 6
 printf '{"format": "perseus.plan/1", "schedule": "1f1b"}\n' > "$tmp/partial.json"
-expect_no_output "$tmp/partial.json: missing field 'num_stages'" "$tmp/none" \
+expect_no_output "$tmp/partial.json: field 'num_stages': missing" "$tmp/none" \
   "${ev[@]}" --plan "$tmp/partial.json"
 expect_no_output "$tmp/nope.json: cannot open" "$tmp/none" "${ev[@]}" --plan "$tmp/nope.json"
 expect_no_output "--blocking-power" "$tmp/none" \

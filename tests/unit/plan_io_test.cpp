@@ -200,21 +200,21 @@ TEST(PlanIoJson, WrongFormatIsRejected) {
   EXPECT_EQ(msg.find("perseus.plan/2"), std::string::npos);  // file contents are not echoed
   EXPECT_CONTAINS(msg, "perseus.plan/1");
   doc["format"] = 1;
-  EXPECT_CONTAINS(error_of_json(doc), "plan.json: field 'format' has the wrong type");
+  EXPECT_CONTAINS(error_of_json(doc), "plan.json: field 'format': must be a string, got 1");
 }
 
 TEST(PlanIoJson, MissingFieldsAreNamed) {
   for (const char* name : {"format", "schedule", "num_stages", "num_microbatches", "stages"}) {
     json doc = sample_json();
     doc.erase(name);
-    EXPECT_CONTAINS(error_of_json(doc), std::string("plan.json: missing field '") + name + "'");
+    EXPECT_CONTAINS(error_of_json(doc), std::string("plan.json: field '") + name + "': missing");
   }
   json doc = sample_json();
   doc["stages"][1][2].erase("frequency_mhz");
-  EXPECT_CONTAINS(error_of_json(doc), "plan.json: stages[1][2]: missing field 'frequency_mhz'");
+  EXPECT_CONTAINS(error_of_json(doc), "plan.json: field 'stages[1][2].frequency_mhz': missing");
   doc = sample_json();
   doc["evaluated"].erase("energy_j");
-  EXPECT_CONTAINS(error_of_json(doc), "plan.json: evaluated: missing field 'energy_j'");
+  EXPECT_CONTAINS(error_of_json(doc), "plan.json: field 'evaluated.energy_j': missing");
 }
 
 TEST(PlanIoJson, WrongTypesAreNamed) {
@@ -223,31 +223,39 @@ TEST(PlanIoJson, WrongTypesAreNamed) {
     std::string expected;
   };
   const std::vector<Case> cases = {
-      {[](json& d) { d["schedule"] = 5; }, "field 'schedule' has the wrong type (number)"},
-      {[](json& d) { d["num_stages"] = "2"; }, "field 'num_stages' has the wrong type (string)"},
-      {[](json& d) { d["num_stages"] = 2.5; }, "field 'num_stages': must be an integer, got 2.5"},
-      {[](json& d) { d["num_stages"] = true; }, "field 'num_stages' has the wrong type"},
+      {[](json& d) { d["schedule"] = 5; }, "field 'schedule': must be a string, got 5"},
+      {[](json& d) { d["num_stages"] = "2"; },
+       "field 'num_stages': must be an integer >= 1, got \"2\""},
+      {[](json& d) { d["num_stages"] = 2.5; },
+       "field 'num_stages': must be an integer >= 1, got 2.5"},
+      {[](json& d) { d["num_stages"] = true; },
+       "field 'num_stages': must be an integer >= 1, got true"},
       {[](json& d) { d["num_microbatches"] = nullptr; },
-       "field 'num_microbatches' has the wrong type (null)"},
+       "field 'num_microbatches': must be an integer >= 1, got null"},
       {[](json& d) { d["num_microbatches"] = 1e12; },
-       "field 'num_microbatches': 1000000000000.0 is out of range"},
-      {[](json& d) { d["unit_time_s"] = "1ms"; }, "field 'unit_time_s' has the wrong type"},
+       "field 'num_microbatches': must be an integer >= 1, got 1000000000000.0"},
+      {[](json& d) { d["unit_time_s"] = "1ms"; },
+       "field 'unit_time_s': must be a number, got \"1ms\""},
       {[](json& d) { d["blocking_power_w"] = json::array(); },
-       "field 'blocking_power_w' has the wrong type"},
-      {[](json& d) { d["predicted"] = 3; }, "predicted: expected an object"},
+       "field 'blocking_power_w': must be a number, got a list"},
+      {[](json& d) { d["blocking_power_w"] = -83.64; },
+       "field 'blocking_power_w': must be a finite number >= 0, got -83.64"},
+      {[](json& d) { d["predicted"] = 3; }, "field 'predicted': must be an object"},
       {[](json& d) { d["evaluated"]["time_s"] = "1.2"; },
-       "evaluated: field 'time_s' has the wrong type (string)"},
-      {[](json& d) { d["stages"] = json::object(); }, "field 'stages': expected an array"},
-      {[](json& d) { d["stages"][1] = 1410; }, "stages[1]: expected an array"},
-      {[](json& d) { d["stages"][0][3] = 1410; }, "stages[0][3]: expected an object"},
+       "field 'evaluated.time_s': must be a number, got \"1.2\""},
+      {[](json& d) { d["stages"] = json::object(); },
+       "field 'stages': must be a list of rank lists"},
+      {[](json& d) { d["stages"][1] = 1410; },
+       "field 'stages[1]': must be a list of {\"frequency_mhz\": ...} entries"},
+      {[](json& d) { d["stages"][0][3] = 1410; }, "field 'stages[0][3]': must be an object"},
       {[](json& d) { d["stages"][0][1]["frequency_mhz"] = "1410"; },
-       "stages[0][1]: field 'frequency_mhz' has the wrong type (string)"},
+       "field 'stages[0][1].frequency_mhz': must be an integer >= 1, got \"1410\""},
       {[](json& d) { d["stages"][0][1]["frequency_mhz"] = 1410.5; },
-       "stages[0][1]: field 'frequency_mhz': must be an integer, got 1410.5"},
+       "field 'stages[0][1].frequency_mhz': must be an integer >= 1, got 1410.5"},
       {[](json& d) { d["stages"][0][1]["frequency_mhz"] = true; },
-       "stages[0][1]: field 'frequency_mhz' has the wrong type"},
+       "field 'stages[0][1].frequency_mhz': must be an integer >= 1, got true"},
       {[](json& d) { d["stages"][0][1]["frequency_mhz"] = 4294968706; },
-       "stages[0][1]: field 'frequency_mhz': 4294968706 is out of range"},
+       "field 'stages[0][1].frequency_mhz': must be an integer >= 1, got 4294968706"},
   };
   for (const Case& c : cases) {
     json doc = sample_json();
@@ -272,7 +280,8 @@ TEST(PlanIoJson, NonPositiveClocksAreRejected) {
     json doc = sample_json();
     doc["stages"][1][4]["frequency_mhz"] = mhz;
     EXPECT_CONTAINS(error_of_json(doc),
-                    "plan.json: stages[1][4]: field 'frequency_mhz': must be positive");
+                    "plan.json: field 'stages[1][4].frequency_mhz': must be an " +
+                        ("integer >= 1, got " + std::to_string(mhz)));
   }
 }
 
@@ -280,10 +289,12 @@ TEST(PlanIoJson, NonPositiveCountsAreRejected) {
   json doc = sample_json();
   doc["num_stages"] = 0;
   doc["stages"] = json::array();
-  EXPECT_CONTAINS(error_of_json(doc), "plan.json: field 'num_stages': must be positive");
+  EXPECT_CONTAINS(error_of_json(doc),
+                  "plan.json: field 'num_stages': must be an integer >= 1, got 0");
   doc = sample_json();
   doc["num_microbatches"] = -3;
-  EXPECT_CONTAINS(error_of_json(doc), "plan.json: field 'num_microbatches': must be positive");
+  EXPECT_CONTAINS(error_of_json(doc),
+                  "plan.json: field 'num_microbatches': must be an integer >= 1, got -3");
 }
 
 TEST(PlanIoJson, NumStagesMustMatchStages) {

@@ -3,44 +3,38 @@
 #include <algorithm>
 #include <cmath>
 
-#include "perseus/wire/json_fields.hpp"
+#include "perseus/util/json_fields.hpp"
 
 namespace perseus::client {
 
 using nlohmann::json;
-using wire::bad_field;
-using wire::element;
 
 namespace {
+
+const JsonFields fields;  // a trace is an object in memory: messages name the field only
 
 // body[field] as a list of fixed-width rows of numbers >= 0.
 std::vector<std::vector<double>> rows(const json& body, const std::string& field,
                                       std::size_t width) {
-  const json& list = wire::member(body, field);
-  if (!list.is_array()) bad_field(field, "must be a list");
+  const json& list = fields.list(fields.member(body, field), field);
   std::vector<std::vector<double>> out;
   out.reserve(list.size());
   for (std::size_t i = 0; i < list.size(); ++i) {
-    out.push_back(wire::numbers(list[i], element(field, i)));
+    out.push_back(fields.numbers(list[i], JsonFields::element(field, i)));
     if (out.back().size() != width) {
-      bad_field(element(field, i), "must hold " + std::to_string(width) + " numbers");
+      fields.fail(JsonFields::element(field, i), "must hold " + std::to_string(width) + " numbers");
     }
   }
   return out;
 }
 
 std::vector<TraceKey> parse_keys(const json& body) {
-  const json& list = wire::member(body, "keys");
-  if (!list.is_array()) bad_field("keys", "must be a list");
+  const json& list = fields.list(fields.member(body, "keys"), "keys");
   std::vector<TraceKey> keys;
   for (std::size_t i = 0; i < list.size(); ++i) {
-    const std::string where = element("keys", i);
-    const json& name = wire::member(list[i], "name", where);
-    if (!name.is_string() || name.get<std::string>().empty()) {
-      bad_field(where + ".name", "must be a non-empty string");
-    }
-    keys.push_back({name.get<std::string>(),
-                    wire::as_int(wire::member(list[i], "mhz", where), where + ".mhz", 0)});
+    const std::string where = JsonFields::element("keys", i);
+    keys.push_back({fields.as_text(fields.member(list[i], "name", where), where + ".name", true),
+                    fields.as_int(fields.member(list[i], "mhz", where), where + ".mhz", 0)});
   }
   return keys;
 }
@@ -48,9 +42,9 @@ std::vector<TraceKey> parse_keys(const json& body) {
 void parse_iterations(const json& body, AttributionInput& in) {
   double last_end = 0.0;
   for (const auto& row : rows(body, "iterations", 2)) {
-    const std::string where = element("iterations", in.iterations.size());
-    if (row[1] < row[0]) bad_field(where, "ends before it begins");
-    if (row[0] < last_end) bad_field(where, "begins before the previous iteration ends");
+    const std::string where = JsonFields::element("iterations", in.iterations.size());
+    if (row[1] < row[0]) fields.fail(where, "ends before it begins");
+    if (row[0] < last_end) fields.fail(where, "begins before the previous iteration ends");
     last_end = row[1];
     in.iterations.emplace_back(row[0], row[1]);
   }
@@ -60,18 +54,18 @@ void parse_spans(const json& body, AttributionInput& in) {
   double last_end = 0.0;
   std::size_t iteration = 0;
   for (const auto& row : rows(body, "spans", 3)) {
-    const std::string where = element("spans", in.spans.size());
-    if (row[1] < row[0]) bad_field(where, "ends before it begins");
-    if (row[0] < last_end) bad_field(where, "begins before the previous span ends");
+    const std::string where = JsonFields::element("spans", in.spans.size());
+    if (row[1] < row[0]) fields.fail(where, "ends before it begins");
+    if (row[0] < last_end) fields.fail(where, "begins before the previous span ends");
     if (row[2] != std::floor(row[2]) || row[2] >= static_cast<double>(in.num_keys)) {
-      bad_field(where,
-                "key must be the index of one of the " + std::to_string(in.num_keys) + " keys");
+      fields.fail(where,
+                  "key must be the index of one of the " + std::to_string(in.num_keys) + " keys");
     }
     while (iteration < in.iterations.size() && in.iterations[iteration].second < row[1]) {
       ++iteration;
     }
     if (iteration == in.iterations.size() || row[0] < in.iterations[iteration].first) {
-      bad_field(where, "lies outside every iteration");
+      fields.fail(where, "lies outside every iteration");
     }
     last_end = row[1];
     in.spans.push_back({row[0], row[1], static_cast<std::size_t>(row[2])});
@@ -82,7 +76,8 @@ void parse_counter(const json& body, AttributionInput& in) {
   for (const auto& row : rows(body, "counter", 2)) {
     if (!in.counter.empty() &&
         (row[0] < in.counter.back().t_s || row[1] < in.counter.back().energy_j)) {
-      bad_field(element("counter", in.counter.size()), "goes back in time or in energy");
+      fields.fail(JsonFields::element("counter", in.counter.size()),
+                  "goes back in time or in energy");
     }
     in.counter.push_back({row[0], row[1]});
   }
@@ -114,15 +109,15 @@ json to_json(const AttributionTrace& trace) {
 }
 
 AttributionTrace parse_attribution_trace(const json& body) {
-  if (wire::int_field(body, "version", 1) != kTraceVersion) {
-    bad_field("version", "must be " + std::to_string(kTraceVersion));
+  if (fields.int_field(body, "version", 1) != kTraceVersion) {
+    fields.fail("version", "must be " + std::to_string(kTraceVersion));
   }
   AttributionTrace trace;
   trace.keys = parse_keys(body);
   AttributionInput& in = trace.input;
   in.num_keys = trace.keys.size();
   in.busy_group = groups_by_clock(trace.keys);
-  in.known_from_s = wire::number_field(body, "known_from_s");
+  in.known_from_s = fields.number_field(body, "known_from_s");
   parse_iterations(body, in);
   parse_spans(body, in);
   parse_counter(body, in);

@@ -2,13 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
-#include <climits>
-#include <cmath>
 #include <nlohmann/json.hpp>
-#include <type_traits>
 
 #include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
+#include "perseus/util/json_fields.hpp"
 
 namespace perseus::plan {
 
@@ -22,58 +20,6 @@ json time_energy(const TimeEnergy& te) {
   return {{"time_s", te.time_s}, {"energy_j", te.energy_j}};
 }
 
-[[noreturn]] void wrong_type(const json& value, const char* name, const std::string& where) {
-  throw Error(where + ": field '" + std::string(name) + "' has the wrong type (" +
-              std::string(value.type_name()) + ")");
-}
-
-// Converts a field's value with a clear error when it has the wrong type. nlohmann's get<int>()
-// silently truncates 2.5, wraps large values and turns true into 1, so numbers are checked here:
-// an int must be a JSON number with an integral value in range (1410 or 1410.0), a double any
-// JSON number.
-template <typename T>
-T convert(const json& value, const char* name, const std::string& where) {
-  if constexpr (std::is_same_v<T, int>) {
-    if (!value.is_number()) wrong_type(value, name, where);
-    double v = value.get<double>();
-    std::string prefix = where + ": field '" + std::string(name) + "': ";
-    if (v != std::floor(v)) throw Error(prefix + "must be an integer, got " + value.dump());
-    if (v < INT_MIN || v > INT_MAX) throw Error(prefix + value.dump() + " is out of range");
-    return static_cast<int>(v);
-  } else if constexpr (std::is_same_v<T, double>) {
-    if (!value.is_number()) wrong_type(value, name, where);
-    return value.get<double>();
-  } else {
-    try {
-      return value.get<T>();
-    } catch (const json::exception&) {
-      wrong_type(value, name, where);
-    }
-  }
-}
-
-// Reads a required field with a clear error when it is missing or has the wrong type.
-template <typename T>
-T field(const json& obj, const char* name, const std::string& where) {
-  auto it = obj.find(name);
-  if (it == obj.end()) throw Error(where + ": missing field '" + std::string(name) + "'");
-  return convert<T>(*it, name, where);
-}
-
-// An optional field: `fallback` when it is absent.
-template <typename T>
-T optional_field(const json& obj, const char* name, const std::string& where, T fallback) {
-  auto it = obj.find(name);
-  return it == obj.end() ? fallback : convert<T>(*it, name, where);
-}
-
-// A required integer field that must be positive.
-int positive_field(const json& obj, const char* name, const std::string& where) {
-  int v = field<int>(obj, name, where);
-  if (v <= 0) throw Error(where + ": field '" + std::string(name) + "': must be positive");
-  return v;
-}
-
 // 1-based line of byte offset `pos` in `text`.
 long line_at(const std::string& text, std::size_t pos) {
   long line = 1;
@@ -81,54 +27,59 @@ long line_at(const std::string& text, std::size_t pos) {
   return line;
 }
 
-std::optional<TimeEnergy> optional_time_energy(const json& obj, const char* name,
-                                               const std::string& source) {
-  auto it = obj.find(name);
-  if (it == obj.end() || it->is_null()) return std::nullopt;
-  std::string where = source + ": " + name;
-  if (!it->is_object()) throw Error(where + ": expected an object");
-  return TimeEnergy{field<double>(*it, "time_s", where), field<double>(*it, "energy_j", where)};
+std::optional<TimeEnergy> optional_time_energy(const JsonFields& fields, const json& doc,
+                                               const char* name) {
+  const json* value = fields.optional(doc, name);
+  if (!value) return std::nullopt;
+  return TimeEnergy{
+      fields.as_number(fields.member(*value, "time_s", name), JsonFields::child(name, "time_s")),
+      fields.as_number(fields.member(*value, "energy_j", name),
+                       JsonFields::child(name, "energy_j"))};
 }
 
-Plan plan_from_json(const std::string& text, const std::string& source) {
-  json doc;
+json parse_json_text(const std::string& text, const std::string& source) {
   try {
-    doc = json::parse(text);
+    return json::parse(text);
   } catch (const json::parse_error& e) {
     // e.byte is 1-based and points just past the offending character.
     std::size_t at = e.byte > 0 ? e.byte - 1 : 0;
     throw Error(source + ":" + std::to_string(line_at(text, at)) + ": invalid JSON at byte " +
                 std::to_string(e.byte));
   }
-  if (!doc.is_object()) throw Error(source + ": expected a JSON object");
-  std::string format = field<std::string>(doc, "format", source);
-  if (format != kFormat) {
-    throw Error(source + ": field 'format': not a Perseus plan format (expected " + kFormat + ")");
+}
+
+// One rank's list of {"frequency_mhz": ...} entries at path `where`.
+std::vector<int> rank_clocks(const JsonFields& fields, const json& list, const std::string& where) {
+  fields.list(list, where, "a list of {\"frequency_mhz\": ...} entries");
+  std::vector<int> clocks;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string at = JsonFields::element(where, i);
+    clocks.push_back(fields.as_int(fields.member(list[i], "frequency_mhz", at),
+                                   JsonFields::child(at, "frequency_mhz"), 1));
+  }
+  return clocks;
+}
+
+Plan plan_from_json(const std::string& text, const std::string& source) {
+  const json doc = parse_json_text(text, source);
+  const JsonFields fields(source);
+  if (fields.text_field(fields.document(doc), "format") != kFormat) {
+    fields.fail("format", std::string("not a Perseus plan format (expected ") + kFormat + ")");
   }
   Plan plan;
-  plan.schedule = field<std::string>(doc, "schedule", source);
-  plan.num_stages = positive_field(doc, "num_stages", source);
-  plan.num_microbatches = positive_field(doc, "num_microbatches", source);
+  plan.schedule = fields.text_field(doc, "schedule");
+  plan.num_stages = fields.int_field(doc, "num_stages", 1);
+  plan.num_microbatches = fields.int_field(doc, "num_microbatches", 1);
   plan.stages_per_rank =
-      doc.contains("stages_per_rank") ? positive_field(doc, "stages_per_rank", source) : 1;
-  plan.unit_time_s = optional_field<double>(doc, "unit_time_s", source, 0.0);
-  plan.blocking_power_w = optional_field<double>(doc, "blocking_power_w", source, 0.0);
-  plan.predicted = optional_time_energy(doc, "predicted", source);
-  plan.evaluated = optional_time_energy(doc, "evaluated", source);
-  auto stages = field<json>(doc, "stages", source);
-  if (!stages.is_array()) throw Error(source + ": field 'stages': expected an array");
+      doc.contains("stages_per_rank") ? fields.int_field(doc, "stages_per_rank", 1) : 1;
+  plan.unit_time_s = doc.contains("unit_time_s") ? fields.number_field(doc, "unit_time_s") : 0.0;
+  plan.blocking_power_w =
+      doc.contains("blocking_power_w") ? fields.number_field(doc, "blocking_power_w") : 0.0;
+  plan.predicted = optional_time_energy(fields, doc, "predicted");
+  plan.evaluated = optional_time_energy(fields, doc, "evaluated");
+  const json& stages = fields.list(fields.member(doc, "stages"), "stages", "a list of rank lists");
   for (std::size_t s = 0; s < stages.size(); ++s) {
-    std::string where = source + ": stages[" + std::to_string(s) + "]";
-    if (!stages[s].is_array()) throw Error(where + ": expected an array");
-    std::vector<int> clocks;
-    for (std::size_t i = 0; i < stages[s].size(); ++i) {
-      std::string at = where + "[" + std::to_string(i) + "]";
-      if (!stages[s][i].is_object()) throw Error(at + ": expected an object");
-      int mhz = field<int>(stages[s][i], "frequency_mhz", at);
-      if (mhz <= 0) throw Error(at + ": field 'frequency_mhz': must be positive");
-      clocks.push_back(mhz);
-    }
-    plan.frequencies.push_back(std::move(clocks));
+    plan.frequencies.push_back(rank_clocks(fields, stages[s], JsonFields::element("stages", s)));
   }
   if (static_cast<long>(plan.frequencies.size()) * plan.stages_per_rank != plan.num_stages) {
     throw Error(source + ": num_stages is " + std::to_string(plan.num_stages) + " and " +

@@ -1,12 +1,14 @@
 #include "perseus/wire/protocol.hpp"
 
 #include "perseus/util/error.hpp"
-#include "perseus/wire/json_fields.hpp"
+#include "perseus/util/json_fields.hpp"
 
 namespace perseus::wire {
 namespace {
 
 using nlohmann::json;
+
+const JsonFields fields;  // request bodies: messages name the field only
 
 // An optional object keyed by instruction ({"forward": ..., ...}), each value parse(value,
 // "field.name"); empty when absent or null.
@@ -14,44 +16,42 @@ template <typename Parse>
 auto keyed(const json& body, const std::string& field, const char* of_what, Parse parse)
     -> std::map<std::string, decltype(parse(body, field))> {
   std::map<std::string, decltype(parse(body, field))> out;
-  auto it = body.find(field);
-  if (it == body.end() || it->is_null()) return out;
-  if (!it->is_object()) bad_field(field, std::string("must be an object of ") + of_what);
-  for (const auto& [name, value] : it->items()) out[name] = parse(value, field + "." + name);
+  const json* value = fields.optional(body, field);
+  if (!value) return out;
+  fields.object(*value, field, std::string("an object of ") + of_what);
+  for (const auto& [name, v] : value->items()) out[name] = parse(v, JsonFields::child(field, name));
   return out;
 }
 
 // [[per occurrence] per iteration] of one instruction.
 std::vector<std::vector<double>> iterations(const json& value, const std::string& where) {
-  if (!value.is_array()) bad_field(where, "must be a list of lists of numbers");
+  fields.list(value, where, "a list of lists of numbers");
   std::vector<std::vector<double>> rows;
   for (std::size_t i = 0; i < value.size(); ++i)
-    rows.push_back(numbers(value[i], element(where, i)));
+    rows.push_back(fields.numbers(value[i], JsonFields::element(where, i)));
   return rows;
 }
 
 // {"samples": 15, "mean_mhz": 1200.0, "held_down_share": 1.0}
 ClockObservation clock_observation(const json& value, const std::string& where) {
-  if (!value.is_object())
-    bad_field(where, "must be an object {samples, mean_mhz, held_down_share}");
+  fields.object(value, where, "an object {samples, mean_mhz, held_down_share}");
   ClockObservation c;
-  c.samples = as_int(member(value, "samples", where), where + ".samples", 1);
-  c.mean_mhz = as_number(member(value, "mean_mhz", where), where + ".mean_mhz");
+  c.samples = fields.as_int(fields.member(value, "samples", where), where + ".samples", 1);
+  c.mean_mhz = fields.as_number(fields.member(value, "mean_mhz", where), where + ".mean_mhz");
   if (c.mean_mhz > kMaxClockMhz) {
-    bad_field(where + ".mean_mhz", "is " + std::to_string(c.mean_mhz) + ", above " +
-                                       std::to_string(kMaxClockMhz) + " MHz (a clock in kHz?)");
+    fields.fail(where + ".mean_mhz", "is " + std::to_string(c.mean_mhz) + ", above " +
+                                         std::to_string(kMaxClockMhz) + " MHz (a clock in kHz?)");
   }
   c.held_down_share =
-      as_number(member(value, "held_down_share", where), where + ".held_down_share");
-  if (c.held_down_share > 1.0) bad_field(where + ".held_down_share", "must be a share in [0, 1]");
+      fields.as_number(fields.member(value, "held_down_share", where), where + ".held_down_share");
+  if (c.held_down_share > 1.0) fields.fail(where + ".held_down_share", "must be a share in [0, 1]");
   return c;
 }
 
 std::optional<std::string> optional_string(const json& body, const std::string& field) {
-  auto it = body.find(field);
-  if (it == body.end() || it->is_null()) return std::nullopt;
-  if (!it->is_string()) bad_field(field, "must be a string");
-  return it->get<std::string>();
+  const json* value = fields.optional(body, field);
+  if (!value) return std::nullopt;
+  return fields.as_text(*value, field);
 }
 
 }  // namespace
@@ -107,46 +107,46 @@ json to_json(const ProfilingResult& result) {
 JobInfo parse_job_info(const json& body) {
   JobInfo info;
   if (auto id = optional_string(body, "job_id"); id && !id->empty()) {
-    bad_field("job_id", "must be empty: the server assigns the job id");
+    fields.fail("job_id", "must be empty: the server assigns the job id");
   }
-  info.pp_degree = int_field(body, "pp_degree", 1);
-  info.dp_degree = int_field(body, "dp_degree", 1);
-  info.tp_degree = int_field(body, "tp_degree", 1);
-  info.world_size = int_field(body, "world_size", 1);
+  info.pp_degree = fields.int_field(body, "pp_degree", 1);
+  info.dp_degree = fields.int_field(body, "dp_degree", 1);
+  info.tp_degree = fields.int_field(body, "tp_degree", 1);
+  info.world_size = fields.int_field(body, "world_size", 1);
   long long product = 1LL * info.pp_degree * info.dp_degree * info.tp_degree;
   if (product != info.world_size) {
-    bad_field("world_size", "is " + std::to_string(info.world_size) +
-                                " but pp_degree * dp_degree * " + "tp_degree is " +
-                                std::to_string(product));
+    fields.fail("world_size", "is " + std::to_string(info.world_size) +
+                                  " but pp_degree * dp_degree * " + "tp_degree is " +
+                                  std::to_string(product));
   }
   info.job_metadata = optional_string(body, "job_metadata");
   info.scheduler = optional_string(body, "scheduler");
-  if (auto it = body.find("scheduler_args"); it != body.end() && !it->is_null()) {
-    if (!it->is_object()) bad_field("scheduler_args", "must be a JSON object");
-    info.scheduler_args = *it;
+  if (const json* args = fields.optional(body, "scheduler_args")) {
+    info.scheduler_args = fields.object(*args, "scheduler_args", "a JSON object");
   }
   return info;
 }
 
 RankInfo parse_rank_info(const json& body) {
   RankInfo info;
-  info.rank = int_field(body, "rank", 0);
-  info.dp_rank = int_field(body, "dp_rank", 0);
-  info.pp_rank = int_field(body, "pp_rank", 0);
-  info.tp_rank = int_field(body, "tp_rank", 0);
-  const json& freqs = member(body, "available_frequencies");
-  if (!freqs.is_array()) bad_field("available_frequencies", "must be a list of integers (MHz)");
+  info.rank = fields.int_field(body, "rank", 0);
+  info.dp_rank = fields.int_field(body, "dp_rank", 0);
+  info.pp_rank = fields.int_field(body, "pp_rank", 0);
+  info.tp_rank = fields.int_field(body, "tp_rank", 0);
+  const json& freqs = fields.list(fields.member(body, "available_frequencies"),
+                                  "available_frequencies", "a list of integers (MHz)");
   if (freqs.size() > kMaxClocks) {
-    bad_field("available_frequencies", "has " + std::to_string(freqs.size()) + " values; at most " +
-                                           std::to_string(kMaxClocks) + " are accepted");
+    fields.fail("available_frequencies", "has " + std::to_string(freqs.size()) +
+                                             " values; at most " + std::to_string(kMaxClocks) +
+                                             " are accepted");
   }
   for (std::size_t i = 0; i < freqs.size(); ++i) {
-    std::string field = "available_frequencies[" + std::to_string(i) + "]";
-    int mhz = as_int(freqs[i], field, 1);
+    std::string field = JsonFields::element("available_frequencies", i);
+    int mhz = fields.as_int(freqs[i], field, 1);
     if (mhz < kMinClockMhz || mhz > kMaxClockMhz) {
-      bad_field(field, "is " + std::to_string(mhz) + " MHz; clocks must be in " +
-                           std::to_string(kMinClockMhz) + ".." + std::to_string(kMaxClockMhz) +
-                           " MHz");
+      fields.fail(field, "is " + std::to_string(mhz) + " MHz; clocks must be in " +
+                             std::to_string(kMinClockMhz) + ".." + std::to_string(kMaxClockMhz) +
+                             " MHz");
     }
     info.available_frequencies.push_back(mhz);
   }
@@ -155,40 +155,39 @@ RankInfo parse_rank_info(const json& body) {
 
 FrequencySchedule parse_frequency_schedule(const json& body) {
   FrequencySchedule schedule;
-  schedule.rank = int_field(body, "rank", 0);
-  const json& freqs = member(body, "frequencies");
-  if (!freqs.is_array()) bad_field("frequencies", "must be a list of [instruction, MHz] pairs");
+  schedule.rank = fields.int_field(body, "rank", 0);
+  const json& freqs = fields.list(fields.member(body, "frequencies"), "frequencies",
+                                  "a list of [instruction, MHz] pairs");
   for (std::size_t i = 0; i < freqs.size(); ++i) {
-    std::string where = "frequencies[" + std::to_string(i) + "]";
+    std::string where = JsonFields::element("frequencies", i);
     const json& pair = freqs[i];
     if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string()) {
-      bad_field(where, "must be an [instruction, MHz] pair");
+      fields.fail(where, "must be an [instruction, MHz] pair");
     }
-    schedule.frequencies.emplace_back(pair[0].get<std::string>(), as_int(pair[1], where, 1));
+    schedule.frequencies.emplace_back(pair[0].get<std::string>(), fields.as_int(pair[1], where, 1));
   }
-  if (body.contains("round")) schedule.round = int_field(body, "round", 0);
-  if (auto it = body.find("done"); it != body.end()) {
-    if (!it->is_boolean()) bad_field("done", "must be true or false");
-    schedule.done = it->get<bool>();
-  }
-  if (auto it = body.find("power_limit_w"); it != body.end() && !it->is_null()) {
-    schedule.power_limit_w = as_number(*it, "power_limit_w");
+  if (body.contains("round")) schedule.round = fields.int_field(body, "round", 0);
+  if (body.contains("done")) schedule.done = fields.as_bool(body["done"], "done");
+  if (const json* limit = fields.optional(body, "power_limit_w")) {
+    schedule.power_limit_w = fields.as_number(*limit, "power_limit_w");
   }
   return schedule;
 }
 
 ProfilingResult parse_profiling_result(const json& body) {
   ProfilingResult result;
-  result.rank = int_field(body, "rank", 0);
-  result.iter_time = numbers(member(body, "iter_time"), "iter_time");
-  result.iter_energy = numbers(member(body, "iter_energy"), "iter_energy");
+  result.rank = fields.int_field(body, "rank", 0);
+  result.iter_time = fields.numbers(fields.member(body, "iter_time"), "iter_time");
+  result.iter_energy = fields.numbers(fields.member(body, "iter_energy"), "iter_energy");
   result.time_breakdown = keyed(body, "time_breakdown", "lists of lists of numbers", iterations);
   result.energy_breakdown =
       keyed(body, "energy_breakdown", "lists of lists of numbers", iterations);
-  if (body.contains("round") && !body["round"].is_null()) {
-    result.round = int_field(body, "round", 0);
+  if (const json* round = fields.optional(body, "round")) {
+    result.round = fields.as_int(*round, "round", 0);
   }
-  result.energy_stderr = keyed(body, "energy_stderr", "numbers", as_number);
+  result.energy_stderr =
+      keyed(body, "energy_stderr", "numbers",
+            [](const json& v, const std::string& field) { return fields.as_number(v, field); });
   result.attribution = optional_string(body, "attribution");
   result.clocks = keyed(body, "clocks", "clock observations", clock_observation);
   return result;

@@ -1,0 +1,145 @@
+#include "perseus/util/json_fields.hpp"
+
+#include <cmath>
+
+#include "perseus/util/error.hpp"
+
+namespace perseus {
+
+namespace {
+
+// A value as a message shows it: scalars as written (long strings cut), structures by kind, so
+// a message never echoes a large part of the input.
+template <class J>
+std::string shown(const J& value) {
+  if (value.is_array()) return "a list";
+  if (value.is_object()) return "an object";
+  constexpr std::size_t kMaxShown = 40;
+  std::string text = value.dump();
+  return text.size() <= kMaxShown ? text : text.substr(0, kMaxShown) + "...";
+}
+
+}  // namespace
+
+void JsonFields::fail(const std::string& field, const std::string& problem) const {
+  throw Error(located(source_, 0, field, problem));
+}
+
+std::string JsonFields::element(const std::string& field, std::size_t i) {
+  return field + "[" + std::to_string(i) + "]";
+}
+
+std::string JsonFields::child(const std::string& parent, const std::string& name) {
+  return parent.empty() ? name : parent + "." + name;
+}
+
+template <class J>
+const J& JsonFields::document(const J& doc) const {
+  if (doc.is_object()) return doc;
+  if (source_.empty()) throw Error("request body must be a JSON object");
+  fail("", "expected a JSON object");
+}
+
+template <class J>
+const J& JsonFields::member(const J& obj, const std::string& name,
+                            const std::string& parent) const {
+  if (parent.empty())
+    document(obj);
+  else
+    object(obj, parent);
+  auto it = obj.find(name);
+  if (it == obj.end()) fail(child(parent, name), "missing");
+  return *it;
+}
+
+template <class J>
+const J* JsonFields::optional(const J& obj, const std::string& name,
+                              const std::string& parent) const {
+  if (parent.empty())
+    document(obj);
+  else
+    object(obj, parent);
+  auto it = obj.find(name);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+template <class J>
+const J& JsonFields::object(const J& value, const std::string& field,
+                            const std::string& what) const {
+  if (!value.is_object()) fail(field, "must be " + what);
+  return value;
+}
+
+template <class J>
+const J& JsonFields::list(const J& value, const std::string& field, const std::string& what) const {
+  if (!value.is_array()) fail(field, "must be " + what);
+  return value;
+}
+
+template <class J>
+int JsonFields::as_int(const J& value, const std::string& field, long long min,
+                       long long max) const {
+  const bool integral = value.is_number_integer() ||
+                        (value.is_number_float() && std::isfinite(value.template get<double>()) &&
+                         value.template get<double>() == std::floor(value.template get<double>()));
+  const double v = value.is_number() ? value.template get<double>() : 0.0;
+  if (!integral || v < static_cast<double>(min) || v > static_cast<double>(max)) {
+    fail(field, (max == INT_MAX ? "must be an integer >= " + std::to_string(min)
+                                : "must be an integer in [" + std::to_string(min) + ", " +
+                                      std::to_string(max) + "]") +
+                    ", got " + shown(value));
+  }
+  return static_cast<int>(v);
+}
+
+template <class J>
+double JsonFields::as_number(const J& value, const std::string& field) const {
+  if (!value.is_number()) fail(field, "must be a number, got " + shown(value));
+  const double v = value.template get<double>();
+  if (!std::isfinite(v) || v < 0.0)
+    fail(field, "must be a finite number >= 0, got " + shown(value));
+  return v;
+}
+
+template <class J>
+std::vector<double> JsonFields::numbers(const J& value, const std::string& field) const {
+  list(value, field, "a list of numbers");
+  std::vector<double> out;
+  out.reserve(value.size());
+  for (std::size_t i = 0; i < value.size(); ++i)
+    out.push_back(as_number(value[i], element(field, i)));
+  return out;
+}
+
+template <class J>
+std::string JsonFields::as_text(const J& value, const std::string& field, bool non_empty) const {
+  if (!value.is_string() || (non_empty && value.template get<std::string>().empty())) {
+    fail(field, std::string(non_empty ? "must be a non-empty string" : "must be a string") +
+                    ", got " + shown(value));
+  }
+  return value.template get<std::string>();
+}
+
+template <class J>
+bool JsonFields::as_bool(const J& value, const std::string& field) const {
+  if (!value.is_boolean()) fail(field, "must be true or false, got " + shown(value));
+  return value.template get<bool>();
+}
+
+// The two JSON types Perseus reads.
+#define PERSEUS_JSON_FIELDS(J)                                                                    \
+  template const J& JsonFields::document(const J&) const;                                         \
+  template const J& JsonFields::member(const J&, const std::string&, const std::string&) const;   \
+  template const J* JsonFields::optional(const J&, const std::string&, const std::string&) const; \
+  template const J& JsonFields::object(const J&, const std::string&, const std::string&) const;   \
+  template const J& JsonFields::list(const J&, const std::string&, const std::string&) const;     \
+  template int JsonFields::as_int(const J&, const std::string&, long long, long long) const;      \
+  template double JsonFields::as_number(const J&, const std::string&) const;                      \
+  template std::vector<double> JsonFields::numbers(const J&, const std::string&) const;           \
+  template std::string JsonFields::as_text(const J&, const std::string&, bool) const;             \
+  template bool JsonFields::as_bool(const J&, const std::string&) const;
+PERSEUS_JSON_FIELDS(nlohmann::json)
+PERSEUS_JSON_FIELDS(nlohmann::ordered_json)
+#undef PERSEUS_JSON_FIELDS
+
+}  // namespace perseus
