@@ -26,6 +26,7 @@
 #include "perseus/report/html.hpp"
 #include "perseus/report/svg.hpp"
 #include "perseus/util/files.hpp"
+#include "perseus/util/json_fields.hpp"
 #include "perseus/util/progress.hpp"
 #include "perseus/util/text.hpp"
 
@@ -254,19 +255,18 @@ report::NamedPoint measured_run(const std::string& spec) {
   require(eq != std::string::npos && eq > 0 && eq + 1 < spec.size(),
           "--measured: expected NAME=run.json, got '" + spec + "'");
   std::string name = spec.substr(0, eq), path = spec.substr(eq + 1);
-  return naming("--measured " + path, [&] {
-    nlohmann::json run = nlohmann::json::parse(read_file(path), nullptr, false);
-    if (run.is_discarded() || !run.is_object()) throw Error("not a JSON object");
-    const nlohmann::json* mean = nullptr;
-    for (const char* key : {"final_schedule", "last_window"}) {
-      if (!mean && run.contains(key) && run[key].is_object()) mean = &run[key];
-    }
-    if (!mean || !mean->contains("mean_time_s") || !mean->contains("mean_energy_j")) {
-      throw Error("no final_schedule or last_window with mean_time_s and mean_energy_j");
-    }
-    return report::NamedPoint{
-        name, {(*mean)["mean_time_s"].get<double>(), (*mean)["mean_energy_j"].get<double>()}, path};
-  });
+  const JsonFields fields(path);
+  const nlohmann::json run = fields.parse(read_file(path));
+  for (const char* key : {"final_schedule", "last_window"}) {
+    const nlohmann::json* mean = fields.optional(run, key);
+    if (!mean) continue;
+    const auto value = [&](const char* name) {
+      return fields.as_number(fields.member(*mean, name, key), JsonFields::child(key, name));
+    };
+    return report::NamedPoint{name, {value("mean_time_s"), value("mean_energy_j")}, path};
+  }
+  fields.fail("", "no final_schedule or last_window with mean_time_s and mean_energy_j (not a " +
+                      std::string("simulate-training --out file?)"));
 }
 
 report::ReportData report_data(const ReportArgs& a, const Inputs& in, const plan::FrontierQuery& q,
@@ -293,7 +293,6 @@ report::ReportData report_data(const ReportArgs& a, const Inputs& in, const plan
   });
   d.cluster = cluster_spec(a.pipelines, a.gpus, a.tensor_parallel, f.num_stages, kPipelines);
   d.cluster_assumed = !a.pipelines && !a.gpus;
-  for (const auto& spec : a.measured) d.measured.push_back(measured_run(spec));
   d.sweep = emulate::sweep_cluster(f, d.cluster, factors);
   return d;
 }
@@ -334,6 +333,8 @@ void write_outputs(const ReportArgs& a, const report::ReportData& d) {
 void run_report(const ReportArgs& a) {
   check_options(a);
   auto factors = naming("--factors", [&] { return emulate::parse_factors(a.factors); });
+  std::vector<report::NamedPoint> measured;
+  for (const auto& spec : a.measured) measured.push_back(measured_run(spec));
   Inputs in = load_inputs(a);
   // Fail on an unusable output location before the (possibly long) planning.
   check_creatable(html_dir(a), "--out");
@@ -342,7 +343,9 @@ void run_report(const ReportArgs& a) {
   plan::FrontierQuery query(in.frontier);
   const std::size_t shown = choose_plan(a.choice, in.frontier, query);
   if (!a.quiet) std::printf("timeline: %s\n", query.describe(shown).c_str());
-  write_outputs(a, report_data(a, in, query, shown, factors));
+  report::ReportData data = report_data(a, in, query, shown, factors);
+  data.measured = std::move(measured);
+  write_outputs(a, data);
 }
 
 }  // namespace

@@ -58,6 +58,12 @@ grep -q "Timeline of Frontier plan #$cheapest<" "$tmp/d/r.html" ||
   --out "$tmp/e/r.html" --quiet
 grep -q ">$tmp/p.csv<" "$tmp/e/r.html" || fail "the page does not name the profile CSV"
 
+# --measured NAME=FILE: a simulate-training run's final schedule, else its last window, is shown.
+printf '{"last_window": {"mean_time_s": 1.2, "mean_energy_j": 900}, "final_schedule": null}\n' \
+  > "$tmp/run.json"
+"$perseus" report "${small[@]}" --measured "my run=$tmp/run.json" --out "$tmp/m/r.html" --quiet
+grep -q "my run" "$tmp/m/r.html" || fail "--measured: the page does not show the run"
+
 # --- errors ---------------------------------------------------------------------------------------
 mkdir "$tmp/dir"
 expect_error "--blocking-power is required with --profile" report --profile "$tmp/p.csv" \
@@ -79,5 +85,20 @@ expect_error "--stages 3 does not match profile $tmp/p.csv" report --profile "$t
   --stages 3 --blocking-power 80 --out "$tmp/x/r.html"
 expect_error "is a directory" report --out "$tmp/dir"
 expect_error "--schedule" report --schedule zigzag --out "$tmp/x/r.html"
+measured_error() {  # expected message, run file contents
+  printf '%s\n' "$2" > "$tmp/bad.json"
+  expect_error "$tmp/bad.json$1" report "${small[@]}" --measured "r=$tmp/bad.json" \
+    --out "$tmp/x/r.html"
+}
+measured_error ":2: invalid JSON at byte 3: syntax error while parsing object key" '{'
+measured_error ": field 'final_schedule.mean_time_s': must be a number, got \"1.2\"" \
+  '{"final_schedule": {"mean_time_s": "1.2", "mean_energy_j": 900}}'
+measured_error ": field 'last_window.mean_energy_j': must be a finite number >= 0, got -900" \
+  '{"last_window": {"mean_time_s": 1.2, "mean_energy_j": -900}}'
+measured_error ": field 'last_window.mean_energy_j': missing" '{"last_window": {"mean_time_s": 1}}'
+measured_error ": no final_schedule or last_window" '{"final_schedule": null}'
+measured_error ": expected a JSON object" '[1, 2]'
+expect_error "--measured: expected NAME=run.json" report --measured "$tmp/run.json" \
+  --out "$tmp/x/r.html"
 [[ ! -e $tmp/x ]] || fail "a failed report left $(ls -R "$tmp/x")"
 echo "ok"

@@ -769,27 +769,45 @@ TEST_F(FrontierStore, CorruptMetadataIsReportedWithItsName) {
       return doc.dump();
     };
   };
-  const std::vector<std::function<std::string(const std::string&)>> cases = {
-      [](const std::string& t) { return t.substr(0, t.size() / 2); },
-      [](const std::string&) { return std::string(); },
-      edit([](json& d) { d["format"] = "perseus.frontier/9"; }),
-      edit([](json& d) { d.erase("format"); }),
-      edit([](json& d) { d.erase("num_stages"); }),
-      edit([](json& d) { d["num_stages"] = "3"; }),
-      edit([](json& d) { d["num_stages"] = 0; }),
-      edit([](json& d) { d["num_microbatches"] = -4; }),
-      edit([](json& d) {  // an older file names its schedule only
-        d["schedule"] = "zigzag";
-        d.erase("schedule_actions");
-      }),
-      edit([](json& d) { d["unit_time_s"] = nullptr; }),
-      edit([](json& d) { d["schedule_actions"] = "0F0,0X0\n"; }),
-      edit([](json& d) { d["stages_per_rank"] = 0; }),
-      edit([](json& d) { d["stages_per_rank"] = 3; }),  // the actions run one stage per rank
+  const std::vector<Corruption> cases = {
+      {[](const std::string& t) { return t.substr(0, t.size() / 2); }, ": invalid JSON at byte "},
+      {[](const std::string&) { return std::string(); }, "invalid JSON at byte 1"},
+      {edit([](json& d) { d["format"] = "perseus.frontier/9"; }),
+       "field 'format': not a frontier (expected perseus.frontier/1)"},
+      {edit([](json& d) { d.erase("format"); }), "field 'format': missing"},
+      {edit([](json& d) { d.erase("num_stages"); }), "field 'num_stages': missing"},
+      {edit([](json& d) { d["num_stages"] = "3"; }),
+       "field 'num_stages': must be an integer >= 1, got \"3\""},
+      {edit([](json& d) { d["num_stages"] = 0; }), "field 'num_stages': must be an integer >= 1"},
+      {edit([](json& d) { d["num_microbatches"] = -4; }),
+       "field 'num_microbatches': must be an integer >= 1, got -4"},
+      {edit([](json& d) { d["num_microbatches"] = 4.5; }),  // was read as 4
+       "field 'num_microbatches': must be an integer >= 1, got 4.5"},
+      {edit([](json& d) {  // an older file names its schedule only
+         d["schedule"] = "zigzag";
+         d.erase("schedule_actions");
+       }),
+       "zigzag"},
+      {edit([](json& d) { d["unit_time_s"] = nullptr; }),
+       "field 'unit_time_s': must be a number, got null"},
+      {edit([](json& d) { d["blocking_power_w"] = -1; }),
+       "field 'blocking_power_w': must be a finite number >= 0, got -1"},
+      {edit([](json& d) { d["all_max"].erase("energy_j"); }), "field 'all_max.energy_j': missing"},
+      {edit([](json& d) { d["all_max"] = 7; }), "field 'all_max': must be an object"},
+      {edit([](json& d) { d["schedule_actions"] = "0F0,0X0\n"; }), "0X0"},
+      {edit([](json& d) { d["schedule_actions"] = 5; }),
+       "field 'schedule_actions': must be a string, got 5"},
+      {edit([](json& d) { d["stages_per_rank"] = 0; }),
+       "field 'stages_per_rank': must be an integer >= 1, got 0"},
+      {edit([](json& d) { d["stages_per_rank"] = 2; }),
+       "field 'stages_per_rank': must divide num_stages (3)"},
+      {edit([](json& d) { d["stages_per_rank"] = 3; }),  // the actions run one stage per rank
+       "schedule_actions runs 1 stages per rank, not stages_per_rank 3"},
   };
   for (std::size_t k = 0; k < cases.size(); ++k) {
-    std::string msg = corrupted(dir, "meta.json", cases[k]);
+    std::string msg = corrupted(dir, "meta.json", cases[k].corrupt);
     EXPECT_CONTAINS(msg, meta) << "case " << k;
+    EXPECT_CONTAINS(msg, cases[k].expected) << "case " << k;
   }
   // A stage count that disagrees with the schedule's actions is caught; without them, by the
   // plans' width.

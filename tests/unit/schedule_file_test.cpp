@@ -72,11 +72,11 @@ TEST(ScheduleFile, NamesWhatIsWrong) {
                   "deadlocks: waiting forever are rank 0 at 0B0, rank 1 at 1F1");
   EXPECT_CONTAINS(error_of_text(""), "order.csv: no actions");
   EXPECT_CONTAINS(test::error_of([] { parse_schedule_text("[[\"0F0\", 3]]", "o.json"); }),
-                  "o.json: [0][1]: expected an action string or null");
+                  "o.json: field '[0][1]': must be an action string or null");
   EXPECT_CONTAINS(test::error_of([] { parse_schedule_text("{\"1\": []}", "o.json"); }),
                   "\"0\" is missing");
   EXPECT_CONTAINS(test::error_of([] { parse_schedule_text("[[\"0F0\"", "o.json"); }),
-                  "o.json: invalid JSON");
+                  "o.json:1: invalid JSON at byte 8: syntax error while parsing array");
 }
 
 }  // namespace

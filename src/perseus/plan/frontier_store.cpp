@@ -11,6 +11,7 @@
 #include "perseus/schedule/schedule_file.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
+#include "perseus/util/json_fields.hpp"
 
 // plans.txt ("perseus.plans/1"):
 //   line 1: `perseus.plans/1 <plans> <instructions>`
@@ -285,25 +286,28 @@ void write_frontier(const fs::path& dir, const PlanProblem& problem, const Front
 StoredFrontier read_frontier_rows(const fs::path& dir) {
   StoredFrontier f;
   const fs::path meta_path = dir / "meta.json";
-  json meta;
-  try {
-    meta = json::parse(read_file(meta_path));
-    if (meta.at("format") != kMetaFormat) bad(meta_path, 0, "not a perseus.frontier/1 file");
-    f.schedule = meta.at("schedule").get<std::string>();
-    f.num_stages = meta.at("num_stages").get<int>();
-    f.num_microbatches = meta.at("num_microbatches").get<int>();
-    f.stages_per_rank = meta.value("stages_per_rank", 1);
-    if (f.stages_per_rank < 1 || f.num_stages % f.stages_per_rank != 0) {
-      bad(meta_path, 0, "stages_per_rank must be a positive divisor of num_stages");
-    }
-    f.schedule_actions = meta.value("schedule_actions", "");
-    f.unit_time_s = meta.at("unit_time_s").get<double>();
-    f.blocking_power_w = meta.at("blocking_power_w").get<double>();
-    f.all_max.time_s = meta.at("all_max").at("time_s").get<double>();
-    f.all_max.energy_j = meta.at("all_max").at("energy_j").get<double>();
-  } catch (const json::exception& e) {
-    bad(meta_path, 0, std::string("malformed frontier metadata: ") + e.what());
+  const JsonFields fields(meta_path.string());
+  const json meta = fields.parse(read_file(meta_path));
+  if (fields.text_field(meta, "format") != kMetaFormat) {
+    fields.fail("format", std::string("not a frontier (expected ") + kMetaFormat + ")");
   }
+  f.schedule = fields.text_field(meta, "schedule", true);
+  f.num_stages = fields.int_field(meta, "num_stages", 1);
+  f.num_microbatches = fields.int_field(meta, "num_microbatches", 1);
+  f.stages_per_rank =
+      meta.contains("stages_per_rank") ? fields.int_field(meta, "stages_per_rank", 1) : 1;
+  if (f.num_stages % f.stages_per_rank != 0) {
+    fields.fail("stages_per_rank", "must divide num_stages (" + std::to_string(f.num_stages) + ")");
+  }
+  f.schedule_actions =
+      meta.contains("schedule_actions") ? fields.text_field(meta, "schedule_actions") : "";
+  f.unit_time_s = fields.number_field(meta, "unit_time_s");
+  f.blocking_power_w = fields.number_field(meta, "blocking_power_w");
+  const json& all_max = fields.member(meta, "all_max");
+  f.all_max.time_s =
+      fields.as_number(fields.member(all_max, "time_s", "all_max"), "all_max.time_s");
+  f.all_max.energy_j =
+      fields.as_number(fields.member(all_max, "energy_j", "all_max"), "all_max.energy_j");
   f.rows = read_rows(dir / "frontier.csv");
   return f;
 }

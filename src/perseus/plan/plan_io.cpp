@@ -37,17 +37,6 @@ std::optional<TimeEnergy> optional_time_energy(const JsonFields& fields, const j
                        JsonFields::child(name, "energy_j"))};
 }
 
-json parse_json_text(const std::string& text, const std::string& source) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    // e.byte is 1-based and points just past the offending character.
-    std::size_t at = e.byte > 0 ? e.byte - 1 : 0;
-    throw Error(source + ":" + std::to_string(line_at(text, at)) + ": invalid JSON at byte " +
-                std::to_string(e.byte));
-  }
-}
-
 // One rank's list of {"frequency_mhz": ...} entries at path `where`.
 std::vector<int> rank_clocks(const JsonFields& fields, const json& list, const std::string& where) {
   fields.list(list, where, "a list of {\"frequency_mhz\": ...} entries");
@@ -61,8 +50,8 @@ std::vector<int> rank_clocks(const JsonFields& fields, const json& list, const s
 }
 
 Plan plan_from_json(const std::string& text, const std::string& source) {
-  const json doc = parse_json_text(text, source);
   const JsonFields fields(source);
+  const json doc = fields.parse(text);
   if (fields.text_field(fields.document(doc), "format") != kFormat) {
     fields.fail("format", std::string("not a Perseus plan format (expected ") + kFormat + ")");
   }

@@ -10,6 +10,7 @@
 #include "perseus/schedule/dag.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
+#include "perseus/util/json_fields.hpp"
 #include "perseus/util/text.hpp"
 
 namespace perseus::schedule {
@@ -112,8 +113,10 @@ std::vector<std::vector<std::string>> csv_items(const std::string& text) {
   return ranks;
 }
 
-std::vector<std::string> json_rank(const json& list, const std::string& where) {
-  if (!list.is_array()) throw Error(where + ": expected an array of actions");
+// One rank's actions at path `where` of the document.
+std::vector<std::string> json_rank(const JsonFields& fields, const json& list,
+                                   const std::string& where) {
+  fields.list(list, where, "a list of actions");
   std::vector<std::string> items;
   for (std::size_t i = 0; i < list.size(); ++i) {
     if (list[i].is_null()) {
@@ -121,7 +124,7 @@ std::vector<std::string> json_rank(const json& list, const std::string& where) {
     } else if (list[i].is_string()) {
       items.push_back(list[i].get<std::string>());
     } else {
-      throw Error(where + "[" + std::to_string(i) + "]: expected an action string or null");
+      fields.fail(JsonFields::element(where, i), "must be an action string or null");
     }
   }
   return items;
@@ -129,16 +132,12 @@ std::vector<std::string> json_rank(const json& list, const std::string& where) {
 
 std::vector<std::vector<std::string>> json_items(const std::string& text,
                                                  const std::string& source) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw Error(source + ": invalid JSON at byte " + std::to_string(e.byte));
-  }
+  const JsonFields fields(source);
+  const json doc = fields.parse(text);
   std::vector<std::vector<std::string>> ranks;
   if (doc.is_array()) {
     for (std::size_t r = 0; r < doc.size(); ++r) {
-      ranks.push_back(json_rank(doc[r], source + ": [" + std::to_string(r) + "]"));
+      ranks.push_back(json_rank(fields, doc[r], JsonFields::element("", r)));
     }
     return ranks;
   }
@@ -149,7 +148,7 @@ std::vector<std::vector<std::string>> json_items(const std::string& text,
       throw Error(source + ": ranks must be keyed \"0\"..\"" + std::to_string(doc.size() - 1) +
                   "\"; \"" + key + "\" is missing");
     }
-    ranks.push_back(json_rank(doc[key], source + ": \"" + key + "\""));
+    ranks.push_back(json_rank(fields, doc[key], key));
   }
   return ranks;
 }

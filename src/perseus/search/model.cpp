@@ -6,6 +6,7 @@
 
 #include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
+#include "perseus/util/json_fields.hpp"
 
 namespace perseus::search {
 
@@ -242,12 +243,7 @@ ModelDesc model_desc_from_json(const ojson& j, const std::string& source) {
 }
 
 ojson read_json_file(const std::filesystem::path& path) {
-  const std::string text = read_file(path);
-  try {
-    return ojson::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(located(path.string(), 0, "", std::string("invalid JSON: ") + e.what()));
-  }
+  return JsonFields(path.string()).parse<ojson>(read_file(path));
 }
 
 ModelDesc read_model_file(const std::filesystem::path& path) {

@@ -1,5 +1,6 @@
 #include "perseus/util/json_fields.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "perseus/util/error.hpp"
@@ -19,10 +20,41 @@ std::string shown(const J& value) {
   return text.size() <= kMaxShown ? text : text.substr(0, kMaxShown) + "...";
 }
 
+// nlohmann's parse message is "[json.exception.parse_error.101] parse error at line 1, column 2:
+// REASON; last read: '<raw bytes>'": keep only the reason, never the input.
+std::string parse_reason(const std::string& what) {
+  std::string reason = what.substr(std::min(what.size(), what.find(']') + 2));
+  reason = reason.substr(0, reason.find(';'));
+  const auto colon = reason.find(": ");
+  return colon == std::string::npos ? reason : reason.substr(colon + 2);
+}
+
+// 1-based line of byte offset `pos` in `text`.
+long line_at(const std::string& text, std::size_t pos) {
+  long line = 1;
+  for (std::size_t i = 0; i < pos && i < text.size(); ++i) line += text[i] == '\n';
+  return line;
+}
+
 }  // namespace
 
 void JsonFields::fail(const std::string& field, const std::string& problem) const {
   throw Error(located(source_, 0, field, problem));
+}
+
+template <class J>
+J JsonFields::parse(const std::string& text) const {
+  try {
+    return J::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.byte is 1-based and points just past the offending character.
+    const long line = source_.empty() ? 0 : line_at(text, e.byte > 0 ? e.byte - 1 : 0);
+    throw Error(
+        located(source_, line, "",
+                "invalid JSON at byte " + std::to_string(e.byte) + ": " + parse_reason(e.what())));
+  } catch (const nlohmann::json::out_of_range&) {
+    throw Error(located(source_, 0, "", "invalid JSON: a number is beyond double precision"));
+  }
 }
 
 std::string JsonFields::element(const std::string& field, std::size_t i) {
@@ -128,6 +160,7 @@ bool JsonFields::as_bool(const J& value, const std::string& field) const {
 
 // The two JSON types Perseus reads.
 #define PERSEUS_JSON_FIELDS(J)                                                                    \
+  template J JsonFields::parse(const std::string&) const;                                         \
   template const J& JsonFields::document(const J&) const;                                         \
   template const J& JsonFields::member(const J&, const std::string&, const std::string&) const;   \
   template const J* JsonFields::optional(const J&, const std::string&, const std::string&) const; \

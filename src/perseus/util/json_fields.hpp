@@ -28,6 +28,11 @@ class JsonFields {
 
   [[noreturn]] void fail(const std::string& field, const std::string& problem) const;
 
+  // The document in `text`. Invalid JSON fails saying where it broke and why:
+  // "SOURCE:LINE: invalid JSON at byte N: REASON" (no source and line for a request body).
+  template <class J = nlohmann::json>
+  J parse(const std::string& text) const;
+
   // The path of element i of the list `field` (field[i]) and of member `name` of `parent`
   // (parent.name, or name at the top).
   static std::string element(const std::string& field, std::size_t i);

@@ -211,7 +211,7 @@ void check_depth(const std::string& text) {
       in_string = true;
     } else if (c == '[' || c == '{') {
       if (++depth > kMaxJsonDepth) {
-        throw MalformedJson("malformed JSON at byte " + std::to_string(i + 1) +
+        throw MalformedJson("invalid JSON at byte " + std::to_string(i + 1) +
                             ": nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
       }
     } else if (c == ']' || c == '}') {
@@ -225,17 +225,9 @@ void check_depth(const std::string& text) {
 json parse_json(const std::string& text) {
   check_depth(text);
   try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    // nlohmann's message ends with "...; last read: '<raw bytes>'": keep only the reason.
-    std::string what = e.what();
-    auto reason = what.substr(what.find(']') + 2);
-    reason = reason.substr(0, reason.find(';'));
-    auto colon = reason.find(": ");
-    if (colon != std::string::npos) reason = reason.substr(colon + 2);
-    throw MalformedJson("malformed JSON at byte " + std::to_string(e.byte) + ": " + reason);
-  } catch (const json::out_of_range& e) {
-    throw MalformedJson("malformed JSON: a number is out of range (beyond double precision)");
+    return fields.parse(text);
+  } catch (const Error& e) {
+    throw MalformedJson(e.what());
   }
 }
 

@@ -117,7 +117,7 @@ inline constexpr int kMaxJsonDepth = 64;
 // kMinClockMhz..kMaxClockMhz (util/gpu_limits.hpp).
 inline constexpr std::size_t kMaxClocks = 1024;
 
-// Parses JSON text; throws MalformedJson "malformed JSON at byte N: ..." (the reason never
+// Parses JSON text; throws MalformedJson "invalid JSON at byte N: ..." (the reason never
 // quotes the text itself).
 nlohmann::json parse_json(const std::string& text);
 
