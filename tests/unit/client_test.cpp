@@ -247,7 +247,7 @@ TEST(ClientOptimizer, RetriesGarbageAnswers) {
   PipelineFrequencyOptimizer opt(fast_options(server.url(), w), sim());
   EXPECT_EQ(server.count(), 3u);
   ASSERT_EQ(w.lines->size(), 1u);
-  EXPECT_CONTAINS(w.lines->front(), "unusable answer: malformed JSON");
+  EXPECT_CONTAINS(w.lines->front(), "unusable answer: invalid JSON at byte ");
   iterate(opt, 2);
   EXPECT_EQ(server.count(), 6u);  // the window boundary tried again
   EXPECT_EQ(w.lines->size(), 1u);

@@ -339,8 +339,24 @@ TEST(SearchConfig, BadConfigNamesField) {
   EXPECT_CONTAINS(bad([](auto& k) { k["recompute_ops"][0][5] = 2; }), "recompute_ops[0][5]");
   EXPECT_CONTAINS(bad([](auto& k) { k["num_gpus"][0] = 4; }), "num_gpus[0]");
   EXPECT_CONTAINS(bad([](auto& k) { k["model_name"] = "bert"; }), "unknown model 'bert'");
+  const std::string c = (tmp.path() / "c.json").string();
+  EXPECT_CONTAINS(bad([](auto& k) { k["num_stages"] = 2.5; }),
+                  c + ": field 'num_stages': must be an integer in [1, 65536], got 2.5");
+  EXPECT_CONTAINS(bad([](auto& k) { k["model_parallel_size_of_each_op"][0][0] = 3; }),
+                  "field 'model_parallel_size_of_each_op[0][0]': must be a power of two, got 3");
+  EXPECT_CONTAINS(bad([](auto& k) { k["checkpoint_activations"][1] = 1; }),
+                  "field 'checkpoint_activations[1]': must be true or false, got 1");
+  EXPECT_CONTAINS(bad([](auto& k) { k["model_size"] = ""; }),
+                  "field 'model_size': must be a non-empty string");
+  EXPECT_CONTAINS(bad([](auto& k) {
+                    k["segments"] = nlohmann::ordered_json::array({{{"x", 1}}});
+                  }),
+                  "field 'segments[0].ops': missing");
+  EXPECT_CONTAINS(bad([](auto& k) { k["optimizer_ratio"] = -2; }),
+                  "field 'optimizer_ratio': must be a finite number >= 0, got -2");
   write_text(tmp.path() / "c.json", "{ not json");
-  EXPECT_CONTAINS(error_of([&] { read_config(tmp.path() / "c.json"); }), "invalid JSON");
+  EXPECT_CONTAINS(error_of([&] { read_config(tmp.path() / "c.json"); }),
+                  c + ":1: invalid JSON at byte 4: syntax error while parsing object key");
 }
 
 TEST(SearchPerfModel, MissingProfileEntryIsIllegalWithReason) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "perseus/util/error.hpp"
+#include "perseus/util/json_fields.hpp"
 
 namespace perseus::search {
 
@@ -27,43 +28,25 @@ bool is_config_key(const std::string& k) {
                      [&](const char* c) { return k == c; });
 }
 
-const ojson& need(const ojson& j, const char* key, const std::string& source) {
-  if (!j.contains(key)) throw Error(located(source, 0, key, "missing"));
-  return j[key];
-}
-
-int int_in(const ojson& v, long long lo, long long hi, const std::string& source,
-           const std::string& field) {
-  if (!v.is_number_integer() || v.get<long long>() < lo || v.get<long long>() > hi) {
-    throw Error(located(source, 0, field,
-                        "expected an integer in [" + std::to_string(lo) + ", " +
-                            std::to_string(hi) + "], got " + v.dump()));
-  }
-  return v.get<int>();
-}
-
 // Tensor- and data-parallel degrees are powers of two (the profiles and collective tables are).
-int power_of_two_in(const ojson& v, const std::string& source, const std::string& field) {
-  int x = int_in(v, 1, 1 << 20, source, field);
-  if ((x & (x - 1)) != 0) {
-    throw Error(located(source, 0, field, "must be a power of two, got " + std::to_string(x)));
-  }
+int power_of_two(const JsonFields& fields, const ojson& v, const std::string& field) {
+  const int x = fields.as_int(v, field, 1, 1 << 20);
+  if ((x & (x - 1)) != 0) fields.fail(field, "must be a power of two, got " + std::to_string(x));
   return x;
 }
 
-const ojson& list_of(const ojson& v, std::size_t n, const std::string& source,
+const ojson& list_of(const JsonFields& fields, const ojson& v, std::size_t n,
                      const std::string& field) {
-  if (!v.is_array() || v.size() != n) {
-    throw Error(located(source, 0, field, "expected a list of " + std::to_string(n) + " entries"));
-  }
+  const std::string what = "a list of " + std::to_string(n) + " entries";
+  if (fields.list(v, field, what).size() != n) fields.fail(field, "must be " + what);
   return v;
 }
 
 std::string at(const char* key, std::size_t s) {
-  return std::string(key) + "[" + std::to_string(s) + "]";
+  return JsonFields::element(key, s);
 }
 std::string at(const char* key, std::size_t s, std::size_t i) {
-  return at(key, s) + "[" + std::to_string(i) + "]";
+  return JsonFields::element(at(key, s), i);
 }
 
 }  // namespace
@@ -92,61 +75,53 @@ int Config::num_ops() const {
 }
 
 Config config_from_json(const ojson& j, const std::string& source) {
-  if (!j.is_object()) throw Error(located(source, 0, "", "expected a JSON object"));
+  const JsonFields fields(source);
   ojson model = ojson::object();
-  for (const auto& [key, v] : j.items()) {
+  for (const auto& [key, v] : fields.document(j).items()) {
     if (!is_config_key(key)) model[key] = v;
   }
   Config c;
   c.model = model_desc_from_json(model, source);
   constexpr long long kMax = 1LL << 30;
-  c.global_batch_size =
-      int_in(need(j, "global_batch_size", source), 1, kMax, source, "global_batch_size");
-  c.micro_batch_size = int_in(need(j, "micro_batch_size", source), 1, c.global_batch_size, source,
-                              "micro_batch_size");
-  const int num_stages = int_in(need(j, "num_stages", source), 1, 1 << 16, source, "num_stages");
+  c.global_batch_size = fields.int_field(j, "global_batch_size", 1, kMax);
+  c.micro_batch_size = fields.int_field(j, "micro_batch_size", 1, c.global_batch_size);
+  const int num_stages = fields.int_field(j, "num_stages", 1, 1 << 16);
   const auto n = static_cast<std::size_t>(num_stages);
-  const auto& gpus = list_of(need(j, "num_gpus", source), n, source, "num_gpus");
+  const auto& gpus = list_of(fields, fields.member(j, "num_gpus"), n, "num_gpus");
   const auto& ops =
-      list_of(need(j, "num_ops_in_each_stage", source), n, source, "num_ops_in_each_stage");
+      list_of(fields, fields.member(j, "num_ops_in_each_stage"), n, "num_ops_in_each_stage");
   for (const char* key : {"checkpoint_activations", "resharding_stages"}) {
     if (!j.contains(key)) continue;  // derived fields: checked for shape only
-    const auto& v = list_of(j[key], n, source, key);
-    for (std::size_t s = 0; s < n; ++s) {
-      if (!v[s].is_boolean()) throw Error(located(source, 0, at(key, s), "expected true or false"));
-    }
+    const auto& v = list_of(fields, j[key], n, key);
+    for (std::size_t s = 0; s < n; ++s) fields.as_bool(v[s], at(key, s));
   }
   const char* per_op[] = {"model_parallel_size_of_each_op", "data_parallel_size_of_each_op",
                           "recompute_ops", "algo_of_each_op"};
-  for (const char* key : per_op) list_of(need(j, key, source), n, source, key);
+  for (const char* key : per_op) list_of(fields, fields.member(j, key), n, key);
   for (std::size_t s = 0; s < n; ++s) {
     StageConfig st;
-    st.num_gpus = int_in(gpus[s], 1, 1 << 20, source, at("num_gpus", s));
-    const int num_ops = int_in(ops[s], 1, 1 << 24, source, at("num_ops_in_each_stage", s));
+    st.num_gpus = fields.as_int(gpus[s], at("num_gpus", s), 1, 1 << 20);
+    const int num_ops = fields.as_int(ops[s], at("num_ops_in_each_stage", s), 1, 1 << 24);
     const auto m = static_cast<std::size_t>(num_ops);
-    const auto& tp = list_of(j[per_op[0]][s], m, source, at(per_op[0], s));
-    const auto& dp = list_of(j[per_op[1]][s], m, source, at(per_op[1], s));
-    const auto& rc = list_of(j[per_op[2]][s], m, source, at(per_op[2], s));
-    const auto& algo = list_of(j[per_op[3]][s], m, source, at(per_op[3], s));
+    const auto& tp = list_of(fields, j[per_op[0]][s], m, at(per_op[0], s));
+    const auto& dp = list_of(fields, j[per_op[1]][s], m, at(per_op[1], s));
+    const auto& rc = list_of(fields, j[per_op[2]][s], m, at(per_op[2], s));
+    const auto& algo = list_of(fields, j[per_op[3]][s], m, at(per_op[3], s));
     st.tp.resize(m);
     st.dp.resize(m);
     st.algo.resize(m);
     st.recompute.resize(m);
     for (std::size_t i = 0; i < m; ++i) {
-      st.tp[i] = power_of_two_in(tp[i], source, at(per_op[0], s, i));
-      st.dp[i] = power_of_two_in(dp[i], source, at(per_op[1], s, i));
-      if (rc[i].is_boolean()) {
-        st.recompute[i] = rc[i].get<bool>() ? 1 : 0;
-      } else {
-        st.recompute[i] =
-            static_cast<std::uint8_t>(int_in(rc[i], 0, 1, source, at(per_op[2], s, i)));
-      }
-      st.algo[i] = int_in(algo[i], 0, 255, source, at(per_op[3], s, i));
+      st.tp[i] = power_of_two(fields, tp[i], at(per_op[0], s, i));
+      st.dp[i] = power_of_two(fields, dp[i], at(per_op[1], s, i));
+      st.recompute[i] = static_cast<std::uint8_t>(
+          rc[i].is_boolean() ? rc[i].get<bool>() : fields.as_int(rc[i], at(per_op[2], s, i), 0, 1));
+      st.algo[i] = fields.as_int(algo[i], at(per_op[3], s, i), 0, 255);
       if (st.tp[i] * st.dp[i] != st.num_gpus) {
-        throw Error(located(source, 0, at("num_gpus", s),
-                            "is " + std::to_string(st.num_gpus) + " but operator " +
-                                std::to_string(i) + " of the stage has tp " +
-                                std::to_string(st.tp[i]) + " x dp " + std::to_string(st.dp[i])));
+        fields.fail(at("num_gpus", s), "is " + std::to_string(st.num_gpus) + " but operator " +
+                                           std::to_string(i) + " of the stage has tp " +
+                                           std::to_string(st.tp[i]) + " x dp " +
+                                           std::to_string(st.dp[i]));
       }
     }
     c.stages.push_back(std::move(st));

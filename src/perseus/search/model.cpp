@@ -139,11 +139,29 @@ ojson known_fields(ModelFamily f, const std::string& size) {
   return j;
 }
 
-int positive_int(const ojson& v, const std::string& source, const std::string& field) {
-  if (!v.is_number_integer() || v.get<long long>() <= 0 || v.get<long long>() > 1000000) {
-    throw Error(located(source, 0, field, "must be a positive integer, got " + v.dump()));
+constexpr long long kMaxCount = 1000000;  // layers, operators or repeats of a model file
+
+// A segment's "ops" (a count, or "rest") or "repeat" (a count, or `word`): -1 for the word.
+int count_or(const JsonFields& fields, const ojson& v, const std::string& field, const char* word) {
+  if (v.is_string() && v.get<std::string>() == word) return -1;
+  return fields.as_int(v, field, 1, kMaxCount);
+}
+
+std::vector<Segment> segments_from_json(const JsonFields& fields, const ojson& v) {
+  fields.list(v, "segments", "a non-empty list of {\"ops\", \"repeat\"}");
+  if (v.empty()) fields.fail("segments", "must be a non-empty list of {\"ops\", \"repeat\"}");
+  std::vector<Segment> segments;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::string field = JsonFields::element("segments", i);
+    fields.object(v[i], field, "an object {\"ops\": N or \"rest\", \"repeat\": ...}");
+    Segment seg;
+    seg.count = count_or(fields, fields.member(v[i], "ops", field), field + ".ops", "rest");
+    if (v[i].contains("repeat")) {
+      seg.repeat = count_or(fields, v[i]["repeat"], field + ".repeat", "num_layers");
+    }
+    segments.push_back(seg);
   }
-  return v.get<int>();
+  return segments;
 }
 
 }  // namespace
@@ -175,68 +193,35 @@ ModelDesc make_model_desc(const std::string& name, const std::string& size, int 
 }
 
 ModelDesc model_desc_from_json(const ojson& j, const std::string& source) {
-  if (!j.is_object()) throw Error(located(source, 0, "", "expected a JSON object"));
-  for (const char* key : {"model_name", "model_size"}) {
-    if (!j.contains(key) || !j[key].is_string() || j[key].get<std::string>().empty()) {
-      throw Error(located(source, 0, key, "missing or not a non-empty string"));
-    }
-  }
-  if (!j.contains("num_layers")) throw Error(located(source, 0, "num_layers", "missing"));
-  const auto& layers = j["num_layers"];
+  const JsonFields fields(source);
+  const std::string name = fields.text_field(j, "model_name", true);
+  const std::string size = fields.text_field(j, "model_size", true);
+  const auto& layers = fields.member(j, "num_layers");
   int num_layers = 0;
   if (layers.is_array()) {  // ResNet: blocks per group
-    for (const auto& v : layers) num_layers += positive_int(v, source, "num_layers");
-    if (num_layers == 0) throw Error(located(source, 0, "num_layers", "empty list"));
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      num_layers += fields.as_int(layers[i], JsonFields::element("num_layers", i), 1, kMaxCount);
+    }
+    if (num_layers == 0) fields.fail("num_layers", "empty list");
   } else {
-    num_layers = positive_int(layers, source, "num_layers");
+    num_layers = fields.as_int(layers, "num_layers", 1, kMaxCount);
   }
-  family_of(j["model_name"].get<std::string>(), source);  // names the file when unknown
-  ModelDesc d = make_model_desc(j["model_name"].get<std::string>(),
-                                j["model_size"].get<std::string>(), num_layers);
+  family_of(name, source);  // names the file when unknown
+  ModelDesc d = make_model_desc(name, size, num_layers);
   if (layers.is_array()) d.fields["num_layers"] = layers;
   for (const auto& [key, v] : j.items()) {
     if (key == "model_name" || key == "model_size" || key == "num_layers") continue;
     if (key == "profile_prefix") {
-      if (!v.is_string() || v.get<std::string>().empty()) {
-        throw Error(located(source, 0, key, "must be a non-empty string"));
-      }
-      d.profile_prefix = v.get<std::string>();
+      d.profile_prefix = fields.as_text(v, key, true);
     } else if (key == "main_params_ratio" || key == "optimizer_ratio") {
-      if (!v.is_number() || v.get<double>() < 0.0) {
-        throw Error(located(source, 0, key, "must be a number >= 0"));
-      }
-      (key == "main_params_ratio" ? d.main_params_ratio : d.optimizer_ratio) = v.get<double>();
+      (key == "main_params_ratio" ? d.main_params_ratio : d.optimizer_ratio) =
+          fields.as_number(v, key);
     } else if (key == "segments") {
-      if (!v.is_array() || v.empty()) {
-        throw Error(located(source, 0, key, "must be a non-empty list of {\"ops\", \"repeat\"}"));
-      }
-      d.segments.clear();
-      for (std::size_t i = 0; i < v.size(); ++i) {
-        const auto& s = v[i];
-        const std::string field = "segments[" + std::to_string(i) + "]";
-        if (!s.is_object() || !s.contains("ops")) {
-          throw Error(
-              located(source, 0, field, "expected {\"ops\": N or \"rest\", \"repeat\": ...}"));
-        }
-        Segment seg;
-        if (s["ops"].is_string() && s["ops"].get<std::string>() == "rest") {
-          seg.count = -1;
-        } else {
-          seg.count = positive_int(s["ops"], source, field + ".ops");
-        }
-        if (s.contains("repeat")) {
-          if (s["repeat"].is_string() && s["repeat"].get<std::string>() == "num_layers") {
-            seg.repeat = -1;
-          } else {
-            seg.repeat = positive_int(s["repeat"], source, field + ".repeat");
-          }
-        }
-        d.segments.push_back(seg);
-      }
+      d.segments = segments_from_json(fields, v);
     } else if (v.is_number() || v.is_string() || v.is_boolean()) {
       d.fields[key] = v;
     } else {
-      throw Error(located(source, 0, key, "descriptive fields must be numbers or strings"));
+      fields.fail(key, "descriptive fields must be numbers or strings");
     }
   }
   return d;
