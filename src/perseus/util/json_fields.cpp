@@ -73,26 +73,28 @@ const J& JsonFields::document(const J& doc) const {
 }
 
 template <class J>
-const J& JsonFields::member(const J& obj, const std::string& name,
-                            const std::string& parent) const {
+const J* JsonFields::find(const J& obj, const std::string& name, const std::string& parent) const {
   if (parent.empty())
     document(obj);
   else
     object(obj, parent);
   auto it = obj.find(name);
-  if (it == obj.end()) fail(child(parent, name), "missing");
-  return *it;
+  return it == obj.end() ? nullptr : &*it;
+}
+
+template <class J>
+const J& JsonFields::member(const J& obj, const std::string& name,
+                            const std::string& parent) const {
+  const J* value = find(obj, name, parent);
+  if (!value) fail(child(parent, name), "missing");
+  return *value;
 }
 
 template <class J>
 const J* JsonFields::optional(const J& obj, const std::string& name,
                               const std::string& parent) const {
-  if (parent.empty())
-    document(obj);
-  else
-    object(obj, parent);
-  auto it = obj.find(name);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
+  const J* value = find(obj, name, parent);
+  return value && !value->is_null() ? value : nullptr;
 }
 
 template <class J>

@@ -88,6 +88,10 @@ class JsonFields {
   }
 
  private:
+  // obj[name] or nullptr, after checking `obj` is the document or an object.
+  template <class J>
+  const J* find(const J& obj, const std::string& name, const std::string& parent) const;
+
   std::string source_;
 };
 
