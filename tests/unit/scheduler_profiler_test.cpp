@@ -1,0 +1,165 @@
+// The instruction profiler scheduler, driven with synthetic results: the measured profile, the
+// clock bounds, multi-stage GPUs and where it stops; and every scheduler on a ZBV job.
+#include "scheduler_harness.hpp"
+
+namespace perseus::server {
+namespace {
+
+using namespace harness;
+using perseus::test::error_of;
+using perseus::test::TempDir;
+
+// ---------------------------------------------------------------------------------------------
+// profiler
+
+// Index (in a100 clocks) of the clock where stage 0's forward + backward energy is lowest.
+std::size_t energy_minimum_index() {
+  const auto clocks = a100().frequencies();
+  std::size_t best = 0;
+  auto energy = [&](std::size_t i) {
+    return a100_profile().at(0, "forward", clocks[i]).energy_j +
+           a100_profile().at(0, "backward", clocks[i]).energy_j;
+  };
+  for (std::size_t i = 1; i < clocks.size(); ++i) {
+    if (energy(i) < energy(best)) best = i;
+  }
+  return best;
+}
+
+TEST(SchedulerProfiler, WritesTheMeasuredProfileAndStopsPastTheEnergyMinimum) {
+  const auto clocks = a100().frequencies();
+  const std::size_t minimum = energy_minimum_index();
+  ASSERT_GT(minimum + 4, 3u);
+  ASSERT_LT(minimum + 4, clocks.size());  // the sweep can stop early
+  for (int patience : {1, 3}) {
+    SCOPED_TRACE(patience);
+    TempDir dir;
+    JobSpec job =
+        job_with({{"microbatches", 4}, {"output", "out/prof.csv"}, {"patience", patience}});
+    job.output_dir = dir.path();
+    auto s = make_scheduler("InstructionProfiler", job);
+    EXPECT_EQ(s->status()["state"], "profiling");
+    // Iteration 0 of every window is a slow warm-up that skip_iterations (default 1) drops.
+    auto rounds = run_to_end(*s, from_profile(a100_profile()), {.warmup_factor = 1.7});
+    const std::size_t measured = minimum + static_cast<std::size_t>(patience) + 1;
+    ASSERT_EQ(rounds.size(), measured + 1);
+    for (std::size_t i = 0; i < measured; ++i)
+      EXPECT_TRUE(all_at(rounds[i].stages, clocks[i])) << i;
+    EXPECT_TRUE(rounds.back().done);
+    EXPECT_TRUE(all_at(rounds.back().stages, 1410));
+    EXPECT_EQ(names_of(rounds.back().stages), names_of(schedule::make_1f1b(4, 4)));
+
+    const fs::path csv = dir.path() / "out" / "prof.csv";
+    profile::Profile written = profile::read_profile_csv(csv.string());
+    ASSERT_EQ(written.num_stages(), 4);
+    for (int st = 0; st < 4; ++st) {
+      for (const char* name : {"forward", "backward"}) {
+        const auto& rows = written.rows(st, name);
+        ASSERT_EQ(rows.size(), measured);
+        for (const auto& m : rows) {
+          const auto& src = a100_profile().at(st, name, m.frequency_mhz);
+          EXPECT_NEAR(m.time_s, src.time_s, 1e-9 * src.time_s);
+          EXPECT_NEAR(m.energy_j, src.energy_j, 1e-9 * src.energy_j);
+        }
+      }
+    }
+    EXPECT_EQ(written.rows(0, "forward").back().frequency_mhz, clocks[measured - 1]);
+
+    double blocking = std::stod(read_file(csv.string() + ".blocking_power"));
+    EXPECT_NEAR(blocking, 83.64, 1e-6);
+    json st = s->status();
+    EXPECT_EQ(st["state"], "done");
+    EXPECT_EQ(st["measured"], measured);
+    EXPECT_NEAR(st["blocking_power_w"].get<double>(), 83.64, 1e-6);
+    EXPECT_EQ(st["output"], csv.string());
+  }
+}
+
+TEST(SchedulerProfiler, SweepsOnlyTheClocksWithinTheBounds) {
+  TempDir dir;
+  JobSpec job = job_with({{"microbatches", 2}, {"min_frequency", 1200}, {"max_frequency", 1300}});
+  job.output_dir = dir.path();
+  auto s = make_scheduler("profiler", job);
+  auto rounds = run_to_end(*s, from_profile(a100_profile()));
+  // 1290 .. 1200 MHz: energy still falls there, so the clocks run out first.
+  ASSERT_EQ(rounds.size(), 8u);
+  for (std::size_t i = 0; i < 7; ++i) {
+    EXPECT_TRUE(all_at(rounds[i].stages, 1290 - 15 * static_cast<int>(i))) << i;
+  }
+  EXPECT_TRUE(all_at(rounds.back().stages, 1410));
+  EXPECT_TRUE(fs::exists(dir.path() / "profile.csv"));
+}
+
+TEST(SchedulerProfiler, NamesStageAndInstructionOfAMissingBreakdown) {
+  TempDir dir;
+  JobSpec job = job_with({{"microbatches", 4}});
+  job.output_dir = dir.path();
+  auto s = make_scheduler("profiler", job);
+  auto results = results_of(s->next(), from_profile(a100_profile()));
+  results[2].energy_breakdown.erase("backward");
+  EXPECT_CONTAINS(error_of([&] { s->observe(results); }),
+                  "scheduler 'profiler': stage 2: no energy_breakdown for instruction 'backward'");
+  results = results_of(s->next(), from_profile(a100_profile()));
+  results.pop_back();
+  EXPECT_CONTAINS(error_of([&] { s->observe(results); }), "got results for 3 stages, expected 4");
+}
+
+// Interleaved zero bubble on 2 GPUs of 2 stages each: the profiler measures every stage's
+// forward, backward_input and backward_weight from labelled instructions, and writes them as the
+// rows of the 4 stages.
+TEST(SchedulerProfiler, ProfilesEveryStageOfGpusThatRunSeveral) {
+  profile::Profile two = profile::synthesize_profile(a100(), profile::default_model(2));
+  profile::Profile split = profile::split_profile(two, {2, true, 0.5});
+  TempDir dir;
+  JobSpec job = job_with(
+      {{"microbatches", 4}, {"schedule", "interleaved-zero-bubble"}, {"max_frequency", 1350}}, 2);
+  job.output_dir = dir.path();
+  auto s = make_scheduler("profiler", job);
+  auto rounds = run_to_end(*s, from_profile(split));
+  EXPECT_EQ(names_of(rounds.front().stages),
+            names_of(schedule::make_schedule("interleaved-zero-bubble", 4, 4, 2)));
+  profile::Profile written = profile::read_profile_csv((dir.path() / "profile.csv").string());
+  ASSERT_EQ(written.num_stages(), 4);
+  for (int st = 0; st < 4; ++st) {
+    EXPECT_FALSE(written.has(st, "backward"));
+    for (const char* name : {"forward", "backward_input", "backward_weight"}) {
+      ASSERT_EQ(written.rows(st, name).size(), rounds.size() - 1) << st << name;
+      for (const auto& m : written.rows(st, name)) {
+        EXPECT_NEAR(m.energy_j, split.at(st, name, m.frequency_mhz).energy_j, 1e-9) << st << name;
+        EXPECT_NEAR(m.time_s, split.at(st, name, m.frequency_mhz).time_s, 1e-12) << st << name;
+      }
+    }
+  }
+}
+
+// Every scheduler that builds its plans from the schedule arguments serves a ZBV job on 2 GPUs
+// (4 stages): per-GPU plans with stage-labelled instructions, results summarized per GPU, to
+// the final round.
+TEST(SchedulerMultiStage, EverySchedulerRunsAZbvJobToTheEnd) {
+  profile::Profile split = profile::split_profile(
+      profile::synthesize_profile(a100(), profile::default_model(2)), {2, true, 0.5});
+  const json zbv = {{"microbatches", 4}, {"schedule", "zbv"}};
+  const std::vector<std::pair<std::string, json>> cases = {
+      {"all-max", json::object()},
+      {"profiler", {{"max_frequency", 1300}}},
+      {"zeus-global", {{"power_limits", json::array({300, 250, 200})}}},
+      {"zeus-per-stage", {{"power_limits", json::array({300, 250, 200})}}},
+  };
+  for (const auto& [name, extra] : cases) {
+    SCOPED_TRACE(name);
+    TempDir dir;
+    json args = zbv;
+    args.update(extra);
+    JobSpec job = job_with(args, 2);
+    job.output_dir = dir.path();
+    auto rounds = run_to_end(*make_scheduler(name, job), from_profile(split));
+    ASSERT_FALSE(rounds.empty());
+    EXPECT_TRUE(rounds.back().done);
+    for (const auto& r : rounds) {
+      EXPECT_EQ(names_of(r.stages), names_of(schedule::make_schedule("zbv", 4, 4, 2)));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace perseus::server
