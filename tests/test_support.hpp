@@ -7,7 +7,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 
 #include "perseus/util/error.hpp"
@@ -51,6 +53,21 @@ class TempDir {
   }
   std::filesystem::path path_;
 };
+
+// Writes `text` to `path` as is (a test's input file).
+inline void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  ASSERT_TRUE(out.good()) << path;
+}
+
+// The whole file at `path` ("" when it cannot be read).
+inline std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 // The message of the perseus::Error that `f` throws ("" and a failure if none). Any other
 // exception type escapes and fails the test.

@@ -26,6 +26,7 @@ namespace fs = std::filesystem;
 using perseus::test::error_of;
 using perseus::test::shared_data;
 using perseus::test::TempDir;
+using perseus::test::write_text;
 
 fs::path aceso() {
   return shared_data() / "aceso";
@@ -37,12 +38,6 @@ fs::path aceso() {
       GTEST_SKIP() << "aceso shared data not found at " << aceso(); \
     }                                                               \
   } while (0)
-
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  ASSERT_TRUE(out.good()) << path;
-}
 
 std::vector<std::vector<std::string>> read_csv(const fs::path& path) {
   std::ifstream in(path);
