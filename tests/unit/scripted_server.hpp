@@ -1,6 +1,7 @@
 // A scripted control-plane server on loopback for the client tests (client_test.cpp,
-// nvml_gpu_test.cpp): job "job-7", schedules from `plans` by round (the last one is final),
-// results recorded; and the client options such tests start from.
+// pipeline_sim_test.cpp, nvml_gpu_test.cpp): job "job-7", schedules from `plans` by round (the
+// last one is final), results recorded; the client options such tests start from, a warnings
+// collector and a URL nothing listens on.
 #pragma once
 
 #include <algorithm>
@@ -86,6 +87,31 @@ inline nlohmann::json clocks(int forward_mhz, int backward_mhz) {
   return {
       {"frequencies", nlohmann::json::array({nlohmann::json::array({"forward", forward_mhz}),
                                              nlohmann::json::array({"backward", backward_mhz})})}};
+}
+
+// Collects the optimizer's warnings (from any thread).
+struct Warnings {
+  std::shared_ptr<std::vector<std::string>> lines = std::make_shared<std::vector<std::string>>();
+  std::shared_ptr<std::mutex> mutex = std::make_shared<std::mutex>();
+  std::function<void(const std::string&)> sink() {
+    return [l = lines, m = mutex](const std::string& w) {
+      std::lock_guard lock(*m);
+      l->push_back(w);
+    };
+  }
+};
+
+inline client::OptimizerOptions fast_options(const std::string& url, Warnings& w) {
+  client::OptimizerOptions o = quick_client_options(url);
+  o.retries = 2;
+  o.max_skipped_windows = 0;  // retry at every window boundary (the breaker has its own tests)
+  o.log = w.sink();
+  return o;
+}
+
+// A URL nothing listens on.
+inline std::string closed_url() {
+  return "http://127.0.0.1:" + std::to_string(closed_port());
 }
 
 }  // namespace perseus::test
