@@ -1,0 +1,148 @@
+// The client over the NVML backend (through the fake NVML): observe-only mode asks the driver for
+// no change, and the window reports the SM clock each instruction ran at.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "fake_nvml_fixture.hpp"
+#include "perseus/client/nvml_gpu.hpp"
+#include "perseus/client/optimizer.hpp"
+#include "perseus/wire/protocol.hpp"
+#include "scripted_server.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+using perseus::client::NvmlGpu;
+using perseus::test::CallLog;
+using perseus::test::is_mutating_call;
+using perseus::test::Nvml;
+using perseus::test::Warnings;
+
+// A client of `server_url` over the fake NVML that reports every 2 iterations, its warnings kept
+// in `warnings`.
+perseus::client::OptimizerOptions fake_client_options(const std::string& server_url, bool observe,
+                                                      Warnings& warnings) {
+  perseus::client::OptimizerOptions o = perseus::test::quick_client_options(server_url);
+  o.retries = 1;
+  o.sampler_period_s = 0.002;
+  o.observe = observe;
+  o.log = warnings.sink();
+  return o;
+}
+
+// Runs `iterations` of forward and backward, `span_ms` each.
+void run_iterations(perseus::client::PipelineFrequencyOptimizer& opt, int iterations,
+                    int span_ms = 5) {
+  for (int i = 0; i < iterations; ++i) {
+    opt.on_step_begin();
+    for (const char* name : {"forward", "backward"}) {
+      opt.on_instruction_begin(name);
+      std::this_thread::sleep_for(std::chrono::milliseconds(span_ms));
+      opt.on_instruction_end(name);
+    }
+    opt.on_step_end();
+  }
+}
+
+// The client in observe-only mode over the NVML backend: it fetches a schedule with clocks,
+// measures, reports and is destroyed without asking the driver for any change; the same run
+// without `observe` locks and resets the clock (so the check can fail).
+TEST_F(Nvml, ObserveOnlyClientNeverChangesTheDevice) {
+  env_.set("FAKE_NVML_READ_MS", "1");
+  auto run = [](bool observe) {
+    perseus::test::ScriptedServer server(std::vector<nlohmann::json>{
+        perseus::test::clocks(1395, 1005), perseus::test::clocks(1380, 1005)});
+    CallLog log;
+    Warnings warnings;
+    {
+      perseus::client::PipelineFrequencyOptimizer opt(
+          fake_client_options(server.http->url(), observe, warnings),
+          std::make_unique<NvmlGpu>(0, FAKE_NVML_LIBRARY));
+      EXPECT_EQ(opt.round(), 0);
+      run_iterations(opt, 4);
+      EXPECT_EQ(opt.round(), 1);  // round 0 was reported and round 1 fetched
+      EXPECT_FALSE(opt.degraded());
+      EXPECT_EQ(opt.iterations().size(), 4u);
+    }
+    EXPECT_EQ(server.result_count(), 1u);
+    std::lock_guard lock(*warnings.mutex);
+    EXPECT_TRUE(warnings.lines->empty()) << warnings.lines->front();
+    return log.text();
+  };
+
+  const std::string observed = run(true);
+  std::istringstream lines(observed);
+  int reads = 0;
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_FALSE(is_mutating_call(line)) << line;
+    if (line == "nvmlDeviceGetTotalEnergyConsumption") ++reads;
+  }
+  EXPECT_GT(reads, 0);  // the sampler read the counter: the log saw the whole run
+  EXPECT_CONTAINS(observed, "nvmlShutdown");
+
+  const std::string controlled = run(false);
+  EXPECT_CONTAINS(controlled, "nvmlDeviceSetGpuLockedClocks ");  // the schedule's clocks
+  EXPECT_CONTAINS(controlled, "nvmlDeviceResetGpuLockedClocks");
+}
+
+// The window reports the SM clock each instruction ran at; a locked clock that the power limit
+// holds down is said once (here the fake runs at 1200 MHz while capped: forward, locked to 1395
+// MHz, falls short; backward, at 1005 MHz, does not). Observe-only clients lock nothing and say
+// nothing of it.
+TEST_F(Nvml, SaysOnceWhenTheGpuRunsBelowItsLockedClock) {
+  env_.set("FAKE_NVML_READ_MS", "1");
+  env_.set("FAKE_NVML_POWER_W", "450");  // above the fake's 400 W limit
+  env_.set("FAKE_NVML_CAPPED_MHZ", "1200");
+  for (bool observe : {false, true}) {
+    perseus::test::ScriptedServer server(std::vector<nlohmann::json>{
+        perseus::test::clocks(1395, 1005), perseus::test::clocks(1395, 1005),
+        perseus::test::clocks(1395, 1005)});
+    Warnings warnings;
+    perseus::client::OptimizerOptions o =
+        fake_client_options(server.http->url(), observe, warnings);
+    o.report_every = 5;
+    perseus::client::PipelineFrequencyOptimizer opt(
+        o, std::make_unique<NvmlGpu>(0, FAKE_NVML_LIBRARY));
+    run_iterations(opt, 10, 10);  // two windows, ~15 clock readings per instruction in each
+    const auto& clocks = opt.last_window().clocks;
+    ASSERT_EQ(clocks.count("forward"), 1u) << observe;
+    const perseus::client::ClockSummary& forward = clocks.at("forward");
+    EXPECT_GE(forward.samples, 5);
+    EXPECT_EQ(forward.held_down_share, 1.0);
+    EXPECT_EQ(forward.locked_mhz, 1395);  // the schedule's (observe-only: recorded, not applied)
+    const double backward = clocks.at("backward").mean_mhz;
+    if (observe) {  // nothing locked: capped at 1200 throughout
+      EXPECT_EQ(forward.mean_mhz, 1200.0);
+      EXPECT_EQ(backward, 1200.0);
+    } else {  // the clock thread applies each lock a little after its instruction begins
+      EXPECT_LE(forward.mean_mhz, 1200.0);
+      EXPECT_GE(backward, 1005.0);
+    }
+    // The server gets the same clocks with each window's result.
+    ASSERT_GE(server.result_count(), 2u) << observe;
+    const auto reported =
+        perseus::wire::parse_profiling_result(server.results.back()).clocks.at("forward");
+    EXPECT_EQ(reported.samples, forward.samples);
+    EXPECT_EQ(reported.mean_mhz, forward.mean_mhz);
+    EXPECT_EQ(reported.held_down_share, 1.0);
+    std::lock_guard lock(*warnings.mutex);
+    const std::vector<std::string>& said = *warnings.lines;
+    if (observe) {
+      EXPECT_TRUE(said.empty()) << said.front();
+      continue;
+    }
+    ASSERT_EQ(said.size(), 1u);                              // two windows, one warning
+    EXPECT_CONTAINS(said[0], "the GPU ran 'forward' at 1");  // 1200 MHz, less the lock's lag
+    EXPECT_CONTAINS(said[0],
+                    " MHz on average, below its locked 1395 MHz (held down by the "
+                    "power limit or temperature in 100 % of ");
+  }
+}
+
+}  // namespace
