@@ -118,13 +118,13 @@ def test_zeus_environment_gives_the_default_scheduler(tmp_path):
 
 @pytest.mark.parametrize("how, args, reason", [
     ("flags", ["--scheduler", "frontier", "--scheduler-args", '{"frontier": "nope"}'],
-     "scheduler 'frontier': argument 'frontier'"),
-    ("flags", ["--scheduler", "all-max"], "scheduler 'all-max': argument 'microbatches' is required"),
+     "scheduler 'frontier': field 'frontier'"),
+    ("flags", ["--scheduler", "all-max"], "scheduler 'all-max': field 'microbatches': missing"),
     ("flags", ["--scheduler", "all-max", "--scheduler-args", '{"microbatches": 2, "typo": 1}'],
      "'typo'"),
     ("env", {"ZEUS_PFO_SCHEDULER": "PointSolution",
              "ZEUS_PFO_SCHEDULER_ARGS": '{"solution_path": "missing.py"}'},
-     "argument 'solution_path' names no file or directory"),
+     "field 'solution_path': names no file or directory"),
     ("flags", ["--scheduler", "bogus"], "unknown scheduler 'bogus' (expected one of"),
 ])
 def test_bad_default_scheduler_stops_the_server_at_start(tmp_path, how, args, reason):

@@ -123,7 +123,7 @@ TEST_F(SchedulerFrontier, ServesTheTargetPlanEveryRound) {
   EXPECT_CONTAINS(error_of([&] {
                     make({{"max_slowdown", "x"}});
                   }),
-                  "argument 'max_slowdown': slowdown 'x' is not a percentage");
+                  "field 'max_slowdown': slowdown 'x' is not a percentage");
   EXPECT_CONTAINS(error_of([&] {
                     make({{"max_slowdown", "5%"}, {"index", 1}});
                   }),
@@ -179,16 +179,16 @@ TEST_F(SchedulerFrontier, RejectsBadReportsAndArguments) {
   };
   const std::vector<Case> cases = {
       {{{"dp_rank", 4}, {"factor", 1.2}},
-       "scheduler 'frontier': straggler report: field 'dp_rank' must be < dp_degree 4"},
-      {{{"dp_rank", -1}, {"factor", 1.2}}, "field 'dp_rank' must be an integer >= 0"},
-      {{{"factor", 1.2}}, "field 'dp_rank' is required"},
-      {{{"dp_rank", 1}, {"factor", 0.5}}, "field 'factor' must be a number >= 1, got 0.5"},
-      {{{"dp_rank", 1}, {"time_s", "slow"}}, "field 'time_s' must be a number of seconds > 0"},
-      {{{"dp_rank", 1}, {"clear", false}}, "field 'clear' must be true"},
+       "scheduler 'frontier': straggler report: field 'dp_rank': must be < dp_degree 4"},
+      {{{"dp_rank", -1}, {"factor", 1.2}}, "field 'dp_rank': must be an integer >= 0"},
+      {{{"factor", 1.2}}, "field 'dp_rank': missing"},
+      {{{"dp_rank", 1}, {"factor", 0.5}}, "field 'factor': must be a number >= 1, got 0.5"},
+      {{{"dp_rank", 1}, {"time_s", "slow"}}, "field 'time_s': must be a number of seconds > 0"},
+      {{{"dp_rank", 1}, {"clear", false}}, "field 'clear': must be true"},
       {{{"dp_rank", 1}}, "give exactly one of 'time_s', 'factor' and 'clear'"},
       {{{"dp_rank", 1}, {"factor", 2}, {"time_s", 3}}, "give exactly one of"},
-      {{{"dp_rank", 1}, {"speed", 2}}, "unknown field 'speed'"},
-      {json::array(), "straggler report: fields must be a JSON object"},
+      {{{"dp_rank", 1}, {"speed", 2}}, "field 'speed': unknown"},
+      {json::array(), "straggler report: must be a JSON object"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.report.dump());
@@ -199,12 +199,12 @@ TEST_F(SchedulerFrontier, RejectsBadReportsAndArguments) {
   EXPECT_CONTAINS(error_of([&] {
                     make({{"target", "soon"}});
                   }),
-                  "argument 'target' must be \"fastest\", \"cheapest\" or a number of seconds > 0");
+                  "field 'target': must be \"fastest\", \"cheapest\" or a number of seconds > 0");
   EXPECT_CONTAINS(error_of([&] {
                     make({{"target", 0.001}});
                   }),
-                  "scheduler 'frontier': argument 'target': no plan finishes within");
-  EXPECT_CONTAINS(error_of([&] { make({{"index", 100000}}); }), "argument 'index' must be <");
+                  "scheduler 'frontier': field 'target': no plan finishes within");
+  EXPECT_CONTAINS(error_of([&] { make({{"index", 100000}}); }), "field 'index': must be <");
   EXPECT_CONTAINS(error_of([&] {
                     make({{"index", 1}, {"target", "fastest"}});
                   }),

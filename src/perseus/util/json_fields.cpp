@@ -9,17 +9,6 @@ namespace perseus {
 
 namespace {
 
-// A value as a message shows it: scalars as written (long strings cut), structures by kind, so
-// a message never echoes a large part of the input.
-template <class J>
-std::string shown(const J& value) {
-  if (value.is_array()) return "a list";
-  if (value.is_object()) return "an object";
-  constexpr std::size_t kMaxShown = 40;
-  std::string text = value.dump();
-  return text.size() <= kMaxShown ? text : text.substr(0, kMaxShown) + "...";
-}
-
 // nlohmann's parse message is "[json.exception.parse_error.101] parse error at line 1, column 2:
 // REASON; last read: '<raw bytes>'": keep only the reason, never the input.
 std::string parse_reason(const std::string& what) {
@@ -40,6 +29,15 @@ long line_at(const std::string& text, std::size_t pos) {
 
 void JsonFields::fail(const std::string& field, const std::string& problem) const {
   throw Error(located(source_, 0, field, problem));
+}
+
+template <class J>
+std::string JsonFields::shown(const J& value) {
+  if (value.is_array()) return "a list";
+  if (value.is_object()) return "an object";
+  constexpr std::size_t kMaxShown = 40;
+  std::string text = value.dump();
+  return text.size() <= kMaxShown ? text : text.substr(0, kMaxShown) + "...";
 }
 
 template <class J>
@@ -162,6 +160,7 @@ bool JsonFields::as_bool(const J& value, const std::string& field) const {
 
 // The two JSON types Perseus reads.
 #define PERSEUS_JSON_FIELDS(J)                                                                    \
+  template std::string JsonFields::shown(const J&);                                               \
   template J JsonFields::parse(const std::string&) const;                                         \
   template const J& JsonFields::document(const J&) const;                                         \
   template const J& JsonFields::member(const J&, const std::string&, const std::string&) const;   \

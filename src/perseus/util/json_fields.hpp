@@ -33,6 +33,11 @@ class JsonFields {
   template <class J = nlohmann::json>
   J parse(const std::string& text) const;
 
+  // A value as messages show it: scalars as written (long strings cut), a list or an object by
+  // its kind, so that a message never echoes a large part of the input.
+  template <class J>
+  static std::string shown(const J& value);
+
   // The path of element i of the list `field` (field[i]) and of member `name` of `parent`
   // (parent.name, or name at the top).
   static std::string element(const std::string& field, std::size_t i);

@@ -16,21 +16,19 @@ namespace perseus::server::schedulers {
 
 using nlohmann::json;
 
-ArgReader::ArgReader(std::string context, const json& args, std::vector<std::string> known,
-                     std::string noun)
-    : context_(std::move(context)), noun_(std::move(noun)) {
+ArgReader::ArgReader(std::string context, const json& args, std::vector<std::string> known)
+    : context_(std::move(context)), fields_(context_) {
   args_ = args.is_null() ? json::object() : args;
   if (!args_.is_object()) {
-    throw Error(context_ + ": " + noun_ + "s must be a JSON object, got " + args_.dump());
+    throw Error(context_ + ": must be a JSON object, got " + JsonFields::shown(args_));
   }
   check_known(std::move(known));
 }
 
 ArgReader::ArgReader(const ArgReader& parent, const std::string& name,
                      std::vector<std::string> known)
-    : context_(parent.context_), noun_(parent.noun_), prefix_(parent.prefix_ + name + ".") {
-  args_ = parent.at(name);
-  if (!args_.is_object()) parent.fail(name, "must be a JSON object, got " + args_.dump());
+    : context_(parent.context_), fields_(context_), prefix_(parent.prefix_ + name + ".") {
+  args_ = parent.fields_.object(parent.at(name), parent.path(name), "a JSON object");
   check_known(std::move(known));
 }
 
@@ -38,34 +36,27 @@ void ArgReader::check_known(std::vector<std::string> known) const {
   std::sort(known.begin(), known.end());
   for (const auto& [name, value] : args_.items()) {
     if (!std::binary_search(known.begin(), known.end(), name)) {
-      throw Error(context_ + ": unknown " + noun_ + " '" + prefix_ + name + "' (expected " +
-                  (known.empty() ? std::string("none") : "one of " + join(known)) + ")");
+      fail(name, "unknown (expected " +
+                     (known.empty() ? std::string("none") : "one of " + join(known)) + ")");
     }
   }
 }
 
-void ArgReader::fail(const std::string& name, const std::string& problem) const {
-  throw Error(context_ + ": " + noun_ + " '" + prefix_ + name + "' " + problem);
+std::string ArgReader::path(const std::string& name) const {
+  return prefix_ + name;
 }
 
-void ArgReader::rethrow(const std::string& name, const std::string& what) const {
-  throw Error(context_ + ": " + noun_ + " '" + prefix_ + name + "': " + what);
+void ArgReader::fail(const std::string& name, const std::string& problem) const {
+  fields_.fail(path(name), problem);
 }
 
 const json& ArgReader::at(const std::string& name) const {
-  auto it = args_.find(name);
-  if (it == args_.end()) fail(name, "is required");
-  return *it;
+  return fields_.member(args_, name, prefix_.empty() ? "" : prefix_.substr(0, prefix_.size() - 1));
 }
 
 int ArgReader::integer(const std::string& name, int min, std::optional<int> fallback) const {
   if (fallback && !has(name)) return *fallback;
-  const json& v = at(name);
-  const std::string requirement = "must be an integer >= " + std::to_string(min);
-  if (!v.is_number()) fail(name, requirement + ", got " + v.dump());
-  double d = v.get<double>();
-  if (d != std::floor(d) || d < min || d > INT_MAX) fail(name, requirement + ", got " + v.dump());
-  return static_cast<int>(d);
+  return fields_.as_int(at(name), path(name), min);
 }
 
 double ArgReader::number(const std::string& name, bool (*ok)(double),
@@ -73,18 +64,14 @@ double ArgReader::number(const std::string& name, bool (*ok)(double),
   if (fallback && !has(name)) return *fallback;
   const json& v = at(name);
   if (!v.is_number() || !std::isfinite(v.get<double>()) || !ok(v.get<double>())) {
-    fail(name, "must be " + requirement + ", got " + v.dump());
+    fail(name, "must be " + requirement + ", got " + JsonFields::shown(v));
   }
   return v.get<double>();
 }
 
 std::string ArgReader::text(const std::string& name, std::optional<std::string> fallback) const {
   if (fallback && !has(name)) return *fallback;
-  const json& v = at(name);
-  if (!v.is_string() || v.get<std::string>().empty()) {
-    fail(name, "must be a non-empty string, got " + v.dump());
-  }
-  return v.get<std::string>();
+  return fields_.as_text(at(name), path(name), true);
 }
 
 ArgReader ArgReader::object(const std::string& name, std::vector<std::string> known) const {

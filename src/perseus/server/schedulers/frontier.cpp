@@ -53,8 +53,7 @@ class FrontierScheduler : public Scheduler {
   }
 
   void report_straggler(const json& report) override {
-    ArgReader r(context_ + ": straggler report", report, {"dp_rank", "time_s", "factor", "clear"},
-                "field");
+    ArgReader r(context_ + ": straggler report", report, {"dp_rank", "time_s", "factor", "clear"});
     int dp_rank = r.integer("dp_rank", 0);
     if (dp_rank >= dp_degree_) {
       r.fail("dp_rank", "must be < dp_degree " + std::to_string(dp_degree_) + ", got " +
@@ -64,7 +63,8 @@ class FrontierScheduler : public Scheduler {
       throw Error(r.context() + ": give exactly one of 'time_s', 'factor' and 'clear'");
     }
     if (r.has("clear")) {
-      if (r.at("clear") != true) r.fail("clear", "must be true, got " + r.at("clear").dump());
+      if (r.at("clear") != true)
+        r.fail("clear", "must be true, got " + JsonFields::shown(r.at("clear")));
       stragglers_.erase(dp_rank);
     } else if (r.has("time_s")) {
       stragglers_[dp_rank] = r.number("time_s", positive, "a number of seconds > 0");

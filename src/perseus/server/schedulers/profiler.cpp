@@ -46,7 +46,7 @@ std::vector<int> sweep_clocks(const ArgReader& args, const JobSpec& job) {
   std::sort(clocks.begin(), clocks.end(), std::greater<>());
   clocks.erase(std::unique(clocks.begin(), clocks.end()), clocks.end());
   if (clocks.empty()) {
-    args.fail("min_frequency", "and max_frequency leave no available frequency (" +
+    args.fail("min_frequency", "leaves no available frequency up to max_frequency (" +
                                    std::to_string(lo) + ".." + std::to_string(hi) + " MHz)");
   }
   return clocks;

@@ -15,6 +15,7 @@
 #include "perseus/schedule/schedule.hpp"
 #include "perseus/server/scheduler.hpp"
 #include "perseus/util/error.hpp"
+#include "perseus/util/json_fields.hpp"
 
 namespace perseus::server::schedulers {
 
@@ -35,33 +36,36 @@ inline bool positive(double v) {
 
 class ArgReader {
  public:
-  ArgReader(std::string context, const nlohmann::json& args, std::vector<std::string> known,
-            std::string noun = "argument");
+  // Messages read "<context>: field 'name': problem" (JsonFields, located()).
+  ArgReader(std::string context, const nlohmann::json& args, std::vector<std::string> known);
 
   const std::string& context() const { return context_; }
   bool has(const std::string& name) const { return args_.contains(name); }
-  // The raw value; throws "... is required" when absent.
+  // The raw value; throws "... field 'name': missing" when absent.
   const nlohmann::json& at(const std::string& name) const;
   // An integer >= min; `fallback` when absent (required when there is no fallback).
   int integer(const std::string& name, int min, std::optional<int> fallback = {}) const;
   // A finite number satisfying `ok` (described by `requirement`, e.g. "a number > 0").
   double number(const std::string& name, bool (*ok)(double), const std::string& requirement,
                 std::optional<double> fallback = {}) const;
+  // A non-empty string.
   std::string text(const std::string& name, std::optional<std::string> fallback = {}) const;
   // A sub-object read with the same context; its fields are named "name.field".
   ArgReader object(const std::string& name, std::vector<std::string> known) const;
 
   [[noreturn]] void fail(const std::string& name, const std::string& problem) const;
-  // Runs f(); a perseus::Error it throws is rethrown prefixed with "<context>: <noun> 'name': ".
+  // Runs f(); a perseus::Error it throws is rethrown as this field's problem.
   template <typename F>
   auto naming(const std::string& name, F&& f) const -> decltype(f());
 
  private:
   ArgReader(const ArgReader& parent, const std::string& name, std::vector<std::string> known);
   void check_known(std::vector<std::string> known) const;
-  [[noreturn]] void rethrow(const std::string& name, const std::string& what) const;
+  std::string path(const std::string& name) const;  // the field's path, "power_limits.step_w"
 
-  std::string context_, noun_, prefix_;
+  std::string context_;
+  JsonFields fields_;
+  std::string prefix_;
   nlohmann::json args_;
 };
 
@@ -70,7 +74,7 @@ auto ArgReader::naming(const std::string& name, F&& f) const -> decltype(f()) {
   try {
     return f();
   } catch (const Error& e) {
-    rethrow(name, e.what());
+    fail(name, e.what());
   }
 }
 
