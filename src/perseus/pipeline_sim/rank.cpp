@@ -185,16 +185,20 @@ std::vector<RankLinks> make_links(const schedule::Schedule& schedule, int num_pi
   return links;
 }
 
-void run_rank(const RankSpec& spec, RankLinks& links) {
-  const int S = static_cast<int>(spec.stage_rank.size());
-  client::SimGpuOptions gpu_options;
-  gpu_options.stages = spec.stages;
-  gpu_options.blocking_power_w = spec.blocking_power_w;
-  gpu_options.counter = spec.counter;
-  gpu_options.counter.seed += static_cast<std::uint64_t>(spec.rank());  // independent counters
-  auto owned_gpu = std::make_unique<client::SimGpu>(spec.profile, gpu_options);
-  client::SimGpu* gpu = owned_gpu.get();
+namespace {
 
+std::unique_ptr<client::SimGpu> rank_gpu(const RankSpec& spec) {
+  client::SimGpuOptions options;
+  options.stages = spec.stages;
+  options.blocking_power_w = spec.blocking_power_w;
+  options.counter = spec.counter;
+  options.counter.seed += static_cast<std::uint64_t>(spec.rank());  // independent counters
+  return std::make_unique<client::SimGpu>(spec.profile, options);
+}
+
+// The client options of a rank: its place in the job, and the job id shared through the
+// coordinator unless the spec says how.
+client::OptimizerOptions rank_options(const RankSpec& spec, RankLinks& links) {
   client::OptimizerOptions o = spec.optimizer;
   o.rank = spec.rank();
   o.pp_rank = spec.pp_rank;
@@ -210,7 +214,41 @@ void run_rank(const RankSpec& spec, RankLinks& links) {
       return payload(links.coordinator.receive(), "JOB", links.coordinator.peer());
     };
   }
-  client::PipelineFrequencyOptimizer optimizer(std::move(o), std::move(owned_gpu));
+  return o;
+}
+
+// One iteration's instructions of the rank, in order: each waits for its input from the
+// neighbouring GPU, runs under the client's hooks, and sends its output on.
+void run_instructions(const RankSpec& spec, RankLinks& links, client::SimGpu& gpu,
+                      client::PipelineFrequencyOptimizer& optimizer, Inbox& inbox,
+                      LocalOrder& order) {
+  const int S = static_cast<int>(spec.stage_rank.size());
+  order.clear();
+  for (const auto& inst : spec.instructions) {
+    const int from = input_stage(inst, S);
+    Channel* input = link_to(spec, links, from);
+    order.check(inst, from, input == nullptr);
+    if (input != nullptr) {
+      gpu.wait_until(inbox.take(
+          *input, message_key(inst.type == InstructionType::kForward, from, inst.microbatch)));
+    }
+    const std::string& kind = schedule::type_name(inst.type);
+    optimizer.on_instruction_begin(kind, inst.stage);
+    optimizer.on_instruction_end(kind, inst.stage);
+    order.ran(inst);
+    if (Channel* output = link_to(spec, links, output_stage(inst, S))) {
+      output->send(message_key(sends_forward(inst.type), inst.stage, inst.microbatch) + " " +
+                   exact(gpu.now_s()));
+    }
+  }
+}
+
+}  // namespace
+
+void run_rank(const RankSpec& spec, RankLinks& links) {
+  auto owned_gpu = rank_gpu(spec);
+  client::SimGpu& gpu = *owned_gpu;
+  client::PipelineFrequencyOptimizer optimizer(rank_options(spec, links), std::move(owned_gpu));
   links.coordinator.send("READY " + optimizer.job_id());
 
   Inbox inbox;
@@ -218,33 +256,16 @@ void run_rank(const RankSpec& spec, RankLinks& links) {
   for (long i = 0;; ++i) {
     const bool final = optimizer.done();
     const int round = optimizer.round();
-    const double t0 = gpu->now_s(), e0 = gpu->true_energy_j();
+    const double t0 = gpu.now_s(), e0 = gpu.true_energy_j();
     optimizer.on_step_begin();
-    order.clear();
-    for (const auto& inst : spec.instructions) {
-      const int from = input_stage(inst, S);
-      Channel* input = link_to(spec, links, from);
-      order.check(inst, from, input == nullptr);
-      if (input != nullptr) {
-        gpu->wait_until(inbox.take(
-            *input, message_key(inst.type == InstructionType::kForward, from, inst.microbatch)));
-      }
-      const std::string& kind = schedule::type_name(inst.type);
-      optimizer.on_instruction_begin(kind, inst.stage);
-      optimizer.on_instruction_end(kind, inst.stage);
-      order.ran(inst);
-      if (Channel* output = link_to(spec, links, output_stage(inst, S))) {
-        output->send(message_key(sends_forward(inst.type), inst.stage, inst.microbatch) + " " +
-                     exact(gpu->now_s()));
-      }
-    }
-    links.coordinator.send("END " + std::to_string(i) + " " + exact(gpu->now_s()));
+    run_instructions(spec, links, gpu, optimizer, inbox, order);
+    links.coordinator.send("END " + std::to_string(i) + " " + exact(gpu.now_s()));
     const std::string go = payload(links.coordinator.receive(), "GO", links.coordinator.peer());
-    gpu->wait_until(parse_double(go, "GO from " + links.coordinator.peer()));
+    gpu.wait_until(parse_double(go, "GO from " + links.coordinator.peer()));
     optimizer.on_step_end();
     // The simulated GPU's true time and energy; what the client measured goes to the server.
-    links.coordinator.send("ITER " + std::to_string(i) + " " + exact(gpu->now_s() - t0) + " " +
-                           exact(gpu->true_energy_j() - e0) + " " + std::to_string(round) + " " +
+    links.coordinator.send("ITER " + std::to_string(i) + " " + exact(gpu.now_s() - t0) + " " +
+                           exact(gpu.true_energy_j() - e0) + " " + std::to_string(round) + " " +
                            (final ? "1" : "0") + " " + (optimizer.degraded() ? "1" : "0") + " " +
                            optimizer.job_id());
     const std::string next = payload(links.coordinator.receive(), "NEXT", links.coordinator.peer());
