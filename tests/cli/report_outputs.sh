@@ -97,7 +97,7 @@ measured_error ": field 'last_window.mean_energy_j': must be a finite number >= 
   '{"last_window": {"mean_time_s": 1.2, "mean_energy_j": -900}}'
 measured_error ": field 'last_window.mean_energy_j': missing" '{"last_window": {"mean_time_s": 1}}'
 measured_error ": no final_schedule or last_window" '{"final_schedule": null}'
-measured_error ": expected a JSON object" '[1, 2]'
+measured_error ": must be a JSON object" '[1, 2]'
 expect_error "--measured: expected NAME=run.json" report --measured "$tmp/run.json" \
   --out "$tmp/x/r.html"
 [[ ! -e $tmp/x ]] || fail "a failed report left $(ls -R "$tmp/x")"

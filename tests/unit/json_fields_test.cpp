@@ -41,7 +41,7 @@ TEST(JsonFields, TheDocumentMustBeAnObject) {
   EXPECT_EQ(error_of([&] { request.int_field(json::array(), "rank", 0); }),
             "request body must be a JSON object");
   EXPECT_EQ(error_of([&] { file.int_field(json(3), "rank", 0); }),
-            "plan.json: expected a JSON object");
+            "plan.json: must be a JSON object");
 }
 
 TEST(JsonFields, IntegersAreCheckedNotConverted) {

@@ -11,7 +11,7 @@ using nlohmann::json;
 
 namespace {
 
-const JsonFields fields;  // a trace is an object in memory: messages name the field only
+const JsonFields fields("attribution trace");
 
 // body[field] as a list of fixed-width rows of numbers >= 0.
 std::vector<std::vector<double>> rows(const json& body, const std::string& field,

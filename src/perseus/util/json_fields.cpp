@@ -67,7 +67,7 @@ template <class J>
 const J& JsonFields::document(const J& doc) const {
   if (doc.is_object()) return doc;
   if (source_.empty()) throw Error("request body must be a JSON object");
-  fail("", "expected a JSON object");
+  fail("", "must be a JSON object");
 }
 
 template <class J>

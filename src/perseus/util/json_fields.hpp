@@ -1,5 +1,6 @@
-// The one reader of typed fields in JSON documents: wire requests, plan files, frontier metadata,
-// search model and configuration files, attribution traces, measured-run files. Every problem
+// The one reader of typed fields in JSON documents: wire requests, scheduler arguments and
+// straggler reports, plan files, frontier metadata, schedule files, search model and
+// configuration files, attribution traces, measured-run files. Every problem
 // throws perseus::Error in one message style, located(): "SOURCE: field 'PATH': PROBLEM", PATH
 // being the field's path in the document (stages[3].frequency_mhz, keys[0].mhz) and SOURCE the
 // file; a request body has no source ("field 'rank': must be an integer >= 0, got -1").
@@ -15,6 +16,7 @@
 #include <cstddef>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace perseus {
@@ -23,8 +25,6 @@ class JsonFields {
  public:
   // `source`: the file the document came from; empty for a request body.
   explicit JsonFields(std::string source = "") : source_(std::move(source)) {}
-
-  const std::string& source() const { return source_; }
 
   [[noreturn]] void fail(const std::string& field, const std::string& problem) const;
 
