@@ -1,7 +1,6 @@
 // Pieces shared by the built-in schedulers: argument readers, instruction order, uniform plans
 // and window statistics.
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <set>
 #include <utility>
@@ -27,7 +26,7 @@ ArgReader::ArgReader(std::string context, const json& args, std::vector<std::str
 
 ArgReader::ArgReader(const ArgReader& parent, const std::string& name,
                      std::vector<std::string> known)
-    : context_(parent.context_), fields_(context_), prefix_(parent.prefix_ + name + ".") {
+    : context_(parent.context_), fields_(context_), parent_(parent.path(name)) {
   args_ = parent.fields_.object(parent.at(name), parent.path(name), "a JSON object");
   check_known(std::move(known));
 }
@@ -43,7 +42,7 @@ void ArgReader::check_known(std::vector<std::string> known) const {
 }
 
 std::string ArgReader::path(const std::string& name) const {
-  return prefix_ + name;
+  return JsonFields::child(parent_, name);
 }
 
 void ArgReader::fail(const std::string& name, const std::string& problem) const {
@@ -51,7 +50,7 @@ void ArgReader::fail(const std::string& name, const std::string& problem) const 
 }
 
 const json& ArgReader::at(const std::string& name) const {
-  return fields_.member(args_, name, prefix_.empty() ? "" : prefix_.substr(0, prefix_.size() - 1));
+  return fields_.member(args_, name, parent_);
 }
 
 int ArgReader::integer(const std::string& name, int min, std::optional<int> fallback) const {

@@ -65,7 +65,7 @@ class ArgReader {
 
   std::string context_;
   JsonFields fields_;
-  std::string prefix_;
+  std::string parent_;  // the path of a sub-object ("power_limits"); empty at the top
   nlohmann::json args_;
 };
 
