@@ -1,16 +1,14 @@
 #include "perseus/client/optimizer.hpp"
 
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <map>
-#include <mutex>
 #include <numeric>
 #include <set>
 #include <utility>
 
 #include "perseus/client/frequency_controller.hpp"
 #include "perseus/client/measurement_window.hpp"
+#include "perseus/client/problem_log.hpp"
 #include "perseus/client/schedule_follower.hpp"
 #include "perseus/client/server_session.hpp"
 #include "perseus/util/error.hpp"
@@ -18,19 +16,12 @@
 
 namespace perseus::client {
 
-namespace {
-
-void stderr_warning(const std::string& message) {
-  std::string line = "perseus: warning: " + message + "\n";
-  std::fwrite(line.data(), 1, line.size(), stderr);
-  std::fflush(stderr);
-}
-
-}  // namespace
-
-// The hook state machine: schedule in use, clock requests, windows, failure policy.
+// The hook state machine: schedule in use, clock requests, windows.
 struct PipelineFrequencyOptimizer::Impl {
   OptimizerOptions opt;
+  // Warnings, and failures strict mode throws; first, so that it outlives the threads that report
+  // to it.
+  std::unique_ptr<ProblemLog> problems;
   std::unique_ptr<GpuBackend> gpu;
   std::unique_ptr<FrequencyController> controller;
   std::unique_ptr<EnergySampler> sampler;
@@ -38,10 +29,6 @@ struct PipelineFrequencyOptimizer::Impl {
   std::unique_ptr<ServerSession> session;
   bool sync_clocks = false;
 
-  // Warnings (the clock and sampler threads log too) and failures to rethrow in strict mode.
-  std::mutex log_mutex;
-  std::set<std::string> logged;
-  std::string pending_error;  // strict: a clock-thread failure to throw on the training thread
   std::set<std::pair<std::string, int>> clocks_not_reached;  // (instruction, MHz) said so
 
   // Server state.
@@ -61,50 +48,7 @@ struct PipelineFrequencyOptimizer::Impl {
   std::vector<IterationMeasurement> iterations;
   WindowMeasurements last_window;
 
-  // ---- logging and failures ----
-
-  void log(const std::string& message) {
-    if (opt.log) {
-      opt.log(message);
-    } else {
-      stderr_warning(message);
-    }
-  }
-
-  // Logs `message` the first time it occurs.
-  void warn_once(const std::string& message) {
-    {
-      std::lock_guard lock(log_mutex);
-      if (!logged.insert(message).second) return;
-    }
-    log(message);
-  }
-
-  // A local problem (backend call, instruction mismatch): strict throws, else warns once.
-  void local_problem(const std::string& message) {
-    if (opt.strict) throw Error(message);
-    warn_once(message);
-  }
-
-  void on_clock_error(const std::string& message) {
-    const std::string text = "cannot apply the clock setting: " + message;
-    if (opt.strict) {
-      std::lock_guard lock(log_mutex);
-      if (pending_error.empty()) pending_error = text;
-      return;
-    }
-    warn_once(text);
-  }
-
-  void rethrow_clock_error() {
-    if (!opt.strict) return;
-    std::string error;
-    {
-      std::lock_guard lock(log_mutex);
-      std::swap(error, pending_error);
-    }
-    if (!error.empty()) throw Error(error);
-  }
+  // ---- backend calls ----
 
   // Runs a backend call from a hook; its failure is a local problem.
   template <typename F>
@@ -112,7 +56,7 @@ struct PipelineFrequencyOptimizer::Impl {
     try {
       return f();
     } catch (const std::exception& e) {
-      local_problem(std::string("GPU backend ") + what + " failed: " + e.what());
+      problems->local_problem(std::string("GPU backend ") + what + " failed: " + e.what());
     }
     return decltype(f())();
   }
@@ -123,7 +67,7 @@ struct PipelineFrequencyOptimizer::Impl {
 
   void sync() {
     if (sync_clocks) controller->flush();
-    rethrow_clock_error();
+    problems->rethrow_clock_error();
   }
 
   // ---- clock requests (none in observe-only mode) ----
@@ -179,10 +123,11 @@ struct PipelineFrequencyOptimizer::Impl {
     }
     if (!opt.observe) warn_of_clocks_not_reached(m.clocks);
     if (!m.iter_time.empty() && !m.measured) {
-      warn_once("the GPU's energy counter did not change during a reporting window of " +
-                number(std::accumulate(m.iter_time.begin(), m.iter_time.end(), 0.0)) +
-                " s (real counters refresh about every 100 ms); its energy reads as 0 J: report "
-                "over more iterations (report_every)");
+      problems->warn_once(
+          "the GPU's energy counter did not change during a reporting window of " +
+          number(std::accumulate(m.iter_time.begin(), m.iter_time.end(), 0.0)) +
+          " s (real counters refresh about every 100 ms); its energy reads as 0 J: report "
+          "over more iterations (report_every)");
     }
     return m;
   }
@@ -197,10 +142,10 @@ struct PipelineFrequencyOptimizer::Impl {
       }
       const std::string held = std::to_string(std::lround(100.0 * c.held_down_share)) + " % of " +
                                std::to_string(c.samples) + " clock readings";
-      log("the GPU ran '" + name + "' at " + std::to_string(std::lround(c.mean_mhz)) +
-          " MHz on average, below its locked " + std::to_string(c.locked_mhz) +
-          " MHz (held down by the power limit or temperature in " + held +
-          "): its measurements are those of the lower clock");
+      problems->log("the GPU ran '" + name + "' at " + std::to_string(std::lround(c.mean_mhz)) +
+                    " MHz on average, below its locked " + std::to_string(c.locked_mhz) +
+                    " MHz (held down by the power limit or temperature in " + held +
+                    "): its measurements are those of the lower clock");
     }
   }
 
@@ -218,8 +163,8 @@ struct PipelineFrequencyOptimizer::Impl {
   void degrade(const std::string& why) {
     if (opt.strict) throw Error(why);
     if (!degraded) {
-      log(why + "; running at the default clock, retrying every " +
-          std::to_string(opt.report_every) + " iterations");
+      problems->log(why + "; running at the default clock, retrying every " +
+                    std::to_string(opt.report_every) + " iterations");
     }
     degraded = true;
     follower->drop();
@@ -283,15 +228,16 @@ PipelineFrequencyOptimizer::PipelineFrequencyOptimizer(OptimizerOptions options,
   options.validate();
   Impl& m = *impl_;
   m.opt = std::move(options);
+  m.problems = std::make_unique<ProblemLog>(m.opt.log, m.opt.strict);
   m.follower = std::make_unique<ScheduleFollower>(m.opt.rank, m.opt.strict);
   m.gpu = std::move(gpu);
   m.sync_clocks = m.gpu->synchronous_clocks();
   m.controller = std::make_unique<FrequencyController>(
-      *m.gpu, [&m](const std::string& message) { m.on_clock_error(message); });
+      *m.gpu, [&m](const std::string& message) { m.problems->clock_error(message); });
   SamplerOptions sampling;
   sampling.min_period_s = m.opt.sampler_period_s;
   m.sampler = m.gpu->start_energy_sampler(
-      sampling, [&m](const std::string& message) { m.warn_once(message); });
+      sampling, [&m](const std::string& message) { m.problems->warn_once(message); });
   m.window = std::make_unique<MeasurementWindow>(*m.sampler, m.opt.attribution);
   if (m.opt.server_url.empty()) return;
   m.session = std::make_unique<ServerSession>(m.opt);
@@ -315,7 +261,7 @@ PipelineFrequencyOptimizer::~PipelineFrequencyOptimizer() {
 
 void PipelineFrequencyOptimizer::on_step_begin() {
   Impl& m = *impl_;
-  m.rethrow_clock_error();
+  m.problems->rethrow_clock_error();
   m.in_step = true;
   m.follower->step_begin();
   m.window->step_begin(m.now());
@@ -340,8 +286,8 @@ void PipelineFrequencyOptimizer::on_instruction_end(const std::string& name, int
   if (!follows) {
     const std::string began =
         m.running ? "on_instruction_begin('" + m.running->label + "')" : "any on_instruction_begin";
-    m.local_problem("on_instruction_end('" + label + "') does not follow " + began +
-                    "; its measurement is dropped");
+    m.problems->local_problem("on_instruction_end('" + label + "') does not follow " + began +
+                              "; its measurement is dropped");
     return;
   }
   m.running.reset();
@@ -351,9 +297,9 @@ void PipelineFrequencyOptimizer::on_instruction_end(const std::string& name, int
 void PipelineFrequencyOptimizer::on_step_end() {
   Impl& m = *impl_;
   const double t = m.now();
-  m.rethrow_clock_error();
+  m.problems->rethrow_clock_error();
   if (!m.in_step) {
-    m.local_problem("on_step_end without on_step_begin; the iteration is not measured");
+    m.problems->local_problem("on_step_end without on_step_begin; the iteration is not measured");
     return;
   }
   m.in_step = false;
@@ -362,7 +308,7 @@ void PipelineFrequencyOptimizer::on_step_end() {
   m.follower->count_iteration();
   if (m.window->iterations() < static_cast<std::size_t>(m.opt.report_every)) return;
   const std::string warning = m.follower->window_warning(m.window->iterations());
-  if (!warning.empty()) m.log(warning);
+  if (!warning.empty()) m.problems->log(warning);
   m.window_boundary();
 }
 
