@@ -366,11 +366,14 @@ TEST_F(FrontierStore, CorruptFrontierCsvIsReportedWithItsName) {
   const std::string csv = (dir / "frontier.csv").string();
   const std::vector<Corruption> cases = {
       {replace_line(1, "stage,instruction,frequency,time,energy"), csv + ":1:"},
-      {replace_line(3, "1,abc,1,2,3"), csv + ":3: malformed frontier row"},
-      {replace_line(3, "1,1,2,3"), csv + ":3: malformed frontier row"},
-      {replace_line(3, "1,1,2,3,4,5"), csv + ":3: malformed frontier row"},
-      {replace_line(3, "7,1,2,3,4"), csv + ":3: malformed frontier row"},
-      {replace_line(3, "1,1,2,nan,4"), csv + ":3:"},
+      {replace_line(3, "1,abc,1,2,3,0"), csv + ":3: field 'planned_time_s': not a number 'abc'"},
+      {replace_line(3, "1,1,2,3"), csv + ":3: expected 6 fields as in the header, found 4"},
+      {replace_line(3, "1,1,2,3,4,5"), csv + ":3: field 'pareto': must be 0 or 1"},
+      {replace_line(3, "7,1,2,3,4,0"), csv + ":3: field 'index': must be 1 (rows count up from 0)"},
+      {replace_line(3, "1,1,2,nan,4,0"),
+       csv + ":3: field 'evaluated_time_s': not a finite number 'nan'"},
+      {replace_line(3, "1,1,-2,3,4,0"),
+       csv + ":3: field 'predicted_energy_j': must be >= 0, got '-2'"},
       {drop_last_line, "frontier.csv has"},
   };
   expect_reported(dir, "frontier.csv", cases);

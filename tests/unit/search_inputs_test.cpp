@@ -65,7 +65,7 @@ TEST(SearchDatabase, CorruptCsvNamesFileLineAndColumn) {
   std::string e = error_of([&] { Database::load(tmp.path(), "toy_1"); });
   EXPECT_CONTAINS(e, f.string() + ":3");
   EXPECT_CONTAINS(e, "forward-compute");
-  EXPECT_CONTAINS(e, "bad number 'abc'");
+  EXPECT_CONTAINS(e, "field 'forward-compute': not a number 'abc'");
 
   write_text(f, std::string(kHeader) + "a,1,2,1,1,0,1,0\n");
   e = error_of([&] { Database::load(tmp.path(), "toy_1"); });
@@ -74,7 +74,8 @@ TEST(SearchDatabase, CorruptCsvNamesFileLineAndColumn) {
   EXPECT_CONTAINS(e, "found 8");
 
   write_text(f, std::string(kHeader) + "a,1,2,1,1,0,-1,0,0\n");
-  EXPECT_CONTAINS(error_of([&] { Database::load(tmp.path(), "toy_1"); }), "negative value");
+  EXPECT_CONTAINS(error_of([&] { Database::load(tmp.path(), "toy_1"); }),
+                  "field 'activations': must be >= 0, got '-1'");
 
   write_text(f, std::string(kHeader) + "zz,1,2,1,1,0,1,0,0\n");
   e = error_of([&] { Database::load(tmp.path(), "toy_1"); });

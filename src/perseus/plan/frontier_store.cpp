@@ -9,6 +9,7 @@
 #include "perseus/plan/frontier_query.hpp"
 #include "perseus/schedule/catalog.hpp"
 #include "perseus/schedule/schedule_file.hpp"
+#include "perseus/util/csv.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
 #include "perseus/util/json_fields.hpp"
@@ -121,32 +122,37 @@ json meta_json(const PlanProblem& problem, const Frontier& frontier, const Front
 }
 
 std::vector<FrontierRow> read_rows(const fs::path& file) {
-  std::istringstream in(read_file(file));
-  std::string line;
+  const std::string path = file.string(), text = read_file(file);
+  const std::vector<csv::Row> lines = csv::rows(text);
   // Frontiers written before the pareto column existed have the header without it.
-  const std::string with_pareto = std::string(kCsvHeader) + ",pareto";
-  if (!std::getline(in, line) || (line != kCsvHeader && line != with_pareto)) {
-    bad(file, 1, "bad header (expected " + with_pareto + ")");
+  const std::vector<std::string_view> header = csv::split_fields(kCsvHeader);
+  std::vector<std::string_view> with_pareto = header;
+  with_pareto.push_back("pareto");
+  if (lines.empty() || (lines[0].fields != header && lines[0].fields != with_pareto)) {
+    bad(file, lines.empty() ? 0 : lines[0].line,
+        std::string("bad header (expected ") + kCsvHeader + ",pareto)");
   }
-  const bool pareto_column = line == with_pareto;
+  const std::vector<std::string_view>& columns = lines[0].fields;
   std::vector<FrontierRow> rows;
-  long n = 1;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.empty()) continue;
-    FrontierRow r;
-    char tail = 0;
-    int pareto = 0;
-    int fields = std::sscanf(line.c_str(), "%zu,%lf,%lf,%lf,%lf,%d%c", &r.index, &r.planned_time_s,
-                             &r.predicted_energy_j, &r.evaluated_time_s, &r.evaluated_energy_j,
-                             &pareto, &tail);
-    // The pareto flag is checked for form only: FrontierQuery recomputes it from the values.
-    bool pareto_ok = pareto_column ? fields == 6 && (pareto == 0 || pareto == 1) : fields == 5;
-    if (!pareto_ok || r.index != rows.size() || !std::isfinite(r.planned_time_s) ||
-        !std::isfinite(r.predicted_energy_j) || !std::isfinite(r.evaluated_time_s) ||
-        !std::isfinite(r.evaluated_energy_j)) {
-      bad(file, n, "malformed frontier row");
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const csv::Fields fields(path, lines[i].line);
+    const auto& v = lines[i].fields;
+    if (v.size() != columns.size()) {
+      fields.fail("", "expected " + std::to_string(columns.size()) + " fields as in the header, " +
+                          "found " + std::to_string(v.size()));
     }
+    auto column = [&](std::size_t c) { return std::string(columns[c]); };
+    FrontierRow r;
+    if (fields.integer(v[0], column(0)) != static_cast<int>(rows.size())) {
+      fields.fail(column(0), "must be " + std::to_string(rows.size()) + " (rows count up from 0)");
+    }
+    r.index = rows.size();
+    r.planned_time_s = fields.non_negative(v[1], column(1));
+    r.predicted_energy_j = fields.non_negative(v[2], column(2));
+    r.evaluated_time_s = fields.non_negative(v[3], column(3));
+    r.evaluated_energy_j = fields.non_negative(v[4], column(4));
+    // The pareto flag is checked for form only: FrontierQuery recomputes it from the values.
+    if (v.size() == 6 && v[5] != "0" && v[5] != "1") fields.fail(column(5), "must be 0 or 1");
     rows.push_back(r);
   }
   if (rows.empty()) bad(file, 0, "no plans");

@@ -3,21 +3,18 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <charconv>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <istream>
-#include <limits>
-#include <optional>
+#include <iterator>
 #include <ostream>
 #include <string_view>
 #include <vector>
 
+#include "perseus/util/csv.hpp"
 #include "perseus/util/error.hpp"
-#include "perseus/util/text.hpp"
 
 namespace perseus::profile {
 
@@ -28,75 +25,13 @@ enum Column { kStage, kInstruction, kFrequency, kTime, kEnergy, kNumColumns };
 constexpr std::array<const char*, kNumColumns> kColumnNames = {"stage", "instruction", "frequency",
                                                                "time", "energy"};
 
-// Reads lines one at a time, dropping CR line ends and fully blank lines, counting line numbers.
-class LineReader {
- public:
-  explicit LineReader(std::istream& in) : in_(in) {}
-
-  std::optional<std::string_view> next() {
-    while (std::getline(in_, text_)) {
-      ++number_;
-      if (number_ == 1 && text_.starts_with("\xEF\xBB\xBF")) text_.erase(0, 3);  // UTF-8 BOM
-      if (!text_.empty() && text_.back() == '\r') text_.pop_back();
-      if (!trim(text_).empty()) return text_;
-    }
-    return std::nullopt;
-  }
-  long number() const { return number_; }
-
- private:
-  std::istream& in_;
-  std::string text_;
-  long number_ = 0;
-};
-
-// Parses text fields of one source, reporting errors with the source name and line.
-class FieldParser {
- public:
-  FieldParser(const std::string& source, long line) : source_(source), line_(line) {}
-
-  [[noreturn]] void fail(const char* field, const std::string& problem) const {
-    throw Error(located(source_, line_, field, problem));
-  }
-
-  double number(std::string_view text, const char* field) const {
-    if (text.empty()) fail(field, "missing value");
-    // from_chars does not take a leading '+'.
-    bool plus = text.starts_with("+") && !text.starts_with("+-");
-    std::string_view digits = plus ? text.substr(1) : text;
-    double value = 0.0;
-    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-    if (end != digits.data() + digits.size() || ec == std::errc::invalid_argument) {
-      fail(field, "not a number '" + std::string(text) + "'");
-    }
-    if (ec == std::errc::result_out_of_range) {
-      fail(field, "out of range '" + std::string(text) + "'");
-    }
-    if (!std::isfinite(value)) fail(field, "not a finite number '" + std::string(text) + "'");
-    return value;
-  }
-
-  int integer(std::string_view text, const char* field) const {
-    double value = number(text, field);
-    if (value != std::floor(value)) fail(field, "not an integer '" + std::string(text) + "'");
-    if (std::fabs(value) > std::numeric_limits<int>::max()) {
-      fail(field, "out of range '" + std::string(text) + "'");
-    }
-    return static_cast<int>(value);
-  }
-
- private:
-  const std::string& source_;
-  long line_;
-};
-
 struct Header {
   std::array<size_t, kNumColumns> index{};
   size_t num_fields = 0;
 };
 
-Header parse_header(std::string_view line, const std::string& source, long line_number) {
-  std::vector<std::string_view> names = split_csv_fields(line);
+Header parse_header(const std::vector<std::string_view>& names, const std::string& source,
+                    long line_number) {
   Header header;
   header.num_fields = names.size();
   for (int c = 0; c < kNumColumns; ++c) {
@@ -115,20 +50,19 @@ Header parse_header(std::string_view line, const std::string& source, long line_
   return header;
 }
 
-void add_row(Profile& profile, const Header& header, std::string_view line, long line_number) {
-  std::vector<std::string_view> fields = split_csv_fields(line);
-  FieldParser parse(profile.source(), line_number);
-  if (fields.size() != header.num_fields) {
+void add_row(Profile& profile, const Header& header, const csv::Row& row) {
+  const csv::Fields parse(profile.source(), row.line);
+  if (row.fields.size() != header.num_fields) {
     parse.fail("", "expected " + std::to_string(header.num_fields) +
-                       " fields as in the header, found " + std::to_string(fields.size()));
+                       " fields as in the header, found " + std::to_string(row.fields.size()));
   }
-  auto field = [&](Column c) { return fields[header.index[c]]; };
+  auto field = [&](Column c) { return row.fields[header.index[c]]; };
   int stage = parse.integer(field(kStage), "stage");
   Measurement m;
   m.frequency_mhz = parse.integer(field(kFrequency), "frequency");
   m.time_s = parse.number(field(kTime), "time");
   m.energy_j = parse.number(field(kEnergy), "energy");
-  m.line = line_number;
+  m.line = row.line;
   profile.add(stage, std::string(field(kInstruction)), m);
 }
 
@@ -142,20 +76,19 @@ Profile read_profile_csv(const std::string& path) {
 }
 
 Profile parse_profile_csv(std::istream& in, const std::string& source) {
-  LineReader lines(in);
-  auto header_line = lines.next();
-  if (!header_line) {
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) throw Error(located(source, 0, "", "read error"));
+  const std::vector<csv::Row> rows = csv::rows(text);
+  if (rows.empty()) {
     throw Error(
         located(source, 0, "",
                 "empty file: expected a header with stage,instruction,frequency,time,energy"));
   }
-  Header header = parse_header(*header_line, source, lines.number());
-  long header_number = lines.number();
+  const Header header = parse_header(rows[0].fields, source, rows[0].line);
   Profile profile(source);
-  while (auto line = lines.next()) add_row(profile, header, *line, lines.number());
-  if (in.bad()) throw Error(located(source, lines.number(), "", "read error"));
+  for (std::size_t r = 1; r < rows.size(); ++r) add_row(profile, header, rows[r]);
   if (profile.all().empty()) {
-    throw Error(located(source, header_number, "", "no data rows after the header"));
+    throw Error(located(source, rows[0].line, "", "no data rows after the header"));
   }
   profile.validate();
   return profile;

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "perseus/schedule/dag.hpp"
+#include "perseus/util/csv.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
 #include "perseus/util/json_fields.hpp"
@@ -104,7 +105,7 @@ std::vector<std::vector<std::string>> csv_items(const std::string& text) {
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     ranks.emplace_back();
-    for (auto field : split_csv_fields(line)) ranks.back().emplace_back(field);
+    for (auto field : csv::split_fields(line)) ranks.back().emplace_back(field);
   }
   while (!ranks.empty() &&
          std::all_of(ranks.back().begin(), ranks.back().end(), [](auto& s) { return s.empty(); })) {

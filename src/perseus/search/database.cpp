@@ -5,9 +5,9 @@
 #include <cmath>
 #include <set>
 
+#include "perseus/util/csv.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
-#include "perseus/util/text.hpp"
 
 namespace perseus::search {
 
@@ -22,44 +22,7 @@ constexpr const char* kOpColumns[9] = {"op_name",     "forward-compute", "backwa
                                        "activations", "fwd_reserved",    "bwd_reserved"};
 
 // One CSV line: its 1-based number and its trimmed fields.
-struct Row {
-  long line = 0;
-  std::vector<std::string_view> fields;
-};
-
-// The non-blank lines of a small unquoted CSV file (split by the shared field splitter; "\r\n"
-// line ends as the reference writes them). `text` must outlive the rows.
-std::vector<Row> split_csv(const std::string& text) {
-  std::vector<Row> rows;
-  std::string_view rest(text);
-  long line = 0;
-  while (!rest.empty()) {
-    ++line;
-    std::size_t end = rest.find('\n');
-    std::string_view l = rest.substr(0, end);
-    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
-    if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
-    if (trim(l).empty()) continue;
-    rows.push_back({line, split_csv_fields(l)});
-  }
-  return rows;
-}
-
-double parse_number(std::string_view s, const std::string& file, long line,
-                    const std::string& column) {
-  double v = 0.0;
-  const char* first = s.data();
-  const char* last = s.data() + s.size();
-  if (!s.empty() && *first == '+') ++first;
-  auto [ptr, ec] = std::from_chars(first, last, v);
-  if (s.empty() || ec != std::errc() || ptr != last || !std::isfinite(v)) {
-    throw Error(located(file, line, column, "bad number '" + std::string(s) + "'"));
-  }
-  if (v < 0.0) {
-    throw Error(located(file, line, column, "negative value " + std::string(s)));
-  }
-  return v;
-}
+using csv::Row;
 
 void expect_columns(const Row& row, std::size_t n, const std::string& file,
                     const std::string& what) {
@@ -91,7 +54,7 @@ bool eat_int(std::string_view& s, int& out) {
 std::vector<double> read_bandwidth(const fs::path& path) {
   const std::string file = path.string();
   std::string text = read_file(path);
-  auto rows = split_csv(text);
+  auto rows = csv::rows(text);
   if (rows.size() < 2) {
     throw Error(located(file, 0, "",
                         "expected a header of message sizes and one line of bandwidths (GB/s)"));
@@ -110,7 +73,7 @@ std::vector<double> read_bandwidth(const fs::path& path) {
   std::vector<double> out;
   for (std::size_t i = 0; i < values.fields.size(); ++i) {
     std::string column = std::string(header.fields[i]) + " MB";
-    double v = parse_number(values.fields[i], file, values.line, column);
+    double v = csv::Fields(file, values.line).non_negative(values.fields[i], column);
     if (v <= 0.0) throw Error(located(file, values.line, column, "bandwidth must be positive"));
     out.push_back(v);
   }
@@ -210,7 +173,7 @@ namespace {
 
 // The rows of one operator profile file after its checked header.
 std::vector<Row> profile_rows(const std::string& file, const std::string& text) {
-  std::vector<Row> rows = split_csv(text);
+  std::vector<Row> rows = csv::rows(text);
   if (rows.empty()) throw Error(located(file, 0, "", "empty file (expected a header line)"));
   expect_columns(rows[0], 9, file,
                  "op_name,forward-compute,backward-compute,input_size,output_size,weights,"
@@ -259,10 +222,9 @@ void Database::read_profiles(const ProfileFile& f, const ProfileFile& base) {
       throw Error(located(file, row.line, "op_name", "duplicate operator '" + name + "'"));
     }
     seen[static_cast<std::size_t>(op)] = true;
+    const csv::Fields fields(file, row.line);
     double v[8];
-    for (int c = 0; c < 8; ++c) {
-      v[c] = parse_number(row.fields[c + 1], file, row.line, kOpColumns[c + 1]);
-    }
+    for (int c = 0; c < 8; ++c) v[c] = fields.non_negative(row.fields[c + 1], kOpColumns[c + 1]);
     std::size_t k = slot(op, m, t, f.algo);
     profiles_[k] = OpProfile{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
     present_[k] = 1;
@@ -273,7 +235,7 @@ void Database::read_profiles(const ProfileFile& f, const ProfileFile& base) {
 void Database::read_collective(const CollectiveFile& f) {
   const std::string file = f.path.string();
   std::string text = read_file(f.path);
-  auto rows = split_csv(text);
+  auto rows = csv::rows(text);
   if (rows.empty()) throw Error(located(file, 0, "", "empty file (expected a header line)"));
   expect_columns(rows[0], 2, file, "data_size(MB),time(ms)");
   CollectiveTable table{f.collective, f.num_gpus, {}};
@@ -287,7 +249,7 @@ void Database::read_collective(const CollectiveFile& f) {
       throw Error(located(file, row.line, "data_size(MB)",
                           "bad size '" + std::string(s) + "' (expected a whole number of MB)"));
     }
-    double ms = parse_number(row.fields[1], file, row.line, "time(ms)");
+    double ms = csv::Fields(file, row.line).non_negative(row.fields[1], "time(ms)");
     if (!table.ms_by_mb.emplace(size, ms).second) {
       throw Error(located(file, row.line, "data_size(MB)", "duplicate size " + std::string(s)));
     }

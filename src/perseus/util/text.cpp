@@ -22,27 +22,6 @@ std::string_view trim(std::string_view s) {
   return s.substr(begin, s.find_last_not_of(space) - begin + 1);
 }
 
-namespace {
-
-// A field without surrounding spaces and without one pair of surrounding double quotes.
-std::string_view clean_field(std::string_view s) {
-  s = trim(s);
-  if (s.size() >= 2 && s.front() == '"' && s.back() == '"') s = trim(s.substr(1, s.size() - 2));
-  return s;
-}
-
-}  // namespace
-
-std::vector<std::string_view> split_csv_fields(std::string_view line) {
-  std::vector<std::string_view> fields;
-  for (size_t start = 0;;) {
-    size_t comma = line.find(',', start);
-    fields.push_back(clean_field(line.substr(start, comma - start)));
-    if (comma == std::string_view::npos) return fields;
-    start = comma + 1;
-  }
-}
-
 std::string escape(std::string_view text) {
   std::string out;
   out.reserve(text.size());

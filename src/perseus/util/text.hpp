@@ -1,5 +1,5 @@
 // Text helpers shared by everything that writes HTML, SVG or tables (XML escaping, compact,
-// locale-independent number formatting) and by the CSV readers (one field splitter).
+// locale-independent number formatting, joining, trimming).
 #pragma once
 
 #include <string>
@@ -20,8 +20,5 @@ std::string fixed(double value, int decimals);
 std::string join(const std::vector<std::string>& items, std::string_view separator = ", ");
 // Whitespace (spaces, tabs) removed from both ends.
 std::string_view trim(std::string_view s);
-// The comma-separated fields of one CSV line, each trimmed and without one pair of surrounding
-// double quotes (the files Perseus reads never quote commas).
-std::vector<std::string_view> split_csv_fields(std::string_view line);
 
 }  // namespace perseus
