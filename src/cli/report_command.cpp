@@ -260,10 +260,10 @@ report::NamedPoint measured_run(const std::string& spec) {
   for (const char* key : {"final_schedule", "last_window"}) {
     const nlohmann::json* mean = fields.optional(run, key);
     if (!mean) continue;
-    const auto value = [&](const char* name) {
-      return fields.as_number(fields.member(*mean, name, key), JsonFields::child(key, name));
-    };
-    return report::NamedPoint{name, {value("mean_time_s"), value("mean_energy_j")}, path};
+    return report::NamedPoint{name,
+                              {fields.number_at(*mean, key, "mean_time_s"),
+                               fields.number_at(*mean, key, "mean_energy_j")},
+                              path};
   }
   fields.fail("", "no final_schedule or last_window with mean_time_s and mean_energy_j (not a " +
                       std::string("simulate-training --out file?)"));

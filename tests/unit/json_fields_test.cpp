@@ -31,6 +31,10 @@ TEST(JsonFields, MessagesNameTheSourceAndThePath) {
             "field 'stages[0][0].mhz': must be an integer >= 1, got 2.5");
   EXPECT_EQ(error_of([&] { file.member(entry, "hz", "stages[0][0]"); }),
             "plan.json: field 'stages[0][0].hz': missing");
+  EXPECT_EQ(error_of([&] { file.int_at(entry, "stages[0][0]", "mhz", 1); }),
+            "plan.json: field 'stages[0][0].mhz': must be an integer >= 1, got 2.5");
+  EXPECT_EQ(error_of([&] { file.number_at(entry, "stages[0][0]", "hz"); }),
+            "plan.json: field 'stages[0][0].hz': missing");
   EXPECT_EQ(error_of([&] { file.text_field(doc, "name"); }),
             "plan.json: field 'name': must be a string, got 5");
   EXPECT_EQ(error_of([&] { file.member(doc["stages"], "x", "stages"); }),

@@ -33,8 +33,8 @@ std::vector<TraceKey> parse_keys(const json& body) {
   std::vector<TraceKey> keys;
   for (std::size_t i = 0; i < list.size(); ++i) {
     const std::string where = JsonFields::element("keys", i);
-    keys.push_back({fields.as_text(fields.member(list[i], "name", where), where + ".name", true),
-                    fields.as_int(fields.member(list[i], "mhz", where), where + ".mhz", 0)});
+    keys.push_back(
+        {fields.text_at(list[i], where, "name", true), fields.int_at(list[i], where, "mhz", 0)});
   }
   return keys;
 }

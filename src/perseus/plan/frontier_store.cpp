@@ -310,10 +310,8 @@ StoredFrontier read_frontier_rows(const fs::path& dir) {
   f.unit_time_s = fields.number_field(meta, "unit_time_s");
   f.blocking_power_w = fields.number_field(meta, "blocking_power_w");
   const json& all_max = fields.member(meta, "all_max");
-  f.all_max.time_s =
-      fields.as_number(fields.member(all_max, "time_s", "all_max"), "all_max.time_s");
-  f.all_max.energy_j =
-      fields.as_number(fields.member(all_max, "energy_j", "all_max"), "all_max.energy_j");
+  f.all_max.time_s = fields.number_at(all_max, "all_max", "time_s");
+  f.all_max.energy_j = fields.number_at(all_max, "all_max", "energy_j");
   f.rows = read_rows(dir / "frontier.csv");
   return f;
 }

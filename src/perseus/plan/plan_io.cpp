@@ -31,10 +31,8 @@ std::optional<TimeEnergy> optional_time_energy(const JsonFields& fields, const j
                                                const char* name) {
   const json* value = fields.optional(doc, name);
   if (!value) return std::nullopt;
-  return TimeEnergy{
-      fields.as_number(fields.member(*value, "time_s", name), JsonFields::child(name, "time_s")),
-      fields.as_number(fields.member(*value, "energy_j", name),
-                       JsonFields::child(name, "energy_j"))};
+  return TimeEnergy{fields.number_at(*value, name, "time_s"),
+                    fields.number_at(*value, name, "energy_j")};
 }
 
 // One rank's list of {"frequency_mhz": ...} entries at path `where`.
@@ -42,9 +40,7 @@ std::vector<int> rank_clocks(const JsonFields& fields, const json& list, const s
   fields.list(list, where, "a list of {\"frequency_mhz\": ...} entries");
   std::vector<int> clocks;
   for (std::size_t i = 0; i < list.size(); ++i) {
-    const std::string at = JsonFields::element(where, i);
-    clocks.push_back(fields.as_int(fields.member(list[i], "frequency_mhz", at),
-                                   JsonFields::child(at, "frequency_mhz"), 1));
+    clocks.push_back(fields.int_at(list[i], JsonFields::element(where, i), "frequency_mhz", 1));
   }
   return clocks;
 }

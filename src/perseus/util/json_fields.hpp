@@ -77,19 +77,34 @@ class JsonFields {
   template <class J>
   bool as_bool(const J& value, const std::string& field) const;
 
-  // member() then the conversion, the field named by its path.
+  // member() then the conversion: obj[name] at path parent.name (name at the top, parent "").
+  template <class J>
+  int int_at(const J& obj, const std::string& parent, const std::string& name, long long min,
+             long long max = INT_MAX) const {
+    return as_int(member(obj, name, parent), child(parent, name), min, max);
+  }
+  template <class J>
+  double number_at(const J& obj, const std::string& parent, const std::string& name) const {
+    return as_number(member(obj, name, parent), child(parent, name));
+  }
+  template <class J>
+  std::string text_at(const J& obj, const std::string& parent, const std::string& name,
+                      bool non_empty = false) const {
+    return as_text(member(obj, name, parent), child(parent, name), non_empty);
+  }
+  // The same at the top of the document.
   template <class J>
   int int_field(const J& obj, const std::string& name, long long min,
                 long long max = INT_MAX) const {
-    return as_int(member(obj, name), name, min, max);
+    return int_at(obj, "", name, min, max);
   }
   template <class J>
   double number_field(const J& obj, const std::string& name) const {
-    return as_number(member(obj, name), name);
+    return number_at(obj, "", name);
   }
   template <class J>
   std::string text_field(const J& obj, const std::string& name, bool non_empty = false) const {
-    return as_text(member(obj, name), name, non_empty);
+    return text_at(obj, "", name, non_empty);
   }
 
  private:

@@ -36,14 +36,13 @@ std::vector<std::vector<double>> iterations(const json& value, const std::string
 ClockObservation clock_observation(const json& value, const std::string& where) {
   fields.object(value, where, "an object {samples, mean_mhz, held_down_share}");
   ClockObservation c;
-  c.samples = fields.as_int(fields.member(value, "samples", where), where + ".samples", 1);
-  c.mean_mhz = fields.as_number(fields.member(value, "mean_mhz", where), where + ".mean_mhz");
+  c.samples = fields.int_at(value, where, "samples", 1);
+  c.mean_mhz = fields.number_at(value, where, "mean_mhz");
   if (c.mean_mhz > kMaxClockMhz) {
     fields.fail(where + ".mean_mhz", "is " + std::to_string(c.mean_mhz) + ", above " +
                                          std::to_string(kMaxClockMhz) + " MHz (a clock in kHz?)");
   }
-  c.held_down_share =
-      fields.as_number(fields.member(value, "held_down_share", where), where + ".held_down_share");
+  c.held_down_share = fields.number_at(value, where, "held_down_share");
   if (c.held_down_share > 1.0) fields.fail(where + ".held_down_share", "must be a share in [0, 1]");
   return c;
 }

@@ -55,7 +55,7 @@ const json& ArgReader::at(const std::string& name) const {
 
 int ArgReader::integer(const std::string& name, int min, std::optional<int> fallback) const {
   if (fallback && !has(name)) return *fallback;
-  return fields_.as_int(at(name), path(name), min);
+  return fields_.int_at(args_, parent_, name, min);
 }
 
 double ArgReader::number(const std::string& name, bool (*ok)(double),
@@ -70,7 +70,7 @@ double ArgReader::number(const std::string& name, bool (*ok)(double),
 
 std::string ArgReader::text(const std::string& name, std::optional<std::string> fallback) const {
   if (fallback && !has(name)) return *fallback;
-  return fields_.as_text(at(name), path(name), true);
+  return fields_.text_at(args_, parent_, name, true);
 }
 
 ArgReader ArgReader::object(const std::string& name, std::vector<std::string> known) const {
