@@ -7,6 +7,7 @@
 #include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
 #include "perseus/util/json_fields.hpp"
+#include "perseus/util/text.hpp"
 
 namespace perseus::plan {
 
@@ -18,13 +19,6 @@ constexpr const char* kFormat = "perseus.plan/1";
 
 json time_energy(const TimeEnergy& te) {
   return {{"time_s", te.time_s}, {"energy_j", te.energy_j}};
-}
-
-// 1-based line of byte offset `pos` in `text`.
-long line_at(const std::string& text, std::size_t pos) {
-  long line = 1;
-  for (std::size_t i = 0; i < pos && i < text.size(); ++i) line += text[i] == '\n';
-  return line;
 }
 
 std::optional<TimeEnergy> optional_time_energy(const JsonFields& fields, const json& doc,

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "perseus/util/error.hpp"
+#include "perseus/util/text.hpp"
 
 namespace perseus {
 
@@ -16,13 +17,6 @@ std::string parse_reason(const std::string& what) {
   reason = reason.substr(0, reason.find(';'));
   const auto colon = reason.find(": ");
   return colon == std::string::npos ? reason : reason.substr(colon + 2);
-}
-
-// 1-based line of byte offset `pos` in `text`.
-long line_at(const std::string& text, std::size_t pos) {
-  long line = 1;
-  for (std::size_t i = 0; i < pos && i < text.size(); ++i) line += text[i] == '\n';
-  return line;
 }
 
 }  // namespace

@@ -22,6 +22,12 @@ std::string_view trim(std::string_view s) {
   return s.substr(begin, s.find_last_not_of(space) - begin + 1);
 }
 
+long line_at(std::string_view text, std::size_t pos) {
+  long line = 1;
+  for (std::size_t i = 0; i < pos && i < text.size(); ++i) line += text[i] == '\n';
+  return line;
+}
+
 std::string escape(std::string_view text) {
   std::string out;
   out.reserve(text.size());

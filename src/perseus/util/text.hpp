@@ -1,7 +1,8 @@
 // Text helpers shared by everything that writes HTML, SVG or tables (XML escaping, compact,
-// locale-independent number formatting, joining, trimming).
+// locale-independent number formatting, joining, trimming, line numbers).
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,8 @@ std::string fixed(double value, int decimals);
 
 // The items with `separator` between them ("a, b, c").
 std::string join(const std::vector<std::string>& items, std::string_view separator = ", ");
+// The 1-based line of byte offset `pos` in `text` (for messages about a file's text).
+long line_at(std::string_view text, std::size_t pos);
 // Whitespace (spaces, tabs) removed from both ends.
 std::string_view trim(std::string_view s);
 
