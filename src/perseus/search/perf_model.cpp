@@ -1,45 +1,15 @@
+// The stage level of the performance model: a stage's time and memory from its operators'
+// profiles (the reference's get_time_v3, get_memory_v3 and predict_stage_time/_memory).
 #include "perseus/search/perf_model.hpp"
 
 #include <algorithm>
-#include <limits>
 
+#include "perseus/search/perf_model_internal.hpp"
 #include "perseus/search/resharding.hpp"
 
 namespace perseus::search {
 
-namespace {
-
-// ---- Per-thread scratch ----
-
-struct Group {
-  int first = 0;
-  double sum = 0.0;
-  bool recomputed = false;
-  std::vector<int> index;
-  std::vector<double> size;
-};
-
-struct Scratch {
-  std::vector<const OpProfile*> prof;
-  // Per operator i (pair i, i+1 recomputed): what get_activations_v3 frees, what
-  // get_peak_activations adds to the run, whether it closes the run.
-  std::vector<double> freed, run;
-  std::vector<std::uint8_t> closes;
-  std::vector<int> group_of;  // by database operator
-  std::vector<Group> groups;
-  std::size_t num_groups = 0;
-};
-
-Scratch& scratch() {
-  thread_local Scratch s;
-  return s;
-}
-
-template <typename T>
-T* sized(std::vector<T>& v, int n) {
-  if (v.size() < static_cast<std::size_t>(n)) v.resize(static_cast<std::size_t>(n));
-  return v.data();
-}
+// ---- Activation terms of recomputation ----
 
 // Fills s.freed / s.run / s.closes for the stage (prof resolved).
 void prepare_activation_terms(const Model& m, const StageView& v, Scratch& s) {
@@ -101,14 +71,13 @@ double peak_activations(const Scratch& s, int n, const std::uint8_t* rc) {
   return peak;
 }
 
-}  // namespace
-
-// The recomputation-independent sums of a stage.
-struct PerfModel::Sums {
-  double fwd = 0.0, bwd = 0.0, in_comm = 0.0, out_comm = 0.0;
-  double reshard_fwd_ms = 0.0, reshard_bwd_ms = 0.0;
-  double weights = 0.0, activations = 0.0, res_fwd = 0.0, res_bwd = 0.0, inputs = 0.0;
-};
+double recompute_us(const OpProfile* const* prof, int n, const std::uint8_t* rc) {
+  double rec = 0.0;
+  for (int i = 0; i < n; ++i) {
+    if (rc[i] != 0) rec += prof[i]->fwd_us;
+  }
+  return rec;
+}
 
 PerfModel::PerfModel(const Model& model, const Database& db, PerfOptions options)
     : model_(&model), db_(&db), options_(options) {}
@@ -273,14 +242,6 @@ void PerfModel::finish(const Sums& s, const StageView& v, double rec, double sav
 
 namespace {
 
-double recompute_us(const OpProfile* const* prof, int n, const std::uint8_t* rc) {
-  double rec = 0.0;
-  for (int i = 0; i < n; ++i) {
-    if (rc[i] != 0) rec += prof[i]->fwd_us;
-  }
-  return rec;
-}
-
 bool any_set(const std::uint8_t* rc, int n) {
   for (int i = 0; i < n; ++i) {
     if (rc[i] != 0) return true;
@@ -304,103 +265,6 @@ StageCost PerfModel::stage(const StageView& v, int micro_batch) const {
     peak = peak_activations(s, n, v.recompute);
   }
   finish(sums, v, rec, saved, peak, c);
-  return c;
-}
-
-double PerfModel::choose_recompute(const StageView& view, int micro_batch, double memory_limit_mb,
-                                   std::uint8_t* out) const {
-  StageCost c = recompute_impl(view, micro_batch, memory_limit_mb, out);
-  return c.legal() ? c.memory_mb : std::numeric_limits<double>::infinity();
-}
-
-StageCost PerfModel::stage_auto(const StageView& view, int micro_batch, double memory_limit_mb,
-                                std::uint8_t* out) const {
-  return recompute_impl(view, micro_batch, memory_limit_mb, out);
-}
-
-// check_recompute (its stop test uses the reference's incrementally tracked memory); returns the
-// stage cost under the chosen flags.
-StageCost PerfModel::recompute_impl(const StageView& view, int micro_batch, double memory_limit_mb,
-                                    std::uint8_t* out) const {
-  const int n = view.num_ops;
-  std::fill(out, out + std::max(n, 0), std::uint8_t{0});
-  StageCost base;
-  Sums sums;
-  if (!base_sums(view, micro_batch, base, sums)) return base;
-  finish(sums, view, 0.0, 0.0, 0.0, base);
-  double memory = base.memory_mb;
-  if (memory - memory_limit_mb <= 0) return base;
-
-  const Model& m = *model_;
-  StageView v = view;
-  v.recompute = out;
-  const int* ops = m.ops().data() + v.first_op;
-  Scratch& s = scratch();
-  prepare_activation_terms(m, v, s);
-  const OpProfile* const* prof = s.prof.data();
-  const double copies = v.num_stages_behind + 1;
-  // Operator groups by name, in order of first appearance.
-  s.group_of.assign(static_cast<std::size_t>(db_->num_ops()), -1);
-  s.num_groups = 0;
-  for (int i = 0; i < n; ++i) {
-    int& g = s.group_of[static_cast<std::size_t>(ops[i])];
-    if (g < 0) {
-      g = static_cast<int>(s.num_groups++);
-      if (s.groups.size() < s.num_groups) s.groups.emplace_back();
-      Group& fresh = s.groups[static_cast<std::size_t>(g)];
-      fresh.first = i;
-      fresh.sum = 0.0;
-      fresh.recomputed = false;
-      fresh.index.clear();
-      fresh.size.clear();
-    }
-    Group& grp = s.groups[static_cast<std::size_t>(g)];
-    const double size = prof[i]->activations_mb * copies;
-    grp.index.push_back(i);
-    grp.size.push_back(size);
-    grp.sum += size;
-  }
-
-  double saved_before = 0.0;
-  double peak_before = 0.0;  // nothing recomputed yet
-  while (memory - memory_limit_mb > 0) {
-    const double exceed = memory - memory_limit_mb;
-    Group* best = nullptr;
-    double best_size = 0.0;
-    for (std::size_t g = 0; g < s.num_groups; ++g) {
-      Group& grp = s.groups[g];
-      if (!grp.recomputed && grp.sum > best_size &&
-          !m.traits(ops[grp.first]).never_recompute_head) {
-        best_size = grp.sum;
-        best = &grp;
-      }
-    }
-    if (best == nullptr) break;
-    best->recomputed = true;
-    const int next = best->index[0] + 1;
-    if (next >= n) break;
-    s.groups[static_cast<std::size_t>(s.group_of[static_cast<std::size_t>(ops[next])])].recomputed =
-        true;
-    std::size_t count = best->index.size();
-    if (!(best_size < exceed)) {  // only as many as needed to cover the excess
-      double freed = 0.0;
-      count = 0;
-      while (freed <= exceed && count < best->size.size()) freed += best->size[count++];
-    }
-    for (std::size_t k = 0; k < count; ++k) {
-      const int i = best->index[k];
-      out[i] = 1;
-      if (i < n - 1) out[i + 1] = 1;
-    }
-    const double saved_now = saved_activations(s, n, out);
-    memory -= (saved_now - saved_before) * copies;
-    saved_before = saved_now;
-    const double peak_now = peak_activations(s, n, out);
-    memory += peak_now - peak_before;
-    peak_before = peak_now;
-  }
-  StageCost c;
-  finish(sums, v, recompute_us(prof, n, out), saved_before, peak_before, c);
   return c;
 }
 
