@@ -6,6 +6,19 @@
 
 namespace perseus::search::detail {
 
+namespace {
+
+// Boundaries of `stages` stages of `ops` operators split as evenly as whole operators allow (the
+// last one takes the remainder).
+std::vector<int> even_bounds(int stages, int ops) {
+  std::vector<int> b(static_cast<std::size_t>(stages) + 1, 0);
+  for (int i = 0; i < stages; ++i) b[static_cast<std::size_t>(i) + 1] = (i + 1) * (ops / stages);
+  b[static_cast<std::size_t>(stages)] = ops;
+  return b;
+}
+
+}  // namespace
+
 void Searcher::rebalance(Plan& p) {
   const int S = p.num_stages();
   if (S == 1) {
@@ -16,8 +29,8 @@ void Searcher::rebalance(Plan& p) {
   auto cross = cross_flags(p.shapes);
   std::vector<int> b(static_cast<std::size_t>(S) + 1);
   auto fits = [&](int i, int first, int len, double limit_ms) {
-    Entry e = stage(first, len, p.shapes[static_cast<std::size_t>(i)], p.mbs, i,
-                    cross[static_cast<std::size_t>(i)]);
+    const auto u = static_cast<std::size_t>(i);
+    Entry e = stage(first, len, p.shapes[u], p.mbs, i, cross[u]);
     return e.legal && e.mem_mb <= o_.memory_limit_mb && e.time_ms <= limit_ms;
   };
   auto greedy = [&](double limit_ms) {
@@ -41,10 +54,8 @@ void Searcher::rebalance(Plan& p) {
     b[static_cast<std::size_t>(S)] = N_;
     return fits(S - 1, pos, N_ - pos, limit_ms);
   };
-  if (!greedy(kInf)) {  // no split fits in memory: keep a balanced one to rank by memory
-    p.bounds.assign(static_cast<std::size_t>(S) + 1, 0);
-    for (int i = 0; i < S; ++i) p.bounds[static_cast<std::size_t>(i) + 1] = (i + 1) * (N_ / S);
-    p.bounds[static_cast<std::size_t>(S)] = N_;
+  if (!greedy(kInf)) {  // no split fits in memory: keep an even one to rank by memory
+    p.bounds = even_bounds(S, N_);
     score(p);
     return;
   }

@@ -40,16 +40,9 @@ void per_stage(PrometheusText& out, const std::vector<JobSample>& jobs, const st
   }
 }
 
-}  // namespace
-
-std::string ControlPlane::metrics_text() const {
-  std::vector<JobSample> jobs;
-  for (const auto& id : order_) {
-    const Job& job = *jobs_.at(id);
-    jobs.push_back({&job, job.measurements(), stale(job)});
-  }
+// The families about jobs: one sample per job (or per job and stage).
+void job_families(PrometheusText& out, const std::vector<JobSample>& jobs) {
   using Maybe = std::optional<double>;
-  PrometheusText out;
   per_job(out, jobs, "perseus_job_rounds", "gauge", "Rounds of plans the job's scheduler made",
           [](const JobSample& j) -> Maybe { return static_cast<double>(j.job->rounds()); });
   per_job(out, jobs, "perseus_job_iteration_seconds", "gauge",
@@ -80,7 +73,18 @@ std::string ControlPlane::metrics_text() const {
   per_job(out, jobs, "perseus_job_stale", "gauge",
           "1 when a registering or running job's ranks have been silent for --stale-after",
           [](const JobSample& j) -> Maybe { return j.stale ? 1.0 : 0.0; });
+}
 
+}  // namespace
+
+std::string ControlPlane::metrics_text() const {
+  std::vector<JobSample> jobs;
+  for (const auto& id : order_) {
+    const Job& job = *jobs_.at(id);
+    jobs.push_back({&job, job.measurements(), stale(job)});
+  }
+  PrometheusText out;
+  job_families(out, jobs);
   out.family("perseus_http_responses_total", "counter", "Answers by endpoint and HTTP status");
   for (const auto& [key, count] : requests_) {
     out.sample("perseus_http_responses_total",

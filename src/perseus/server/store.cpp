@@ -266,69 +266,96 @@ StoredJob Store::load(const std::string& job_id) const {
   return jobs.front();
 }
 
-// Every job (job_id empty) or one job, with its rows in order.
-std::vector<StoredJob> Store::load_where(const std::string& job_id) const {
-  const std::string filter = " WHERE (?1 = '' OR job_id = ?1) ORDER BY ";
-  std::vector<StoredJob> jobs;
-  std::map<std::string, std::size_t> index;
-  // Runs `row` on every row of a job that was loaded; a row that cannot be read marks its job
-  // unreadable (with the first reason) instead of stopping the load.
-  auto query = [&](const char* table, const std::string& sql, auto&& row) {
-    Statement s(db_, sql.c_str(), path_);
-    s.bind(1, job_id);
+namespace {
+
+// Reads every stored job (job_id empty) or one, then their rows table by table, in order. A row
+// that cannot be read marks its job unreadable (with the first reason) instead of stopping the
+// load.
+class JobLoader {
+ public:
+  JobLoader(sqlite3* db, const std::string& path, const std::string& job_id)
+      : db_(db), path_(path), job_id_(job_id) {}
+
+  void read_jobs() {
+    Statement s(db_, select("job_id, info, error FROM jobs", "seq").c_str(), path_);
+    s.bind(1, job_id_);
     while (s.step()) {
-      auto it = index.find(s.text(0));
-      if (it == index.end()) continue;
-      StoredJob& job = jobs[it->second];
-      try {
-        row(s, job);
-      } catch (const std::exception& e) {
-        if (job.unreadable.empty()) job.unreadable = std::string(table) + " row: " + e.what();
-      }
-    }
-  };
-  {
-    Statement s(db_, ("SELECT job_id, info, error FROM jobs" + filter + "seq").c_str(), path_);
-    s.bind(1, job_id);
-    while (s.step()) {
-      index[s.text(0)] = jobs.size();
+      index_[s.text(0)] = jobs_.size();
       StoredJob job{s.text(0), nullptr, {}, {}, {}, {}, {}, s.text(2), {}};
       try {
         job.info = parse_stored(s.text(1), path_);
       } catch (const Error& e) {
         job.unreadable = std::string("jobs row: ") + e.what();
       }
-      jobs.push_back(std::move(job));
+      jobs_.push_back(std::move(job));
     }
   }
-  query("ranks", "SELECT job_id, body FROM ranks" + filter + "seq",
-        [&](Statement& s, StoredJob& job) { job.ranks.push_back(parse_stored(s.text(1), path_)); });
-  query("rounds", "SELECT job_id, plans, released FROM rounds" + filter + "round",
-        [&](Statement& s, StoredJob& job) {
-          job.rounds.push_back(parse_stored(s.text(1), path_));
-          job.released.push_back(s.integer(2) != 0);
-        });
-  // A result or straggler report belongs to a stored round.
-  auto round_of = [](Statement& s, const StoredJob& job) {
-    long round = s.integer(2);
-    if (round < 0 || static_cast<std::size_t>(round) >= job.rounds.size()) {
-      throw Error("round " + std::to_string(round) + " is not a stored round (0.." +
-                  std::to_string(static_cast<long>(job.rounds.size()) - 1) + ")");
+
+  // Runs `row` on every row of `table` that belongs to a loaded job.
+  template <typename Row>
+  void read_rows(const std::string& table, const std::string& columns, const char* order,
+                 Row&& row) {
+    Statement s(db_, select("job_id, " + columns + " FROM " + table, order).c_str(), path_);
+    s.bind(1, job_id_);
+    while (s.step()) {
+      auto it = index_.find(s.text(0));
+      if (it == index_.end()) continue;
+      StoredJob& job = jobs_[it->second];
+      try {
+        row(s, job);
+      } catch (const std::exception& e) {
+        if (job.unreadable.empty()) job.unreadable = table + " row: " + e.what();
+      }
     }
-    return static_cast<std::size_t>(round);
-  };
-  query("results", "SELECT job_id, body, round FROM results" + filter + "seq",
-        [&](Statement& s, StoredJob& job) {
-          auto round = round_of(s, job);
-          if (job.results.size() <= round) job.results.resize(round + 1);
-          job.results[round].push_back(parse_stored(s.text(1), path_));
-        });
-  query("stragglers", "SELECT job_id, body, round FROM stragglers" + filter + "seq",
-        [&](Statement& s, StoredJob& job) {
-          auto round = round_of(s, job);
-          job.stragglers.emplace_back(static_cast<int>(round), parse_stored(s.text(1), path_));
-        });
-  return jobs;
+  }
+
+  nlohmann::json body(const Statement& s) const { return parse_stored(s.text(1), path_); }
+  std::vector<StoredJob> take() { return std::move(jobs_); }
+
+ private:
+  // The query of `what` (columns FROM table) for the loaded jobs; ?1 is the job id or ''.
+  static std::string select(const std::string& what, const char* order) {
+    return "SELECT " + what + " WHERE (?1 = '' OR job_id = ?1) ORDER BY " + order;
+  }
+
+  sqlite3* db_;
+  const std::string& path_;
+  const std::string& job_id_;
+  std::vector<StoredJob> jobs_;
+  std::map<std::string, std::size_t> index_;
+};
+
+// The stored round a result or straggler report (round in column 2) belongs to.
+std::size_t round_of(Statement& s, const StoredJob& job) {
+  long round = s.integer(2);
+  if (round < 0 || static_cast<std::size_t>(round) >= job.rounds.size()) {
+    throw Error("round " + std::to_string(round) + " is not a stored round (0.." +
+                std::to_string(static_cast<long>(job.rounds.size()) - 1) + ")");
+  }
+  return static_cast<std::size_t>(round);
+}
+
+}  // namespace
+
+// Every job (job_id empty) or one job, with its rows in order.
+std::vector<StoredJob> Store::load_where(const std::string& job_id) const {
+  JobLoader load(db_, path_, job_id);
+  load.read_jobs();
+  load.read_rows("ranks", "body", "seq",
+                 [&](Statement& s, StoredJob& job) { job.ranks.push_back(load.body(s)); });
+  load.read_rows("rounds", "plans, released", "round", [&](Statement& s, StoredJob& job) {
+    job.rounds.push_back(load.body(s));
+    job.released.push_back(s.integer(2) != 0);
+  });
+  load.read_rows("results", "body, round", "seq", [&](Statement& s, StoredJob& job) {
+    auto round = round_of(s, job);
+    if (job.results.size() <= round) job.results.resize(round + 1);
+    job.results[round].push_back(load.body(s));
+  });
+  load.read_rows("stragglers", "body, round", "seq", [&](Statement& s, StoredJob& job) {
+    job.stragglers.emplace_back(static_cast<int>(round_of(s, job)), load.body(s));
+  });
+  return load.take();
 }
 
 }  // namespace perseus::server
