@@ -29,150 +29,19 @@
 // hex), the name "Fake NVIDIA H100 80GB HBM3" and driver "580.159.04"; its counter starts at (N +
 // 1) x 1000 J when a session starts. Device queries outside a session fail with
 // NVML_ERROR_UNINITIALIZED, as the real library's do.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <thread>
+
+#include "fake_device.hpp"
+
+using namespace fake_nvml;
 
 namespace {
 
-// nvmlReturn_t values of the NVML API reference.
-constexpr int kSuccess = 0, kUninitialized = 1, kInvalidArgument = 2, kNotSupported = 3,
-              kNoPermission = 4, kNotFound = 6, kInsufficientSize = 7;
-
-constexpr unsigned kMaxDevices = 16;
-constexpr unsigned kDefaultLimitMw = 400000;
 constexpr const char* kName = "Fake NVIDIA H100 80GB HBM3";
 constexpr const char* kDriver = "580.159.04";
-
-using Clock = std::chrono::steady_clock;
-
-struct Device {
-  std::atomic<unsigned> power_limit_mw{kDefaultLimitMw};
-  std::atomic<unsigned> locked_mhz{0};  // 0: no lock
-  unsigned long long base_mj = 0;       // the counter at counter_start (guarded by session_mutex)
-};
-Device devices[kMaxDevices];
-
-struct CounterSettings {
-  double power_w = 300.0;
-  long long refresh_ns = 100000000;
-  long long read_ns = 4000000;
-  bool operator==(const CounterSettings&) const = default;
-};
-
-// Guarded by session_mutex, except device_count: set before session_open, while no device is open.
-std::mutex session_mutex;
-int init_count = 0;
-unsigned device_count = 1;
-CounterSettings counter;
-Clock::time_point counter_start;
-std::atomic<bool> session_open{false};
-
-bool in_session() {
-  return session_open.load(std::memory_order_acquire);
-}
-
-// Appends one line to $FAKE_NVML_LOG with a single write (no locks or allocation: the client's
-// signal handler calls the reset functions).
-void record(const char* format, ...) {
-  const char* path = std::getenv("FAKE_NVML_LOG");
-  if (path == nullptr) return;
-  char line[256];
-  va_list args;
-  va_start(args, format);
-  int n = std::vsnprintf(line, sizeof(line) - 1, format, args);
-  va_end(args);
-  if (n < 0) return;
-  if (n > static_cast<int>(sizeof(line)) - 2) n = static_cast<int>(sizeof(line)) - 2;
-  line[n++] = '\n';
-  int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return;
-  ssize_t written = ::write(fd, line, static_cast<size_t>(n));
-  (void)written;
-  ::close(fd);
-}
-
-double env_number(const char* name, double fallback, double lo, double hi) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return fallback;
-  char* end = nullptr;
-  double value = std::strtod(text, &end);
-  if (*end != '\0' || !(value >= lo && value <= hi)) return fallback;
-  return value;
-}
-
-CounterSettings counter_settings_from_env() {
-  CounterSettings s;
-  s.power_w = env_number("FAKE_NVML_POWER_W", 300.0, 0.0, 1e5);
-  s.refresh_ns = std::llround(env_number("FAKE_NVML_REFRESH_MS", 100.0, 0.0, 1e6) * 1e6);
-  s.read_ns = std::llround(env_number("FAKE_NVML_READ_MS", 4.0, 0.0, 1e6) * 1e6);
-  return s;
-}
-
-// The device behind a handle of the current session, or nullptr.
-Device* device_of(void* handle) {
-  for (unsigned i = 0; i < device_count; ++i) {
-    if (handle == &devices[i]) return &devices[i];
-  }
-  return nullptr;
-}
-
-unsigned index_of(const Device* d) {
-  return static_cast<unsigned>(d - devices);
-}
-
-// kSuccess when a session is open and `handle` is one of its devices.
-int check_device(void* handle) {
-  if (!in_session()) return kUninitialized;
-  return device_of(handle) != nullptr ? kSuccess : kInvalidArgument;
-}
-
-// The counter as of `now` (session_mutex held): its value at counter_start plus power x the time
-// since, rounded down to the last refresh.
-unsigned long long energy_mj(const Device& d, Clock::time_point now) {
-  long long elapsed =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(now - counter_start).count();
-  if (counter.refresh_ns > 0) elapsed -= elapsed % counter.refresh_ns;
-  return d.base_mj +
-         static_cast<unsigned long long>(counter.power_w * 1e-6 * static_cast<double>(elapsed));
-}
-
-// A new session (session_mutex held): fresh devices and counters.
-void start_session(const CounterSettings& settings) {
-  device_count = static_cast<unsigned>(env_number("FAKE_NVML_DEVICES", 1, 0, kMaxDevices));
-  for (unsigned i = 0; i < kMaxDevices; ++i) {
-    devices[i].power_limit_mw = kDefaultLimitMw;
-    devices[i].locked_mhz = 0;
-    devices[i].base_mj = (i + 1ULL) * 1000000ULL;
-  }
-  counter = settings;
-  counter_start = Clock::now();
-}
-
-// New counter settings in an open session (session_mutex held): each counter goes on from the
-// value it has now.
-void change_counter(const CounterSettings& settings) {
-  const Clock::time_point now = Clock::now();
-  for (unsigned i = 0; i < device_count; ++i) devices[i].base_mj = energy_mj(devices[i], now);
-  counter = settings;
-  counter_start = now;
-}
-
-// The power draw is at or above the device's power limit.
-bool power_capped(const Device& d) {
-  std::lock_guard<std::mutex> lock(session_mutex);
-  return counter.power_w * 1000.0 >= d.power_limit_mw;
-}
 
 void uuid_of(unsigned index, char* out, size_t size) {
   std::snprintf(out, size, "GPU-%08x-fa4e-4000-8000-%012x", index, index);
@@ -202,23 +71,12 @@ using nvmlDevice_t = nvmlDevice_st*;
 
 int nvmlInit_v2() {
   record("nvmlInit_v2");
-  const CounterSettings settings = counter_settings_from_env();
-  std::lock_guard<std::mutex> lock(session_mutex);
-  if (init_count++ == 0) {
-    start_session(settings);
-    session_open.store(true, std::memory_order_release);
-  } else if (!(settings == counter)) {
-    change_counter(settings);
-  }
-  return kSuccess;
+  return open_session();
 }
 
 int nvmlShutdown() {
   record("nvmlShutdown");
-  std::lock_guard<std::mutex> lock(session_mutex);
-  if (init_count == 0) return kUninitialized;
-  if (--init_count == 0) session_open.store(false, std::memory_order_release);
-  return kSuccess;
+  return close_session();
 }
 
 const char* nvmlErrorString(int rc) {
@@ -253,15 +111,15 @@ int nvmlDeviceGetCount_v2(unsigned* count) {
   record("nvmlDeviceGetCount_v2");
   if (!in_session()) return kUninitialized;
   if (count == nullptr) return kInvalidArgument;
-  *count = device_count;
+  *count = device_count();
   return kSuccess;
 }
 
 int nvmlDeviceGetHandleByIndex_v2(unsigned index, nvmlDevice_t* out) {
   record("nvmlDeviceGetHandleByIndex_v2 %u", index);
   if (!in_session()) return kUninitialized;
-  if (index >= device_count || out == nullptr) return kInvalidArgument;
-  *out = reinterpret_cast<nvmlDevice_t>(&devices[index]);
+  if (index >= device_count() || out == nullptr) return kInvalidArgument;
+  *out = reinterpret_cast<nvmlDevice_t>(device_at(index));
   return kSuccess;
 }
 
@@ -270,10 +128,10 @@ int nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* out) {
   if (!in_session()) return kUninitialized;
   if (uuid == nullptr || out == nullptr) return kInvalidArgument;
   char text[64];
-  for (unsigned i = 0; i < device_count; ++i) {
+  for (unsigned i = 0; i < device_count(); ++i) {
     uuid_of(i, text, sizeof(text));
     if (std::strcmp(uuid, text) == 0) {
-      *out = reinterpret_cast<nvmlDevice_t>(&devices[i]);
+      *out = reinterpret_cast<nvmlDevice_t>(device_at(i));
       return kSuccess;
     }
   }
@@ -372,23 +230,14 @@ int nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long*
   record("nvmlDeviceGetTotalEnergyConsumption");
   if (int rc = check_device(device); rc != kSuccess) return rc;
   if (energy_mj_out == nullptr) return kInvalidArgument;
-  std::unique_lock<std::mutex> lock(session_mutex);
-  const long long read_ns = counter.read_ns;
-  lock.unlock();
-  if (read_ns > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(read_ns));
-  lock.lock();
-  const Device* d = device_of(device);
-  if (d == nullptr) return kInvalidArgument;  // a new session with fewer devices meanwhile
-  *energy_mj_out = energy_mj(*d, Clock::now());
-  return kSuccess;
+  return read_energy_mj(device, energy_mj_out);
 }
 
 int nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned* milliwatts) {
   record("nvmlDeviceGetPowerUsage");
   if (int rc = check_device(device); rc != kSuccess) return rc;
   if (milliwatts == nullptr) return kInvalidArgument;
-  std::lock_guard<std::mutex> lock(session_mutex);
-  *milliwatts = static_cast<unsigned>(std::lround(counter.power_w * 1000.0));
+  *milliwatts = power_mw();
   return kSuccess;
 }
 

@@ -1,0 +1,176 @@
+#include "fake_device.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+namespace fake_nvml {
+
+namespace {
+
+constexpr unsigned kMaxDevices = 16;
+
+using Clock = std::chrono::steady_clock;
+
+struct CounterSettings {
+  double power_w = 300.0;
+  long long refresh_ns = 100000000;
+  long long read_ns = 4000000;
+  bool operator==(const CounterSettings&) const = default;
+};
+
+Device devices[kMaxDevices];
+
+// Guarded by session_mutex, except count: set before session_open, while no device is open.
+std::mutex session_mutex;
+int init_count = 0;
+unsigned count = 1;
+CounterSettings counter;
+Clock::time_point counter_start;
+std::atomic<bool> session_open{false};
+
+CounterSettings counter_settings_from_env() {
+  CounterSettings s;
+  s.power_w = env_number("FAKE_NVML_POWER_W", 300.0, 0.0, 1e5);
+  s.refresh_ns = std::llround(env_number("FAKE_NVML_REFRESH_MS", 100.0, 0.0, 1e6) * 1e6);
+  s.read_ns = std::llround(env_number("FAKE_NVML_READ_MS", 4.0, 0.0, 1e6) * 1e6);
+  return s;
+}
+
+// The counter as of `now` (session_mutex held): its value at counter_start plus power x the time
+// since, rounded down to the last refresh.
+unsigned long long energy_mj(const Device& d, Clock::time_point now) {
+  long long elapsed =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now - counter_start).count();
+  if (counter.refresh_ns > 0) elapsed -= elapsed % counter.refresh_ns;
+  return d.base_mj +
+         static_cast<unsigned long long>(counter.power_w * 1e-6 * static_cast<double>(elapsed));
+}
+
+// A new session (session_mutex held): fresh devices and counters.
+void start_session(const CounterSettings& settings) {
+  count = static_cast<unsigned>(env_number("FAKE_NVML_DEVICES", 1, 0, kMaxDevices));
+  for (unsigned i = 0; i < kMaxDevices; ++i) {
+    devices[i].power_limit_mw = kDefaultLimitMw;
+    devices[i].locked_mhz = 0;
+    devices[i].base_mj = (i + 1ULL) * 1000000ULL;
+  }
+  counter = settings;
+  counter_start = Clock::now();
+}
+
+// New counter settings in an open session (session_mutex held): each counter goes on from the
+// value it has now.
+void change_counter(const CounterSettings& settings) {
+  const Clock::time_point now = Clock::now();
+  for (unsigned i = 0; i < count; ++i) devices[i].base_mj = energy_mj(devices[i], now);
+  counter = settings;
+  counter_start = now;
+}
+
+}  // namespace
+
+void record(const char* format, ...) {
+  const char* path = std::getenv("FAKE_NVML_LOG");
+  if (path == nullptr) return;
+  char line[256];
+  va_list args;
+  va_start(args, format);
+  int n = std::vsnprintf(line, sizeof(line) - 1, format, args);
+  va_end(args);
+  if (n < 0) return;
+  if (n > static_cast<int>(sizeof(line)) - 2) n = static_cast<int>(sizeof(line)) - 2;
+  line[n++] = '\n';
+  int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  ssize_t written = ::write(fd, line, static_cast<size_t>(n));
+  (void)written;
+  ::close(fd);
+}
+
+double env_number(const char* name, double fallback, double lo, double hi) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  char* end = nullptr;
+  double value = std::strtod(text, &end);
+  if (*end != '\0' || !(value >= lo && value <= hi)) return fallback;
+  return value;
+}
+
+int open_session() {
+  const CounterSettings settings = counter_settings_from_env();
+  std::lock_guard<std::mutex> lock(session_mutex);
+  if (init_count++ == 0) {
+    start_session(settings);
+    session_open.store(true, std::memory_order_release);
+  } else if (!(settings == counter)) {
+    change_counter(settings);
+  }
+  return kSuccess;
+}
+
+int close_session() {
+  std::lock_guard<std::mutex> lock(session_mutex);
+  if (init_count == 0) return kUninitialized;
+  if (--init_count == 0) session_open.store(false, std::memory_order_release);
+  return kSuccess;
+}
+
+bool in_session() {
+  return session_open.load(std::memory_order_acquire);
+}
+
+unsigned device_count() {
+  return count;
+}
+
+Device* device_at(unsigned index) {
+  return &devices[index];
+}
+
+unsigned index_of(const Device* d) {
+  return static_cast<unsigned>(d - devices);
+}
+
+Device* device_of(const void* handle) {
+  for (unsigned i = 0; i < count; ++i) {
+    if (handle == &devices[i]) return &devices[i];
+  }
+  return nullptr;
+}
+
+int check_device(const void* handle) {
+  if (!in_session()) return kUninitialized;
+  return device_of(handle) != nullptr ? kSuccess : kInvalidArgument;
+}
+
+bool power_capped(const Device& d) {
+  std::lock_guard<std::mutex> lock(session_mutex);
+  return counter.power_w * 1000.0 >= d.power_limit_mw;
+}
+
+unsigned power_mw() {
+  std::lock_guard<std::mutex> lock(session_mutex);
+  return static_cast<unsigned>(std::lround(counter.power_w * 1000.0));
+}
+
+int read_energy_mj(const void* handle, unsigned long long* out) {
+  std::unique_lock<std::mutex> lock(session_mutex);
+  const long long read_ns = counter.read_ns;
+  lock.unlock();
+  if (read_ns > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(read_ns));
+  lock.lock();
+  const Device* d = device_of(handle);
+  if (d == nullptr) return kInvalidArgument;
+  *out = energy_mj(*d, Clock::now());
+  return kSuccess;
+}
+
+}  // namespace fake_nvml
