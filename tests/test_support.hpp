@@ -1,5 +1,6 @@
 // Helpers shared by the unit tests: the path of the shared reference data (tests that need it
-// skip with a clear message when it is missing) and temporary directories.
+// skip with a clear message when it is missing), temporary directories, text files and lines,
+// and the message of an expected error.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "perseus/util/error.hpp"
 
@@ -67,6 +69,21 @@ inline std::string read_text(const std::filesystem::path& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// The lines of `text`, without their line ends.
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// `lines`, each ended by "\n".
+inline std::string join_lines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
 }
 
 // The message of the perseus::Error that `f` throws ("" and a failure if none). Any other
