@@ -145,17 +145,11 @@ void print_gaps(const char* what, const Gaps& g) {
       g.slowdowns);
 }
 
-// Solves one case with `kind` and checks its frontier against the exhaustive enumeration;
-// fills `g` with the gaps seen.
-void check_case(CostModelKind kind, const Instance& in, const Tolerances& tol, Gaps* out) {
-  Gaps& g = *out;
-  plan::PlanSettings settings{kUnitTimeS, in.p_block, kind, 1.0};
-  plan::PlanProblem problem = plan::PlanProblem::build(in.prof, in.sched, settings);
-  plan::Frontier frontier = plan::solve_frontier(problem);
+// The frontier's shape: one unit faster per step, from the slowest Pareto plan of the enumeration
+// to the fastest time.
+void check_shape(const Instance& in, const plan::PlanProblem& problem,
+                 const plan::Frontier& frontier) {
   const auto& pts = frontier.points;
-  ASSERT_GE(pts.size(), 10u) << frontier.stop_reason;
-
-  // Shape: one unit faster per step, from the slowest plan to the fastest time.
   for (std::size_t i = 1; i < pts.size(); ++i) {
     EXPECT_EQ(pts[i].quant_time, pts[i - 1].quant_time - 1) << "point " << i;
   }
@@ -168,12 +162,14 @@ void check_case(CostModelKind kind, const Instance& in, const Tolerances& tol, G
   EXPECT_EQ(pts.front().quant_time, frontier.slowest_time);
   EXPECT_NEAR(pts.back().evaluated_time_s, in.fastest_time, 1e-9) << frontier.stop_reason;
   EXPECT_EQ(pts.back().quant_time, frontier.fastest_time) << frontier.stop_reason;
+}
 
-  for (const auto& step : frontier.steps) {
-    for (auto [node, delta] : step) g.slowdowns += delta > 0 ? 1 : 0;
-  }
-
-  // Every point is what its durations say: planned time, model cost and evaluation.
+// Every point is what its durations say: planned time, model cost and evaluation; the stored
+// clocks (the realized plan after slack reclamation) are never slower and never costlier than the
+// plain realization of the planned durations.
+void check_points(const Instance& in, const plan::PlanProblem& problem,
+                  const plan::Frontier& frontier) {
+  const auto& pts = frontier.points;
   ASSERT_EQ(frontier.steps.size() + 1, pts.size());
   const double blocking_per_unit = in.sched.num_ranks() * in.p_block * kUnitTimeS;
   std::vector<long> d = frontier.initial_durations;
@@ -192,8 +188,6 @@ void check_case(CostModelKind kind, const Instance& in, const Tolerances& tol, G
       model += problem.model(v)(d[v]);
     }
     EXPECT_NEAR(pts[i].predicted_energy_j, model, 1e-9 * model) << "point " << i;
-    // The stored clocks are the realized plan after slack reclamation: never slower and never
-    // costlier than the plain realization of the planned durations.
     plan::Evaluation ev = plan::evaluate(
         in.prof, in.sched, plan::to_frequency_plan(problem.dag, frontier.clocks(i)), in.p_block);
     EXPECT_NEAR(pts[i].evaluated_time_s, ev.time_s, 1e-12 * ev.time_s) << "point " << i;
@@ -203,8 +197,14 @@ void check_case(CostModelKind kind, const Instance& in, const Tolerances& tol, G
     EXPECT_LE(ev.time_s, plain.time_s * (1.0 + 1e-12)) << "point " << i;
     EXPECT_LE(ev.energy_j, plain.energy_j * (1.0 + 1e-12)) << "point " << i;
   }
+}
 
-  // The solver is optimal for its own model.
+// The solver is optimal for its own model: no profiled plan of a point's planned time costs less
+// in the model. Records the worst excess in g.model.
+void check_model_optimal(const Instance& in, const plan::PlanProblem& problem,
+                         const plan::Frontier& frontier, Gaps& g) {
+  const auto& pts = frontier.points;
+  const double blocking_per_unit = in.sched.num_ranks() * in.p_block * kUnitTimeS;
   std::vector<double> bound = model_bound(in, problem, frontier.slowest_time);
   ASSERT_FALSE(bound.empty());
   for (std::size_t i = 0; i < pts.size(); ++i) {
@@ -216,9 +216,12 @@ void check_case(CostModelKind kind, const Instance& in, const Tolerances& tol, G
                             << " units): predicted " << pts[i].predicted_energy_j
                             << " J but a profiled plan costs " << limit << " J in the model";
   }
+}
 
-  // Every reported point on the evaluated frontier (no other reported plan is both as fast and
-  // cheaper) against the exact frontier at its evaluated time.
+// Every reported point on the evaluated frontier (no other reported plan is both as fast and
+// cheaper) against the exact frontier at its evaluated time. Records the worst gap in g.point.
+void check_point_gaps(const Instance& in, const std::vector<plan::FrontierPoint>& pts,
+                      const Tolerances& tol, Gaps& g) {
   auto dominated = [&](std::size_t i) {
     for (const auto& q : pts) {
       if (q.evaluated_time_s <= pts[i].evaluated_time_s &&
@@ -239,9 +242,14 @@ void check_case(CostModelKind kind, const Instance& in, const Tolerances& tol, G
                               << " J";
     if (gap > g.point) g.point = gap, g.point_where = "point " + std::to_string(i);
   }
+}
 
-  // The cheapest reported plan that finishes by T, for every deadline T any plan achieves
-  // between the fastest time and the slowest reported point.
+// The cheapest reported plan that finishes by T, for every deadline T any plan achieves between
+// the fastest time and the slowest reported point; then the cheapest reported plan against the
+// cheapest plan of all, and the energy at the fastest time. Records g.deadline, g.minimum and
+// g.fastest.
+void check_deadline_gaps(const Instance& in, const std::vector<plan::FrontierPoint>& pts,
+                         const Tolerances& tol, Gaps& g) {
   std::vector<std::pair<double, double>> envelope;  // (time, cheapest reported so far)
   for (const auto& p : pts) envelope.push_back({p.evaluated_time_s, p.evaluated_energy_j});
   std::sort(envelope.begin(), envelope.end());
@@ -261,15 +269,32 @@ void check_case(CostModelKind kind, const Instance& in, const Tolerances& tol, G
   }
   const double bound_tol = in.spec.clock_step > 0 ? tol.fine : tol.coarse;
   EXPECT_LE(g.deadline, bound_tol) << g.deadline_where;
-
-  // The cheapest reported plan against the cheapest plan of all, and the energy at the
-  // fastest time.
   double cheapest = pts.front().evaluated_energy_j;
   for (const auto& p : pts) cheapest = std::min(cheapest, p.evaluated_energy_j);
   g.minimum = cheapest / in.best_energy.back() - 1.0;
   EXPECT_LE(g.minimum, bound_tol);
   g.fastest = pts.back().evaluated_energy_j / in.exact(in.fastest_time) - 1.0;
   EXPECT_LE(g.fastest, bound_tol);
+}
+
+// Solves one case with `kind` and checks its frontier against the exhaustive enumeration;
+// fills `g` with the gaps seen. Stops at the first fatal failure.
+void check_case(CostModelKind kind, const Instance& in, const Tolerances& tol, Gaps* out) {
+  Gaps& g = *out;
+  plan::PlanSettings settings{kUnitTimeS, in.p_block, kind, 1.0};
+  plan::PlanProblem problem = plan::PlanProblem::build(in.prof, in.sched, settings);
+  plan::Frontier frontier = plan::solve_frontier(problem);
+  ASSERT_GE(frontier.points.size(), 10u) << frontier.stop_reason;
+  for (const auto& step : frontier.steps) {
+    for (auto [node, delta] : step) g.slowdowns += delta > 0 ? 1 : 0;
+  }
+  check_shape(in, problem, frontier);
+  check_points(in, problem, frontier);
+  if (::testing::Test::HasFatalFailure()) return;
+  check_model_optimal(in, problem, frontier, g);
+  if (::testing::Test::HasFatalFailure()) return;
+  check_point_gaps(in, frontier.points, tol, g);
+  check_deadline_gaps(in, frontier.points, tol, g);
 }
 
 // Runs every case with `kind`, prints the gaps per case and returns the worst over all cases.
