@@ -22,13 +22,24 @@ TEST(SchedulerRegistry, ListsNamesAndRejectsUnknownOnes) {
   EXPECT_CONTAINS(msg, "zeus-per-stage");
 }
 
-TEST(SchedulerArgs, RejectsUnknownArgumentsAndWrongTypes) {
-  struct Case {
-    std::string scheduler;
-    json args;
-    std::string message;
-  };
-  const std::vector<Case> cases = {
+struct RejectedArgs {
+  std::string scheduler;
+  json args;
+  std::string message;  // part of the error
+};
+
+// Each scheduler refuses its arguments with (part of) the message given.
+void expect_rejected(const std::vector<RejectedArgs>& cases) {
+  ASSERT_FALSE(cases.empty());
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.scheduler + " " + c.args.dump());
+    EXPECT_CONTAINS(error_of([&] { make_scheduler(c.scheduler, job_with(c.args)); }), c.message);
+  }
+}
+
+// The arguments every scheduler reads: microbatches and the schedule.
+TEST(SchedulerArgs, RejectsUnknownMissingAndMistypedCommonArguments) {
+  expect_rejected({
       {"all-max", {{"microbatch", 4}}, "scheduler 'all-max': field 'microbatch': unknown"},
       {"all-max", {}, "scheduler 'all-max': field 'microbatches': missing"},
       {"all-max",
@@ -46,6 +57,11 @@ TEST(SchedulerArgs, RejectsUnknownArgumentsAndWrongTypes) {
        {{"microbatches", 4}, {"schedule", "interleaved-1f1b"}, {"virtual_stages", 0}},
        "field 'virtual_stages': must be an integer >= 1, got 0"},
       {"all-max", {{"microbatches", 9}, {"schedule", "interleaved-1f1b"}}, "field 'schedule': "},
+  });
+}
+
+TEST(SchedulerArgs, RejectsBadProfilerArguments) {
+  expect_rejected({
       {"profiler",
        {{"microbatches", 4}, {"patience", 0}},
        "scheduler 'profiler': field 'patience': must be an integer >= 1"},
@@ -58,6 +74,12 @@ TEST(SchedulerArgs, RejectsUnknownArgumentsAndWrongTypes) {
       {"profiler",
        {{"microbatches", 4}, {"min_frequency", 1411}, {"max_frequency", 1500}},
        "field 'min_frequency': leaves no available frequency up to max_frequency"},
+  });
+}
+
+// point-solution and frontier, which read a plan or a frontier directory.
+TEST(SchedulerArgs, RejectsBadPlanFileArguments) {
+  expect_rejected({
       {"point-solution", {}, "scheduler 'point-solution': field 'solution_path': missing"},
       {"point-solution",
        {{"solution_path", "/nonexistent/plan.json"}},
@@ -67,6 +89,12 @@ TEST(SchedulerArgs, RejectsUnknownArgumentsAndWrongTypes) {
        "field 'warmup_rounds': must be an integer >= 0"},
       {"frontier", {}, "scheduler 'frontier': field 'frontier': missing"},
       {"frontier", {{"frontier", "/nonexistent/frontier"}}, "field 'frontier': "},
+  });
+}
+
+// The Zeus schedulers' power limits.
+TEST(SchedulerArgs, RejectsBadPowerLimitArguments) {
+  expect_rejected({
       {"zeus-global",
        {{"microbatches", 4}, {"power_limits", json::array({300, 200})}, {"eta", 2}},
        "scheduler 'zeus-global': field 'eta': must be a number in [0, 1], got 2"},
@@ -89,11 +117,7 @@ TEST(SchedulerArgs, RejectsUnknownArgumentsAndWrongTypes) {
       {"zeus-global",
        {{"microbatches", 4}, {"power_limits", json::array({300})}, {"max_power_w", 0}},
        "field 'max_power_w': must be a number of watts > 0"},
-  };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.scheduler + " " + c.args.dump());
-    EXPECT_CONTAINS(error_of([&] { make_scheduler(c.scheduler, job_with(c.args)); }), c.message);
-  }
+  });
 }
 
 TEST(SchedulerArgs, NeedsAvailableFrequencies) {
