@@ -112,17 +112,19 @@ TEST_F(FrontierStore, CorruptFrontierCsvIsReportedWithItsName) {
   expect_reported(dir, "frontier.csv", cases);
 }
 
+// A JSON file's text with `change` applied to its document.
+std::function<std::string(const std::string&)> edit(const std::function<void(json&)>& change) {
+  return [change](const std::string& text) {
+    json doc = json::parse(text);
+    change(doc);
+    return doc.dump();
+  };
+}
+
 TEST_F(FrontierStore, CorruptMetadataIsReportedWithItsName) {
   perseus::test::TempDir tmp;
   fs::path dir = write(tmp);
   const std::string meta = (dir / "meta.json").string();
-  auto edit = [](const std::function<void(json&)>& change) {
-    return [change](const std::string& text) {
-      json doc = json::parse(text);
-      change(doc);
-      return doc.dump();
-    };
-  };
   const std::vector<Corruption> cases = {
       {[](const std::string& t) { return t.substr(0, t.size() / 2); }, ": invalid JSON at byte "},
       {[](const std::string&) { return std::string(); }, "invalid JSON at byte 1"},
@@ -163,8 +165,16 @@ TEST_F(FrontierStore, CorruptMetadataIsReportedWithItsName) {
     EXPECT_CONTAINS(msg, meta) << "case " << k;
     EXPECT_CONTAINS(msg, cases[k].expected) << "case " << k;
   }
-  // A stage count that disagrees with the schedule's actions is caught; without them, by the
-  // plans' width.
+  std::string missing = (tmp.path() / "nope" / "meta.json").string();
+  EXPECT_CONTAINS(error_of([&] { read_frontier(tmp.path() / "nope"); }), missing);
+}
+
+// A stage count that disagrees with the schedule's actions is caught; without them, by the plans'
+// width.
+TEST_F(FrontierStore, MetadataStageCountMustMatchTheScheduleAndPlans) {
+  perseus::test::TempDir tmp;
+  fs::path dir = write(tmp);
+  const std::string meta = (dir / "meta.json").string();
   std::string msg = corrupted(dir, "meta.json", edit([](json& d) { d["num_stages"] = 2; }));
   EXPECT_CONTAINS(msg, meta + ": schedule_actions has 3 stages and 4 microbatches, not 2 and 4");
   msg = corrupted(dir, "meta.json", edit([](json& d) {
@@ -172,8 +182,6 @@ TEST_F(FrontierStore, CorruptMetadataIsReportedWithItsName) {
                     d.erase("schedule_actions");
                   }));
   EXPECT_CONTAINS(msg, (dir / "plans.txt").string());
-  std::string missing = (tmp.path() / "nope" / "meta.json").string();
-  EXPECT_CONTAINS(error_of([&] { read_frontier(tmp.path() / "nope"); }), missing);
 }
 
 }  // namespace
