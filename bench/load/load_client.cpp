@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>  // before Boost: 1.74's asio/awaitable.hpp uses std::exchange unincluded
@@ -208,9 +209,8 @@ double percentile(std::vector<double> values, double p) {
   return values[index];
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The options; nullopt (after a message) when one is unknown or the values do not fit together.
+std::optional<Settings> parse_settings(int argc, char** argv) {
   Settings s;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string key = argv[i], value = argv[i + 1];
@@ -232,7 +232,7 @@ int main(int argc, char** argv) {
       s.token = value;
     else {
       std::fprintf(stderr, "load_client: unknown option %s\n", key.c_str());
-      return 2;
+      return std::nullopt;
     }
   }
   if (s.port.empty() || s.jobs < 1 || s.ranks < 1 || s.rounds < 1 || s.pp < 1 ||
@@ -240,8 +240,59 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: load_client --port P [--jobs J] [--ranks N] [--pp S (divides N)] "
                  "[--rounds R] [--threads T] [--scheduler-args JSON] [--token T]\n");
-    return 2;
+    return std::nullopt;
   }
+  return s;
+}
+
+// Registers one job and its ranks (blocking requests) and sizes its per-round statistics.
+void register_job(asio::io_context& io, const Settings& s, JobState& job) {
+  int dp = s.ranks / s.pp;
+  std::string info =
+      "{\"job_id\":\"\",\"pp_degree\":" + std::to_string(s.pp) +
+      ",\"dp_degree\":" + std::to_string(dp) +
+      ",\"tp_degree\":1,\"world_size\":" + std::to_string(s.ranks) + ",\"job_metadata\":\"load\"" +
+      (s.scheduler_args.empty() ? "" : ",\"scheduler_args\":" + s.scheduler_args) + "}";
+  auto registered = blocking(io, s, http::verb::post, "/register_job", info);
+  const std::string& id = registered.body();
+  job.id = id.substr(1, id.size() - 2);
+  std::string secret(registered["X-Perseus-Job-Secret"]);
+  if (!s.token.empty()) {
+    job.credentials =
+        "Authorization: Bearer " + s.token + "\r\nX-Perseus-Job-Secret: " + secret + "\r\n";
+  }
+  job.ranks = s.ranks;
+  job.asked.assign(static_cast<std::size_t>(s.rounds), 0);
+  job.last_ask.resize(static_cast<std::size_t>(s.rounds));
+  job.answered.resize(static_cast<std::size_t>(s.rounds));
+  for (int r = 0; r < s.ranks; ++r) {
+    // Megatron order: data parallelism varies fastest, then pipeline stage.
+    std::string rank = "{\"rank\":" + std::to_string(r) + ",\"dp_rank\":" + std::to_string(r % dp) +
+                       ",\"pp_rank\":" + std::to_string(r / dp) +
+                       ",\"tp_rank\":0,\"available_frequencies\":[1410]}";
+    blocking(io, s, http::verb::post, "/register_rank/" + job.id, rank, secret);
+  }
+}
+
+void print_results(const Settings& s, double setup_s, double wall) {
+  std::printf("jobs %d ranks_per_job %d rounds %d\n", s.jobs, s.ranks, s.rounds);
+  std::printf("registration_s %.3f\n", setup_s);
+  std::printf("run_s %.3f\n", wall);
+  std::printf("requests %ld\n", requests.load());
+  std::printf("requests_per_s %.0f\n", static_cast<double>(requests) / wall);
+  std::printf("barrier_latency_p50_ms %.2f\n", 1e3 * percentile(all_latencies, 0.50));
+  std::printf("barrier_latency_p99_ms %.2f\n", 1e3 * percentile(all_latencies, 0.99));
+  std::printf("round_latency_p50_ms %.2f\n", 1e3 * percentile(round_latencies, 0.50));
+  std::printf("round_latency_p99_ms %.2f\n", 1e3 * percentile(round_latencies, 0.99));
+  std::printf("failures %d\n", failures.load());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::optional<Settings> settings = parse_settings(argc, argv);
+  if (!settings) return 2;
+  const Settings& s = *settings;
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
     limit.rlim_cur = limit.rlim_max;
@@ -250,35 +301,7 @@ int main(int argc, char** argv) {
   asio::io_context io;
   auto setup_start = Clock::now();
   std::vector<JobState> jobs(static_cast<std::size_t>(s.jobs));
-  for (auto& job : jobs) {
-    int dp = s.ranks / s.pp;
-    std::string info = "{\"job_id\":\"\",\"pp_degree\":" + std::to_string(s.pp) +
-                       ",\"dp_degree\":" + std::to_string(dp) +
-                       ",\"tp_degree\":1,\"world_size\":" + std::to_string(s.ranks) +
-                       ",\"job_metadata\":\"load\"" +
-                       (s.scheduler_args.empty() ? "" : ",\"scheduler_args\":" + s.scheduler_args) +
-                       "}";
-    auto registered = blocking(io, s, http::verb::post, "/register_job", info);
-    const std::string& id = registered.body();
-    job.id = id.substr(1, id.size() - 2);
-    std::string secret(registered["X-Perseus-Job-Secret"]);
-    if (!s.token.empty()) {
-      job.credentials =
-          "Authorization: Bearer " + s.token + "\r\nX-Perseus-Job-Secret: " + secret + "\r\n";
-    }
-    job.ranks = s.ranks;
-    job.asked.assign(static_cast<std::size_t>(s.rounds), 0);
-    job.last_ask.resize(static_cast<std::size_t>(s.rounds));
-    job.answered.resize(static_cast<std::size_t>(s.rounds));
-    for (int r = 0; r < s.ranks; ++r) {
-      // Megatron order: data parallelism varies fastest, then pipeline stage.
-      std::string rank = "{\"rank\":" + std::to_string(r) +
-                         ",\"dp_rank\":" + std::to_string(r % dp) +
-                         ",\"pp_rank\":" + std::to_string(r / dp) +
-                         ",\"tp_rank\":0,\"available_frequencies\":[1410]}";
-      blocking(io, s, http::verb::post, "/register_rank/" + job.id, rank, secret);
-    }
-  }
+  for (auto& job : jobs) register_job(io, s, job);
   double setup_s = seconds_since(setup_start);
   tcp::resolver resolver(io);
   auto endpoints = resolver.resolve(s.host, s.port);
@@ -293,16 +316,6 @@ int main(int argc, char** argv) {
   for (int t = 1; t < s.threads; ++t) extra.emplace_back([&io] { io.run(); });
   io.run();
   for (auto& t : extra) t.join();
-  double wall = seconds_since(start);
-  std::printf("jobs %d ranks_per_job %d rounds %d\n", s.jobs, s.ranks, s.rounds);
-  std::printf("registration_s %.3f\n", setup_s);
-  std::printf("run_s %.3f\n", wall);
-  std::printf("requests %ld\n", requests.load());
-  std::printf("requests_per_s %.0f\n", static_cast<double>(requests) / wall);
-  std::printf("barrier_latency_p50_ms %.2f\n", 1e3 * percentile(all_latencies, 0.50));
-  std::printf("barrier_latency_p99_ms %.2f\n", 1e3 * percentile(all_latencies, 0.99));
-  std::printf("round_latency_p50_ms %.2f\n", 1e3 * percentile(round_latencies, 0.50));
-  std::printf("round_latency_p99_ms %.2f\n", 1e3 * percentile(round_latencies, 0.99));
-  std::printf("failures %d\n", failures.load());
+  print_results(s, setup_s, seconds_since(start));
   return failures == 0 && static_cast<int>(round_latencies.size()) == s.jobs * s.rounds ? 0 : 1;
 }
