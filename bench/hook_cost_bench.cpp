@@ -58,6 +58,51 @@ Stats stats(std::vector<double> us) {
   return {at(0.50), at(0.99)};
 }
 
+// The hooks' times, one figure per call, over `iterations` iterations of a forward and a
+// backward.
+struct HookTimes {
+  std::vector<double> step_begin, instruction_begin, instruction_end, step_end, all;
+};
+
+HookTimes time_hooks(const std::string& library, int iterations) {
+  HookTimes h;
+  OptimizerOptions o;
+  o.report_every = 1 << 30;  // no window closes while timing
+  PipelineFrequencyOptimizer opt(o, std::make_unique<NvmlGpu>(0, library));
+  auto record = [&](std::vector<double>& into, double us) {
+    into.push_back(us);
+    h.all.push_back(us);
+  };
+  for (int i = 0; i < iterations; ++i) {
+    record(h.step_begin, time_us([&] { opt.on_step_begin(); }));
+    for (const char* name : {"forward", "backward"}) {
+      record(h.instruction_begin, time_us([&] { opt.on_instruction_begin(name); }));
+      record(h.instruction_end, time_us([&] { opt.on_instruction_end(name); }));
+    }
+    record(h.step_end, time_us([&] { opt.on_step_end(); }));
+  }
+  return h;
+}
+
+// The old design: every hook read the time and the counter on the training thread.
+std::vector<double> time_old_hooks(const std::string& library, int iterations) {
+  std::vector<double> old;
+  NvmlGpu gpu(0, library);
+  const int reads = std::max(50, std::min(iterations, 250));
+  double sink = 0.0;
+  for (int i = 0; i < reads; ++i) {
+    old.push_back(time_us([&] { sink += gpu.now_s() + gpu.total_energy_j(); }));
+  }
+  if (sink < 0.0) std::printf("?\n");
+  return old;
+}
+
+void print(const char* label, const std::vector<double>& us) {
+  const Stats s = stats(us);
+  std::printf("  %-22s calls %-6zu median %8.3f us  p99 %8.3f us\n", label, us.size(), s.median,
+              s.p99);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -72,50 +117,18 @@ int main(int argc, char** argv) {
   setenv("FAKE_NVML_REFRESH_MS", "100", 1);
   unsetenv("FAKE_NVML_LOG");
   try {
-    std::vector<double> step_begin, instruction_begin, instruction_end, step_end, all;
-    {
-      OptimizerOptions o;
-      o.report_every = 1 << 30;  // no window closes while timing
-      PipelineFrequencyOptimizer opt(o, std::make_unique<NvmlGpu>(0, library));
-      auto record = [&](std::vector<double>& into, double us) {
-        into.push_back(us);
-        all.push_back(us);
-      };
-      for (int i = 0; i < iterations; ++i) {
-        record(step_begin, time_us([&] { opt.on_step_begin(); }));
-        for (const char* name : {"forward", "backward"}) {
-          record(instruction_begin, time_us([&] { opt.on_instruction_begin(name); }));
-          record(instruction_end, time_us([&] { opt.on_instruction_end(name); }));
-        }
-        record(step_end, time_us([&] { opt.on_step_end(); }));
-      }
-    }
-    // The old design: every hook read the time and the counter on the training thread.
-    std::vector<double> old;
-    {
-      NvmlGpu gpu(0, library);
-      const int reads = std::max(50, std::min(iterations, 250));
-      double sink = 0.0;
-      for (int i = 0; i < reads; ++i) {
-        old.push_back(time_us([&] { sink += gpu.now_s() + gpu.total_energy_j(); }));
-      }
-      if (sink < 0.0) std::printf("?\n");
-    }
-    auto print = [](const char* label, const std::vector<double>& us) {
-      const Stats s = stats(us);
-      std::printf("  %-22s calls %-6zu median %8.3f us  p99 %8.3f us\n", label, us.size(), s.median,
-                  s.p99);
-    };
+    const HookTimes h = time_hooks(library, iterations);
+    const std::vector<double> old = time_old_hooks(library, iterations);
     std::printf("fake NVML %s (read 4 ms, refresh 100 ms)\n", library.c_str());
-    print("on_step_begin", step_begin);
-    print("on_instruction_begin", instruction_begin);
-    print("on_instruction_end", instruction_end);
-    print("on_step_end", step_end);
+    print("on_step_begin", h.step_begin);
+    print("on_instruction_begin", h.instruction_begin);
+    print("on_instruction_end", h.instruction_end);
+    print("on_step_end", h.step_end);
     print("old: now_s + counter", old);
     std::vector<double> empty;  // what the timing itself adds to each figure
     for (int i = 0; i < iterations; ++i) empty.push_back(time_us([] {}));
     print("(timer overhead)", empty);
-    const Stats hook = stats(all), before = stats(old);
+    const Stats hook = stats(h.all), before = stats(old);
     std::printf(
         "hook median %.3f us p99 %.3f us | old design (counter read in the hook) median %.1f us\n",
         hook.median, hook.p99, before.median);
