@@ -89,8 +89,13 @@ TEST(SearchDatabase, CorruptCsvNamesFileLineAndColumn) {
   const fs::path prim = tmp.path() / "prim_toy_1_all_reduce_2gpus.csv";
   write_text(prim, "data_size(MB),time(ms)\n4,0.5\n8.5,1\n");
   e = error_of([&] { Database::load(tmp.path(), "toy_1"); });
-  EXPECT_CONTAINS(e, prim.string() + ":3");
-  EXPECT_CONTAINS(e, "whole number of MB");
+  EXPECT_CONTAINS(e, prim.string() + ":3: field 'data_size(MB)': not an integer '8.5'");
+  write_text(prim, "data_size(MB),time(ms)\n-4,0.5\n");
+  EXPECT_CONTAINS(error_of([&] { Database::load(tmp.path(), "toy_1"); }),
+                  prim.string() + ":2: field 'data_size(MB)': must be >= 0, got '-4'");
+  write_text(prim, "data_size(MB),time(ms)\n4,0.5\n4.0,0.6\n");
+  EXPECT_CONTAINS(error_of([&] { Database::load(tmp.path(), "toy_1"); }),
+                  prim.string() + ":3: field 'data_size(MB)': duplicate size 4.0");
   write_text(prim, "data_size(MB),time(ms)\n4,0.5,9\n");
   EXPECT_CONTAINS(error_of([&] { Database::load(tmp.path(), "toy_1"); }), prim.string() + ":2");
   fs::remove(prim);

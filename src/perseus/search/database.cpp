@@ -242,16 +242,13 @@ void Database::read_collective(const CollectiveFile& f) {
   for (std::size_t r = 1; r < rows.size(); ++r) {
     const Row& row = rows[r];
     expect_columns(row, 2, file, "data_size(MB),time(ms)");
-    long long size = 0;
-    std::string_view s = row.fields[0];
-    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), size);
-    if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || size < 0) {
-      throw Error(located(file, row.line, "data_size(MB)",
-                          "bad size '" + std::string(s) + "' (expected a whole number of MB)"));
-    }
-    double ms = csv::Fields(file, row.line).non_negative(row.fields[1], "time(ms)");
+    const csv::Fields fields(file, row.line);
+    const int size = fields.integer(row.fields[0], "data_size(MB)");
+    if (size < 0)
+      fields.fail("data_size(MB)", "must be >= 0, got '" + std::string(row.fields[0]) + "'");
+    const double ms = fields.non_negative(row.fields[1], "time(ms)");
     if (!table.ms_by_mb.emplace(size, ms).second) {
-      throw Error(located(file, row.line, "data_size(MB)", "duplicate size " + std::string(s)));
+      fields.fail("data_size(MB)", "duplicate size " + std::string(row.fields[0]));
     }
   }
   collectives_.push_back(std::move(table));
