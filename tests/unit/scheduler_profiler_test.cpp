@@ -75,6 +75,24 @@ TEST(SchedulerProfiler, WritesTheMeasuredProfileAndStopsPastTheEnergyMinimum) {
   }
 }
 
+// A clock measured again (its error above the target) pools the blocking time and energy of all
+// its windows: the blocking power is not the last window's alone.
+TEST(SchedulerProfiler, PoolsTheBlockingPowerOverEveryWindowAtTheHighestClock) {
+  TempDir dir;
+  JobSpec job = job_with({{"microbatches", 4}, {"max_windows", 2}});
+  job.output_dir = dir.path();
+  auto s = make_scheduler("profiler", job);
+  auto noisy = results_of(s->next(), from_profile(a100_profile()), {.blocking_w = 60.0});
+  for (auto& r : noisy) r.energy_stderr["forward"] = 1e3;  // far above the target: measure again
+  s->observe(noisy);
+  EXPECT_EQ(s->status()["measured"], 0);
+  EXPECT_TRUE(s->status()["blocking_power_w"].is_null());
+  s->observe(results_of(s->next(), from_profile(a100_profile()), {.blocking_w = 100.0}));
+  EXPECT_EQ(s->status()["measured"], 1);
+  // Both windows block equally long on every GPU.
+  EXPECT_NEAR(s->status()["blocking_power_w"].get<double>(), 80.0, 1e-9);
+}
+
 TEST(SchedulerProfiler, SweepsOnlyTheClocksWithinTheBounds) {
   TempDir dir;
   JobSpec job = job_with({{"microbatches", 2}, {"min_frequency", 1200}, {"max_frequency", 1300}});

@@ -10,10 +10,10 @@
 // U-shaped energy curve; clocks the GPU did not reach count for nothing) or the clocks run out,
 // then writes the profile CSV (with an `energy_stderr` column, relative, and, from clients that
 // read clocks, `measured_clock_mhz` and `clock_held_down`: the SM clock each row really ran at
-// and how often the driver held it down), the blocking power measured at the highest clock
-// (`<csv>.blocking_power`) and a summary (`<csv>.json`: rounds, measured seconds, worst error,
-// and the rows whose clock the GPU did not reach, e.g. held down by its power limit, which the
-// server also logs as a warning).
+// and how often the driver held it down), the blocking power measured over every window at the
+// highest clock (`<csv>.blocking_power`) and a summary (`<csv>.json`: rounds, measured seconds,
+// worst error, and the rows whose clock the GPU did not reach, e.g. held down by its power limit,
+// which the server also logs as a warning).
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -52,20 +52,36 @@ std::vector<int> sweep_clocks(const ArgReader& args, const JobSpec& job) {
   return clocks;
 }
 
-// Mean over GPUs of (iteration energy - instruction energy) / (iteration time - busy time),
-// leaving out GPUs that never blocked; nullopt when none did.
-std::optional<double> blocking_power(const std::vector<StageWindow>& windows) {
-  double sum = 0.0;
-  int count = 0;
-  for (const auto& w : windows) {
-    double idle = w.iter_time_s - w.busy_time_s;
-    if (idle <= 0.0) continue;
-    sum += (w.iter_energy_j - w.busy_energy_j) / idle;
-    ++count;
+// What each GPU drew while blocked, summed over windows: (iteration energy - instruction energy)
+// over (iteration time - busy time).
+struct Blocked {
+  std::vector<double> energy_j, time_s;  // per GPU
+
+  void add(const std::vector<StageWindow>& windows) {
+    energy_j.resize(windows.size(), 0.0);
+    time_s.resize(windows.size(), 0.0);
+    for (std::size_t s = 0; s < windows.size(); ++s) {
+      const double idle = windows[s].iter_time_s - windows[s].busy_time_s;
+      if (idle <= 0.0) continue;
+      energy_j[s] += windows[s].iter_energy_j - windows[s].busy_energy_j;
+      time_s[s] += idle;
+    }
   }
-  if (count == 0) return std::nullopt;
-  return sum / count;
-}
+
+  // Mean over GPUs of each one's blocked energy / blocked time, leaving out GPUs that never
+  // blocked; nullopt when none did.
+  std::optional<double> power_w() const {
+    double sum = 0.0;
+    int count = 0;
+    for (std::size_t s = 0; s < time_s.size(); ++s) {
+      if (time_s[s] <= 0.0) continue;
+      sum += energy_j[s] / time_s[s];
+      ++count;
+    }
+    if (count == 0) return std::nullopt;
+    return sum / count;
+  }
+};
 
 class Profiler : public Scheduler {
  public:
@@ -102,11 +118,12 @@ class Profiler : public Scheduler {
     for (const auto& w : windows)
       measured_s_ += w.iter_time_s / static_cast<double>(results.size());
     ++rounds_;
+    if (measured_ == 0) blocked_.add(windows);  // every window at the highest clock
     const double error = worst_relative_stderr(results, windows);
     if (error > target_stderr_ && ++repeats_ < max_windows_) return;  // measure this clock again
     worst_stderr_ = std::max(worst_stderr_, error);
     repeats_ = 0;
-    if (measured_ == 0) blocking_power_w_ = blocking_power(windows);
+    if (measured_ == 0) blocking_power_w_ = blocked_.power_w();
     try {
       record(windows, results, clocks_[measured_]);
     } catch (const Error& e) {
@@ -264,6 +281,7 @@ class Profiler : public Scheduler {
   std::vector<double> lowest_;  // per GPU: lowest energy so far
   std::vector<int> rises_;      // per GPU: clocks since that lowest
   std::size_t measured_ = 0;
+  Blocked blocked_;  // at the highest clock
   std::optional<double> blocking_power_w_;
   bool done_ = false;
   double target_stderr_ = 0.01;  // relative
