@@ -10,17 +10,10 @@
 #include "perseus/plan/frontier_store.hpp"
 #include "test_support.hpp"
 
-using perseus::test::error_of;
 using perseus::test::join_lines;
-using perseus::test::lines_of;
-using perseus::test::read_text;
-using perseus::test::write_text;
 
 namespace perseus::plan {
 namespace {
-
-namespace fs = std::filesystem;
-using nlohmann::json;
 
 // Writes the frontier, applies `corrupt` to the text of `file`, and returns read_frontier's error.
 std::string corrupted(const fs::path& dir, const std::string& file,

@@ -1,10 +1,12 @@
 // The frontier store tests' fixture: a small synthetic problem (3 stages, 4 microbatches, A100
-// model) solved once per suite, and a helper that writes its frontier to a directory.
+// model) solved once per suite, a helper that writes its frontier to a directory, and the
+// names both test files use.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "perseus/plan/frontier_store.hpp"
 #include "perseus/plan/problem.hpp"
@@ -14,6 +16,14 @@
 #include "test_support.hpp"
 
 namespace perseus::plan {
+
+// What both frontier store test files use.
+namespace fs = std::filesystem;
+using nlohmann::json;
+using test::error_of;
+using test::lines_of;
+using test::read_text;
+using test::write_text;
 
 class FrontierStore : public ::testing::Test {
  protected:
@@ -33,8 +43,8 @@ class FrontierStore : public ::testing::Test {
   }
 
   // Writes the frontier to `<tmp>/F` and returns that path.
-  std::filesystem::path write(const perseus::test::TempDir& tmp) const {
-    std::filesystem::path dir = tmp.path() / "F";
+  fs::path write(const perseus::test::TempDir& tmp) const {
+    fs::path dir = tmp.path() / "F";
     write_frontier(dir, *problem_, *frontier_, info());
     return dir;
   }

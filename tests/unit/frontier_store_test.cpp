@@ -21,16 +21,8 @@
 #include "perseus/util/error.hpp"
 #include "test_support.hpp"
 
-using perseus::test::error_of;
-using perseus::test::lines_of;
-using perseus::test::read_text;
-using perseus::test::write_text;
-
 namespace perseus::plan {
 namespace {
-
-namespace fs = std::filesystem;
-using nlohmann::json;
 
 // Entries of `dir` whose name contains ".partial-" (staging directories left behind).
 std::vector<std::string> partial_entries(const fs::path& dir) {
