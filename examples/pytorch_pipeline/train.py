@@ -203,6 +203,40 @@ def train_iteration(args, rank, model, optim, opt, data):
     return sum(losses) if last else None
 
 
+def make_optimizer(perseus, rank, args, profile, blocking_power):
+    """This rank's Perseus client on a simulated GPU (the example runs on CPUs)."""
+    return perseus.PipelineFrequencyOptimizer(
+        rank, 0, rank, 0, 0, 1, args.stages, 1, args.stages, args.server,
+        json.dumps({"example": "pytorch_pipeline", "stages": args.stages,
+                    "microbatches": args.microbatches}),
+        gpu="sim", profile=profile, blocking_power=blocking_power, real_time=True,
+        time_scale=args.time_scale, job_id=args.job_id, scheduler=args.scheduler,
+        scheduler_args=args.scheduler_args, report_every=args.report_every,
+        log=lambda msg: print(f"[rank {rank}] perseus: warning: {msg}", file=sys.stderr,
+                              flush=True))
+
+
+def summarize(args, opt, losses, wall):
+    """Rank 0's last lines: loss and measured totals; with --check, fails unless the loss went
+    down and every closed reporting window was measured."""
+    times = [t for t, _ in opt.iterations]
+    energies = [e for _, e in opt.iterations]
+    print(f"done in {time.monotonic() - wall:.1f} s wall: loss {losses[0]:.4f} -> "
+          f"{losses[-1]:.4f}; simulated {sum(times):.2f} s, {sum(energies):.0f} J on "
+          f"stage 0", flush=True)
+    if not args.check:
+        return
+    if not all(math.isfinite(x) for x in losses):
+        raise RuntimeError(f"check failed: non-finite loss {losses}")
+    if not losses[-1] < losses[0]:
+        raise RuntimeError(f"check failed: loss did not go down: {losses}")
+    windows = args.iterations - args.iterations % args.report_every
+    if len(opt.iterations) != windows:
+        raise RuntimeError(f"check failed: {len(opt.iterations)} measured iterations, "
+                           f"expected {windows} (the closed reporting windows)")
+    print("check passed: loss went down", flush=True)
+
+
 def worker(rank, args, port, profile, blocking_power):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
     torch.set_num_threads(1)
@@ -212,15 +246,7 @@ def worker(rank, args, port, profile, blocking_power):
     torch.manual_seed(args.seed * 1009 + rank)
     model = Stage(args, rank)
     optim = torch.optim.Adam(model.parameters(), lr=args.lr)
-    opt = perseus.PipelineFrequencyOptimizer(
-        rank, 0, rank, 0, 0, 1, args.stages, 1, args.stages, args.server,
-        json.dumps({"example": "pytorch_pipeline", "stages": args.stages,
-                    "microbatches": args.microbatches}),
-        gpu="sim", profile=profile, blocking_power=blocking_power, real_time=True,
-        time_scale=args.time_scale, job_id=args.job_id, scheduler=args.scheduler,
-        scheduler_args=args.scheduler_args, report_every=args.report_every,
-        log=lambda msg: print(f"[rank {rank}] perseus: warning: {msg}", file=sys.stderr,
-                              flush=True))
+    opt = make_optimizer(perseus, rank, args, profile, blocking_power)
     if rank == 0:
         print(f"job {opt.job_id or '(none)'}: {args.stages} stages, {args.microbatches} "
               f"microbatches, {sum(p.numel() for p in model.parameters())} parameters on "
@@ -249,21 +275,7 @@ def worker(rank, args, port, profile, blocking_power):
                       f"({state})", flush=True)
                 shown += 1
     if rank == 0:
-        times = [t for t, _ in opt.iterations]
-        energies = [e for _, e in opt.iterations]
-        print(f"done in {time.monotonic() - wall:.1f} s wall: loss {losses[0]:.4f} -> "
-              f"{losses[-1]:.4f}; simulated {sum(times):.2f} s, {sum(energies):.0f} J on "
-              f"stage 0", flush=True)
-        if args.check:
-            if not all(math.isfinite(x) for x in losses):
-                raise RuntimeError(f"check failed: non-finite loss {losses}")
-            if not losses[-1] < losses[0]:
-                raise RuntimeError(f"check failed: loss did not go down: {losses}")
-            windows = args.iterations - args.iterations % args.report_every
-            if len(opt.iterations) != windows:
-                raise RuntimeError(f"check failed: {len(opt.iterations)} measured iterations, "
-                                   f"expected {windows} (the closed reporting windows)")
-            print("check passed: loss went down", flush=True)
+        summarize(args, opt, losses, wall)
     opt.close()
     dist.barrier()
     dist.destroy_process_group()
