@@ -49,7 +49,9 @@ void check_frontier(const ReportArgs& a, Inputs& in) {
   };
   require(f.num_stages == in.profile.num_stages(),
           "frontier " + a.frontier + " has " + std::to_string(f.num_stages) +
-              " stages but the profile has " + std::to_string(in.profile.num_stages()));
+              " stages but profile " + in.profile_label +
+              (a.profile.empty() ? " with --stages " : " has ") +
+              std::to_string(in.profile.num_stages()));
   require(!a.has_microbatches || a.microbatches == f.num_microbatches,
           mismatch("--microbatches", std::to_string(a.microbatches),
                    std::to_string(f.num_microbatches) + " microbatches"));

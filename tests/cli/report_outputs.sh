@@ -81,6 +81,8 @@ expect_error "give at most one of --index, --time" report --index 1 --time 3 \
 expect_error "$tmp/nope" report --frontier "$tmp/nope" --out "$tmp/x/r.html"
 expect_error "--microbatches 7 does not match frontier $tmp/F" report --frontier "$tmp/F" \
   --microbatches 7 --out "$tmp/x/r.html"
+expect_error "frontier $tmp/F has 4 stages but profile synthesized a100 (embedded default) with --stages 3" \
+  report --frontier "$tmp/F" --stages 3 --out "$tmp/x/r.html"
 expect_error "--stages 3 does not match profile $tmp/p.csv" report --profile "$tmp/p.csv" \
   --stages 3 --blocking-power 80 --out "$tmp/x/r.html"
 expect_error "is a directory" report --out "$tmp/dir"
