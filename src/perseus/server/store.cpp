@@ -353,7 +353,8 @@ std::vector<StoredJob> Store::load_where(const std::string& job_id) const {
     job.results[round].push_back(load.body(s));
   });
   load.read_rows("stragglers", "body, round", "seq", [&](Statement& s, StoredJob& job) {
-    job.stragglers.emplace_back(static_cast<int>(round_of(s, job)), load.body(s));
+    const auto round = round_of(s, job);
+    job.stragglers.emplace_back(static_cast<int>(round), load.body(s));
   });
   return load.take();
 }
