@@ -122,7 +122,7 @@ double BoundedMinCut::max_flow(int s, int t) {
   return total;
 }
 
-bool BoundedMinCut::build_levels(int s, int t) {
+void BoundedMinCut::bfs_levels(int s, int t, int nodes) {
   level_.assign(head_.size(), -1);
   queue_.clear();
   level_[s] = 0;
@@ -130,15 +130,19 @@ bool BoundedMinCut::build_levels(int s, int t) {
   for (std::size_t i = 0; i < queue_.size(); ++i) {
     int u = queue_[i];
     // Nodes at t's level or beyond cannot be on a shortest augmenting path.
-    if (level_[t] >= 0 && level_[u] >= level_[t]) break;
+    if (t >= 0 && level_[t] >= 0 && level_[u] >= level_[t]) break;
     for (int e = head_[u]; e != -1; e = res_[e].next) {
       const int v = res_[e].to;
-      if (res_[e].cap > eps_ && level_[v] < 0) {
+      if (v < nodes && res_[e].cap > eps_ && level_[v] < 0) {
         level_[v] = level_[u] + 1;
         queue_.push_back(v);
       }
     }
   }
+}
+
+bool BoundedMinCut::build_levels(int s, int t) {
+  bfs_levels(s, t, static_cast<int>(head_.size()));
   return level_[t] >= 0;
 }
 
@@ -161,20 +165,7 @@ double BoundedMinCut::augment(int u, int t, double limit) {
 }
 
 void BoundedMinCut::mark_reachable(int s) {
-  level_.assign(head_.size(), -1);
-  queue_.clear();
-  level_[s] = 0;
-  queue_.push_back(s);
-  for (std::size_t i = 0; i < queue_.size(); ++i) {
-    int u = queue_[i];
-    for (int e = head_[u]; e != -1; e = res_[e].next) {
-      const int v = res_[e].to;
-      if (v < n_ && res_[e].cap > eps_ && level_[v] < 0) {
-        level_[v] = 0;
-        queue_.push_back(v);
-      }
-    }
-  }
+  bfs_levels(s, -1, n_);
 }
 
 }  // namespace perseus::plan

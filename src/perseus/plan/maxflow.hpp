@@ -68,9 +68,14 @@ class BoundedMinCut {
   // Removes the super source/sink and return arcs a previous solve() added.
   void drop_auxiliary_arcs();
   double max_flow(int s, int t);
+  // Breadth-first levels (level_) from s over arcs with residual capacity into nodes below
+  // `nodes`; with t >= 0 it stops once t's level is complete. O(V + E).
+  void bfs_levels(int s, int t, int nodes);
+  // Dinic's level graph from s; false when t is unreachable.
   bool build_levels(int s, int t);
   double augment(int u, int t, double limit);
-  // Marks the nodes s reaches in the residual network in level_ (>= 0), as the source side.
+  // Marks the nodes of the user's network that s reaches in the residual network, through them
+  // only, in level_ (>= 0): the source side.
   void mark_reachable(int s);
 
   int n_ = 0;                   // nodes of the user's network; two more are used internally
