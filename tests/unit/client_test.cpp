@@ -45,6 +45,50 @@ TEST(ClientOptimizer, MeasuresIterationsWithoutAServer) {
   EXPECT_EQ(opt.job_id(), "");
 }
 
+// Hooks called out of order are warned of, each naming what it drops, and the iterations after
+// them are measured as if nothing had happened; strict mode throws instead.
+TEST(ClientOptimizer, WarnsOfHooksOutOfOrderAndKeepsMeasuring) {
+  Warnings w;
+  OptimizerOptions o;
+  o.report_every = 2;
+  o.log = w.sink();
+  PipelineFrequencyOptimizer opt(o, sim());
+  opt.on_instruction_begin("forward");  // before any iteration
+  opt.on_instruction_end("forward");
+  opt.on_step_begin();
+  opt.on_step_begin();  // the first iteration never ends
+  opt.on_instruction_begin("forward");
+  opt.on_instruction_begin("backward");  // the forward never ends
+  opt.on_instruction_end("backward");
+  opt.on_instruction_end("forward");  // nothing to end
+  opt.on_instruction_begin("forward");
+  opt.on_step_end();  // the forward still runs
+  opt.on_instruction_end("forward");
+  opt.on_step_end();  // no iteration runs
+  std::string all;
+  for (const auto& line : *w.lines) all += line + "\n";
+  EXPECT_CONTAINS(all, "on_instruction_begin('forward') outside an iteration (before "
+                       "on_step_begin or after on_step_end); its measurement is dropped");
+  EXPECT_CONTAINS(all, "on_step_begin while an iteration is running (no on_step_end); that "
+                       "iteration is dropped");
+  EXPECT_CONTAINS(all, "on_instruction_begin('backward') while 'forward' is running (no "
+                       "on_instruction_end); the measurement of 'forward' is dropped");
+  EXPECT_CONTAINS(all, "on_instruction_end('forward') does not follow any on_instruction_begin");
+  EXPECT_CONTAINS(all, "on_step_end while 'forward' is running (call on_instruction_end first)");
+  EXPECT_CONTAINS(all, "on_step_end without on_step_begin; the iteration is not measured");
+  iterate(opt, 1);  // closes the window of the one misused iteration that ended and a good one
+  iterate(opt, 2);
+  ASSERT_EQ(opt.iterations().size(), 4u);
+  for (std::size_t i = 1; i < 4; ++i) {
+    EXPECT_NEAR(opt.iterations()[i].time_s, 0.030, 1e-12) << i;  // forward + backward, stage 0
+    EXPECT_NEAR(opt.iterations()[i].energy_j, 6.4, 1e-12) << i;
+  }
+  o.strict = true;
+  PipelineFrequencyOptimizer strict(o, sim());
+  EXPECT_CONTAINS(error_of([&] { strict.on_instruction_begin("forward"); }),
+                  "outside an iteration");
+}
+
 TEST(ClientOptimizer, RejectsInvalidOptions) {
   OptimizerOptions o;
   o.report_every = 0;

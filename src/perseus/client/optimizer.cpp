@@ -262,6 +262,10 @@ PipelineFrequencyOptimizer::~PipelineFrequencyOptimizer() {
 void PipelineFrequencyOptimizer::on_step_begin() {
   Impl& m = *impl_;
   m.problems->rethrow_clock_error();
+  if (m.in_step) {
+    m.problems->local_problem(
+        "on_step_begin while an iteration is running (no on_step_end); that iteration is dropped");
+  }
   m.in_step = true;
   m.follower->step_begin();
   m.window->step_begin(m.now());
@@ -272,6 +276,15 @@ void PipelineFrequencyOptimizer::on_instruction_begin(const std::string& name, i
   const std::string label = m.follower->label_of(name, stage);
   // Power-limit schedules set their limit once per round; clock schedules lock per instruction.
   const int mhz = m.clock_for(label);
+  if (!m.in_step) {
+    m.problems->local_problem("on_instruction_begin('" + label +
+                              "') outside an iteration (before on_step_begin or after "
+                              "on_step_end); its measurement is dropped");
+  } else if (m.running) {
+    m.problems->local_problem("on_instruction_begin('" + label + "') while '" + m.running->label +
+                              "' is running (no on_instruction_end); the measurement of '" +
+                              m.running->label + "' is dropped");
+  }
   m.running = Impl::Running{name, stage, label};
   m.window->instruction_begin(m.now(), label, mhz);
   m.guarded("instruction_begin", [&] { m.gpu->instruction_begin(label); });
@@ -301,6 +314,11 @@ void PipelineFrequencyOptimizer::on_step_end() {
   if (!m.in_step) {
     m.problems->local_problem("on_step_end without on_step_begin; the iteration is not measured");
     return;
+  }
+  if (m.running) {
+    m.problems->local_problem("on_step_end while '" + m.running->label +
+                              "' is running (call on_instruction_end first); its measurement "
+                              "runs past the iteration's end");
   }
   m.in_step = false;
   m.window->step_end(t);
