@@ -279,3 +279,26 @@ def test_invalid_options_raise(profile2):
     with pytest.raises(perseus.PerseusError):
         perseus.PipelineFrequencyOptimizer(5, 0, 0, 0, 0, 1, 2, 1, 2, None, gpu="sim",
                                            profile=profile2)
+
+
+def test_hooks_out_of_order_warn_and_the_next_iterations_are_measured(profile2, profile2_rows):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        opt = make(profile2)
+        opt.on_instruction_begin("forward")  # outside an iteration
+        opt.on_instruction_end("forward")
+        opt.on_step_begin()
+        opt.on_step_begin()  # the first never ends
+        opt.on_step_end()
+        train(opt, 1)
+        measured = list(opt.iterations)
+        opt.close()
+    messages = [str(w.message) for w in caught if issubclass(w.category, perseus.PerseusWarning)]
+    assert any("on_instruction_begin('forward') outside an iteration" in m for m in messages), \
+        messages
+    assert any("on_step_begin while an iteration is running" in m for m in messages), messages
+    assert len(measured) == 2  # the one that ended, and the good one
+    top = max(profile2_rows[(0, "forward")])
+    time_s = sum(profile2_rows[(0, name)][top][0] for name in ("forward", "backward"))
+    energy_j = sum(profile2_rows[(0, name)][top][1] for name in ("forward", "backward"))
+    assert measured[1] == pytest.approx((time_s, energy_j), rel=1e-9)
