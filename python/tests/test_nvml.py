@@ -47,7 +47,7 @@ def test_fake_nvml_device(tmp_path, monkeypatch):
 
 @needs_fake
 def test_bad_device_index_raises():
-    with pytest.raises(perseus.PerseusError):
+    with pytest.raises(perseus.PerseusError, match=r"NVML device 3: no such device: NVML lists"):
         perseus.NvmlGpu(3, library=FAKE)
 
 

@@ -83,7 +83,11 @@ TEST_F(Nvml, FailsClearlyForADeviceCudaVisibleDevicesCannotName) {
                   "CUDA_VISIBLE_DEVICES entry 'GPU-0000000' (CUDA device 0) is ambiguous");
   env_.set("CUDA_VISIBLE_DEVICES", "5");
   EXPECT_CONTAINS(error_of([] { NvmlGpu gpu(0, FAKE_NVML_LIBRARY); }),
-                  "NVML device 5 (CUDA device 0 under CUDA_VISIBLE_DEVICES=5): Invalid Argument");
+                  "NVML device 5 (CUDA device 0 under CUDA_VISIBLE_DEVICES=5): no such device: "
+                  "NVML lists 2 device(s) (0..1)");
+  env_.set("CUDA_VISIBLE_DEVICES", std::nullopt);
+  EXPECT_CONTAINS(error_of([] { NvmlGpu gpu(2, FAKE_NVML_LIBRARY); }),
+                  "NVML device 2: no such device: NVML lists 2 device(s) (0..1)");
   env_.set("CUDA_VISIBLE_DEVICES", "1");
   EXPECT_CONTAINS(error_of([] { NvmlGpu gpu(1, FAKE_NVML_LIBRARY); }),
                   "CUDA device 1 is not visible: CUDA_VISIBLE_DEVICES=1 lists 1 device(s)");
@@ -94,8 +98,8 @@ TEST_F(Nvml, FailsClearlyForADeviceCudaVisibleDevicesCannotName) {
     for (auto at = text.find(line); at != std::string::npos; at = text.find(line, at + 1)) ++n;
     return n;
   };
-  EXPECT_EQ(count("nvmlInit_v2\n"), 3u);
-  EXPECT_EQ(count("nvmlShutdown\n"), 3u);
+  EXPECT_EQ(count("nvmlInit_v2\n"), 4u);
+  EXPECT_EQ(count("nvmlShutdown\n"), 4u);
 }
 
 }  // namespace

@@ -143,7 +143,18 @@ struct NvmlGpu::Impl {
       where = " (CUDA device " + std::to_string(cuda_index) +
               " under CUDA_VISIBLE_DEVICES=" + visible + ")";
     }
-    throw Error("NVML device " + std::to_string(nvml_index) + where + ": " + error_string(rc));
+    throw Error("NVML device " + std::to_string(nvml_index) + where + ": " + why_not_opened(rc));
+  }
+
+  // Why nvmlDeviceGetHandleByIndex_v2 failed: an index past the devices NVML lists says how many
+  // it lists (the driver itself only says "Invalid Argument").
+  std::string why_not_opened(nvmlReturn_t rc) const {
+    unsigned count = 0;
+    if (device_count(&count) == kNvmlSuccess && static_cast<unsigned>(nvml_index) >= count) {
+      return "no such device: NVML lists " + std::to_string(count) + " device(s)" +
+             (count > 0 ? " (0.." + std::to_string(count - 1) + ")" : "");
+    }
+    return error_string(rc);
   }
 
   // Calls an NVML "count then fill" query.
