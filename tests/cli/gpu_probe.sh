@@ -82,7 +82,7 @@ assert p["power_limit_w"] == {"enforced": 400.0, "default": 400.0}, p
 PY
 
 # Errors: one line, exit status 1.
-expect_error "NVML device 4: Invalid Argument" gpu probe --device 4 --library "$lib" --duration 0.1
+expect_error "NVML device 4: no such device: NVML lists 1 device(s) (0..0)" gpu probe --device 4 --library "$lib" --duration 0.1
 CUDA_VISIBLE_DEVICES=MIG-4f2e0c11-1d2b-5b5a-9c3f-2a7a0e9d3c21 expect_error \
   "CUDA_VISIBLE_DEVICES entry 'MIG-4f2e0c11-1d2b-5b5a-9c3f-2a7a0e9d3c21' (CUDA device 0) is a MIG" \
   gpu probe --library "$lib" --duration 0.1
