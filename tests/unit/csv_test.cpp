@@ -48,6 +48,11 @@ TEST(Csv, NumbersAreExactOrNamed) {
             "p.csv:7: field 'frequency': not an integer '1410.5'");
   EXPECT_EQ(error_of([&] { fields.integer("4294968706", "frequency"); }),
             "p.csv:7: field 'frequency': out of range '4294968706'");
+  EXPECT_EQ(fields.non_negative_integer("0", "size"), 0);
+  EXPECT_EQ(error_of([&] { fields.non_negative_integer("-4", "size"); }),
+            "p.csv:7: field 'size': must be >= 0, got '-4'");
+  EXPECT_EQ(error_of([&] { fields.non_negative_integer("8.5", "size"); }),
+            "p.csv:7: field 'size': not an integer '8.5'");
 }
 
 }  // namespace

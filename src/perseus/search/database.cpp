@@ -243,9 +243,7 @@ void Database::read_collective(const CollectiveFile& f) {
     const Row& row = rows[r];
     expect_columns(row, 2, file, "data_size(MB),time(ms)");
     const csv::Fields fields(file, row.line);
-    const int size = fields.integer(row.fields[0], "data_size(MB)");
-    if (size < 0)
-      fields.fail("data_size(MB)", "must be >= 0, got '" + std::string(row.fields[0]) + "'");
+    const int size = fields.non_negative_integer(row.fields[0], "data_size(MB)");
     const double ms = fields.non_negative(row.fields[1], "time(ms)");
     if (!table.ms_by_mb.emplace(size, ms).second) {
       fields.fail("data_size(MB)", "duplicate size " + std::string(row.fields[0]));

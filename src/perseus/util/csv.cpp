@@ -64,9 +64,14 @@ double Fields::number(std::string_view text, const std::string& column) const {
   return value;
 }
 
+void Fields::require_non_negative(double value, std::string_view text,
+                                  const std::string& column) const {
+  if (value < 0.0) fail(column, "must be >= 0, got '" + std::string(text) + "'");
+}
+
 double Fields::non_negative(std::string_view text, const std::string& column) const {
   const double value = number(text, column);
-  if (value < 0.0) fail(column, "must be >= 0, got '" + std::string(text) + "'");
+  require_non_negative(value, text, column);
   return value;
 }
 
@@ -77,6 +82,12 @@ int Fields::integer(std::string_view text, const std::string& column) const {
     fail(column, "out of range '" + std::string(text) + "'");
   }
   return static_cast<int>(value);
+}
+
+int Fields::non_negative_integer(std::string_view text, const std::string& column) const {
+  const int value = integer(text, column);
+  require_non_negative(value, text, column);
+  return value;
 }
 
 }  // namespace perseus::csv

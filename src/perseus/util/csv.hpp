@@ -36,8 +36,11 @@ class Fields {
   double non_negative(std::string_view text, const std::string& column) const;
   // An integer ("1410" or "1410.0").
   int integer(std::string_view text, const std::string& column) const;
+  // An integer >= 0.
+  int non_negative_integer(std::string_view text, const std::string& column) const;
 
  private:
+  void require_non_negative(double value, std::string_view text, const std::string& column) const;
   const std::string& source_;
   long line_;
 };
