@@ -123,7 +123,6 @@ class Profiler : public Scheduler {
     if (error > target_stderr_ && ++repeats_ < max_windows_) return;  // measure this clock again
     worst_stderr_ = std::max(worst_stderr_, error);
     repeats_ = 0;
-    if (measured_ == 0) blocking_power_w_ = blocked_.power_w();
     try {
       record(windows, results, clocks_[measured_]);
     } catch (const Error& e) {
@@ -134,18 +133,24 @@ class Profiler : public Scheduler {
   }
 
   nlohmann::json status() const override {
-    return {{"frequency", done_ ? max_clock_ : clocks_[measured_]},
-            {"measured", measured_},
-            {"rounds", rounds_},
-            {"measured_s", measured_s_},
-            {"output", output_.string()},
-            {"blocking_power_w",
-             blocking_power_w_ ? nlohmann::json(*blocking_power_w_) : nlohmann::json(nullptr)},
-            {"clocks_not_reached", clocks_not_reached().size()},
-            {"state", done_ ? "done" : "profiling"}};
+    const std::optional<double> blocking_w = blocking_power_w();
+    return {
+        {"frequency", done_ ? max_clock_ : clocks_[measured_]},
+        {"measured", measured_},
+        {"rounds", rounds_},
+        {"measured_s", measured_s_},
+        {"output", output_.string()},
+        {"blocking_power_w", blocking_w ? nlohmann::json(*blocking_w) : nlohmann::json(nullptr)},
+        {"clocks_not_reached", clocks_not_reached().size()},
+        {"state", done_ ? "done" : "profiling"}};
   }
 
  private:
+  // Known once the highest clock is measured.
+  std::optional<double> blocking_power_w() const {
+    return measured_ > 0 ? blocked_.power_w() : std::nullopt;
+  }
+
   // The largest relative standard error of an instruction's energy over the stages; 0 when the
   // clients report none (nothing to wait for).
   static double worst_relative_stderr(const std::vector<StageResult>& results,
@@ -258,10 +263,10 @@ class Profiler : public Scheduler {
                   "or heat): their time and energy are those of the lower clock (" +
                   output_.string() + ".json, clocks_not_reached)");
       }
-      if (blocking_power_w_) {
+      if (const auto blocking_w = blocking_power_w()) {
         std::ostringstream text;
         text.precision(17);
-        text << *blocking_power_w_ << "\n";
+        text << *blocking_w << "\n";
         write_file_atomic(output_.string() + ".blocking_power", text.str());
       }
     } catch (const Error& e) {
@@ -282,7 +287,6 @@ class Profiler : public Scheduler {
   std::vector<int> rises_;      // per GPU: clocks since that lowest
   std::size_t measured_ = 0;
   Blocked blocked_;  // at the highest clock
-  std::optional<double> blocking_power_w_;
   bool done_ = false;
   double target_stderr_ = 0.01;  // relative
   int max_windows_ = 10;         // rounds per clock at most
