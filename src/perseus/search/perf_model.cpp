@@ -9,7 +9,11 @@
 
 namespace perseus::search {
 
+using namespace perf_model_detail;
+
 // ---- Activation terms of recomputation ----
+
+namespace perf_model_detail {
 
 // Fills s.freed / s.run / s.closes for the stage (prof resolved).
 void prepare_activation_terms(const Model& m, const StageView& v, Scratch& s) {
@@ -78,6 +82,8 @@ double recompute_us(const OpProfile* const* prof, int n, const std::uint8_t* rc)
   }
   return rec;
 }
+
+}  // namespace perf_model_detail
 
 PerfModel::PerfModel(const Model& model, const Database& db, PerfOptions options)
     : model_(&model), db_(&db), options_(options) {}

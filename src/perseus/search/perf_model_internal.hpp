@@ -11,6 +11,9 @@
 
 namespace perseus::search {
 
+// Names that only the performance model's files use, apart from the search's own.
+namespace perf_model_detail {
+
 // ---- Per-thread scratch ----
 
 // The operators of one name in a stage: check_recompute's unit.
@@ -58,6 +61,8 @@ double peak_activations(const Scratch& s, int n, const std::uint8_t* rc);
 
 // Forward time of the recomputed operators (microseconds).
 double recompute_us(const OpProfile* const* prof, int n, const std::uint8_t* rc);
+
+}  // namespace perf_model_detail
 
 // ---- Stage sums ----
 

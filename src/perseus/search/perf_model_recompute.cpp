@@ -7,6 +7,8 @@
 
 namespace perseus::search {
 
+using namespace perf_model_detail;
+
 double PerfModel::choose_recompute(const StageView& view, int micro_batch, double memory_limit_mb,
                                    std::uint8_t* out) const {
   StageCost c = recompute_impl(view, micro_batch, memory_limit_mb, out);
