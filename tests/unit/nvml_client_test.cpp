@@ -7,9 +7,9 @@
 #include <mutex>
 #include <sstream>
 #include <string>
-#include <thread>
 
 #include "fake_nvml_fixture.hpp"
+#include "optimizer_harness.hpp"
 #include "perseus/client/nvml_gpu.hpp"
 #include "perseus/client/optimizer.hpp"
 #include "perseus/wire/protocol.hpp"
@@ -21,8 +21,10 @@ namespace {
 using perseus::client::NvmlGpu;
 using perseus::test::CallLog;
 using perseus::test::is_mutating_call;
+using perseus::test::iterate;
 using perseus::test::Nvml;
 using perseus::test::Warnings;
+using namespace std::chrono_literals;
 
 // A client of `server_url` over the fake NVML that reports every 2 iterations, its warnings kept
 // in `warnings`.
@@ -34,20 +36,6 @@ perseus::client::OptimizerOptions fake_client_options(const std::string& server_
   o.observe = observe;
   o.log = warnings.sink();
   return o;
-}
-
-// Runs `iterations` of forward and backward, `span_ms` each.
-void run_iterations(perseus::client::PipelineFrequencyOptimizer& opt, int iterations,
-                    int span_ms = 5) {
-  for (int i = 0; i < iterations; ++i) {
-    opt.on_step_begin();
-    for (const char* name : {"forward", "backward"}) {
-      opt.on_instruction_begin(name);
-      std::this_thread::sleep_for(std::chrono::milliseconds(span_ms));
-      opt.on_instruction_end(name);
-    }
-    opt.on_step_end();
-  }
 }
 
 // The client in observe-only mode over the NVML backend: it fetches a schedule with clocks,
@@ -65,7 +53,7 @@ TEST_F(Nvml, ObserveOnlyClientNeverChangesTheDevice) {
           fake_client_options(server.http->url(), observe, warnings),
           std::make_unique<NvmlGpu>(0, FAKE_NVML_LIBRARY));
       EXPECT_EQ(opt.round(), 0);
-      run_iterations(opt, 4);
+      iterate(opt, 4, {"forward", "backward"}, 5ms);
       EXPECT_EQ(opt.round(), 1);  // round 0 was reported and round 1 fetched
       EXPECT_FALSE(opt.degraded());
       EXPECT_EQ(opt.iterations().size(), 4u);
@@ -109,7 +97,8 @@ TEST_F(Nvml, SaysOnceWhenTheGpuRunsBelowItsLockedClock) {
     o.report_every = 5;
     perseus::client::PipelineFrequencyOptimizer opt(
         o, std::make_unique<NvmlGpu>(0, FAKE_NVML_LIBRARY));
-    run_iterations(opt, 10, 10);  // two windows, ~15 clock readings per instruction in each
+    // Two windows, ~15 clock readings per instruction in each.
+    iterate(opt, 10, {"forward", "backward"}, 10ms);
     const auto& clocks = opt.last_window().clocks;
     ASSERT_EQ(clocks.count("forward"), 1u) << observe;
     const perseus::client::ClockSummary& forward = clocks.at("forward");

@@ -1,9 +1,12 @@
-// What the optimizer's tests (client_test.cpp, client_failure_test.cpp) drive it with: a simulated
-// GPU running the small profile with an ideal counter, and a training loop that calls the hooks.
+// What the optimizer's tests (client_test.cpp, client_failure_test.cpp, nvml_client_test.cpp)
+// drive it with: a simulated GPU running the small profile with an ideal counter, and a training
+// loop that calls the hooks.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "perseus/client/optimizer.hpp"
@@ -19,13 +22,16 @@ inline std::unique_ptr<client::SimGpu> sim(int stage = 0) {
       client::SimGpuOptions{{stage}, 0.0, false, 1.0, client::CounterOptions::named("ideal")});
 }
 
-// `n` iterations, each running the instructions `names` in order.
+// `n` iterations, each running the instructions `names` in order, each for `span` of wall time
+// (a real-time backend's instructions take as long as the loop makes them).
 inline void iterate(client::PipelineFrequencyOptimizer& opt, int n,
-                    const std::vector<std::string>& names = {"forward", "backward"}) {
+                    const std::vector<std::string>& names = {"forward", "backward"},
+                    std::chrono::milliseconds span = std::chrono::milliseconds(0)) {
   for (int i = 0; i < n; ++i) {
     opt.on_step_begin();
     for (const auto& name : names) {
       opt.on_instruction_begin(name);
+      if (span.count() > 0) std::this_thread::sleep_for(span);
       opt.on_instruction_end(name);
     }
     opt.on_step_end();
