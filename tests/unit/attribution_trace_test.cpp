@@ -28,6 +28,7 @@ AttributionTrace recorded() {
   trace.input.known_from_s = trace.input.iterations.front().first;
   trace.keys = {{"forward", 0}, {"backward", 1410}};
   trace.input.busy_group = perseus::client::groups_by_clock(trace.keys);
+  trace.input.counter_lag_s = 0.008;
   return trace;
 }
 
@@ -40,6 +41,7 @@ TEST(AttributionTrace, ReadsBackWhatItWroteBitForBit) {
   EXPECT_EQ(back.keys[1].mhz, 1410);
   EXPECT_EQ(back.input.num_keys, 2u);
   EXPECT_EQ(back.input.known_from_s, trace.input.known_from_s);
+  EXPECT_EQ(back.input.counter_lag_s, 0.008);
   EXPECT_EQ(back.input.busy_group, (std::vector<std::size_t>{0, 1}));
   EXPECT_EQ(back.input.iterations, trace.input.iterations);
   ASSERT_EQ(back.input.spans.size(), trace.input.spans.size());
@@ -94,6 +96,12 @@ TEST(AttributionTrace, RefusesAMalformedTraceNamingTheField) {
   j = to_json(recorded());
   j["keys"][0].erase("mhz");
   EXPECT_CONTAINS(error_of([&] { parse_attribution_trace(j); }), "field 'keys[0].mhz': missing");
+  j = to_json(recorded());
+  j["counter_lag_s"] = -0.008;
+  EXPECT_CONTAINS(error_of([&] { parse_attribution_trace(j); }),
+                  "field 'counter_lag_s': must be a finite number >= 0");
+  j.erase("counter_lag_s");  // traces recorded before the lag was known
+  EXPECT_EQ(parse_attribution_trace(j).input.counter_lag_s, 0.0);
   EXPECT_CONTAINS(error_of([&] { parse_attribution_trace(json::array()); }),
                   "must be a JSON object");
 }

@@ -237,7 +237,17 @@ AttributionMethod parse_attribution(const std::string& name) {
               "' (expected busy-overlap, fit, overlap or deltas)");
 }
 
-Attribution attribute(const AttributionInput& in, AttributionMethod method) {
+Attribution attribute(const AttributionInput& input, AttributionMethod method) {
+  if (!(input.counter_lag_s >= 0.0) || !std::isfinite(input.counter_lag_s)) {
+    throw Error("attribution: counter_lag_s must be a finite number of seconds >= 0");
+  }
+  if (input.counter_lag_s > 0.0) {  // a change observed at t reports the energy up to t - lag
+    AttributionInput shifted = input;
+    for (CounterSample& c : shifted.counter) c.t_s -= input.counter_lag_s;
+    shifted.counter_lag_s = 0.0;
+    return attribute(shifted, method);
+  }
+  const AttributionInput& in = input;
   Attribution out;
   out.method = method;
   out.span_energy_j.assign(in.spans.size(), 0.0);
@@ -256,7 +266,7 @@ Attribution attribute(const AttributionInput& in, AttributionMethod method) {
   const Activity activity(in);
   std::optional<Fit> model;  // the fitted powers that shape the counter between changes
   if (method == AttributionMethod::kFit) model = attribution_model::fit_powers(in, activity);
-  if (method == AttributionMethod::kBusyOverlap) model = attribution_model::fit_busy(in);
+  if (method == AttributionMethod::kBusyOverlap) model = attribution_model::fit_busy_split(in);
   if (!model && method != AttributionMethod::kDeltas) out.method = AttributionMethod::kOverlap;
   const bool fit = out.method == AttributionMethod::kFit;
   const Counter counter(in.counter, activity, model);
@@ -274,6 +284,7 @@ Attribution attribute(const AttributionInput& in, AttributionMethod method) {
   }
   if (model) {
     out.idle_power_w = model->power[in.num_keys];
+    out.per_key_powers = model->per_key;
     out.intervals = model->intervals;
   }
   if (out.method == AttributionMethod::kDeltas) {

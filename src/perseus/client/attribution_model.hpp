@@ -39,6 +39,9 @@ struct Fit {
   std::size_t unknowns = 0;
   // sigma^2 (X'X)^-1 over the unknowns, row-major (0 for unknowns without time in the fit).
   std::vector<double> covariance;
+  double rss = 0.0;        // residual sum of squares over the fitted intervals (J^2)
+  std::size_t fitted = 0;  // unknowns with time in the fitted intervals
+  bool per_key = false;    // fit_busy_split: one busy power per key
 
   // The model's energy over a time range with this occupancy (Activity::occupancy); a negative
   // power counts as 0.
@@ -55,5 +58,10 @@ std::optional<Fit> fit_powers(const AttributionInput& in, const Activity& activi
 // regressor that gaps of microseconds cannot identify does no harm. nullopt unless every group
 // has time in the fitted intervals and a positive power.
 std::optional<Fit> fit_busy(const AttributionInput& in);
+
+// busy-overlap's model with the busy power per key where the counter intervals tell the keys
+// apart: fit_busy per clock (in.busy_group), and per key; the per-key model is chosen when the F
+// test of the per-clock one against it rejects at kSplitSignificance. nullopt when neither fits.
+std::optional<Fit> fit_busy_split(const AttributionInput& in);
 
 }  // namespace perseus::client::attribution_model

@@ -104,8 +104,9 @@ json to_json(const AttributionTrace& trace) {
   for (const auto& [begin, end] : in.iterations) iterations.push_back({begin, end});
   for (const TimedSpan& s : in.spans) spans.push_back({s.begin_s, s.end_s, s.key});
   for (const CounterSample& c : in.counter) counter.push_back({c.t_s, c.energy_j});
-  return {{"version", kTraceVersion}, {"keys", keys},   {"known_from_s", in.known_from_s},
-          {"iterations", iterations}, {"spans", spans}, {"counter", counter}};
+  return {{"version", kTraceVersion},         {"keys", keys},   {"known_from_s", in.known_from_s},
+          {"iterations", iterations},         {"spans", spans}, {"counter", counter},
+          {"counter_lag_s", in.counter_lag_s}};
 }
 
 AttributionTrace parse_attribution_trace(const json& body) {
@@ -121,6 +122,8 @@ AttributionTrace parse_attribution_trace(const json& body) {
   parse_iterations(body, in);
   parse_spans(body, in);
   parse_counter(body, in);
+  // Optional: traces recorded before the lag was known say nothing (0).
+  if (body.contains("counter_lag_s")) in.counter_lag_s = fields.number_field(body, "counter_lag_s");
   return trace;
 }
 
@@ -139,13 +142,10 @@ json to_json(const Attribution& a, const AttributionTrace& trace) {
                      std::isfinite(e.power_stderr_w) ? json(e.power_stderr_w) : json(nullptr)},
                     {"mean_energy_j", mean}});
   }
-  return {{"method", to_string(a.method)},
-          {"measured", a.measured},
-          {"intervals", a.intervals},
-          {"idle_power_w", a.idle_power_w},
-          {"keys", keys},
-          {"span_energy_j", a.span_energy_j},
-          {"iteration_energy_j", a.iteration_energy_j}};
+  return {{"method", to_string(a.method)},      {"measured", a.measured},
+          {"per_key_powers", a.per_key_powers}, {"intervals", a.intervals},
+          {"idle_power_w", a.idle_power_w},     {"keys", keys},
+          {"span_energy_j", a.span_energy_j},   {"iteration_energy_j", a.iteration_energy_j}};
 }
 
 }  // namespace perseus::client

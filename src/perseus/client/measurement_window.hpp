@@ -43,8 +43,10 @@ struct WindowMeasurements {
 
 class MeasurementWindow {
  public:
-  MeasurementWindow(EnergySampler& sampler, AttributionMethod method, double history_s = 120.0)
-      : sampler_(sampler), method_(method), history_s_(history_s) {}
+  // `counter_lag_s`: GpuBackend::counter_lag_s() of the sampled GPU.
+  MeasurementWindow(EnergySampler& sampler, AttributionMethod method, double counter_lag_s = 0.0,
+                    double history_s = 120.0)
+      : sampler_(sampler), method_(method), counter_lag_s_(counter_lag_s), history_s_(history_s) {}
 
   // Timestamps on the GPU backend's clock. `mhz` is the clock asked for (0: default).
   void step_begin(double t_s);
@@ -79,6 +81,7 @@ class MeasurementWindow {
 
   EnergySampler& sampler_;
   AttributionMethod method_;
+  double counter_lag_s_;
   double history_s_;
   std::vector<std::string> names_;
   std::deque<Timeline> history_;  // earlier windows, oldest first

@@ -31,6 +31,13 @@
 
 namespace perseus::client {
 
+// How long NVML's energy counter trails the energy it reports, as the sampler times its changes
+// (the midpoint between the read that saw one and the read before): on three H100 80GB HBM3
+// (driver 580.159.04, observe-only), the lag that best fitted the counter intervals of windows
+// with pipeline bubbles (whose idle edges fix it) was 5-11 ms, median 8 ms, in 14 of 14 windows
+// (bench/gpu/README.md). Only measured on H100s.
+inline constexpr double kNvmlCounterLagS = 0.008;
+
 class NvmlGpu : public GpuBackend {
  public:
   // Loads `library` (default: the driver's libnvidia-ml.so.1), initializes NVML and opens CUDA
@@ -54,6 +61,8 @@ class NvmlGpu : public GpuBackend {
   void reset_power_limit() override;
   // Steady-clock seconds (the host's monotonic clock).
   double now_s() override;
+  // kNvmlCounterLagS.
+  double counter_lag_s() const override { return kNvmlCounterLagS; }
   // sm_clock_mhz(), held down when a power-limit, thermal or hardware-slowdown reason is active.
   std::optional<ClockReading> read_clock() override;
 
