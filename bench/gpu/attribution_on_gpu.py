@@ -57,8 +57,15 @@ from nvml_sampling import Poller, clock_poller, clocks_within, counter_changes, 
 DRY = os.environ.get("PERSEUS_GPU_DRY") == "1"
 LIBRARY = os.environ["PERSEUS_FAKE_NVML"] if DRY else None
 DEVICE = "cpu" if DRY else "cuda"
-WIDTH, HEADS, FFN, SEQ = (64, 4, 128, 32) if DRY else (4096, 32, 16384, 2048)
-MICROBATCHES = (1, 4) if DRY else (1, 4, 8)
+# "transformer" (the issue's model) or "memory-bound": a model that streams memory and stays
+# under an H100's power limit, so its instructions run at one clock in the truths and windows.
+MODEL = os.environ.get("PERSEUS_GPU_MODEL", "transformer")
+if MODEL not in ("transformer", "memory-bound"):
+    sys.exit(f"PERSEUS_GPU_MODEL: unknown model '{MODEL}' (transformer or memory-bound)")
+MEMORY_BOUND = MODEL == "memory-bound"
+WIDTH, HEADS, FFN, SEQ = (64, 4, 128, 32) if DRY else (
+    (8192, 0, 0, 2048) if MEMORY_BOUND else (4096, 32, 16384, 2048))
+MICROBATCHES = (1, 4) if DRY else ((8, 16) if MEMORY_BOUND else (1, 4, 8))
 TRUTH_S = 0.6 if DRY else 3.0
 WINDOW_S = 1.0 if DRY else 6.0
 METHODS = ("busy-overlap", "fit", "overlap", "deltas")
@@ -89,8 +96,24 @@ class Timer:
         return self.start.elapsed_time(self.stop) / 1000.0
 
 
+class Streaming(torch.nn.Module):
+    """A LayerNorm and 32 scalings: each scaling reads and writes the activation once forward
+    and once backward and saves nothing, so the work is bound by memory bandwidth."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(WIDTH)
+
+    def forward(self, x):
+        x = self.norm(x)
+        for _ in range(32):
+            x = x * 1.0001
+        return x
+
+
 def model():
-    layers = [torch.nn.TransformerEncoderLayer(WIDTH, HEADS, FFN, batch_first=True)
+    layers = [Streaming() if MEMORY_BOUND else
+              torch.nn.TransformerEncoderLayer(WIDTH, HEADS, FFN, batch_first=True)
               for _ in range(2)]
     return torch.nn.Sequential(*layers).to(DEVICE).to(torch.bfloat16)
 
@@ -300,7 +323,7 @@ def case(net, mb, gpu):
 
 
 def main():
-    out = {"device": "cpu (dry run)" if DRY else torch.cuda.get_device_name(0),
+    out = {"device": "cpu (dry run)" if DRY else torch.cuda.get_device_name(0), "model": MODEL,
            "probe": perseus.gpu_probe(0, library=LIBRARY, duration=2.0)}
     print(json.dumps(out), flush=True)
     traces = {"device": out["device"]}
