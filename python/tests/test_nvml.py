@@ -96,6 +96,8 @@ def test_a_window_starting_between_refreshes_measures_the_true_power(monkeypatch
     assert opt.iterations
     trace = opt.last_window_trace
     opt.close()
+    # An NvmlGpu made in Python passes its counter's lag on, as gpu="nvml" does.
+    assert trace["counter_lag_s"] == perseus.NVML_COUNTER_LAG_S
     for method in ("overlap", "busy-overlap"):
         a = perseus.attribute(trace, method)
         for key in a["keys"]:
