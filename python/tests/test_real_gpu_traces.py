@@ -3,9 +3,12 @@ bench/gpu/attribution_on_gpu.py, observe-only): each method's mean energy per fo
 backward against long-window truth. Runs a, b and c: bf16 transformer layers at the GPU's power
 limit (forward and backward draw alike; in the bubble order the clock ran 10-19 % above the
 truth's, run c). memory_bound: a model under the limit, every instruction at 1980 MHz in truth
-and window alike, the forward drawing 25 % more than the backward: the one run whose truth
-describes its windows' operating point. busy-overlap, the default, must hold where the counter
-can tell; each method it replaced must fail somewhere, or these windows prove nothing."""
+and window alike, the forward drawing 25 % more than the backward: the one kind of run whose
+truth describes its windows' operating point; memory_bound_2 repeated it on another GPU after
+the method was chosen (held out). busy-overlap, the default, must hold where the counter can
+tell; each method it replaced must fail somewhere, or these windows prove nothing. Where the
+counter cannot tell forward from backward (alternating), the standard error does not say so:
+not solved (README)."""
 
 import copy
 import json
@@ -25,7 +28,8 @@ def load(run):
         return json.load(f)
 
 
-RUNS = {run: load(run) for run in TRANSFORMER + ("memory_bound",)}
+MEMORY_BOUND = ("memory_bound", "memory_bound_2")
+RUNS = {run: load(run) for run in TRANSFORMER + MEMORY_BOUND}
 
 
 def as_sampled_now(data, trace):
@@ -91,6 +95,17 @@ def test_busy_overlap_holds_where_the_truth_describes_the_window():
         assert split == (order != "alternating"), (mb, order)
     busy = {k: e for k, e in errs.items() if k[2] != "alternating"}
     assert max(abs(e) for e in busy.values()) < 5.0
+
+
+def test_the_held_out_run():
+    # Chosen on memory_bound, run on another GPU: microbatch 16's busy orders within 5 % again
+    # (measured: worst 2.0 %); microbatch 8 missed three of four (the 1F1B backward +5.7 %, the
+    # truth itself moving 2.3 % over that case; the bubble order pooled at -10.7 / +13.7 %,
+    # where the per-key model is as far off: what the README says is not solved).
+    errs = errors("busy-overlap", ("memory_bound_2",))
+    busy = {k: e for k, e in errs.items() if k[2] != "alternating"}
+    assert max(abs(e) for k, e in busy.items() if k[1] == 16) < 5.0
+    assert sum(abs(e) < 5.0 for e in busy.values()) >= 5
 
 
 def test_busy_overlap_on_the_power_limited_transformer():
@@ -176,7 +191,7 @@ def test_busy_overlaps_standard_error_stays_small_where_idle_is_unidentified():
     # standard error carries the model's uncertainty, but bounded by the idle power's physical
     # range, so it stays near the counter's own (measured: at most 2.1 % for microbatch 4 and
     # up; unbounded it reached 63 %, and a profiler waiting for 1 % would never stop).
-    for run, data, mb, order, trace in windows(TRANSFORMER + ("memory_bound",)):
+    for run, data, mb, order, trace in windows(TRANSFORMER + MEMORY_BOUND):
         if mb == 1:
             continue
         for key in perseus.attribute(measured(data, trace), "busy-overlap")["keys"]:
