@@ -22,6 +22,8 @@ client::CounterOptions counter_from(const std::string& name, const py::dict& opt
       c.read_latency_s = value.cast<double>();
     } else if (field == "sampled_fraction") {
       c.sampled_fraction = value.cast<double>();
+    } else if (field == "lag_s") {
+      c.lag_s = value.cast<double>();
     } else if (field == "noise") {
       c.noise = value.cast<double>();
     } else if (field == "seed") {
@@ -30,7 +32,7 @@ client::CounterOptions counter_from(const std::string& name, const py::dict& opt
       throw Error(
           "counter_options: unknown field '" + field +
           "' (expected refresh_period_s, refresh_jitter_s, refresh_phase_s, read_latency_s, "
-          "sampled_fraction, noise or seed)");
+          "sampled_fraction, lag_s, noise or seed)");
     }
   }
   c.validate();

@@ -123,9 +123,10 @@ def test_malformed_profile_names_file(tmp_path):
         perseus.SimGpu(str(path))
 
 
-def test_realistic_counter_changes_only_at_refreshes(profile2, profile2_rows):
+@pytest.mark.parametrize("lag_s", [0.0, 0.008])
+def test_realistic_counter_changes_only_at_refreshes(profile2, profile2_rows, lag_s):
     gpu = sim(profile2, counter="realistic",
-              counter_options={"refresh_jitter_s": 0.0, "refresh_phase_s": 0.1})
+              counter_options={"refresh_jitter_s": 0.0, "refresh_phase_s": 0.1, "lag_s": lag_s})
     fwd = profile2_rows[(0, "forward")][max(profile2_rows[(0, "forward")])]
     n = int(0.25 / fwd[0]) + 1  # a quarter second of forwards
     for _ in range(n):
@@ -133,10 +134,17 @@ def test_realistic_counter_changes_only_at_refreshes(profile2, profile2_rows):
         gpu.instruction_end("forward")
     truth = gpu.true_energy()
     assert truth == pytest.approx(n * fwd[1], rel=1e-9)
-    # The counter holds the value of the last refresh (at 0.2 s), below the true energy.
+    # The counter holds the value of the last refresh (at 0.2 s), below the true energy: the
+    # energy up to lag_s before it (constant power from 0, its first refresh a whole period).
     read = gpu.total_energy()
     assert 0 < read < truth
-    assert read == pytest.approx(truth * 0.2 / gpu.now(), rel=1e-6)
+    # With a lag, the refresh at 0.2 s holds the busy energy up to 0.2 - lag_s and, before 0,
+    # a lag's worth at the idle (blocking) power, which is below the busy power.
+    power = truth / gpu.now()
+    if lag_s == 0.0:
+        assert read == pytest.approx(power * 0.2, rel=1e-6)
+    else:
+        assert power * (0.2 - lag_s) < read < power * 0.2 * (1 - 1e-6)
 
 
 def test_counter_options_are_checked(profile2):

@@ -333,6 +333,10 @@ void add_counter_options(CLI::App& cmd, SimulateArgs& a) {
   cmd.add_option("--counter-sampled-fraction", c.sampled_fraction,
                  "Share of each refresh window the power sensor sees (0.25 on A100/H100)")
       ->capture_default_str();
+  cmd.add_option("--counter-lag", c.lag_s,
+                 "Seconds by which each refresh trails the energy it reports (8 ms on an H100; "
+                 "the client takes it back)")
+      ->capture_default_str();
   cmd.add_option("--counter-noise", c.noise,
                  "Relative standard deviation of each refresh's increment")
       ->capture_default_str();

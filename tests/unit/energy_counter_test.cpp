@@ -85,6 +85,7 @@ TEST(EnergyPowerTrace, RejectsAnOverlappingSegmentNamingBothTimes) {
 CounterOptions steady_counter(double sampled_fraction = 1.0) {
   CounterOptions o;
   o.refresh_jitter_s = 0.0;
+  o.lag_s = 0.0;            // a refresh reports the energy up to its own time
   o.refresh_phase_s = 0.1;  // refreshes at 0.1, 0.2, ...
   o.sampled_fraction = sampled_fraction;
   return o;
@@ -125,6 +126,24 @@ TEST(EnergyCounter, AReadBetweenRefreshesReturnsTheLastRefreshsValue) {
   EXPECT_NEAR(counter.value_at(0.2), 20.0, 1e-9);
   EXPECT_NEAR(counter.value_at(0.73), 70.0, 1e-9);  // several refreshes at once
   EXPECT_DOUBLE_EQ(counter.last_refresh_s(), 0.7);
+}
+
+// Measured on H100s: a refresh reports the energy up to about 8 ms before it
+// (bench/gpu/counter_lag.py). A step from 100 W to 500 W at 0.195 s is in the refresh at 0.2 s
+// only as far as it came before 0.192 s: not at all.
+TEST(EnergyCounter, ARefreshReportsTheEnergyUpToItsLagBeforeIt) {
+  PowerTrace trace(100.0);
+  trace.add_busy(0.195, 10.0, 500.0);
+  CounterOptions o = steady_counter();
+  o.lag_s = CounterOptions{}.lag_s;  // the realistic default
+  ASSERT_EQ(o.lag_s, 0.008);
+  EnergyCounter counter(trace, o);
+  const double at_02 = counter.value_at(0.25), at_03 = counter.value_at(0.35);
+  EXPECT_NEAR(at_02, 20.0, 1e-9);  // 100 W for 0.2 s: the step is not in it
+  EXPECT_NEAR(at_03 - at_02, trace.energy_at(0.292) - trace.energy_at(0.192), 1e-9);
+  o.lag_s = 0.0;
+  EnergyCounter prompt(trace, o);
+  EXPECT_NEAR(prompt.value_at(0.25), trace.energy_at(0.2), 1e-9);
 }
 
 TEST(EnergyCounter, AReadOfAnEarlierTimeGetsThatTimesRefresh) {
@@ -281,6 +300,15 @@ TEST(EnergyCounterOptions, ValidateNamesTheNoise) {
                     "counter option 'noise': must be in [0, 1)");
   }
   EXPECT_EQ(invalid([](CounterOptions& o) { o.noise = 0.5; }), "");
+}
+
+TEST(EnergyCounterOptions, ValidateNamesTheLag) {
+  for (double v : {-0.001, 0.1, std::nan("")}) {
+    EXPECT_CONTAINS(invalid([&](CounterOptions& o) { o.lag_s = v; }),
+                    "counter option 'lag_s': must be >= 0 and less than the refresh period");
+  }
+  EXPECT_EQ(invalid([](CounterOptions& o) { o.lag_s = 0.0; }), "");
+  EXPECT_EQ(CounterOptions::named("ideal").lag_s, 0.0);
 }
 
 TEST(EnergyCounterOptions, TheCounterAndTheSimulatedGpuValidateThem) {

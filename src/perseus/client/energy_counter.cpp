@@ -30,6 +30,8 @@ void CounterOptions::validate() const {
   check(sampled_fraction > 0.0 && sampled_fraction <= 1.0, "sampled_fraction", "must be in (0, 1]",
         sampled_fraction);
   check(std::isfinite(noise) && noise >= 0.0 && noise < 1.0, "noise", "must be in [0, 1)", noise);
+  check(std::isfinite(lag_s) && lag_s >= 0.0 && lag_s < refresh_period_s, "lag_s",
+        "must be >= 0 and less than the refresh period", lag_s);
   if (refresh_phase_s) {
     check(std::isfinite(*refresh_phase_s) && *refresh_phase_s > 0.0 &&
               *refresh_phase_s <= refresh_period_s,
@@ -42,6 +44,7 @@ CounterOptions CounterOptions::named(const std::string& name) {
   if (name == "ideal") {
     o.ideal = true;
     o.read_latency_s = 0.0;
+    o.lag_s = 0.0;
     return o;
   }
   if (name == "realistic") return o;
@@ -109,8 +112,10 @@ void EnergyCounter::refresh() {
   const double r = next_refresh_s_;
   const double window = r - last_refresh_s();
   const double seen = window * options_.sampled_fraction;
-  // The sensor sees the last `seen` seconds of the window and scales them to the whole window.
-  double increment = (trace_.energy_at(r) - trace_.energy_at(r - seen)) * (window / seen);
+  // The sensor sees the last `seen` seconds of the window, lag_s before the refresh, and scales
+  // them to the whole window.
+  const double to = r - options_.lag_s;
+  double increment = (trace_.energy_at(to) - trace_.energy_at(to - seen)) * (window / seen);
   if (options_.noise > 0.0) {
     increment *= 1.0 + options_.noise * std::normal_distribution<double>(0.0, 1.0)(random_);
   }

@@ -3,7 +3,9 @@
 // counter is refreshed about every 100 ms (intervals 69-118 ms under load) and a read in between
 // returns the last refresh's value; one read blocks the caller for about 4 ms; on A100/H100 the
 // power sensor sees only about 25 % of each refresh window (Yang et al., SC'24), so the increment
-// of a refresh is the sampled part's average power times the window.
+// of a refresh is the sampled part's average power times the window; and a refresh reports the
+// energy up to about 8 ms before it (the lag that fitted windows with pipeline bubbles best on
+// three H100s, bench/gpu/counter_lag.py).
 //
 // PowerTrace is the true power of a GPU over time (busy segments at their power, a base power
 // elsewhere); EnergyCounter turns it into what a read returns. An `ideal` counter returns the
@@ -27,6 +29,7 @@ struct CounterOptions {
   double refresh_jitter_s = 0.010;  // each refresh interval is period + U(-jitter, +jitter)
   double read_latency_s = 0.004;    // one read blocks the caller this long
   double sampled_fraction = 1.0;    // share of each refresh window the power sensor sees
+  double lag_s = 0.008;             // a refresh at r reports the energy up to r - lag_s
   double noise = 0.0;               // relative standard deviation of each refresh's increment
   // When the first refresh comes, in (0, refresh_period_s]; unset: drawn from the seed. A real
   // counter refreshes on its own schedule, so a reader starting at 0 meets it at any phase, and

@@ -66,6 +66,8 @@ class SimGpu : public GpuBackend {
   void instruction_begin(const std::string& name) override;
   void instruction_end(const std::string& name) override;
   bool synchronous_clocks() const override { return true; }
+  // The simulated counter's lag (CounterOptions::lag_s), which the client takes back.
+  double counter_lag_s() const override { return options_.counter.lag_s; }
 
   // Blocks (at blocking power) until simulated time t; no-op when t <= now. Virtual mode advances
   // the simulated time; real-time mode sleeps until then.
