@@ -51,6 +51,7 @@ import torch
 
 import perseus
 from attribution_summary import summary
+from gpu_models import memory_bound, transformer
 from nvml_sampling import Poller, clock_poller, clocks_within, counter_changes, read, \
     window_clocks
 
@@ -96,26 +97,9 @@ class Timer:
         return self.start.elapsed_time(self.stop) / 1000.0
 
 
-class Streaming(torch.nn.Module):
-    """A LayerNorm and 32 scalings: each scaling reads and writes the activation once forward
-    and once backward and saves nothing, so the work is bound by memory bandwidth."""
-
-    def __init__(self):
-        super().__init__()
-        self.norm = torch.nn.LayerNorm(WIDTH)
-
-    def forward(self, x):
-        x = self.norm(x)
-        for _ in range(32):
-            x = x * 1.0001
-        return x
-
-
 def model():
-    layers = [Streaming() if MEMORY_BOUND else
-              torch.nn.TransformerEncoderLayer(WIDTH, HEADS, FFN, batch_first=True)
-              for _ in range(2)]
-    return torch.nn.Sequential(*layers).to(DEVICE).to(torch.bfloat16)
+    net = memory_bound(WIDTH) if MEMORY_BOUND else transformer(WIDTH, HEADS, FFN)
+    return net.to(DEVICE).to(torch.bfloat16)
 
 
 def nvml_gpu():

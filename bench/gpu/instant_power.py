@@ -20,6 +20,8 @@ import time
 
 import torch
 
+from gpu_models import memory_bound, transformer
+
 DRY = os.environ.get("PERSEUS_GPU_DRY") == "1"
 DEVICE = "cpu" if DRY else "cuda"
 SECONDS = 0.5 if DRY else 3.0
@@ -57,26 +59,12 @@ def poll(nvml, stop, out):
         time.sleep(0.0002)
 
 
-class Streaming(torch.nn.Module):  # attribution_on_gpu.py's memory-bound model
-    def __init__(self, width):
-        super().__init__()
-        self.norm = torch.nn.LayerNorm(width)
-
-    def forward(self, x):
-        x = self.norm(x)
-        for _ in range(32):
-            x = x * 1.0001
-        return x
-
-
 def models():
     if DRY:
-        yield "tiny", torch.nn.Sequential(Streaming(64), Streaming(64)), (4, 32, 64)
+        yield "tiny", memory_bound(64), (4, 32, 64)
         return
-    yield "memory-bound", torch.nn.Sequential(Streaming(8192), Streaming(8192)), (16, 2048, 8192)
-    layers = [torch.nn.TransformerEncoderLayer(4096, 32, 16384, batch_first=True)
-              for _ in range(2)]
-    yield "transformer", torch.nn.Sequential(*layers), (8, 2048, 4096)
+    yield "memory-bound", memory_bound(8192), (16, 2048, 8192)
+    yield "transformer", transformer(4096, 32, 16384), (8, 2048, 4096)
 
 
 def sync():
