@@ -212,6 +212,26 @@ void add_model_error(const AttributionInput& in, const Activity& activity, const
   }
 }
 
+// The attribution's frame: one estimate per key with its occurrences and seconds, energies to
+// fill; throws on a span whose key is out of range or a busy_group of the wrong size.
+Attribution frame(const AttributionInput& in, AttributionMethod method) {
+  Attribution out;
+  out.method = method;
+  out.span_energy_j.assign(in.spans.size(), 0.0);
+  out.iteration_energy_j.assign(in.iterations.size(), 0.0);
+  out.keys.assign(in.num_keys, KeyEstimate{0.0, kUnknown, 0, 0.0});
+  if (!in.busy_group.empty() && in.busy_group.size() != in.num_keys) {
+    throw Error("attribution: busy_group must hold one group per key");
+  }
+  for (const auto& s : in.spans) {
+    if (s.key >= in.num_keys) throw Error("attribution: span key out of range");
+    out.keys[s.key].occurrences += 1;
+    out.keys[s.key].seconds += s.end_s - s.begin_s;
+  }
+  out.measured = in.counter.size() >= 2;
+  return out;
+}
+
 }  // namespace
 
 std::string to_string(AttributionMethod method) {
@@ -248,20 +268,7 @@ Attribution attribute(const AttributionInput& input, AttributionMethod method) {
     return attribute(shifted, method);
   }
   const AttributionInput& in = input;
-  Attribution out;
-  out.method = method;
-  out.span_energy_j.assign(in.spans.size(), 0.0);
-  out.iteration_energy_j.assign(in.iterations.size(), 0.0);
-  out.keys.assign(in.num_keys, KeyEstimate{0.0, kUnknown, 0, 0.0});
-  if (!in.busy_group.empty() && in.busy_group.size() != in.num_keys) {
-    throw Error("attribution: busy_group must hold one group per key");
-  }
-  for (const auto& s : in.spans) {
-    if (s.key >= in.num_keys) throw Error("attribution: span key out of range");
-    out.keys[s.key].occurrences += 1;
-    out.keys[s.key].seconds += s.end_s - s.begin_s;
-  }
-  out.measured = in.counter.size() >= 2;
+  Attribution out = frame(in, method);
   if (!out.measured) return out;
   const Activity activity(in);
   std::optional<Fit> model;  // the fitted powers that shape the counter between changes
