@@ -5,7 +5,7 @@
 // power sensor sees only about 25 % of each refresh window (Yang et al., SC'24), so the increment
 // of a refresh is the sampled part's average power times the window; and a refresh reports the
 // energy up to about 8 ms before it (the lag that fitted windows with pipeline bubbles best on
-// three H100s, bench/gpu/counter_lag.py).
+// H100s, bench/gpu/counter_lag.py).
 //
 // PowerTrace is the true power of a GPU over time (busy segments at their power, a base power
 // elsewhere); EnergyCounter turns it into what a read returns. An `ideal` counter returns the

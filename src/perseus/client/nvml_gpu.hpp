@@ -32,10 +32,10 @@
 namespace perseus::client {
 
 // How long NVML's energy counter trails the energy it reports, as the sampler times its changes
-// (the midpoint between the read that saw one and the read before): on three H100 80GB HBM3
-// (driver 580.159.04, observe-only), the lag that best fitted the counter intervals of windows
-// with pipeline bubbles (whose idle edges fix it) was 5-11 ms, median 8 ms, in all 11 such windows
-// (bench/gpu/README.md). Only measured on H100s.
+// (the midpoint between the read that saw one and the read before): on H100 80GB HBM3s (at least
+// two GPUs, driver 580.159.04, observe-only), the lag that best fitted the counter intervals of
+// windows with pipeline bubbles (whose idle edges fix it) was 5-11 ms, median 8 ms, in all 13 such
+// windows (bench/gpu/counter_lag.py). Only measured on H100s.
 inline constexpr double kNvmlCounterLagS = 0.008;
 
 class NvmlGpu : public GpuBackend {
