@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include "perseus/baselines/envpipe.hpp"
@@ -16,6 +17,21 @@ namespace perseus::cli {
 
 void require(bool ok, const std::string& what) {
   if (!ok) throw Error(what);
+}
+
+CLI::Validator output_directory() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        const std::string ext = std::filesystem::path(path).extension().string();
+        const bool file_like =
+            ext == ".csv" || ext == ".json" || ext == ".txt" || ext == ".svg" || ext == ".html";
+        if (!file_like || std::filesystem::is_directory(path)) return {};
+        return "'" + path + "' looks like a file name (" + ext +
+               "), but this names the directory the outputs are written into; give a directory, "
+               "e.g. " +
+               std::filesystem::path(path).stem().string() + "/";
+      },
+      "DIR");
 }
 
 namespace {

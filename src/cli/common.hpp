@@ -32,6 +32,11 @@ void check_blocking_power(const profile::Profile& profile, double watts, bool al
 // Throws perseus::Error(what) unless ok.
 void require(bool ok, const std::string& what);
 
+// The check of every --out-dir (alias --out): a path that does not exist yet and ends like a
+// file's name (.csv, .json, .txt, .svg, .html) is refused, as `--out frontier.csv` would make a
+// directory of that name; an existing directory is taken as it is.
+CLI::Validator output_directory();
+
 // Runs `f`, prefixing the message of a perseus::Error it throws with `prefix` (an option or file
 // the library's message does not name).
 template <typename F>

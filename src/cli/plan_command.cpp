@@ -187,7 +187,8 @@ void add_plan_command(CLI::App& app) {
                    "Keep options within this factor of Pareto-optimal")
       ->capture_default_str();
   plan->add_option("--out-dir,--out", pa->out,
-                   "Output directory (frontier.csv, plans.txt, meta.json)");
+                   "Output directory (frontier.csv, plans.txt, meta.json)")
+      ->check(output_directory());
   plan->add_option("--threads", pa->threads,
                    "Threads for slack reclamation and evaluation of the plans (default: hardware "
                    "threads); the frontier is the same for any number");
@@ -220,7 +221,9 @@ void add_plan_command(CLI::App& app) {
                  "json (plan_%05d.json), py (freqs_pipeline_%05d.py, clocks) or zeus "
                  "(freqs_pipeline_%05d.py, (instruction, clock) pairs for Zeus's PointSolution)")
       ->capture_default_str();
-  ex->add_option("--out-dir,--out", xa->out, "Output directory")->required();
+  ex->add_option("--out-dir,--out", xa->out, "Output directory")
+      ->required()
+      ->check(output_directory());
   ex->callback([xa] { run_export(*xa); });
 
   plan->callback([plan, pa] {

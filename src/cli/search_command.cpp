@@ -248,7 +248,8 @@ void add_search_options(CLI::App* c, const std::shared_ptr<SearchArgs>& a, bool 
         ->capture_default_str();
   }
   c->add_option("--out-dir,--out", a->out,
-                "Directory for the configuration JSON and per-stage table of each stage count");
+                "Directory for the configuration JSON and per-stage table of each stage count")
+      ->check(output_directory());
   c->add_flag("--quiet", a->quiet, "Print nothing on success");
 }
 

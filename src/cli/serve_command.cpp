@@ -204,7 +204,9 @@ void add_export(CLI::App& app) {
       "export-job", "Write a stored job in the reference dump layout (N.sched.json, N.prof.json)");
   cmd->add_option("--store", args->store, "SQLite store of perseus serve")->required();
   cmd->add_option("--job", args->job, "job id")->required();
-  cmd->add_option("--out-dir,--out", args->out, "output directory")->required();
+  cmd->add_option("--out-dir,--out", args->out, "output directory")
+      ->required()
+      ->check(output_directory());
   cmd->callback([args] {
     server::Store store(args->store, server::Store::Access::reader);
     int rounds = server::export_job(store.load(args->job), args->out);

@@ -30,4 +30,15 @@ cmp -s "$tmp/from_fifo" "$tmp/real.csv" || fail "the FIFO's reader did not get t
 
 mkdir "$tmp/dir"
 expect_error "$tmp/dir: is a directory" profile synth --gpu a100 --stages 2 --out "$tmp/dir"
+
+# An output directory named like a file (--out is --out-dir's alias): refused before anything is
+# made, in every command that writes one; an existing directory of that name is the user's.
+plan=(plan --profile "$tmp/real.csv" --microbatches 4 --blocking-power 60 --quiet)
+expect_error "'$tmp/frontier.csv' looks like a file name (.csv)" "${plan[@]}" --out "$tmp/frontier.csv"
+[[ ! -e $tmp/frontier.csv ]] || fail "a refused --out-dir was made"
+expect_error "looks like a file name (.json)" search --database "$tmp" --out "$tmp/s.json"
+expect_error "looks like a file name (.txt)" export-job --store "$tmp/x.db" --job j --out "$tmp/j.txt"
+mkdir "$tmp/kept.csv"
+"$perseus" "${plan[@]}" --out "$tmp/kept.csv" || fail "an existing directory named *.csv was refused"
+[[ -s $tmp/kept.csv/frontier.csv ]] || fail "no frontier in the existing directory"
 echo "output paths: ok"
