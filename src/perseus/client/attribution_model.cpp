@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 namespace perseus::client::attribution_model {
@@ -133,8 +134,7 @@ std::optional<Fit> fit_powers(const AttributionInput& in, const Activity& activi
   return fit;
 }
 
-std::optional<Fit> fit_busy(const AttributionInput& in) {
-  std::vector<std::size_t> group = in.busy_group;
+std::optional<Fit> fit_busy(const AttributionInput& in, std::vector<std::size_t> group) {
   if (group.empty()) group.assign(in.num_keys, 0);
   AttributionInput pooled = in;  // the groups are its keys
   for (TimedSpan& s : pooled.spans) s.key = group.at(s.key);
@@ -201,19 +201,19 @@ bool determined(const Fit& fit, std::size_t num_keys) {
 }  // namespace
 
 std::optional<Fit> fit_busy_split(const AttributionInput& in) {
-  std::optional<Fit> pooled = fit_busy(in);
-  AttributionInput split = in;
-  split.busy_group.resize(in.num_keys);
-  for (std::size_t k = 0; k < in.num_keys; ++k) split.busy_group[k] = k;
-  std::optional<Fit> per_key = fit_busy(split);
+  std::optional<Fit> pooled = fit_busy(in, in.busy_group);
+  std::vector<std::size_t> each(in.num_keys);
+  for (std::size_t k = 0; k < in.num_keys; ++k) each[k] = k;
+  std::optional<Fit> per_key = fit_busy(in, each);
   if (!per_key) return pooled;
   per_key->per_key = true;
   if (!pooled) return per_key;
   if (per_key->fitted <= pooled->fitted || per_key->intervals <= per_key->fitted) return pooled;
   const double d1 = static_cast<double>(per_key->fitted - pooled->fitted);
   const double d2 = static_cast<double>(per_key->intervals - per_key->fitted);
-  if (!(per_key->rss > 0.0)) return per_key;
-  const double f = (pooled->rss - per_key->rss) / d1 / (per_key->rss / d2);
+  // An exact fit (no residual) rejects pooling outright; its covariance is 0, so it is determined.
+  const double f = per_key->rss > 0.0 ? (pooled->rss - per_key->rss) / d1 / (per_key->rss / d2)
+                                      : std::numeric_limits<double>::infinity();
   return f > f_quantile(d1, d2) && determined(*per_key, in.num_keys) ? per_key : pooled;
 }
 

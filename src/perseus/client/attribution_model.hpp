@@ -52,16 +52,17 @@ struct Fit {
 // them and the normal equations are well conditioned (kFitSingularTolerance).
 std::optional<Fit> fit_powers(const AttributionInput& in, const Activity& activity);
 
-// busy-overlap's model: one busy power per group of keys (a clock), one for idle time inside
-// iterations and one outside them (few unknowns, well conditioned whenever the GPU is busy most
-// of the time); idle and outside powers are clamped to [0, highest busy power], so an idle
-// regressor that gaps of microseconds cannot identify does no harm. nullopt unless every group
-// has time in the fitted intervals and a positive power.
-std::optional<Fit> fit_busy(const AttributionInput& in);
+// busy-overlap's model: one busy power per group of keys (`group`: per key, its group; empty: all
+// keys in one), one for idle time inside iterations and one outside them (few unknowns, well
+// conditioned whenever the GPU is busy most of the time); idle and outside powers are clamped to
+// [0, highest busy power], so an idle regressor that gaps of microseconds cannot identify does no
+// harm. nullopt unless every group has time in the fitted intervals and a positive power.
+std::optional<Fit> fit_busy(const AttributionInput& in, std::vector<std::size_t> group);
 
 // busy-overlap's model with the busy power per key where the counter intervals tell the keys
 // apart: fit_busy per clock (in.busy_group), and per key; the per-key model is chosen when the F
-// test of the per-clock one against it rejects at kSplitSignificance. nullopt when neither fits.
+// test of the per-clock one against it rejects at kSplitSignificance and each per-key power's
+// standard error is under kSplitMaxRelativeStderr of it. nullopt when neither fits.
 std::optional<Fit> fit_busy_split(const AttributionInput& in);
 
 }  // namespace perseus::client::attribution_model

@@ -34,7 +34,7 @@ class GpuBackend {
   virtual std::optional<ClockReading> read_clock() { return std::nullopt; }
   // How long the energy counter's changes trail the energy they report, in seconds: a change
   // observed at t holds the energy spent up to t - counter_lag_s() (attribution.hpp). 0 (the
-  // default): none, as in the simulator.
+  // default): none. NvmlGpu: kNvmlCounterLagS; SimGpu: its counter's CounterOptions::lag_s.
   virtual double counter_lag_s() const { return 0.0; }
   // Starts sampling the energy counter (perseus/client/energy_sampler.hpp). Default: a thread
   // that calls total_energy_j() back to back (at most every options.min_period_s), and
