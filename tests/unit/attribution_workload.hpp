@@ -74,6 +74,34 @@ inline void sample_counter(Workload& w, unsigned seed) {
   }
 }
 
+// A pipeline stage as measured on an H100 (bench/gpu/attribution_on_gpu.py): forward and backward
+// at the given powers, hooks microseconds apart, bubbles of 20-150 ms at 80 W between iterations.
+inline WorkloadShape pipeline_shape(double forward_w, double backward_w) {
+  WorkloadShape shape;
+  shape.forward_w = forward_w;
+  shape.backward_w = backward_w;
+  shape.inside_gap_s = 20e-6;
+  shape.between_lo_s = 0.020;
+  shape.between_hi_s = 0.150;
+  return shape;
+}
+
+// A workload of `shape` with its counter sampled (sample_counter) and zero-mean noise of
+// `noise_j` on each increment between two readings.
+inline Workload sampled_with_noise(const WorkloadShape& shape, double noise_j, double seconds,
+                                   unsigned seed) {
+  Workload w = make_workload(seconds, seed, shape);
+  sample_counter(w, seed + 1);
+  std::mt19937_64 random(seed + 2);
+  std::normal_distribution<double> noise(0.0, noise_j);
+  double drift = 0.0;
+  for (auto& c : w.input.counter) {
+    drift += noise_j > 0.0 ? noise(random) : 0.0;
+    c.energy_j += drift;
+  }
+  return w;
+}
+
 inline Workload sampled_workload(double seconds = 30.0, unsigned seed = 42) {
   Workload w = make_workload(seconds, seed);
   sample_counter(w, seed + 1);

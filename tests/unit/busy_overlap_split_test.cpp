@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 
 #include "attribution_workload.hpp"
 #include "perseus/client/attribution.hpp"
@@ -18,23 +17,12 @@ using perseus::client::attribute;
 using perseus::client::Attribution;
 using perseus::client::AttributionMethod;
 using perseus::test::Workload;
-using perseus::test::WorkloadShape;
 
-// Forward and backward at `forward_w` and `backward_w`, bubbles of 20-150 ms at 80 W between
-// iterations, hooks microseconds apart; the counter every 100 ms with 0.5 J of noise per reading.
+// A pipeline stage with forward and backward at `forward_w` and `backward_w`; the counter every
+// 100 ms with 0.5 J of noise on each increment.
 Workload pipeline(double forward_w, double backward_w, double seconds, unsigned seed) {
-  WorkloadShape shape;
-  shape.forward_w = forward_w;
-  shape.backward_w = backward_w;
-  shape.inside_gap_s = 20e-6;
-  shape.between_lo_s = 0.020;
-  shape.between_hi_s = 0.150;
-  Workload w = perseus::test::make_workload(seconds, seed, shape);
-  perseus::test::sample_counter(w, seed + 1);
-  std::mt19937_64 random(seed + 2);
-  std::normal_distribution<double> noise(0.0, 0.5);
-  for (auto& c : w.input.counter) c.energy_j += noise(random);
-  return w;
+  return perseus::test::sampled_with_noise(perseus::test::pipeline_shape(forward_w, backward_w),
+                                           0.5, seconds, seed);
 }
 
 double power_error(const Attribution& a, std::size_t key, double watts) {

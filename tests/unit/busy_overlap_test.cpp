@@ -28,25 +28,12 @@ using perseus::test::Workload;
 // bench/gpu/attribution_on_gpu.py): forward and backward at one power, hooks microseconds apart,
 // bubbles of 20-150 ms at 80 W between iterations.
 perseus::test::WorkloadShape at_power_limit() {
-  perseus::test::WorkloadShape shape;
-  shape.forward_w = shape.backward_w = 650.0;
-  shape.inside_gap_s = 20e-6;
-  shape.between_lo_s = 0.020;
-  shape.between_hi_s = 0.150;
-  return shape;
+  return perseus::test::pipeline_shape(650.0, 650.0);
 }
 
+// Zero-mean noise of `noise_j` on each counter increment (increments are >= 8 J).
 Workload sampled_at_power_limit(double noise_j, double seconds = 30.0, unsigned seed = 42) {
-  Workload w = perseus::test::make_workload(seconds, seed, at_power_limit());
-  perseus::test::sample_counter(w, seed + 1);
-  std::mt19937_64 random(seed + 2);
-  std::normal_distribution<double> noise(0.0, noise_j);
-  double drift = 0.0;  // zero-mean noise on each increment (increments are >= 8 J)
-  for (auto& c : w.input.counter) {
-    drift += noise_j > 0.0 ? noise(random) : 0.0;
-    c.energy_j += drift;
-  }
-  return w;
+  return perseus::test::sampled_with_noise(at_power_limit(), noise_j, seconds, seed);
 }
 
 TEST(Attribution, BusyOverlapKeepsTheBubblesIdleEnergyOffTheInstructions) {
