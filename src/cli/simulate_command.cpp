@@ -38,7 +38,7 @@ constexpr int kMaxRanks = 512;  // processes this command forks at most
 constexpr int kGiveUpWindows = 3;
 
 struct SimulateArgs {
-  std::string server, profile, scheduler, scheduler_args, job_metadata, out;
+  std::string server, profile, scheduler, scheduler_args, job_metadata, out, trace_dir;
   ScheduleOptions schedule;
   int stages = 0, pipelines = 1, microbatches = 0, iterations = 20, max_iterations = 10000;
   int report_every = 5;
@@ -58,6 +58,7 @@ struct Setup {
   double blocking_power_w = 0.0;
   client::CounterOptions counter;
   client::OptimizerOptions optimizer;
+  std::string trace_dir;
 };
 
 void check_args(const SimulateArgs& a) {
@@ -111,6 +112,10 @@ Setup make_setup(const SimulateArgs& a) {
   // An ideal counter ignores the realistic counter's settings.
   s.counter = a.counter == "ideal" ? client::CounterOptions::named("ideal") : a.counter_options;
   naming("--counter-*", [&] { s.counter.validate(); });
+  if (!a.trace_dir.empty()) {
+    naming("--trace-dir", [&] { ensure_writable_dir(a.trace_dir); });
+    s.trace_dir = a.trace_dir;
+  }
 
   client::OptimizerOptions& o = s.optimizer;
   o.attribution = naming("--attribution", [&] { return client::parse_attribution(a.attribution); });
@@ -156,6 +161,7 @@ pipeline::RunResult run_ranks(const Setup& setup, const pipeline::StopRule& stop
           pipeline::rank_spec(r, setup.schedule, setup.pipelines, setup.profile,
                               setup.blocking_power_w, setup.optimizer);
       spec.counter = setup.counter;
+      spec.trace_dir = setup.trace_dir;
       spec.optimizer.log = [r](const std::string& message) {
         std::fprintf(stderr, "perseus: warning: rank %d: %s\n", r, message.c_str());
         std::fflush(stderr);
@@ -331,7 +337,9 @@ void add_counter_options(CLI::App& cmd, SimulateArgs& a) {
                  "Seconds one counter read blocks the reader")
       ->capture_default_str();
   cmd.add_option("--counter-sampled-fraction", c.sampled_fraction,
-                 "Share of each refresh window the power sensor sees (0.25 on A100/H100)")
+                 "Share of each refresh window the power sensor sees (Yang et al. report 0.25 for "
+                 "A100/H100 "
+                 "power readings; the energy counter of recorded H100 windows fits 1)")
       ->capture_default_str();
   cmd.add_option("--counter-lag", c.lag_s,
                  "Seconds by which each refresh trails the energy it reports (8 ms on an H100; "
@@ -346,6 +354,10 @@ void add_counter_options(CLI::App& cmd, SimulateArgs& a) {
       "(default: drawn from the seed; a real counter refreshes on its own schedule)");
   cmd.add_option("--counter-seed", c.seed, "Seed of the counters' jitter, noise and phase")
       ->capture_default_str();
+  cmd.add_option("--trace-dir", a.trace_dir,
+                 "Write every rank's reporting windows as attribution traces "
+                 "(rank-R-window-N.json, docs/formats.md) into this directory, for "
+                 "perseus.attribute");
   cmd.add_option("--attribution", a.attribution,
                  "How clients attribute counter energy to instructions: busy-overlap, fit, "
                  "overlap or deltas")

@@ -24,7 +24,7 @@ loop ideal "--counter ideal"
 loop deltas "--attribution deltas"
 # Short instructions: H100 model, 4 stages, forwards of 3 ms at the top clock (3-12 ms).
 short="4 h100 --forward-time=0.003"
-loop short "" $short
+loop short "--trace-dir $tmp/traces" $short
 run_loop short-deltas "--attribution deltas" $short || true  # a 0 J row stops its planning
 
 worst() {  # profile dir -> the largest relative energy error over the rows, in percent
@@ -50,6 +50,17 @@ awk -v w="$short_worst" 'BEGIN {exit !(w < 3.0)}' ||
   fail "short instructions: a recovered row is off by $short_worst % (limit 3 %)"
 awk -v w="$short_deltas" 'BEGIN {exit !(w > 3.0)}' ||
   fail "short instructions: deltas recovered every row within 3 % ($short_deltas %): blind check"
+# --trace-dir: every rank's windows as attribution traces, with each change's spread.
+PYTHONPATH="$(dirname "$perseus")/../python" /usr/bin/python3 - "$tmp/traces" <<'PY' ||
+import glob, json, sys
+import perseus
+files = glob.glob(sys.argv[1] + "/rank-3-window-*.json")
+assert len(files) >= 2, files
+trace = json.load(open(files[0]))
+assert all(len(c) == 3 and 0 < c[2] < 0.01 for c in trace["counter"]), trace["counter"][:3]
+assert perseus.attribute(trace)["measured"]
+PY
+  fail "simulate-training --trace-dir wrote no readable traces"
 head -1 "$tmp/realistic/profile.csv" | grep -q ',energy_stderr$' ||
   fail "profile CSV has no energy_stderr column: $(head -1 "$tmp/realistic/profile.csv")"
 /usr/bin/python3 - "$tmp/realistic/profile.csv" <<'PY' || fail "energy_stderr column malformed"

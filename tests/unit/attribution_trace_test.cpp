@@ -29,6 +29,9 @@ AttributionTrace recorded() {
   trace.keys = {{"forward", 0}, {"backward", 1410}};
   trace.input.busy_group = perseus::client::groups_by_clock(trace.keys);
   trace.input.counter_lag_s = 0.008;
+  for (std::size_t i = 0; i < trace.input.counter.size(); i += 2) {
+    trace.input.counter[i].t_spread_s = 0.002;  // a sampler's changes; exact ones have none
+  }
   return trace;
 }
 
@@ -54,7 +57,11 @@ TEST(AttributionTrace, ReadsBackWhatItWroteBitForBit) {
   for (std::size_t i = 0; i < back.input.counter.size(); ++i) {
     EXPECT_EQ(back.input.counter[i].t_s, trace.input.counter[i].t_s);
     EXPECT_EQ(back.input.counter[i].energy_j, trace.input.counter[i].energy_j);
+    EXPECT_EQ(back.input.counter[i].t_spread_s, trace.input.counter[i].t_spread_s);
   }
+  // A change without a spread is written as [t_s, joules], as before there were spreads.
+  EXPECT_EQ(to_json(trace)["counter"][0].size(), 3u);
+  EXPECT_EQ(to_json(trace)["counter"][1].size(), 2u);
   for (auto method : {AttributionMethod::kBusyOverlap, AttributionMethod::kFit}) {
     EXPECT_EQ(attribute(back.input, method).span_energy_j,
               attribute(trace.input, method).span_energy_j);
@@ -100,6 +107,12 @@ TEST(AttributionTrace, RefusesAMalformedTraceNamingTheField) {
   j["counter_lag_s"] = -0.008;
   EXPECT_CONTAINS(error_of([&] { parse_attribution_trace(j); }),
                   "field 'counter_lag_s': must be a finite number >= 0");
+  j = to_json(recorded());
+  j["counter"][1].push_back(0.002);
+  j["counter"][1].push_back(0.0);
+  EXPECT_CONTAINS(error_of([&] { parse_attribution_trace(j); }),
+                  "field 'counter[1]': must hold 2 or 3 numbers");
+  j = to_json(recorded());
   j.erase("counter_lag_s");  // traces recorded before the lag was known
   EXPECT_EQ(parse_attribution_trace(j).input.counter_lag_s, 0.0);
   EXPECT_CONTAINS(error_of([&] { parse_attribution_trace(json::array()); }),

@@ -349,13 +349,18 @@ TEST(EnergyCounterSeries, TimestampsAChangeBetweenTheMidpointsOfTheTwoReads) {
   auto all = series.between(-kInf, kInf);
   ASSERT_EQ(all.size(), 1u);
   EXPECT_DOUBLE_EQ(all[0].t_s, 0.013);
+  EXPECT_DOUBLE_EQ(all[0].t_spread_s, 0.003);  // it changed somewhere in (0.010, 0.016]
   EXPECT_EQ(all[0].energy_j, 12.0);
   // After a long pause the change lands halfway through the pause.
   series.add_read(0.100, 0.104, 15.0);  // midpoint 0.102; previous 0.016
   all = series.between(-kInf, kInf);
   ASSERT_EQ(all.size(), 2u);
   EXPECT_DOUBLE_EQ(all[1].t_s, 0.059);
+  EXPECT_DOUBLE_EQ(all[1].t_spread_s, 0.043);
   EXPECT_EQ(all[1].energy_j, 15.0);
+  // An exactly timed value has no spread.
+  series.add_exact(0.2, 16.0);
+  EXPECT_EQ(series.between(0.15, kInf).back().t_spread_s, 0.0);
 }
 
 TEST(EnergyCounterSeries, BetweenStartsWithTheLastChangeBeforeFrom) {

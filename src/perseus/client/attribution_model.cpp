@@ -73,6 +73,46 @@ std::vector<double> Activity::occupancy(double a, double b) const {
   return out;
 }
 
+std::vector<double> Activity::expected_occupancy(const CounterSample& lo,
+                                                 const CounterSample& hi) const {
+  std::vector<double> out = occupancy(lo.t_s, hi.t_s);
+  add_spread(hi.t_s, hi.t_spread_s, 1.0, out);
+  add_spread(lo.t_s, lo.t_spread_s, -1.0, out);
+  for (double& o : out) o = std::max(0.0, o);
+  return out;
+}
+
+// For one indicator (a set of disjoint ranges), the mean over u of its integral from t to t + u
+// is (1 / 2h) x (the integral over [t, t + h] weighted by t + h - s, minus the one over
+// [t - h, t] weighted by s - t + h): the weights are how many of the shifts u cover s.
+void Activity::add_spread(double t, double h, double sign, std::vector<double>& out) const {
+  if (!(h > 0.0)) return;
+  const double scale = sign / (2.0 * h);
+  auto weighted = [&](double begin, double end) {
+    double w = 0.0;
+    const double r0 = std::max(begin, t), r1 = std::min(end, t + h);
+    if (r1 > r0) w += (r1 - r0) * (h - (0.5 * (r0 + r1) - t));
+    const double l0 = std::max(begin, t - h), l1 = std::min(end, t);
+    if (l1 > l0) w -= (l1 - l0) * (h + (0.5 * (l0 + l1) - t));
+    return scale * w;
+  };
+  double busy = 0.0, inside = 0.0;
+  auto s = std::lower_bound(in_.spans.begin(), in_.spans.end(), t - h,
+                            [](const TimedSpan& span, double x) { return span.end_s <= x; });
+  for (; s != in_.spans.end() && s->begin_s < t + h; ++s) {
+    const double w = weighted(s->begin_s, s->end_s);
+    out[s->key] += w;
+    busy += w;
+  }
+  auto it = std::lower_bound(in_.iterations.begin(), in_.iterations.end(), t - h,
+                             [](const auto& iter, double x) { return iter.second <= x; });
+  for (; it != in_.iterations.end() && it->first < t + h; ++it) {
+    inside += weighted(it->first, it->second);
+  }
+  out[in_.num_keys] += inside - busy;
+  out[in_.num_keys + 1] -= inside;  // the whole time line's own term is 0
+}
+
 double Fit::energy(const std::vector<double>& occupancy) const {
   double e = 0.0;
   for (std::size_t r = 0; r < occupancy.size(); ++r) e += std::max(0.0, power[r]) * occupancy[r];
@@ -85,9 +125,9 @@ std::optional<Fit> fit_powers(const AttributionInput& in, const Activity& activi
   std::vector<std::vector<double>> rows;
   std::vector<double> y;
   for (std::size_t k = 0; k + 1 < in.counter.size(); ++k) {
-    const double a = in.counter[k].t_s, b = in.counter[k + 1].t_s;
-    if (a < in.known_from_s || b > known_to) continue;
-    rows.push_back(activity.occupancy(a, b));
+    const CounterSample &lo = in.counter[k], &hi = in.counter[k + 1];
+    if (lo.t_s - lo.t_spread_s < in.known_from_s || hi.t_s + hi.t_spread_s > known_to) continue;
+    rows.push_back(activity.expected_occupancy(lo, hi));
     y.push_back(in.counter[k + 1].energy_j - in.counter[k].energy_j);
   }
   std::vector<std::size_t> used;  // regressors with any time in the fitted intervals

@@ -27,8 +27,20 @@ class Activity {
   explicit Activity(const AttributionInput& in) : in_(in) {}
   std::size_t regressors() const { return in_.num_keys + 2; }
   std::vector<double> occupancy(double a, double b) const;
+  // The expected occupancy between two observed counter changes whose times are uncertain
+  // (CounterSample::t_spread_s: each uniform over its range, independently). Regressing an
+  // interval's energy on it rather than on occupancy(lo.t_s, hi.t_s) keeps the fit unbiased: the
+  // error of a regressor measured at the observed times grows with what ran at the interval's ends
+  // (errors in variables: a key that meets the bubbles' edges gets their idle energy), while the
+  // true occupancy's deviation from its expectation given the observed times is uncorrelated with
+  // that expectation (a Berkson error). Exact: O(activity within the spreads) more than occupancy.
+  std::vector<double> expected_occupancy(const CounterSample& lo, const CounterSample& hi) const;
 
  private:
+  // Adds sign x (the mean of C(t + u) - C(t) over u uniform in [-h, h]) per regressor, C the
+  // cumulative occupancy.
+  void add_spread(double t, double h, double sign, std::vector<double>& out) const;
+
   const AttributionInput& in_;
 };
 

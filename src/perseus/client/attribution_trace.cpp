@@ -13,16 +13,21 @@ namespace {
 
 const JsonFields fields("attribution trace");
 
-// body[field] as a list of fixed-width rows of numbers >= 0.
-std::vector<std::vector<double>> rows(const json& body, const std::string& field,
-                                      std::size_t width) {
+// body[field] as a list of rows of `width` numbers >= 0 (or `width` + 1 where the last is
+// optional).
+std::vector<std::vector<double>> rows(const json& body, const std::string& field, std::size_t width,
+                                      bool optional_last = false) {
   const json& list = fields.list(fields.member(body, field), field);
   std::vector<std::vector<double>> out;
   out.reserve(list.size());
   for (std::size_t i = 0; i < list.size(); ++i) {
     out.push_back(fields.numbers(list[i], JsonFields::element(field, i)));
-    if (out.back().size() != width) {
-      fields.fail(JsonFields::element(field, i), "must hold " + std::to_string(width) + " numbers");
+    const std::size_t n = out.back().size();
+    if (n != width && !(optional_last && n == width + 1)) {
+      fields.fail(JsonFields::element(field, i),
+                  "must hold " + std::to_string(width) +
+                      (optional_last ? " or " + std::to_string(width + 1) : std::string()) +
+                      " numbers");
     }
   }
   return out;
@@ -73,13 +78,13 @@ void parse_spans(const json& body, AttributionInput& in) {
 }
 
 void parse_counter(const json& body, AttributionInput& in) {
-  for (const auto& row : rows(body, "counter", 2)) {
+  for (const auto& row : rows(body, "counter", 2, true)) {
     if (!in.counter.empty() &&
         (row[0] < in.counter.back().t_s || row[1] < in.counter.back().energy_j)) {
       fields.fail(JsonFields::element("counter", in.counter.size()),
                   "goes back in time or in energy");
     }
-    in.counter.push_back({row[0], row[1]});
+    in.counter.push_back({row[0], row[1], row.size() > 2 ? row[2] : 0.0});
   }
 }
 
@@ -103,7 +108,10 @@ json to_json(const AttributionTrace& trace) {
   for (const TraceKey& k : trace.keys) keys.push_back({{"name", k.name}, {"mhz", k.mhz}});
   for (const auto& [begin, end] : in.iterations) iterations.push_back({begin, end});
   for (const TimedSpan& s : in.spans) spans.push_back({s.begin_s, s.end_s, s.key});
-  for (const CounterSample& c : in.counter) counter.push_back({c.t_s, c.energy_j});
+  for (const CounterSample& c : in.counter) {
+    counter.push_back(c.t_spread_s > 0.0 ? json{c.t_s, c.energy_j, c.t_spread_s}
+                                         : json{c.t_s, c.energy_j});
+  }
   return {{"version", kTraceVersion},         {"keys", keys},   {"known_from_s", in.known_from_s},
           {"iterations", iterations},         {"spans", spans}, {"counter", counter},
           {"counter_lag_s", in.counter_lag_s}};

@@ -1,11 +1,12 @@
 // A model of a real GPU's energy counter, for the simulated GPU (architecture section 9). Measured
 // on an H100 (observe-only NVML polling, Perseus project measurements): the NVML total-energy
 // counter is refreshed about every 100 ms (intervals 69-118 ms under load) and a read in between
-// returns the last refresh's value; one read blocks the caller for about 4 ms; on A100/H100 the
-// power sensor sees only about 25 % of each refresh window (Yang et al., SC'24), so the increment
-// of a refresh is the sampled part's average power times the window; and a refresh reports the
-// energy up to about 8 ms before it (the lag that fitted windows with pipeline bubbles best on
-// H100s, bench/gpu/counter_lag.py).
+// returns the last refresh's value; one read blocks the caller for about 4 ms; Yang et al. (SC'24)
+// report that on A100/H100 the power sensor sees only about 25 % of each refresh window, an
+// option here (sampled_fraction), but the energy counter of the H100 windows in tests/data fits a
+// whole-window integral (with 25 % sampling their fitted residuals would be 4-100x what they
+// are); and a refresh reports the energy up to about 8 ms before it (the lag that fitted windows
+// with pipeline bubbles best on H100s, bench/gpu/counter_lag.py).
 //
 // PowerTrace is the true power of a GPU over time (busy segments at their power, a base power
 // elsewhere); EnergyCounter turns it into what a read returns. An `ideal` counter returns the

@@ -11,8 +11,8 @@ namespace perseus::client {
 
 // ---- CounterSeries ----
 
-void CounterSeries::push(double t_s, double energy_j) {
-  samples_.push_back({t_s, energy_j});
+void CounterSeries::push(const CounterSample& sample) {
+  samples_.push_back(sample);
   while (samples_.size() > capacity_) samples_.pop_front();
 }
 
@@ -21,7 +21,9 @@ void CounterSeries::add_read(double begin_s, double end_s, double energy_j) {
   ++reads_;
   // The first read only gives a value to compare with: it returns the refresh before it, up to a
   // period earlier, so its time is no change's time.
-  if (have_read_ && energy_j != last_value_j_) push(0.5 * (last_mid_s_ + mid), energy_j);
+  if (have_read_ && energy_j != last_value_j_) {
+    push({0.5 * (last_mid_s_ + mid), energy_j, 0.5 * (mid - last_mid_s_)});
+  }
   have_read_ = true;
   last_mid_s_ = mid;
   last_value_j_ = energy_j;
@@ -30,7 +32,7 @@ void CounterSeries::add_read(double begin_s, double end_s, double energy_j) {
 void CounterSeries::add_exact(double t_s, double energy_j) {
   ++reads_;
   if (!samples_.empty() && t_s <= samples_.back().t_s) return;
-  push(t_s, energy_j);
+  push({t_s, energy_j});
 }
 
 std::vector<CounterSample> CounterSeries::between(double from_s, double to_s) const {

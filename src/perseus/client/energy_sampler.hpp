@@ -4,7 +4,9 @@
 // from which the reporting window attributes energy (perseus/client/attribution.hpp).
 //
 // A change is timestamped at the midpoint between the previous read and the read that saw it
-// (each read's own midpoint), so the timestamp's error is at most half the read period. The first
+// (each read's own midpoint), with half their distance as its spread: the counter changed
+// somewhere in that range, at any point alike (its refreshes keep their own schedule), so the
+// attribution can average over it (perseus/client/attribution_model.hpp). The first
 // read is not a change: a real counter refreshes on its own schedule, so a sampler that starts
 // between two refreshes first reads a value up to a period old; taken as a change at the read's
 // time, the next change's full period of energy would be charged to the part of it after the
@@ -32,6 +34,8 @@ class GpuBackend;
 struct CounterSample {
   double t_s = 0.0;       // when the counter took this value (backend clock)
   double energy_j = 0.0;  // the counter's value
+  // The value was taken at a time in [t_s - t_spread_s, t_s + t_spread_s], uniformly (0: at t_s).
+  double t_spread_s = 0.0;
 };
 
 // The GPU's SM clock at one moment, and whether the driver held it below what it would otherwise
@@ -68,7 +72,7 @@ class CounterSeries {
   std::size_t reads() const { return reads_; }
 
  private:
-  void push(double t_s, double energy_j);
+  void push(const CounterSample& sample);
 
   std::size_t capacity_;
   std::deque<CounterSample> samples_;

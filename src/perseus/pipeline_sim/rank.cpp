@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <initializer_list>
 #include <map>
 #include <memory>
 #include <set>
 #include <utility>
 
+#include "perseus/client/attribution_trace.hpp"
 #include "perseus/client/sim_gpu.hpp"
+#include "perseus/util/files.hpp"
 
 namespace perseus::pipeline_sim {
 
@@ -243,6 +246,18 @@ void run_instructions(const RankSpec& spec, RankLinks& links, client::SimGpu& gp
   }
 }
 
+// Writes the last window's attribution trace when a window closed since `seen` windows.
+void write_window_trace(const RankSpec& spec, const client::PipelineFrequencyOptimizer& optimizer,
+                        std::size_t& seen_iterations, std::size_t& windows) {
+  const std::size_t iterations = optimizer.iterations().size();
+  if (spec.trace_dir.empty() || iterations == seen_iterations) return;
+  seen_iterations = iterations;
+  const std::string name =
+      "rank-" + std::to_string(spec.rank()) + "-window-" + std::to_string(windows++) + ".json";
+  write_file_atomic(std::filesystem::path(spec.trace_dir) / name,
+                    client::to_json(optimizer.last_window().trace).dump() + "\n");
+}
+
 }  // namespace
 
 void run_rank(const RankSpec& spec, RankLinks& links) {
@@ -253,6 +268,7 @@ void run_rank(const RankSpec& spec, RankLinks& links) {
 
   Inbox inbox;
   LocalOrder order;
+  std::size_t seen_iterations = 0, windows = 0;
   for (long i = 0;; ++i) {
     const bool final = optimizer.done();
     const int round = optimizer.round();
@@ -263,6 +279,7 @@ void run_rank(const RankSpec& spec, RankLinks& links) {
     const std::string go = payload(links.coordinator.receive(), "GO", links.coordinator.peer());
     gpu.wait_until(parse_double(go, "GO from " + links.coordinator.peer()));
     optimizer.on_step_end();
+    write_window_trace(spec, optimizer, seen_iterations, windows);
     // The simulated GPU's true time and energy; what the client measured goes to the server.
     links.coordinator.send("ITER " + std::to_string(i) + " " + exact(gpu.now_s() - t0) + " " +
                            exact(gpu.true_energy_j() - e0) + " " + std::to_string(round) + " " +

@@ -50,6 +50,9 @@ struct RankSpec {
   profile::Profile profile;
   double blocking_power_w = 0.0;
   client::CounterOptions counter;  // the simulated GPU's energy counter (seed + rank per rank)
+  // Where each reporting window's attribution trace goes, as rank-R-window-N.json (empty: not
+  // written).
+  std::string trace_dir;
   // Server, job and reporting options; run_rank fills rank, degrees and share_job_id.
   client::OptimizerOptions optimizer;
 
