@@ -95,9 +95,10 @@ class PipelineFrequencyOptimizer:
         counter: the simulated GPU's energy counter, ``"realistic"`` (refreshed every 100 ms,
             4 ms per read, as measured on an H100; the default) or ``"ideal"`` (exact reads);
             counter_options: a dict overriding refresh_period_s, refresh_jitter_s,
-            read_latency_s, sampled_fraction (0.25 models A100/H100 partial sampling), lag_s
-            (0.008: a refresh trails the energy it reports, as on an H100), noise,
-            seed.
+            read_latency_s, sampled_fraction (0.25 models the partial sampling Yang et al.
+            report for A100/H100 power readings; recorded H100 energy-counter windows fit 1,
+            the default), lag_s (0.008: a refresh trails the energy it reports, as on an H100),
+            noise, seed.
         observe: observe-only mode: measure and report, never lock a clock or set a power
             limit (nor reset them).
         attribution: how counter energy is attributed to instructions: ``"busy-overlap"``

@@ -338,8 +338,7 @@ void add_counter_options(CLI::App& cmd, SimulateArgs& a) {
       ->capture_default_str();
   cmd.add_option("--counter-sampled-fraction", c.sampled_fraction,
                  "Share of each refresh window the power sensor sees (Yang et al. report 0.25 for "
-                 "A100/H100 "
-                 "power readings; the energy counter of recorded H100 windows fits 1)")
+                 "A100/H100 power readings; the energy counter of recorded H100 windows fits 1)")
       ->capture_default_str();
   cmd.add_option("--counter-lag", c.lag_s,
                  "Seconds by which each refresh trails the energy it reports (8 ms on an H100; "

@@ -52,24 +52,32 @@ std::optional<std::pair<std::vector<double>, std::vector<double>>> solve_spd(
 
 }  // namespace
 
-std::vector<double> Activity::occupancy(double a, double b) const {
-  std::vector<double> out(regressors(), 0.0);
-  if (b <= a) return out;
-  double busy = 0.0, inside = 0.0;
+template <typename Measure>
+Activity::Totals Activity::accumulate(double a, double b, const Measure& measure,
+                                      std::vector<double>& out) const {
+  Totals totals;
   auto s = std::lower_bound(in_.spans.begin(), in_.spans.end(), a,
                             [](const TimedSpan& span, double t) { return span.end_s <= t; });
   for (; s != in_.spans.end() && s->begin_s < b; ++s) {
-    double o = overlap(a, b, s->begin_s, s->end_s);
-    out[s->key] += o;
-    busy += o;
+    const double m = measure(s->begin_s, s->end_s);
+    out[s->key] += m;
+    totals.busy += m;
   }
   auto it = std::lower_bound(in_.iterations.begin(), in_.iterations.end(), a,
                              [](const auto& iter, double t) { return iter.second <= t; });
   for (; it != in_.iterations.end() && it->first < b; ++it) {
-    inside += overlap(a, b, it->first, it->second);
+    totals.inside += measure(it->first, it->second);
   }
-  out[in_.num_keys] = std::max(0.0, inside - busy);
-  out[in_.num_keys + 1] = std::max(0.0, (b - a) - inside);
+  return totals;
+}
+
+std::vector<double> Activity::occupancy(double a, double b) const {
+  std::vector<double> out(regressors(), 0.0);
+  if (b <= a) return out;
+  const Totals t = accumulate(
+      a, b, [&](double begin, double end) { return overlap(a, b, begin, end); }, out);
+  out[in_.num_keys] = std::max(0.0, t.inside - t.busy);
+  out[in_.num_keys + 1] = std::max(0.0, (b - a) - t.inside);
   return out;
 }
 
@@ -96,21 +104,9 @@ void Activity::add_spread(double t, double h, double sign, std::vector<double>& 
     if (l1 > l0) w -= (l1 - l0) * (h + (0.5 * (l0 + l1) - t));
     return scale * w;
   };
-  double busy = 0.0, inside = 0.0;
-  auto s = std::lower_bound(in_.spans.begin(), in_.spans.end(), t - h,
-                            [](const TimedSpan& span, double x) { return span.end_s <= x; });
-  for (; s != in_.spans.end() && s->begin_s < t + h; ++s) {
-    const double w = weighted(s->begin_s, s->end_s);
-    out[s->key] += w;
-    busy += w;
-  }
-  auto it = std::lower_bound(in_.iterations.begin(), in_.iterations.end(), t - h,
-                             [](const auto& iter, double x) { return iter.second <= x; });
-  for (; it != in_.iterations.end() && it->first < t + h; ++it) {
-    inside += weighted(it->first, it->second);
-  }
-  out[in_.num_keys] += inside - busy;
-  out[in_.num_keys + 1] -= inside;  // the whole time line's own term is 0
+  const Totals totals = accumulate(t - h, t + h, weighted, out);
+  out[in_.num_keys] += totals.inside - totals.busy;
+  out[in_.num_keys + 1] -= totals.inside;  // the whole time line's own term is 0
 }
 
 double Fit::energy(const std::vector<double>& occupancy) const {

@@ -37,6 +37,14 @@ class Activity {
   std::vector<double> expected_occupancy(const CounterSample& lo, const CounterSample& hi) const;
 
  private:
+  struct Totals {
+    double busy = 0.0, inside = 0.0;
+  };
+  // The one walk over the activity that occupancy and add_spread share: adds measure(begin, end)
+  // of each span overlapping [a, b) to its key in `out`; returns the spans' total and the
+  // overlapping iterations' total of the same measure.
+  template <typename Measure>
+  Totals accumulate(double a, double b, const Measure& measure, std::vector<double>& out) const;
   // Adds sign x (the mean of C(t + u) - C(t) over u uniform in [-h, h]) per regressor, C the
   // cumulative occupancy.
   void add_spread(double t, double h, double sign, std::vector<double>& out) const;

@@ -246,7 +246,8 @@ void run_instructions(const RankSpec& spec, RankLinks& links, client::SimGpu& gp
   }
 }
 
-// Writes the last window's attribution trace when a window closed since `seen` windows.
+// Writes the last window's attribution trace as window number `windows` when one closed since
+// the client had measured `seen_iterations` iterations (it measures a window's when it closes).
 void write_window_trace(const RankSpec& spec, const client::PipelineFrequencyOptimizer& optimizer,
                         std::size_t& seen_iterations, std::size_t& windows) {
   const std::size_t iterations = optimizer.iterations().size();
