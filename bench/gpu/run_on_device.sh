@@ -2,8 +2,8 @@
 # The whole real-GPU check of issue 11 in one call of the device tool, observe-only: it changes
 # no GPU setting (NVML reads only, no clock lock, no power limit, no reset). Needs build-device/
 # from bench/gpu/prepare.sh (carried). Writes machine.txt, probe.json, probe_uuid.txt,
-# build.log, attribution.log, attribution.json and traces.json under $OUT (default
-# /tmp/perseus-gpu).
+# build.log, refresh_clock.json, attribution.log, attribution.json and traces.json under $OUT
+# (default /tmp/perseus-gpu).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-/tmp/perseus-gpu}
@@ -23,6 +23,7 @@ if ! package=$(bash bench/gpu/build_on_device.sh 2>"$out/build.log"); then
   cat "$out/build.log"
   exit 1
 fi
+timeout 60 python3 bench/gpu/refresh_clock.py "$out/refresh_clock.json" >>"$out/build.log" 2>&1
 cat build-device/pybind11-machine.log >>"$out/build.log" 2>/dev/null  # at most 8 files come back
 PYTHONPATH=$package PYTHONUNBUFFERED=1 timeout 420 \
   python3 bench/gpu/attribution_on_gpu.py "$out/attribution.json" "$out/traces.json" 2>&1 |

@@ -317,10 +317,11 @@ void bind_tools(py::module_& m) {
   // JSON text out; a malformed trace raises PerseusError naming the field.
   m.def(
       "_attribute",
-      [](const std::string& trace_text, const std::string& method) {
-        const auto trace =
+      [](const std::string& trace_text, const std::string& method, bool refresh_clock) {
+        auto trace =
             perseus::client::parse_attribution_trace(perseus::wire::parse_json(trace_text));
         const auto parsed = perseus::client::parse_attribution(method);
+        trace.input.time_by_refresh_clock = refresh_clock;
         perseus::client::Attribution a;
         {
           py::gil_scoped_release nogil;
@@ -328,7 +329,7 @@ void bind_tools(py::module_& m) {
         }
         return perseus::client::to_json(a, trace).dump();
       },
-      py::arg("trace"), py::arg("method") = "busy-overlap");
+      py::arg("trace"), py::arg("method") = "busy-overlap", py::arg("refresh_clock") = true);
 }
 
 }  // namespace

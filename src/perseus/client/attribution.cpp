@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "perseus/client/attribution_model.hpp"
+#include "perseus/client/refresh_clock.hpp"
 #include "perseus/util/error.hpp"
 
 namespace perseus::client {
@@ -261,6 +262,18 @@ Attribution attribute(const AttributionInput& input, AttributionMethod method) {
   if (!(input.counter_lag_s >= 0.0) || !std::isfinite(input.counter_lag_s)) {
     throw Error("attribution: counter_lag_s must be a finite number of seconds >= 0");
   }
+  if (input.time_by_refresh_clock) {
+    AttributionInput timed = input;
+    timed.time_by_refresh_clock = false;
+    const std::optional<RefreshClock> clock = fit_refresh_clock(input.counter);
+    if (!clock) return attribute(timed, method);
+    ClockTimedChanges changes = time_by_clock(input.counter, *clock);
+    timed.counter = std::move(changes.changes);
+    Attribution out = attribute(timed, method);
+    out.refresh_period_s = clock->period_s;
+    out.changes_on_clock = changes.on_clock;
+    return out;
+  }
   if (input.counter_lag_s > 0.0) {  // a change observed at t reports the energy up to t - lag
     AttributionInput shifted = input;
     for (CounterSample& c : shifted.counter) c.t_s -= input.counter_lag_s;
@@ -293,6 +306,9 @@ Attribution attribute(const AttributionInput& input, AttributionMethod method) {
     out.idle_power_w = model->power[in.num_keys];
     out.per_key_powers = model->per_key;
     out.intervals = model->intervals;
+    if (model->intervals > 0) {
+      out.residual_rms_j = std::sqrt(model->rss / static_cast<double>(model->intervals));
+    }
   }
   if (out.method == AttributionMethod::kDeltas) {
     estimate_keys_from_spans(in, out);

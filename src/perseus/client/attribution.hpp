@@ -35,6 +35,8 @@
 //            the counter around every instruction gives (kept to show why it is wrong: an
 //            occurrence inside one refresh interval reads 0 J).
 //
+// When the window's observed changes fit one refresh clock (a real H100's do: refresh_clock.hpp),
+// every method takes each change's time from the clock's tick instead of the reads around it.
 // The counter's changes trail the energy they report (counter_lag_s, 8 ms on an H100: NvmlGpu);
 // every method takes a change observed at t as the energy spent up to t - counter_lag_s.
 //
@@ -82,6 +84,8 @@ struct AttributionInput {
   // busy-overlap: per key, the group of keys that share one busy power (the keys at one clock,
   // groups_by_clock in attribution_trace.hpp); empty: all keys share one.
   std::vector<std::size_t> busy_group;
+  // Time the changes by the counter's refresh clock when they fit one (refresh_clock.hpp).
+  bool time_by_refresh_clock = true;
 };
 
 struct KeyEstimate {
@@ -99,7 +103,11 @@ struct Attribution {
   double idle_power_w = 0.0;                           // fit only (0 otherwise)
   bool per_key_powers = false;  // busy-overlap: busy power fitted per key, not per clock
   std::size_t intervals = 0;    // counter intervals fitted
-  bool measured = false;        // false: the counter did not change at all (energies are 0)
+  // fit and busy-overlap: root mean square of the fitted intervals' residuals (J).
+  double residual_rms_j = 0.0;
+  double refresh_period_s = 0.0;     // the counter's refresh clock (0: the changes fit none)
+  std::size_t changes_on_clock = 0;  // changes timed by the clock's ticks
+  bool measured = false;             // false: the counter did not change at all (energies are 0)
 };
 
 // Relative tolerance below which a pivot of the normal equations counts as zero (the fit's
@@ -114,6 +122,11 @@ inline constexpr double kSplitSignificance = 0.001;
 // ... and only when each per-key busy power is known to this relative standard error: a split the
 // intervals barely determine (3 ms forwards, 30 to an interval) is no better than the pooled power.
 inline constexpr double kSplitMaxRelativeStderr = 0.05;
+// ... and only when no per-key power moves by more than kSplitMaxRelativeStderr with every counter
+// change taken this much earlier or later: how well a change's time is known beyond the reads
+// around it (the counter's lag, fitted to recorded H100 windows with bubbles, varied by +-2 ms
+// about its 8 ms; a refresh clock's ticks are known to 0.1-0.2 ms).
+inline constexpr double kSplitTimingShift_s = 0.001;
 
 Attribution attribute(const AttributionInput& input, AttributionMethod method);
 

@@ -236,6 +236,25 @@ bool determined(const Fit& fit, std::size_t num_keys) {
 
 }  // namespace
 
+// Whether each per-key power stays within kSplitMaxRelativeStderr when every counter change is
+// taken kSplitTimingShift_s earlier or later: where forwards and backwards alternate, the
+// intervals tell them apart only by what their edges cut, and a millisecond moves the split by
+// 10-40 % while the residuals stay small (a simulated 1F1B last stage on a strict refresh clock).
+bool timing_stable(const AttributionInput& in, const std::vector<std::size_t>& each,
+                   const Fit& per_key) {
+  for (double shift : {-kSplitTimingShift_s, kSplitTimingShift_s}) {
+    AttributionInput moved = in;
+    for (CounterSample& c : moved.counter) c.t_s += shift;
+    const std::optional<Fit> again = fit_busy(moved, each);
+    if (!again) return false;
+    for (std::size_t k = 0; k < in.num_keys; ++k) {
+      const double p = per_key.power[k];
+      if (p > 0.0 && !(std::abs(again->power[k] - p) <= kSplitMaxRelativeStderr * p)) return false;
+    }
+  }
+  return true;
+}
+
 std::optional<Fit> fit_busy_split(const AttributionInput& in) {
   std::optional<Fit> pooled = fit_busy(in, in.busy_group);
   std::vector<std::size_t> each(in.num_keys);
@@ -250,7 +269,9 @@ std::optional<Fit> fit_busy_split(const AttributionInput& in) {
   // An exact fit (no residual) rejects pooling outright; its covariance is 0, so it is determined.
   const double f = per_key->rss > 0.0 ? (pooled->rss - per_key->rss) / d1 / (per_key->rss / d2)
                                       : std::numeric_limits<double>::infinity();
-  return f > f_quantile(d1, d2) && determined(*per_key, in.num_keys) ? per_key : pooled;
+  const bool split = f > f_quantile(d1, d2) && determined(*per_key, in.num_keys) &&
+                     timing_stable(in, each, *per_key);
+  return split ? per_key : pooled;
 }
 
 }  // namespace perseus::client::attribution_model

@@ -150,10 +150,17 @@ json to_json(const Attribution& a, const AttributionTrace& trace) {
                      std::isfinite(e.power_stderr_w) ? json(e.power_stderr_w) : json(nullptr)},
                     {"mean_energy_j", mean}});
   }
-  return {{"method", to_string(a.method)},      {"measured", a.measured},
-          {"per_key_powers", a.per_key_powers}, {"intervals", a.intervals},
-          {"idle_power_w", a.idle_power_w},     {"keys", keys},
-          {"span_energy_j", a.span_energy_j},   {"iteration_energy_j", a.iteration_energy_j}};
+  return {{"method", to_string(a.method)},
+          {"measured", a.measured},
+          {"per_key_powers", a.per_key_powers},
+          {"intervals", a.intervals},
+          {"residual_rms_j", a.residual_rms_j},
+          {"refresh_period_s", a.refresh_period_s},
+          {"changes_on_clock", a.changes_on_clock},
+          {"idle_power_w", a.idle_power_w},
+          {"keys", keys},
+          {"span_energy_j", a.span_energy_j},
+          {"iteration_energy_j", a.iteration_energy_j}};
 }
 
 }  // namespace perseus::client
