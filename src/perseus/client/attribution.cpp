@@ -213,6 +213,14 @@ void add_model_error(const AttributionInput& in, const Activity& activity, const
   }
 }
 
+// What pooling may cost each pooled key (Fit::pooling_variance), beside its standard error: the
+// interval ratio and the model's covariance treat the group's power as the key's own.
+void add_pooling_error(const Fit& model, Attribution& out) {
+  for (std::size_t k = 0; k < model.pooling_variance.size(); ++k) {
+    out.keys[k].pooling_stderr_w = std::sqrt(model.pooling_variance[k]);
+  }
+}
+
 // The attribution's frame: one estimate per key with its occurrences and seconds, energies to
 // fill; throws on a span whose key is out of range or a busy_group of the wrong size.
 Attribution frame(const AttributionInput& in, AttributionMethod method) {
@@ -220,7 +228,7 @@ Attribution frame(const AttributionInput& in, AttributionMethod method) {
   out.method = method;
   out.span_energy_j.assign(in.spans.size(), 0.0);
   out.iteration_energy_j.assign(in.iterations.size(), 0.0);
-  out.keys.assign(in.num_keys, KeyEstimate{0.0, kUnknown, 0, 0.0});
+  out.keys.assign(in.num_keys, KeyEstimate{0.0, kUnknown, 0.0, 0, 0.0});
   if (!in.busy_group.empty() && in.busy_group.size() != in.num_keys) {
     throw Error("attribution: busy_group must hold one group per key");
   }
@@ -317,6 +325,7 @@ Attribution attribute(const AttributionInput& input, AttributionMethod method) {
   if (!fit) {
     estimate_keys_by_interval(in, energy, out);
     if (model) add_model_error(in, activity, *model, out);
+    if (model) add_pooling_error(*model, out);
     return out;
   }
   for (std::size_t k = 0; k < in.num_keys; ++k) {

@@ -62,6 +62,9 @@ struct Fit {
   double rss = 0.0;        // residual sum of squares over the fitted intervals (J^2)
   std::size_t fitted = 0;  // unknowns with time in the fitted intervals
   bool per_key = false;    // fit_busy_split: one busy power per key
+  // fit_busy_split, pooled: per key, the variance pooling may add to its power (W^2; 0 for a key
+  // with a busy power of its own, empty when no per-key fit was possible).
+  std::vector<double> pooling_variance = {};
 
   // The model's energy over a time range with this occupancy (Activity::occupancy); a negative
   // power counts as 0.

@@ -148,6 +148,7 @@ json to_json(const Attribution& a, const AttributionTrace& trace) {
                     {"power_w", e.power_w},
                     {"power_stderr_w",
                      std::isfinite(e.power_stderr_w) ? json(e.power_stderr_w) : json(nullptr)},
+                    {"pooling_stderr_w", e.pooling_stderr_w},
                     {"mean_energy_j", mean}});
   }
   return {{"method", to_string(a.method)},
