@@ -4,11 +4,10 @@
 // A sampler sees a change only between two reads: on an H100 each change's time is known to
 // +-1.5-2.5 ms (CounterSample::t_spread_s), and an interval's energy to 2-3 % (its power times
 // those errors). But the H100's counter refreshes on a clock of its own: 100.00 ms apart, idle
-// and loaded, every one of 160 changes inside the two reads around it (bench/gpu/refresh_clock.py;
-// on each recorded window the changes fit one period of 99.99-100.02 ms with residuals no larger
-// than their spreads). The clock's ticks, fitted over a window's ~60 changes, time each change
-// to a fraction of a millisecond: on recorded memory-bound windows the counter intervals' residual
-// falls from 2.2 to 1.0 % of their energy (python/tests/test_real_gpu_traces.py).
+// and loaded, every one of 240 changes on two GPUs inside the two reads around it
+// (bench/gpu/refresh_clock.py). The clock's ticks, fitted over a window's ~60 changes, time each
+// change to a fraction of a millisecond: on the recorded memory-bound windows whose changes carry
+// their spread, the counter intervals' residual fell by 19-64 % (test_real_gpu_traces.py).
 //
 // Fit: the ticks are numbered by rounding each gap between changes to a whole number of periods
 // (the median gap: a sampler that stalls past a refresh sees one change for two ticks), the clock
