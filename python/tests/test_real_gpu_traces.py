@@ -157,9 +157,8 @@ def test_the_runs_held_out_from_the_refresh_clock_and_after_it():
 def test_the_held_out_run():
     # Chosen on memory_bound, run on another GPU: microbatch 16's busy orders within 5 % again
     # (measured: worst 2.0 %); microbatch 8 missed three of four (the 1F1B backward +6.4 %, +5.7 %
-    # timed by the reads; the
-    # truth itself moving 2.3 % over that case; the bubble order pooled at -10.7 / +13.7 %,
-    # where the per-key model is as far off: what the README says is not solved).
+    # timed by the reads; the truth itself moving 2.3 % over that case; the bubble order pooled at
+    # -10.7 / +13.7 %, where the per-key model is as far off: what the README says is not solved).
     errs = errors("busy-overlap", ("memory_bound_2",))
     busy = {k: e for k, e in errs.items() if k[2] != "alternating"}
     assert max(abs(e) for k, e in busy.items() if k[1] == 16) < 5.0

@@ -270,23 +270,27 @@ Attribution attribute(const AttributionInput& input, AttributionMethod method) {
   if (!(input.counter_lag_s >= 0.0) || !std::isfinite(input.counter_lag_s)) {
     throw Error("attribution: counter_lag_s must be a finite number of seconds >= 0");
   }
-  if (input.time_by_refresh_clock) {
+  if (input.time_by_refresh_clock || input.counter_lag_s > 0.0) {
+    // The changes as the fit takes them: timed by the refresh clock where they fit one, then
+    // taken back by the lag (a change observed at t reports the energy up to t - lag).
     AttributionInput timed = input;
     timed.time_by_refresh_clock = false;
-    const std::optional<RefreshClock> clock = fit_refresh_clock(input.counter);
-    if (!clock) return attribute(timed, method);
-    ClockTimedChanges changes = time_by_clock(input.counter, *clock);
-    timed.counter = std::move(changes.changes);
+    timed.counter_lag_s = 0.0;
+    const std::optional<RefreshClock> clock =
+        input.time_by_refresh_clock ? fit_refresh_clock(input.counter) : std::nullopt;
+    std::size_t on_clock = 0;
+    if (clock) {
+      ClockTimedChanges changes = time_by_clock(input.counter, *clock);
+      timed.counter = std::move(changes.changes);
+      on_clock = changes.on_clock;
+    }
+    for (CounterSample& c : timed.counter) c.t_s -= input.counter_lag_s;
     Attribution out = attribute(timed, method);
-    out.refresh_period_s = clock->period_s;
-    out.changes_on_clock = changes.on_clock;
+    if (clock) {
+      out.refresh_period_s = clock->period_s;
+      out.changes_on_clock = on_clock;
+    }
     return out;
-  }
-  if (input.counter_lag_s > 0.0) {  // a change observed at t reports the energy up to t - lag
-    AttributionInput shifted = input;
-    for (CounterSample& c : shifted.counter) c.t_s -= input.counter_lag_s;
-    shifted.counter_lag_s = 0.0;
-    return attribute(shifted, method);
   }
   const AttributionInput& in = input;
   Attribution out = frame(in, method);

@@ -240,9 +240,11 @@ bool determined(const Fit& fit, std::size_t num_keys) {
 // 10-40 % while the residuals stay small (a simulated 1F1B last stage on a strict refresh clock).
 bool timing_stable(const AttributionInput& in, const std::vector<std::size_t>& each,
                    const Fit& per_key) {
+  AttributionInput moved = in;  // one copy, its changes moved from in's each time
   for (double shift : {-kSplitTimingShift_s, kSplitTimingShift_s}) {
-    AttributionInput moved = in;
-    for (CounterSample& c : moved.counter) c.t_s += shift;
+    for (std::size_t i = 0; i < in.counter.size(); ++i) {
+      moved.counter[i].t_s = in.counter[i].t_s + shift;
+    }
     const std::optional<Fit> again = fit_busy(moved, each);
     if (!again) return false;
     for (std::size_t k = 0; k < in.num_keys; ++k) {
