@@ -21,7 +21,8 @@ Zeus's ``PipelineFrequencyOptimizer``::
 The package imports without torch; torch is imported lazily, only when it is used.
 """
 
-from perseus._perseus import NVML_COUNTER_LAG_S, NvmlGpu, PerseusError, SimGpu
+from perseus._perseus import NVML_COUNTER_LAG_S, NVML_COUNTER_WINDOW_S
+from perseus._perseus import NvmlGpu, PerseusError, SimGpu
 from perseus._perseus import __version__
 from perseus.attribution import attribute
 from perseus.optimizer import PerseusWarning, PipelineFrequencyOptimizer
@@ -30,6 +31,7 @@ from perseus.sync import sync_device
 
 __all__ = [
     "NVML_COUNTER_LAG_S",
+    "NVML_COUNTER_WINDOW_S",
     "NvmlGpu",
     "PerseusError",
     "PerseusWarning",

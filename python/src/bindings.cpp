@@ -337,9 +337,11 @@ void bind_tools(py::module_& m) {
 PYBIND11_MODULE(_perseus, m) {
   m.doc() = "Perseus training-side client (C++ extension); use the `perseus` package.";
   m.attr("__version__") = PERSEUS_VERSION;  // the project's version, as `perseus --version`
-  // How long NVML's energy counter trails the energy it reports (measured on H100s); the NVML
-  // client records it in each window's trace (counter_lag_s).
-  m.attr("NVML_COUNTER_LAG_S") = perseus::client::kNvmlCounterLagS;
+  // How long NVML's energy counter trails the energy it reports and over how long it averages it
+  // (measured on H100s); the NVML client records both in each window's trace (counter_lag_s,
+  // counter_window_s).
+  m.attr("NVML_COUNTER_LAG_S") = perseus::client::kNvmlCounterResponse.lag_s;
+  m.attr("NVML_COUNTER_WINDOW_S") = perseus::client::kNvmlCounterResponse.window_s;
 
   py::register_exception<perseus::Error>(m, "PerseusError", PyExc_RuntimeError);
   m.attr("PerseusError").attr("__doc__") =

@@ -35,7 +35,9 @@ class SharedBackend : public GpuBackend {
   void instruction_begin(const std::string& name) override { gpu_->instruction_begin(name); }
   void instruction_end(const std::string& name) override { gpu_->instruction_end(name); }
   bool synchronous_clocks() const override { return gpu_->synchronous_clocks(); }
-  double counter_lag_s() const override { return gpu_->counter_lag_s(); }
+  perseus::client::CounterResponse counter_response() const override {
+    return gpu_->counter_response();
+  }
   std::unique_ptr<perseus::client::EnergySampler> start_energy_sampler(
       const perseus::client::SamplerOptions& options,
       std::function<void(const std::string&)> on_error) override {

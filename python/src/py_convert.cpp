@@ -24,6 +24,8 @@ client::CounterOptions counter_from(const std::string& name, const py::dict& opt
       c.sampled_fraction = value.cast<double>();
     } else if (field == "lag_s") {
       c.lag_s = value.cast<double>();
+    } else if (field == "window_s") {
+      c.window_s = value.cast<double>();
     } else if (field == "noise") {
       c.noise = value.cast<double>();
     } else if (field == "seed") {
@@ -32,7 +34,7 @@ client::CounterOptions counter_from(const std::string& name, const py::dict& opt
       throw Error(
           "counter_options: unknown field '" + field +
           "' (expected refresh_period_s, refresh_jitter_s, refresh_phase_s, read_latency_s, "
-          "sampled_fraction, lag_s, noise or seed)");
+          "sampled_fraction, lag_s, window_s, noise or seed)");
     }
   }
   c.validate();

@@ -98,6 +98,7 @@ def test_a_window_starting_between_refreshes_measures_the_true_power(monkeypatch
     opt.close()
     # An NvmlGpu made in Python passes its counter's lag on, as gpu="nvml" does.
     assert trace["counter_lag_s"] == perseus.NVML_COUNTER_LAG_S
+    assert trace["counter_window_s"] == perseus.NVML_COUNTER_WINDOW_S
     for method in ("overlap", "busy-overlap"):
         a = perseus.attribute(trace, method)
         for key in a["keys"]:

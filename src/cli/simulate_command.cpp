@@ -341,8 +341,12 @@ void add_counter_options(CLI::App& cmd, SimulateArgs& a) {
                  "A100/H100 power readings; the energy counter of recorded H100 windows fits 1)")
       ->capture_default_str();
   cmd.add_option("--counter-lag", c.lag_s,
-                 "Seconds by which each refresh trails the energy it reports (8 ms on an H100; "
+                 "Seconds by which each refresh trails the energy it reports (10 ms on an H100; "
                  "the client takes it back)")
+      ->capture_default_str();
+  cmd.add_option("--counter-window", c.window_s,
+                 "Seconds over which each refresh averages the energy it reports, centred "
+                 "--counter-lag before it (20 ms on an H100; at most twice the lag)")
       ->capture_default_str();
   cmd.add_option("--counter-noise", c.noise,
                  "Relative standard deviation of each refresh's increment")

@@ -28,7 +28,7 @@ AttributionTrace recorded() {
   trace.input.known_from_s = trace.input.iterations.front().first;
   trace.keys = {{"forward", 0}, {"backward", 1410}};
   trace.input.busy_group = perseus::client::groups_by_clock(trace.keys);
-  trace.input.counter_lag_s = 0.008;
+  trace.input.counter_response = {0.010, 0.020};
   for (std::size_t i = 0; i < trace.input.counter.size(); i += 2) {
     trace.input.counter[i].t_spread_s = 0.002;  // a sampler's changes; exact ones have none
   }
@@ -44,7 +44,8 @@ TEST(AttributionTrace, ReadsBackWhatItWroteBitForBit) {
   EXPECT_EQ(back.keys[1].mhz, 1410);
   EXPECT_EQ(back.input.num_keys, 2u);
   EXPECT_EQ(back.input.known_from_s, trace.input.known_from_s);
-  EXPECT_EQ(back.input.counter_lag_s, 0.008);
+  EXPECT_EQ(back.input.counter_response.lag_s, 0.010);
+  EXPECT_EQ(back.input.counter_response.window_s, 0.020);
   EXPECT_EQ(back.input.busy_group, (std::vector<std::size_t>{0, 1}));
   EXPECT_EQ(back.input.iterations, trace.input.iterations);
   ASSERT_EQ(back.input.spans.size(), trace.input.spans.size());
@@ -108,13 +109,19 @@ TEST(AttributionTrace, RefusesAMalformedTraceNamingTheField) {
   EXPECT_CONTAINS(error_of([&] { parse_attribution_trace(j); }),
                   "field 'counter_lag_s': must be a finite number >= 0");
   j = to_json(recorded());
+  j["counter_window_s"] = "20 ms";
+  EXPECT_CONTAINS(error_of([&] { parse_attribution_trace(j); }),
+                  "field 'counter_window_s': must be a number");
+  j = to_json(recorded());
   j["counter"][1].push_back(0.002);
   j["counter"][1].push_back(0.0);
   EXPECT_CONTAINS(error_of([&] { parse_attribution_trace(j); }),
                   "field 'counter[1]': must hold 2 or 3 numbers");
   j = to_json(recorded());
-  j.erase("counter_lag_s");  // traces recorded before the lag was known
-  EXPECT_EQ(parse_attribution_trace(j).input.counter_lag_s, 0.0);
+  j.erase("counter_lag_s");  // traces recorded before the lag (or the window) was known
+  j.erase("counter_window_s");
+  EXPECT_EQ(parse_attribution_trace(j).input.counter_response.lag_s, 0.0);
+  EXPECT_EQ(parse_attribution_trace(j).input.counter_response.window_s, 0.0);
   EXPECT_CONTAINS(error_of([&] { parse_attribution_trace(json::array()); }),
                   "must be a JSON object");
 }

@@ -248,7 +248,7 @@ SimRun run_sim(AttributionMethod method, int iterations = 400) {
   const perseus::profile::Profile profile = perseus::test::small_profile();
   SimGpu gpu(profile, SimGpuOptions{{1}, 60.0, false, 1.0, CounterOptions::named("realistic")});
   auto sampler = gpu.start_energy_sampler(SamplerOptions{}, {});
-  MeasurementWindow window(*sampler, method, gpu.counter_lag_s());
+  MeasurementWindow window(*sampler, method, gpu.counter_response());
   std::mt19937_64 random(2024);
   const int clocks[] = {1000, 800, 600};
   auto clock = [&] { return clocks[std::uniform_int_distribution<int>(0, 2)(random)]; };

@@ -85,7 +85,8 @@ TEST(EnergyPowerTrace, RejectsAnOverlappingSegmentNamingBothTimes) {
 CounterOptions steady_counter(double sampled_fraction = 1.0) {
   CounterOptions o;
   o.refresh_jitter_s = 0.0;
-  o.lag_s = 0.0;            // a refresh reports the energy up to its own time
+  o.lag_s = 0.0;            // a refresh reports the energy up to its own time ...
+  o.window_s = 0.0;         // ... exactly
   o.refresh_phase_s = 0.1;  // refreshes at 0.1, 0.2, ...
   o.sampled_fraction = sampled_fraction;
   return o;
@@ -128,15 +129,13 @@ TEST(EnergyCounter, AReadBetweenRefreshesReturnsTheLastRefreshsValue) {
   EXPECT_DOUBLE_EQ(counter.last_refresh_s(), 0.7);
 }
 
-// Measured on H100s: a refresh reports the energy up to about 8 ms before it
-// (bench/gpu/counter_lag.py). A step from 100 W to 500 W at 0.195 s is in the refresh at 0.2 s
-// only as far as it came before 0.192 s: not at all.
+// A refresh that reports the energy up to 8 ms before it: a step from 100 W to 500 W at 0.195 s
+// is in the refresh at 0.2 s only as far as it came before 0.192 s: not at all.
 TEST(EnergyCounter, ARefreshReportsTheEnergyUpToItsLagBeforeIt) {
   PowerTrace trace(100.0);
   trace.add_busy(0.195, 10.0, 500.0);
   CounterOptions o = steady_counter();
-  o.lag_s = CounterOptions{}.lag_s;  // the realistic default
-  ASSERT_EQ(o.lag_s, 0.008);
+  o.lag_s = 0.008;
   EnergyCounter counter(trace, o);
   const double at_02 = counter.value_at(0.25), at_03 = counter.value_at(0.35);
   EXPECT_NEAR(at_02, 20.0, 1e-9);  // 100 W for 0.2 s: the step is not in it
@@ -144,6 +143,24 @@ TEST(EnergyCounter, ARefreshReportsTheEnergyUpToItsLagBeforeIt) {
   o.lag_s = 0.0;
   EnergyCounter prompt(trace, o);
   EXPECT_NEAR(prompt.value_at(0.25), trace.energy_at(0.2), 1e-9);
+}
+
+// Measured on H100s (bench/gpu/counter_lag.py), the realistic default: a refresh reports the
+// energy up to 10 ms before it, averaged over the 20 ms around that time. The same step is in the
+// refresh at 0.2 s by its mean over [0.18, 0.2] s: 400 W x (0.005 s)^2 / 2 / 0.02 s = 0.25 J.
+TEST(EnergyCounter, ARefreshAveragesTheEnergyOverItsWindow) {
+  PowerTrace trace(100.0);
+  trace.add_busy(0.195, 10.0, 500.0);
+  CounterOptions o = steady_counter();
+  o.lag_s = CounterOptions{}.lag_s;
+  o.window_s = CounterOptions{}.window_s;
+  ASSERT_EQ(o.lag_s, 0.010);
+  ASSERT_EQ(o.window_s, 0.020);
+  EnergyCounter counter(trace, o);
+  EXPECT_NEAR(counter.value_at(0.25), 100.0 * 0.2 + 0.25, 1e-9);  // two whole periods and 0.25 J
+  // Far from the step, the mean of a linear energy is its value at the middle.
+  EXPECT_NEAR(counter.value_at(0.95) - counter.value_at(0.85),
+              trace.energy_at(0.89) - trace.energy_at(0.79), 1e-9);
 }
 
 TEST(EnergyCounter, AReadOfAnEarlierTimeGetsThatTimesRefresh) {
@@ -307,8 +324,18 @@ TEST(EnergyCounterOptions, ValidateNamesTheLag) {
     EXPECT_CONTAINS(invalid([&](CounterOptions& o) { o.lag_s = v; }),
                     "counter option 'lag_s': must be >= 0 and less than the refresh period");
   }
-  EXPECT_EQ(invalid([](CounterOptions& o) { o.lag_s = 0.0; }), "");
+  EXPECT_EQ(invalid([](CounterOptions& o) { o.lag_s = 0.01; }), "");
   EXPECT_EQ(CounterOptions::named("ideal").lag_s, 0.0);
+}
+
+TEST(EnergyCounterOptions, ValidateNamesTheWindow) {
+  for (double v : {-0.001, 0.0201, std::nan("")}) {
+    EXPECT_CONTAINS(invalid([&](CounterOptions& o) { o.window_s = v; }),
+                    "counter option 'window_s': must be >= 0 and at most twice lag_s");
+  }
+  EXPECT_CONTAINS(invalid([](CounterOptions& o) { o.lag_s = 0.0; }), "'window_s'");
+  EXPECT_EQ(invalid([](CounterOptions& o) { o.window_s = 0.0; }), "");
+  EXPECT_EQ(CounterOptions::named("ideal").window_s, 0.0);
 }
 
 TEST(EnergyCounterOptions, TheCounterAndTheSimulatedGpuValidateThem) {

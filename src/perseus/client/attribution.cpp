@@ -267,15 +267,20 @@ AttributionMethod parse_attribution(const std::string& name) {
 }
 
 Attribution attribute(const AttributionInput& input, AttributionMethod method) {
-  if (!(input.counter_lag_s >= 0.0) || !std::isfinite(input.counter_lag_s)) {
-    throw Error("attribution: counter_lag_s must be a finite number of seconds >= 0");
+  const CounterResponse& response = input.counter_response;
+  for (auto [name, value] : {std::pair{"counter_lag_s", response.lag_s},
+                             std::pair{"counter_window_s", response.window_s}}) {
+    if (!(value >= 0.0) || !std::isfinite(value)) {
+      throw Error(std::string("attribution: ") + name + " must be a finite number of seconds >= 0");
+    }
   }
-  if (input.time_by_refresh_clock || input.counter_lag_s > 0.0) {
+  if (input.time_by_refresh_clock || response.lag_s > 0.0 || response.window_s > 0.0) {
     // The changes as the fit takes them: timed by the refresh clock where they fit one, then
-    // taken back by the lag (a change observed at t reports the energy up to t - lag).
+    // taken back by the lag (a change observed at t reports the energy up to t - lag) and spread
+    // over the window (a uniform time with the variance of the window's and the timing's sum).
     AttributionInput timed = input;
     timed.time_by_refresh_clock = false;
-    timed.counter_lag_s = 0.0;
+    timed.counter_response = {};
     const std::optional<RefreshClock> clock =
         input.time_by_refresh_clock ? fit_refresh_clock(input.counter) : std::nullopt;
     std::size_t on_clock = 0;
@@ -284,7 +289,11 @@ Attribution attribute(const AttributionInput& input, AttributionMethod method) {
       timed.counter = std::move(changes.changes);
       on_clock = changes.on_clock;
     }
-    for (CounterSample& c : timed.counter) c.t_s -= input.counter_lag_s;
+    const double half = 0.5 * response.window_s;
+    for (CounterSample& c : timed.counter) {
+      c.t_s -= response.lag_s;
+      c.t_spread_s = std::hypot(c.t_spread_s, half);
+    }
     Attribution out = attribute(timed, method);
     if (clock) {
       out.refresh_period_s = clock->period_s;

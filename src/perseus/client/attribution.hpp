@@ -37,8 +37,10 @@
 //
 // When the window's observed changes fit one refresh clock (a real H100's do: refresh_clock.hpp),
 // every method takes each change's time from the clock's tick instead of the reads around it.
-// The counter's changes trail the energy they report (counter_lag_s, 8 ms on an H100: NvmlGpu);
-// every method takes a change observed at t as the energy spent up to t - counter_lag_s.
+// The counter's changes trail and smooth the energy they report (counter_response; on an H100 a
+// lag of 10 ms and a window of 20 ms: NvmlGpu): every method takes a change observed at t as the
+// energy spent up to t - lag, and the fits (fit, busy-overlap) up to a time uniform in
+// t - lag -+ window / 2 (their regressors are expected occupancies, attribution_model.hpp).
 //
 // Iteration energy is the counter's own difference over the iteration, with the counter
 // interpolated between observed changes (fit and busy-overlap: in proportion to the fitted model's
@@ -79,8 +81,8 @@ struct AttributionInput {
   // fitted.
   double known_from_s = 0.0;
   std::vector<CounterSample> counter;  // observed changes, in time order
-  // How long the counter's changes trail the energy they report (seconds, >= 0).
-  double counter_lag_s = 0.0;
+  // How the counter's changes trail and smooth the energy they report (seconds, each >= 0).
+  CounterResponse counter_response;
   // busy-overlap: per key, the group of keys that share one busy power (the keys at one clock,
   // groups_by_clock in attribution_trace.hpp); empty: all keys share one.
   std::vector<std::size_t> busy_group;

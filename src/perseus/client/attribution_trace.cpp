@@ -112,9 +112,14 @@ json to_json(const AttributionTrace& trace) {
     counter.push_back(c.t_spread_s > 0.0 ? json{c.t_s, c.energy_j, c.t_spread_s}
                                          : json{c.t_s, c.energy_j});
   }
-  return {{"version", kTraceVersion},         {"keys", keys},   {"known_from_s", in.known_from_s},
-          {"iterations", iterations},         {"spans", spans}, {"counter", counter},
-          {"counter_lag_s", in.counter_lag_s}};
+  return {{"version", kTraceVersion},
+          {"keys", keys},
+          {"known_from_s", in.known_from_s},
+          {"iterations", iterations},
+          {"spans", spans},
+          {"counter", counter},
+          {"counter_lag_s", in.counter_response.lag_s},
+          {"counter_window_s", in.counter_response.window_s}};
 }
 
 AttributionTrace parse_attribution_trace(const json& body) {
@@ -130,8 +135,11 @@ AttributionTrace parse_attribution_trace(const json& body) {
   parse_iterations(body, in);
   parse_spans(body, in);
   parse_counter(body, in);
-  // Optional: traces recorded before the lag was known say nothing (0).
-  if (body.contains("counter_lag_s")) in.counter_lag_s = fields.number_field(body, "counter_lag_s");
+  // Optional: traces recorded before the lag (or the window) was known say nothing (0).
+  for (auto [name, value] : {std::pair{"counter_lag_s", &in.counter_response.lag_s},
+                             std::pair{"counter_window_s", &in.counter_response.window_s}}) {
+    if (body.contains(name)) *value = fields.number_field(body, name);
+  }
   return trace;
 }
 

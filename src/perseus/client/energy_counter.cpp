@@ -32,6 +32,9 @@ void CounterOptions::validate() const {
   check(std::isfinite(noise) && noise >= 0.0 && noise < 1.0, "noise", "must be in [0, 1)", noise);
   check(std::isfinite(lag_s) && lag_s >= 0.0 && lag_s < refresh_period_s, "lag_s",
         "must be >= 0 and less than the refresh period", lag_s);
+  check(std::isfinite(window_s) && window_s >= 0.0 && window_s <= 2.0 * lag_s, "window_s",
+        "must be >= 0 and at most twice lag_s (a refresh reports no energy spent after it)",
+        window_s);
   if (refresh_phase_s) {
     check(std::isfinite(*refresh_phase_s) && *refresh_phase_s > 0.0 &&
               *refresh_phase_s <= refresh_period_s,
@@ -45,6 +48,7 @@ CounterOptions CounterOptions::named(const std::string& name) {
     o.ideal = true;
     o.read_latency_s = 0.0;
     o.lag_s = 0.0;
+    o.window_s = 0.0;
     return o;
   }
   if (name == "realistic") return o;
@@ -64,6 +68,21 @@ void PowerTrace::add_busy(double begin_s, double end_s, double power_w) {
     before = last.extra_before_j + (last.power_w - base_power_w_) * (last.end_s - last.begin_s);
   }
   if (end_s > begin_s) segments_.push_back({begin_s, end_s, power_w, before});
+}
+
+double PowerTrace::mean_energy(double from_s, double to_s) const {
+  if (!(to_s > from_s)) return energy_at(from_s);
+  // Energy is linear between segment boundaries: the trapezoid rule over them is exact.
+  double area = 0.0, t = from_s, e = energy_at(from_s);
+  std::vector<double> at = boundaries(from_s, to_s);
+  at.push_back(to_s);
+  for (double next : at) {
+    const double e_next = energy_at(next);
+    area += 0.5 * (e + e_next) * (next - t);
+    t = next;
+    e = e_next;
+  }
+  return area / (to_s - from_s);
 }
 
 double PowerTrace::energy_at(double t_s) const {
@@ -113,9 +132,10 @@ void EnergyCounter::refresh() {
   const double window = r - last_refresh_s();
   const double seen = window * options_.sampled_fraction;
   // The sensor sees the last `seen` seconds of the window, lag_s before the refresh, and scales
-  // them to the whole window.
-  const double to = r - options_.lag_s;
-  double increment = (trace_.energy_at(to) - trace_.energy_at(to - seen)) * (window / seen);
+  // them to the whole window; each end is averaged over window_s.
+  const double to = r - options_.lag_s, half = 0.5 * options_.window_s;
+  auto energy = [&](double t) { return trace_.mean_energy(t - half, t + half); };
+  double increment = (energy(to) - energy(to - seen)) * (window / seen);
   if (options_.noise > 0.0) {
     increment *= 1.0 + options_.noise * std::normal_distribution<double>(0.0, 1.0)(random_);
   }

@@ -5,8 +5,9 @@
 // report that on A100/H100 the power sensor sees only about 25 % of each refresh window, an
 // option here (sampled_fraction), but the energy counter of the H100 windows in tests/data fits a
 // whole-window integral (with 25 % sampling their fitted residuals would be 4-100x what they
-// are); and a refresh reports the energy up to about 8 ms before it (the lag that fitted windows
-// with pipeline bubbles best on H100s, bench/gpu/counter_lag.py).
+// are); and a refresh reports the energy up to about 10 ms before it, averaged over the 20 ms
+// around that time (the lag and window that fitted the recorded windows with pipeline bubbles best
+// among those that report no energy spent after the refresh, bench/gpu/counter_lag.py).
 //
 // PowerTrace is the true power of a GPU over time (busy segments at their power, a base power
 // elsewhere); EnergyCounter turns it into what a read returns. An `ideal` counter returns the
@@ -30,7 +31,8 @@ struct CounterOptions {
   double refresh_jitter_s = 0.010;  // each refresh interval is period + U(-jitter, +jitter)
   double read_latency_s = 0.004;    // one read blocks the caller this long
   double sampled_fraction = 1.0;    // share of each refresh window the power sensor sees
-  double lag_s = 0.008;             // a refresh at r reports the energy up to r - lag_s
+  double lag_s = 0.010;             // a refresh at r reports the energy up to r - lag_s, ...
+  double window_s = 0.020;          // ... averaged over this long around r - lag_s (<= 2 lag_s)
   double noise = 0.0;               // relative standard deviation of each refresh's increment
   // When the first refresh comes, in (0, refresh_period_s]; unset: drawn from the seed. A real
   // counter refreshes on its own schedule, so a reader starting at 0 meets it at any phase, and
@@ -54,6 +56,8 @@ class PowerTrace {
   void add_busy(double begin_s, double end_s, double power_w);
   // Joules consumed from time 0 to `t_s` (t_s at or after the oldest kept segment's start).
   double energy_at(double t_s) const;
+  // The mean of energy_at over [from_s, to_s] (energy_at(from_s) when the range is empty).
+  double mean_energy(double from_s, double to_s) const;
   // Segment boundaries (begin and end times) in (from_s, to_s], in order.
   std::vector<double> boundaries(double from_s, double to_s) const;
   // Drops segments that ended before `t_s` (energy_at stays exact for times >= t_s).

@@ -38,6 +38,14 @@ struct CounterSample {
   double t_spread_s = 0.0;
 };
 
+// When a counter's changes report their energy (attribution.hpp): a change observed at t holds
+// the energy spent up to t - lag_s, averaged over window_s around that time (0, 0: exactly up to
+// t). A real counter both trails and smooths (NvmlGpu: kNvmlCounterResponse).
+struct CounterResponse {
+  double lag_s = 0.0;
+  double window_s = 0.0;
+};
+
 // The GPU's SM clock at one moment, and whether the driver held it below what it would otherwise
 // run at: the power limit, thermal or hardware slowdown (NVML's clock event reasons).
 struct ClockReading {

@@ -32,10 +32,9 @@ class GpuBackend {
   // NVML, ~10 us). Read by the default energy sampler beside each counter read, never on the
   // training thread. nullopt (the default): this backend cannot tell.
   virtual std::optional<ClockReading> read_clock() { return std::nullopt; }
-  // How long the energy counter's changes trail the energy they report, in seconds: a change
-  // observed at t holds the energy spent up to t - counter_lag_s() (attribution.hpp). 0 (the
-  // default): none. NvmlGpu: kNvmlCounterLagS; SimGpu: its counter's CounterOptions::lag_s.
-  virtual double counter_lag_s() const { return 0.0; }
+  // How the energy counter's changes trail and smooth the energy they report (CounterResponse;
+  // the default: neither). NvmlGpu: kNvmlCounterResponse; SimGpu: its counter's CounterOptions.
+  virtual CounterResponse counter_response() const { return {}; }
   // Starts sampling the energy counter (perseus/client/energy_sampler.hpp). Default: a thread
   // that calls total_energy_j() back to back (at most every options.min_period_s), and
   // read_clock() after each read. Read failures stop the sampling and go to `on_error`.

@@ -82,7 +82,7 @@ WindowMeasurements MeasurementWindow::close() {
   in.busy_group = groups_by_clock(trace_keys);
   in.known_from_s = in.iterations.front().first;
   in.counter = sampler_.series(in.known_from_s, std::numeric_limits<double>::infinity());
-  in.counter_lag_s = counter_lag_s_;
+  in.counter_response = response_;
   const Attribution a = attribute(in, method_);
   WindowMeasurements out = measurements(a, first_span, first_iteration, span_keys, keys);
   out.clocks = clock_summaries();

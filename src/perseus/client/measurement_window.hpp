@@ -43,10 +43,10 @@ struct WindowMeasurements {
 
 class MeasurementWindow {
  public:
-  // `counter_lag_s`: GpuBackend::counter_lag_s() of the sampled GPU.
-  MeasurementWindow(EnergySampler& sampler, AttributionMethod method, double counter_lag_s = 0.0,
+  // `response`: GpuBackend::counter_response() of the sampled GPU.
+  MeasurementWindow(EnergySampler& sampler, AttributionMethod method, CounterResponse response = {},
                     double history_s = 120.0)
-      : sampler_(sampler), method_(method), counter_lag_s_(counter_lag_s), history_s_(history_s) {}
+      : sampler_(sampler), method_(method), response_(response), history_s_(history_s) {}
 
   // Timestamps on the GPU backend's clock. `mhz` is the clock asked for (0: default).
   void step_begin(double t_s);
@@ -81,7 +81,7 @@ class MeasurementWindow {
 
   EnergySampler& sampler_;
   AttributionMethod method_;
-  double counter_lag_s_;
+  CounterResponse response_;
   double history_s_;
   std::vector<std::string> names_;
   std::deque<Timeline> history_;  // earlier windows, oldest first

@@ -31,12 +31,16 @@
 
 namespace perseus::client {
 
-// How long NVML's energy counter trails the energy it reports, as the sampler times its changes
-// (the midpoint between the read that saw one and the read before): on H100 80GB HBM3s (at least
-// two GPUs, driver 580.159.04, observe-only), the lag that best fitted the counter intervals of
-// windows with pipeline bubbles (whose idle edges fix it) was 5-11 ms, median 8 ms, in all 13 such
-// windows (bench/gpu/counter_lag.py). Only measured on H100s.
-inline constexpr double kNvmlCounterLagS = 0.008;
+// How NVML's energy counter trails and smooths the energy it reports, its changes timed by the
+// refresh clock (refresh_clock.hpp): on H100 80GB HBM3s (four GPUs, driver 580.159.04,
+// observe-only), each refresh reports the energy up to 10 ms before it, averaged over 20 ms
+// around that time: of the (lag, window) pairs that report no energy spent after the refresh, the
+// one whose least-squares model (the `fit` attribution: a power per instruction) fitted the
+// counter intervals of 34 recorded windows of 1F1B stages best (bench/gpu/counter_lag.py;
+// geometric mean of each window's mean squared residual over its best pair's: 1.14, against 1.26
+// for the earlier 8 ms lag alone and 1.09 for the best pair of all, 10 ms and 30 ms, which would
+// report energy spent after the refresh). Only measured on H100s.
+inline constexpr CounterResponse kNvmlCounterResponse{0.010, 0.020};
 
 class NvmlGpu : public GpuBackend {
  public:
@@ -61,8 +65,8 @@ class NvmlGpu : public GpuBackend {
   void reset_power_limit() override;
   // Steady-clock seconds (the host's monotonic clock).
   double now_s() override;
-  // kNvmlCounterLagS.
-  double counter_lag_s() const override { return kNvmlCounterLagS; }
+  // kNvmlCounterResponse.
+  CounterResponse counter_response() const override { return kNvmlCounterResponse; }
   // sm_clock_mhz(), held down when a power-limit, thermal or hardware-slowdown reason is active.
   std::optional<ClockReading> read_clock() override;
 

@@ -239,7 +239,7 @@ PipelineFrequencyOptimizer::PipelineFrequencyOptimizer(OptimizerOptions options,
   m.sampler = m.gpu->start_energy_sampler(
       sampling, [&m](const std::string& message) { m.problems->warn_once(message); });
   m.window =
-      std::make_unique<MeasurementWindow>(*m.sampler, m.opt.attribution, m.gpu->counter_lag_s());
+      std::make_unique<MeasurementWindow>(*m.sampler, m.opt.attribution, m.gpu->counter_response());
   if (m.opt.server_url.empty()) return;
   m.session = std::make_unique<ServerSession>(m.opt);
   m.exchange();

@@ -66,8 +66,10 @@ class SimGpu : public GpuBackend {
   void instruction_begin(const std::string& name) override;
   void instruction_end(const std::string& name) override;
   bool synchronous_clocks() const override { return true; }
-  // The simulated counter's lag (CounterOptions::lag_s), which the client takes back.
-  double counter_lag_s() const override { return options_.counter.lag_s; }
+  // The simulated counter's lag and window (CounterOptions), which the client takes back.
+  CounterResponse counter_response() const override {
+    return {options_.counter.lag_s, options_.counter.window_s};
+  }
 
   // Blocks (at blocking power) until simulated time t; no-op when t <= now. Virtual mode advances
   // the simulated time; real-time mode sleeps until then.
