@@ -300,7 +300,10 @@ class PipelineFrequencyOptimizer:
         """The last closed reporting window's measurements, as a dict: ``iter_time``,
         ``iter_energy``, ``time_breakdown`` / ``energy_breakdown`` (instruction -> iteration ->
         occurrences), ``energy_stderr`` (instruction -> standard error in J of the mean energy
-        of one occurrence), ``attribution`` (method used), ``measured`` (the counter
+        of one occurrence), ``energy_pooling_error`` (instruction -> how far in J that mean may
+        be from its own where busy-overlap pooled its power with other instructions', which
+        more windows do not shrink; 0 for one with a power of its own), ``attribution`` (method
+        used), ``measured`` (the counter
         changed) and ``clocks`` (instruction -> ``samples``, ``mean_mhz``, ``held_down_share``,
         ``locked_mhz``: the SM clock it ran at, read beside each counter read; empty where the
         backend reports no clock, e.g. the simulated GPU). Available without a server; empty

@@ -162,6 +162,7 @@ py::dict window_dict(const perseus::client::WindowMeasurements& w) {
   d["time_breakdown"] = w.time_breakdown;
   d["energy_breakdown"] = w.energy_breakdown;
   d["energy_stderr"] = w.energy_stderr_j;
+  d["energy_pooling_error"] = w.energy_pooling_error_j;
   d["attribution"] = perseus::client::to_string(w.method);
   d["measured"] = w.measured;
   py::dict clocks;

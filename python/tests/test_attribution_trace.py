@@ -43,6 +43,10 @@ def test_a_recorded_window_attributes_again_to_the_same_energies(profile2, metho
     assert forward["occurrences"] == 40
     assert forward["mean_energy_j"] == pytest.approx(
         sum(again["span_energy_j"][0::2]) / 40, rel=1e-9)
+    # The window's pooling error of each instruction's mean energy: its key's, per occurrence.
+    for key in again["keys"]:
+        assert window["energy_pooling_error"][key["name"]] == pytest.approx(
+            key["pooling_stderr_w"] * key["seconds"] / key["occurrences"], rel=1e-9, abs=1e-15)
 
 
 def test_another_method_gives_other_energies_from_the_same_trace(profile2):

@@ -331,7 +331,8 @@ void add_counter_options(CLI::App& cmd, SimulateArgs& a) {
   cmd.add_option("--counter-refresh", c.refresh_period_s, "Counter refresh period in seconds")
       ->capture_default_str();
   cmd.add_option("--counter-jitter", c.refresh_jitter_s,
-                 "Refresh intervals vary by up to this many seconds")
+                 "Refresh intervals vary by up to this many seconds (0: a strict clock, as "
+                 "measured on H100s)")
       ->capture_default_str();
   cmd.add_option("--counter-read-latency", c.read_latency_s,
                  "Seconds one counter read blocks the reader")

@@ -61,12 +61,29 @@ assert all(len(c) == 3 and 0 < c[2] < 0.01 for c in trace["counter"]), trace["co
 assert perseus.attribute(trace)["measured"]
 PY
   fail "simulate-training --trace-dir wrote no readable traces"
-head -1 "$tmp/realistic/profile.csv" | grep -q ',energy_stderr$' ||
-  fail "profile CSV has no energy_stderr column: $(head -1 "$tmp/realistic/profile.csv")"
-/usr/bin/python3 - "$tmp/realistic/profile.csv" <<'PY' || fail "energy_stderr column malformed"
-import csv, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-assert all(0 <= float(r["energy_stderr"]) < 0.05 for r in rows), rows[:3]
+for case in realistic short; do
+  head -1 "$tmp/$case/profile.csv" | grep -q ',energy_stderr,energy_pooling_error$' ||
+    fail "$case: profile CSV has no energy_stderr and energy_pooling_error columns:" \
+      "$(head -1 "$tmp/$case/profile.csv")"
+done
+# Each row's error against the simulated profile, in standard errors and pooling errors together.
+# Short instructions, where forward and backward share counter intervals and are often pooled:
+# the errors the profile states cover its errors (at least 90 % of rows within two; by the
+# standard error alone a few rows are off by 50-150 of them).
+/usr/bin/python3 - "$tmp/realistic/profile.csv" "$tmp/short/profile.csv" "$tmp/short/gpus.csv" \
+  <<'PY' || fail "energy_stderr or energy_pooling_error malformed, or their errors too small"
+import csv, math, sys
+for path in sys.argv[1:3]:
+    rows = list(csv.DictReader(open(path)))
+    assert all(0 <= float(r["energy_stderr"]) < 0.05 for r in rows), (path, rows[:3])
+    assert all(0 <= float(r["energy_pooling_error"]) < 1 for r in rows), (path, rows[:3])
+truth = {(r["stage"], r["instruction"], r["frequency"]): float(r["energy"])
+         for r in csv.DictReader(open(sys.argv[3]))}
+assert any(float(r["energy_pooling_error"]) > 0 for r in rows), "nothing pooled: a blind check"
+within = [abs(float(r["energy"]) / truth[r["stage"], r["instruction"], r["frequency"]] - 1) <=
+          2 * math.hypot(float(r["energy_stderr"]), float(r["energy_pooling_error"]))
+          for r in rows]
+assert sum(within) >= 0.9 * len(rows), f"{sum(within)} of {len(rows)} rows within 2 errors"
 PY
 grep -q '"measured_s"' "$tmp/realistic/profile.csv.json" || fail "no profiling summary"
 

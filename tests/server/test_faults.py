@@ -187,6 +187,14 @@ def test_malformed_json_and_wrong_types(server_factory):
         cases.append((f"/result/{job_id}", json.dumps({"rank": 0, "iter_time": [1.0],
                                                        "iter_energy": [1.0],
                                                        "clocks": bad}).encode(), 422, reason))
+    # The pooling error of each instruction's energy (extension): joules, never negative.
+    for bad, reason in [([0.1], "'energy_pooling_error': must be an object of numbers"),
+                        ({"forward": -0.1}, "'energy_pooling_error.forward': must be a finite "
+                                            "number >= 0")]:
+        cases.append((f"/result/{job_id}", json.dumps({"rank": 0, "iter_time": [1.0],
+                                                       "iter_energy": [1.0],
+                                                       "energy_pooling_error": bad}).encode(),
+                      422, reason))
     for path, raw, code, reason in cases:
         status, answer = server.post(path, raw=raw)
         assert status == code and reason in answer["detail"], (path, raw, answer)

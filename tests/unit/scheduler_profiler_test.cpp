@@ -93,6 +93,41 @@ TEST(SchedulerProfiler, PoolsTheBlockingPowerOverEveryWindowAtTheHighestClock) {
   EXPECT_NEAR(s->status()["blocking_power_w"].get<double>(), 80.0, 1e-9);
 }
 
+// A client that pooled the forward's power with the backward's says how far the forward may be
+// from its own: the profile keeps it beside the standard error, relative, in its own column.
+TEST(SchedulerProfiler, WritesEachRowsPoolingErrorBesideItsStandardError) {
+  TempDir dir;
+  JobSpec job = job_with({{"microbatches", 2}, {"min_frequency", 1350}});
+  job.output_dir = dir.path();
+  auto s = make_scheduler("profiler", job);
+  for (Round round = s->next(); !round.done; round = s->next()) {
+    auto results = results_of(round, from_profile(a100_profile()));
+    for (auto& r : results) {
+      r.energy_stderr = {{"forward", 1e-4}, {"backward", 1e-4}};
+      r.energy_pooling_error = {{"forward", 0.5}};  // the backward: a client that sent none
+    }
+    s->observe(results);
+  }
+  std::istringstream csv(read_file((dir.path() / "profile.csv").string()));
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_EQ(line, "stage,instruction,frequency,time,energy,energy_stderr,energy_pooling_error");
+  int forwards = 0;
+  while (std::getline(csv, line)) {
+    std::vector<std::string> cell;
+    std::istringstream fields(line);
+    for (std::string c; std::getline(fields, c, ',');) cell.push_back(c);
+    if (cell.at(1) == "forward") {
+      ASSERT_EQ(cell.size(), 7u) << line;
+      EXPECT_NEAR(std::stod(cell[6]), 0.5 / std::stod(cell[4]), 1e-9) << line;
+      ++forwards;
+    } else {
+      EXPECT_EQ(cell.size(), 6u) << line;  // no pooling error reported: the cell is empty
+    }
+  }
+  EXPECT_EQ(forwards, 4 * 5);  // 4 stages, 1410 .. 1350 MHz
+}
+
 TEST(SchedulerProfiler, SweepsOnlyTheClocksWithinTheBounds) {
   TempDir dir;
   JobSpec job = job_with({{"microbatches", 2}, {"min_frequency", 1200}, {"max_frequency", 1300}});

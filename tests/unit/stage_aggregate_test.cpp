@@ -47,6 +47,17 @@ TEST(StageAggregate, StandardErrorsAddInQuadratureOnlyWhereEveryRankHasOne) {
   EXPECT_NEAR(s.energy_stderr.at("forward1"), 0.5, 1e-12);
 }
 
+// One pooling errs alike on every rank of a stage: their pooling errors add up.
+TEST(StageAggregate, PoolingErrorsAddUpOnlyWhereEveryRankHasOne) {
+  auto a = report({1.0}, {10.0}, 1.0);
+  auto b = report({1.0}, {10.0}, 1.0);
+  a.energy_pooling_error = {{"forward1", 0.3}, {"backward1", 0.1}};
+  b.energy_pooling_error = {{"forward1", 0.4}};
+  StageResult s = aggregate_stage({&a, &b});
+  ASSERT_EQ(s.energy_pooling_error.size(), 1u);
+  EXPECT_NEAR(s.energy_pooling_error.at("forward1"), 0.7, 1e-12);
+}
+
 TEST(StageAggregate, ClockReadingsPoolOverTheRanksThatAllReportedOne) {
   auto a = report({1.0}, {10.0}, 1.0);
   auto b = report({1.0}, {10.0}, 1.0);

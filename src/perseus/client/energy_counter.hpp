@@ -28,12 +28,13 @@ namespace perseus::client {
 struct CounterOptions {
   bool ideal = false;               // exact value at every read, reads free
   double refresh_period_s = 0.100;  // the counter changes only at refreshes
-  double refresh_jitter_s = 0.010;  // each refresh interval is period + U(-jitter, +jitter)
-  double read_latency_s = 0.004;    // one read blocks the caller this long
-  double sampled_fraction = 1.0;    // share of each refresh window the power sensor sees
-  double lag_s = 0.010;             // a refresh at r reports the energy up to r - lag_s, ...
-  double window_s = 0.020;          // ... averaged over this long around r - lag_s (<= 2 lag_s)
-  double noise = 0.0;               // relative standard deviation of each refresh's increment
+  // Each refresh interval is period + U(-jitter, +jitter); 0: the H100's strict clock.
+  double refresh_jitter_s = 0.0;
+  double read_latency_s = 0.004;  // one read blocks the caller this long
+  double sampled_fraction = 1.0;  // share of each refresh window the power sensor sees
+  double lag_s = 0.010;           // a refresh at r reports the energy up to r - lag_s, ...
+  double window_s = 0.020;        // ... averaged over this long around r - lag_s (<= 2 lag_s)
+  double noise = 0.0;             // relative standard deviation of each refresh's increment
   // When the first refresh comes, in (0, refresh_period_s]; unset: drawn from the seed. A real
   // counter refreshes on its own schedule, so a reader starting at 0 meets it at any phase, and
   // the first refresh brings the energy of a whole period (the GPU drew its base power before 0).

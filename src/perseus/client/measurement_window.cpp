@@ -149,16 +149,22 @@ WindowMeasurements MeasurementWindow::measurements(
     seconds[span_keys[first_span + j]] += s.end_s - s.begin_s;
     occurrences[name] += 1.0;
   }
-  for (const auto& [name, count] : occurrences) {
-    double variance = 0.0;
-    for (std::size_t k = 0; k < keys.size(); ++k) {
-      if (names_[keys[k].first] != name || seconds[k] == 0.0) continue;
-      const double se_total = a.keys[k].power_stderr_w * seconds[k];
-      variance += se_total * se_total;
+  // Per instruction, from a per-key error of the power (W): the error of the mean energy of one
+  // occurrence, its keys' errors taken as independent.
+  auto per_occurrence = [&](double KeyEstimate::*watts, std::map<std::string, double>& errors) {
+    for (const auto& [name, count] : occurrences) {
+      double variance = 0.0;
+      for (std::size_t k = 0; k < keys.size(); ++k) {
+        if (names_[keys[k].first] != name || seconds[k] == 0.0) continue;
+        const double total = a.keys[k].*watts * seconds[k];
+        variance += total * total;
+      }
+      const double error = std::sqrt(variance) / count;
+      if (std::isfinite(error)) errors[name] = error;
     }
-    const double se = std::sqrt(variance) / count;
-    if (std::isfinite(se)) out.energy_stderr_j[name] = se;
-  }
+  };
+  per_occurrence(&KeyEstimate::power_stderr_w, out.energy_stderr_j);
+  per_occurrence(&KeyEstimate::pooling_stderr_w, out.energy_pooling_error_j);
   return out;
 }
 

@@ -33,6 +33,11 @@ struct WindowMeasurements {
   // Per instruction: standard error (J) of the mean energy of one occurrence; absent when
   // unknown.
   std::map<std::string, double> energy_stderr_j;
+  // Per instruction: how far (J) the mean energy of one occurrence may be from its own where
+  // busy-overlap pooled its power with other instructions' (KeyEstimate::pooling_stderr_w; 0 for
+  // an instruction with a power of its own). Kept apart from energy_stderr_j: more windows do not
+  // shrink it.
+  std::map<std::string, double> energy_pooling_error_j;
   AttributionMethod method = AttributionMethod::kFit;  // used (after any fallback)
   bool measured = false;                               // the counter changed during the window
   // Per instruction with clock samples in its spans (none when the backend reports no clock).

@@ -109,6 +109,7 @@ struct PipelineFrequencyOptimizer::Impl {
     result.time_breakdown = std::move(m.time_breakdown);
     result.energy_breakdown = std::move(m.energy_breakdown);
     result.energy_stderr = std::move(m.energy_stderr_j);
+    result.energy_pooling_error = std::move(m.energy_pooling_error_j);
     result.attribution = to_string(m.method);
     for (const auto& [name, c] : m.clocks) result.clocks[name] = c;
     return wire::to_json(result).dump();

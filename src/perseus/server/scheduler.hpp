@@ -69,6 +69,10 @@ struct StageResult {
   // Per instruction: standard error (J) of the window's mean energy of one occurrence, combined
   // over the stage's ranks; absent when some rank did not report one (e.g. a Zeus client).
   std::map<std::string, double> energy_stderr;
+  // Per instruction: how far (J) that mean may be from its own where the attribution pooled its
+  // power with other instructions' (wire::ProfilingResult), summed over the stage's ranks (the
+  // same pooling errs alike on each); absent when some rank did not report one.
+  std::map<std::string, double> energy_pooling_error;
   // Per instruction: the SM clock it ran at, over the stage's ranks (readings pooled); absent
   // when some rank did not report one (a simulated GPU, a Zeus client).
   std::map<std::string, ClockObservation> clocks;

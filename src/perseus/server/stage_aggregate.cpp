@@ -93,7 +93,7 @@ double sum_of(double a, double b) {
 StageResult aggregate_stage(const std::vector<const wire::ProfilingResult*>& ranks) {
   std::vector<const std::vector<double>*> times, energies;
   std::vector<const Breakdown*> time_parts, energy_parts;
-  std::vector<const std::map<std::string, double>*> stderr_parts;
+  std::vector<const std::map<std::string, double>*> stderr_parts, pooling_parts;
   std::vector<const std::map<std::string, ClockObservation>*> clock_parts;
   for (const auto* result : ranks) {
     times.push_back(&result->iter_time);
@@ -101,6 +101,7 @@ StageResult aggregate_stage(const std::vector<const wire::ProfilingResult*>& ran
     time_parts.push_back(&result->time_breakdown);
     energy_parts.push_back(&result->energy_breakdown);
     stderr_parts.push_back(&result->energy_stderr);
+    pooling_parts.push_back(&result->energy_pooling_error);
     clock_parts.push_back(&result->clocks);
   }
   StageResult out;
@@ -109,6 +110,11 @@ StageResult aggregate_stage(const std::vector<const wire::ProfilingResult*>& ran
   out.time_breakdown = combine_breakdowns(time_parts, max_of);
   out.energy_breakdown = combine_breakdowns(energy_parts, sum_of);
   out.energy_stderr = combine_reported(stderr_parts, stderr_of_sum);
+  out.energy_pooling_error = combine_reported(pooling_parts, [](const auto& errors) {
+    double total = 0.0;
+    for (const double* e : errors) total += *e;
+    return total;
+  });
   out.clocks = combine_reported(clock_parts, pooled);
   return out;
 }

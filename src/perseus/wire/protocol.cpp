@@ -92,6 +92,9 @@ json to_json(const ProfilingResult& result) {
             {"energy_breakdown", result.energy_breakdown}};
   if (result.round) j["round"] = *result.round;
   if (!result.energy_stderr.empty()) j["energy_stderr"] = result.energy_stderr;
+  if (!result.energy_pooling_error.empty()) {
+    j["energy_pooling_error"] = result.energy_pooling_error;
+  }
   if (result.attribution) j["attribution"] = *result.attribution;
   if (!result.clocks.empty()) {
     json& clocks = j["clocks"];
@@ -184,9 +187,9 @@ ProfilingResult parse_profiling_result(const json& body) {
   if (const json* round = fields.optional(body, "round")) {
     result.round = fields.as_int(*round, "round", 0);
   }
-  result.energy_stderr =
-      keyed(body, "energy_stderr", "numbers",
-            [](const json& v, const std::string& field) { return fields.as_number(v, field); });
+  auto number = [](const json& v, const std::string& field) { return fields.as_number(v, field); };
+  result.energy_stderr = keyed(body, "energy_stderr", "numbers", number);
+  result.energy_pooling_error = keyed(body, "energy_pooling_error", "numbers", number);
   result.attribution = optional_string(body, "attribution");
   result.clocks = keyed(body, "clocks", "clock observations", clock_observation);
   return result;

@@ -88,6 +88,9 @@ struct ProfilingResult {
   // Extensions: per instruction, the standard error (J) of the window's mean energy of one
   // occurrence (absent when unknown), and how energy was attributed ("busy-overlap", "fit", ...).
   std::map<std::string, double> energy_stderr;
+  // Extension: per instruction, how far (J) that mean may be from its own where the attribution
+  // pooled its power with other instructions' (0: a power of its own; absent when unknown).
+  std::map<std::string, double> energy_pooling_error;
   std::optional<std::string> attribution;
   // Extension: per instruction, the SM clock the GPU ran it at in the window (absent when the
   // client cannot read clocks, e.g. a simulated GPU or a Zeus client).

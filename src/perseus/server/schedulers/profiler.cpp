@@ -8,12 +8,14 @@
 // kept. Clients that report no standard error (Zeus's) get one round per clock. Stops once every
 // GPU's energy has been above its lowest for `patience` clocks in a row (past the minimum of the
 // U-shaped energy curve; clocks the GPU did not reach count for nothing) or the clocks run out,
-// then writes the profile CSV (with an `energy_stderr` column, relative, and, from clients that
-// read clocks, `measured_clock_mhz` and `clock_held_down`: the SM clock each row really ran at
-// and how often the driver held it down), the blocking power measured over every window at the
-// highest clock (`<csv>.blocking_power`) and a summary (`<csv>.json`: rounds, measured seconds,
-// worst error, and the rows whose clock the GPU did not reach, e.g. held down by its power limit,
-// which the server also logs as a warning).
+// then writes the profile CSV (with an `energy_stderr` column, relative, and where clients
+// report it `energy_pooling_error`, relative: how far a row may be from its own energy where the
+// attribution pooled its power with other instructions', apart from the standard error, which
+// more windows shrink and this does not; from clients that read clocks, `measured_clock_mhz` and
+// `clock_held_down`: the SM clock each row really ran at and how often the driver held it down),
+// the blocking power measured over every window at the highest clock (`<csv>.blocking_power`) and a
+// summary (`<csv>.json`: rounds, measured seconds, worst error, and the rows whose clock the GPU
+// did not reach, e.g. held down by its power limit, which the server also logs as a warning).
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -184,10 +186,9 @@ class Profiler : public Scheduler {
         row.time_s = mean.time_s;
         row.energy_j = mean.energy_j;
         profile_.add(stage, kind, row);
-        auto se = results[s].energy_stderr.find(label);
-        if (se != results[s].energy_stderr.end() && mean.energy_j > 0.0) {
-          stderr_[{stage, kind, mhz}] = se->second / mean.energy_j;
-        }
+        const RowKey key{stage, kind, mhz};
+        keep_relative(results[s].energy_stderr, label, mean.energy_j, key, stderr_);
+        keep_relative(results[s].energy_pooling_error, label, mean.energy_j, key, pooling_);
         if (auto c = results[s].clocks.find(label); c != results[s].clocks.end()) {
           row_clocks_[{stage, kind, mhz}] = c->second;
           held_below = held_below || c->second.below(mhz);
@@ -203,10 +204,27 @@ class Profiler : public Scheduler {
     }
   }
 
-  // energy_stderr, then measured_clock_mhz and clock_held_down when some client read clocks (a
-  // simulated GPU reads none), by (stage, instruction, clock).
+  using RowKey = std::tuple<int, std::string, int>;  // (stage, instruction, clock)
+
+  // rows[key] = reported[label] / energy_j, when reported and the energy is positive.
+  static void keep_relative(const std::map<std::string, double>& reported, const std::string& label,
+                            double energy_j, const RowKey& key, std::map<RowKey, double>& rows) {
+    auto it = reported.find(label);
+    if (it != reported.end() && energy_j > 0.0) rows[key] = it->second / energy_j;
+  }
+
+  // energy_stderr, energy_pooling_error when some client reported one, then measured_clock_mhz
+  // and clock_held_down when some client read clocks (a simulated GPU reads none), by (stage,
+  // instruction, clock).
   std::vector<profile::ExtraColumn> extra_columns() const {
-    using Key = std::tuple<int, std::string, int>;
+    using Key = RowKey;
+    auto relative_column = [](const char* name, const std::map<Key, double>& rows) {
+      return profile::ExtraColumn{name, [&rows](int s, const std::string& i, int mhz) {
+                                    auto it = rows.find(Key{s, i, mhz});
+                                    return it == rows.end() ? std::optional<double>()
+                                                            : std::optional(it->second);
+                                  }};
+    };
     auto clock_column = [&](const char* name, double ClockObservation::*field) {
       return profile::ExtraColumn{name, [this, field](int s, const std::string& i, int mhz) {
                                     auto it = row_clocks_.find(Key{s, i, mhz});
@@ -215,11 +233,8 @@ class Profiler : public Scheduler {
                                                : std::optional(it->second.*field);
                                   }};
     };
-    std::vector<profile::ExtraColumn> columns = {
-        {"energy_stderr", [this](int s, const std::string& i, int mhz) {
-           auto it = stderr_.find(Key{s, i, mhz});
-           return it == stderr_.end() ? std::optional<double>() : std::optional(it->second);
-         }}};
+    std::vector<profile::ExtraColumn> columns = {relative_column("energy_stderr", stderr_)};
+    if (!pooling_.empty()) columns.push_back(relative_column("energy_pooling_error", pooling_));
     if (!row_clocks_.empty()) {
       columns.push_back(clock_column("measured_clock_mhz", &ClockObservation::mean_mhz));
       columns.push_back(clock_column("clock_held_down", &ClockObservation::held_down_share));
@@ -294,8 +309,8 @@ class Profiler : public Scheduler {
   int rounds_ = 0;
   double measured_s_ = 0.0;    // seconds of measured iterations (one pipeline)
   double worst_stderr_ = 0.0;  // largest relative standard error kept in the profile
-  std::map<std::tuple<int, std::string, int>, double> stderr_;                // relative, per row
-  std::map<std::tuple<int, std::string, int>, ClockObservation> row_clocks_;  // per row
+  std::map<RowKey, double> stderr_, pooling_;      // relative, per row
+  std::map<RowKey, ClockObservation> row_clocks_;  // per row
 };
 
 }  // namespace
