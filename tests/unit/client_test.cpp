@@ -67,12 +67,15 @@ TEST(ClientOptimizer, WarnsOfHooksOutOfOrderAndKeepsMeasuring) {
   opt.on_step_end();  // no iteration runs
   std::string all;
   for (const auto& line : *w.lines) all += line + "\n";
-  EXPECT_CONTAINS(all, "on_instruction_begin('forward') outside an iteration (before "
-                       "on_step_begin or after on_step_end); its measurement is dropped");
-  EXPECT_CONTAINS(all, "on_step_begin while an iteration is running (no on_step_end); that "
-                       "iteration is dropped");
-  EXPECT_CONTAINS(all, "on_instruction_begin('backward') while 'forward' is running (no "
-                       "on_instruction_end); the measurement of 'forward' is dropped");
+  EXPECT_CONTAINS(all,
+                  "on_instruction_begin('forward') outside an iteration (before "
+                  "on_step_begin or after on_step_end); its measurement is dropped");
+  EXPECT_CONTAINS(all,
+                  "on_step_begin while an iteration is running (no on_step_end); that "
+                  "iteration is dropped");
+  EXPECT_CONTAINS(all,
+                  "on_instruction_begin('backward') while 'forward' is running (no "
+                  "on_instruction_end); the measurement of 'forward' is dropped");
   EXPECT_CONTAINS(all, "on_instruction_end('forward') does not follow any on_instruction_begin");
   EXPECT_CONTAINS(all, "on_step_end while 'forward' is running (call on_instruction_end first)");
   EXPECT_CONTAINS(all, "on_step_end without on_step_begin; the iteration is not measured");
