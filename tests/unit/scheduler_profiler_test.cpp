@@ -128,6 +128,20 @@ TEST(SchedulerProfiler, WritesEachRowsPoolingErrorBesideItsStandardError) {
   EXPECT_EQ(forwards, 4 * 5);  // 4 stages, 1410 .. 1350 MHz
 }
 
+// An attribution that gives the instructions more energy than their iterations drew leaves a
+// negative blocking power, which no GPU draws and a planner refuses: the file holds 0 W, the
+// status the measured value.
+TEST(SchedulerProfiler, WritesANegativeBlockingPowerAsZero) {
+  TempDir dir;
+  JobSpec job = job_with({{"microbatches", 4}, {"min_frequency", 1380}});
+  job.output_dir = dir.path();
+  auto s = make_scheduler("profiler", job);
+  run_to_end(*s, from_profile(a100_profile()), {.blocking_w = -50.0});
+  EXPECT_EQ(s->status()["state"], "done");
+  EXPECT_NEAR(s->status()["blocking_power_w"].get<double>(), -50.0, 1e-6);
+  EXPECT_EQ(std::stod(read_file((dir.path() / "profile.csv.blocking_power").string())), 0.0);
+}
+
 TEST(SchedulerProfiler, SweepsOnlyTheClocksWithinTheBounds) {
   TempDir dir;
   JobSpec job = job_with({{"microbatches", 2}, {"min_frequency", 1200}, {"max_frequency", 1300}});

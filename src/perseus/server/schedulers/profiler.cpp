@@ -257,6 +257,22 @@ class Profiler : public Scheduler {
     return rows;
   }
 
+  // `<output>.blocking_power`: the measured power, or 0 W (with a warning) when it came out
+  // negative, which no GPU draws: the attribution gave the instructions more energy than their
+  // iterations drew (e.g. `fit` with idle gaps it cannot identify), and a planner refuses it.
+  void write_blocking_power(double watts) const {
+    const std::string path = output_.string() + ".blocking_power";
+    if (watts < 0.0) {
+      log::warn(context_ + ": the measured blocking power is " + number(watts) +
+                " W (the instructions were attributed more energy than their iterations drew); " +
+                path + " holds 0 W");
+    }
+    std::ostringstream text;
+    text.precision(17);
+    text << std::max(0.0, watts) << "\n";
+    write_file_atomic(path, text.str());
+  }
+
   bool past_minimum() const {
     return std::all_of(rises_.begin(), rises_.end(), [&](int n) { return n >= patience_; });
   }
@@ -278,12 +294,7 @@ class Profiler : public Scheduler {
                   "or heat): their time and energy are those of the lower clock (" +
                   output_.string() + ".json, clocks_not_reached)");
       }
-      if (const auto blocking_w = blocking_power_w()) {
-        std::ostringstream text;
-        text.precision(17);
-        text << *blocking_w << "\n";
-        write_file_atomic(output_.string() + ".blocking_power", text.str());
-      }
+      if (const auto blocking_w = blocking_power_w()) write_blocking_power(*blocking_w);
     } catch (const Error& e) {
       throw Error(context_ + ": " + e.what());
     }
