@@ -6,8 +6,8 @@
 // option here (sampled_fraction), but the energy counter of the H100 windows in tests/data fits a
 // whole-window integral (with 25 % sampling their fitted residuals would be 4-100x what they
 // are); and a refresh reports the energy up to about 10 ms before it, averaged over the 20 ms
-// around that time (the lag and window that fitted the recorded windows with pipeline bubbles best
-// among those that report no energy spent after the refresh, bench/gpu/counter_lag.py).
+// around that time (the lag and window that fitted the recorded windows of 1F1B stages best among
+// those that report no energy spent after the refresh, bench/gpu/counter_lag.py).
 //
 // PowerTrace is the true power of a GPU over time (busy segments at their power, a base power
 // elsewhere); EnergyCounter turns it into what a read returns. An `ideal` counter returns the
