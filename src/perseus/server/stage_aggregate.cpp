@@ -65,6 +65,13 @@ double stderr_of_sum(const std::vector<const double*>& errors) {
   return std::sqrt(variance);
 }
 
+// A sum of errors that err alike (one pooling on every rank): their sum.
+double error_of_sum(const std::vector<const double*>& errors) {
+  double total = 0.0;
+  for (const double* e : errors) total += *e;
+  return total;
+}
+
 // The ranks' clock readings taken together.
 ClockObservation pooled(const std::vector<const ClockObservation*>& ranks) {
   ClockObservation out;
@@ -110,11 +117,7 @@ StageResult aggregate_stage(const std::vector<const wire::ProfilingResult*>& ran
   out.time_breakdown = combine_breakdowns(time_parts, max_of);
   out.energy_breakdown = combine_breakdowns(energy_parts, sum_of);
   out.energy_stderr = combine_reported(stderr_parts, stderr_of_sum);
-  out.energy_pooling_error = combine_reported(pooling_parts, [](const auto& errors) {
-    double total = 0.0;
-    for (const double* e : errors) total += *e;
-    return total;
-  });
+  out.energy_pooling_error = combine_reported(pooling_parts, error_of_sum);
   out.clocks = combine_reported(clock_parts, pooled);
   return out;
 }

@@ -190,7 +190,7 @@ class Profiler : public Scheduler {
         keep_relative(results[s].energy_stderr, label, mean.energy_j, key, stderr_);
         keep_relative(results[s].energy_pooling_error, label, mean.energy_j, key, pooling_);
         if (auto c = results[s].clocks.find(label); c != results[s].clocks.end()) {
-          row_clocks_[{stage, kind, mhz}] = c->second;
+          row_clocks_[key] = c->second;
           held_below = held_below || c->second.below(mhz);
         }
         energy += mean.energy_j;
@@ -217,27 +217,22 @@ class Profiler : public Scheduler {
   // and clock_held_down when some client read clocks (a simulated GPU reads none), by (stage,
   // instruction, clock).
   std::vector<profile::ExtraColumn> extra_columns() const {
-    using Key = RowKey;
-    auto relative_column = [](const char* name, const std::map<Key, double>& rows) {
-      return profile::ExtraColumn{name, [&rows](int s, const std::string& i, int mhz) {
-                                    auto it = rows.find(Key{s, i, mhz});
+    // The column of value(rows[row]), empty where `rows` has no entry for the row.
+    auto column = [](const char* name, const auto& rows, auto value) {
+      return profile::ExtraColumn{name, [&rows, value](int s, const std::string& i, int mhz) {
+                                    auto it = rows.find(RowKey{s, i, mhz});
                                     return it == rows.end() ? std::optional<double>()
-                                                            : std::optional(it->second);
+                                                            : std::optional(value(it->second));
                                   }};
     };
-    auto clock_column = [&](const char* name, double ClockObservation::*field) {
-      return profile::ExtraColumn{name, [this, field](int s, const std::string& i, int mhz) {
-                                    auto it = row_clocks_.find(Key{s, i, mhz});
-                                    return it == row_clocks_.end()
-                                               ? std::optional<double>()
-                                               : std::optional(it->second.*field);
-                                  }};
-    };
-    std::vector<profile::ExtraColumn> columns = {relative_column("energy_stderr", stderr_)};
-    if (!pooling_.empty()) columns.push_back(relative_column("energy_pooling_error", pooling_));
+    auto itself = [](double v) { return v; };
+    std::vector<profile::ExtraColumn> columns = {column("energy_stderr", stderr_, itself)};
+    if (!pooling_.empty()) columns.push_back(column("energy_pooling_error", pooling_, itself));
     if (!row_clocks_.empty()) {
-      columns.push_back(clock_column("measured_clock_mhz", &ClockObservation::mean_mhz));
-      columns.push_back(clock_column("clock_held_down", &ClockObservation::held_down_share));
+      columns.push_back(column("measured_clock_mhz", row_clocks_,
+                               [](const ClockObservation& c) { return c.mean_mhz; }));
+      columns.push_back(column("clock_held_down", row_clocks_,
+                               [](const ClockObservation& c) { return c.held_down_share; }));
     }
     return columns;
   }
