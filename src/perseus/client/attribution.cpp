@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 
+#include "perseus/client/attribution_counter.hpp"
 #include "perseus/client/attribution_model.hpp"
 #include "perseus/client/refresh_clock.hpp"
 #include "perseus/util/error.hpp"
@@ -13,60 +14,11 @@ namespace perseus::client {
 
 namespace {
 
+using attribution_counter::Counter;
+using attribution_counter::SpanShare;
 using attribution_model::Activity;
 using attribution_model::Fit;
 using attribution_model::kUnknown;
-
-// ---- the counter as a function of time ----
-
-class Counter {
- public:
-  Counter(const std::vector<CounterSample>& samples, const Activity& activity,
-          const std::optional<Fit>& model)
-      : s_(samples), activity_(activity), model_(model) {}
-
-  // Linear between observed changes; extrapolated beyond them (see attribution.hpp).
-  double linear(double t) const {
-    const std::size_t n = s_.size();
-    if (t >= s_.back().t_s) return s_.back().energy_j + extrapolated(s_.back().t_s, t, n - 2);
-    if (t <= s_.front().t_s) return s_.front().energy_j - extrapolated(t, s_.front().t_s, 0);
-    auto it = std::upper_bound(s_.begin(), s_.end(), t,
-                               [](double x, const CounterSample& c) { return x < c.t_s; });
-    const CounterSample& hi = *it;
-    const CounterSample& lo = *std::prev(it);
-    // Within an interval the counter's increment is spread in proportion to the fitted model's
-    // energy (constant power without a model), so idle gaps do not take a busy share.
-    double share = (t - lo.t_s) / (hi.t_s - lo.t_s);
-    if (model_) {
-      const double whole = model_energy(lo.t_s, hi.t_s);
-      if (whole > 0.0) share = std::clamp(model_energy(lo.t_s, t) / whole, 0.0, 1.0);
-    }
-    return lo.energy_j + (hi.energy_j - lo.energy_j) * share;
-  }
-
-  // The value a read at t would have returned (the last change at or before t).
-  double step(double t) const {
-    auto it = std::upper_bound(s_.begin(), s_.end(), t,
-                               [](double x, const CounterSample& c) { return x < c.t_s; });
-    return it == s_.begin() ? s_.front().energy_j : std::prev(it)->energy_j;
-  }
-
- private:
-  // Energy over [a, b] outside the observed changes: the model's, else interval k's power.
-  double model_energy(double a, double b) const {
-    return model_->energy(activity_.occupancy(a, b));
-  }
-
-  double extrapolated(double a, double b, std::size_t k) const {
-    if (model_) return model_energy(a, b);
-    const CounterSample &lo = s_[k], &hi = s_[k + 1];
-    return (hi.energy_j - lo.energy_j) / (hi.t_s - lo.t_s) * (b - a);
-  }
-
-  const std::vector<CounterSample>& s_;
-  const Activity& activity_;
-  const std::optional<Fit>& model_;
-};
 
 // Per key: power = total energy / total time; standard error of the occurrences' mean power
 // (deltas: each occurrence reads the counter on its own).
@@ -92,35 +44,18 @@ void estimate_keys_from_spans(const AttributionInput& in, Attribution& out) {
   }
 }
 
-// Calls piece(span, i, a, b) for each piece [a, b] of each span cut at the observed changes: i
-// is the index of the first change after a (0: before the first, counter.size(): after the last).
-template <typename Piece>
-void for_each_piece(const AttributionInput& in, const Piece& piece) {
-  const auto& c = in.counter;
-  for (const TimedSpan& s : in.spans) {
-    auto next = std::upper_bound(c.begin(), c.end(), s.begin_s,
-                                 [](double x, const CounterSample& cs) { return x < cs.t_s; });
-    for (double a = s.begin_s; a < s.end_s; ++next) {
-      const double b = next == c.end() ? s.end_s : std::min(s.end_s, next->t_s);
-      piece(s, static_cast<std::size_t>(next - c.begin()), a, b);
-      a = b;
-      if (next == c.end()) break;
-    }
-  }
-}
-
 // Per key: power = total energy / total time, with the standard error of a ratio estimator over
 // counter intervals (busy-overlap, overlap): the occurrences inside one interval share its
-// energy, so the interval, not the occurrence, is the independent sample. `energy(a, b)` is the
-// method's energy over [a, b]; pieces of a span telescope to its energy.
-template <typename Energy>
-void estimate_keys_by_interval(const AttributionInput& in, const Energy& energy, Attribution& out) {
+// energy, so the interval, not the occurrence, is the independent sample.
+void estimate_keys_by_interval(const AttributionInput& in, const std::vector<SpanShare>& shares,
+                               const Counter& counter, Attribution& out) {
   std::map<std::pair<std::size_t, std::size_t>, std::pair<double, double>> pieces;
-  for_each_piece(in, [&](const TimedSpan& s, std::size_t i, double a, double b) {
-    auto& [e, t] = pieces[{s.key, i}];
-    e += energy(a, b);
-    t += b - a;
-  });
+  for (const SpanShare& share : shares) {
+    const std::size_t key = in.spans[share.span].key;
+    auto& [e, t] = pieces[{key, share.interval}];
+    e += counter.share_energy(share.interval, key, share.seconds);
+    t += share.seconds;
+  }
   std::vector<double> energy_j(in.num_keys, 0.0), residual2(in.num_keys, 0.0);
   std::vector<std::size_t> samples(in.num_keys, 0);
   for (const auto& [where, piece] : pieces) {
@@ -167,36 +102,38 @@ std::vector<double> physically_bounded(const Fit& model, std::size_t num_keys) {
 // as exact, but with pipeline bubbles and a short history the idle power is poorly identified
 // (standard errors 5x too small in simulated 1F1B stages). The variance of a key's energy from
 // the model is g' C g (delta method): C the covariance of the model's unknowns, g the gradient of
-// the key's energy with respect to them. A piece [a, b] of a span inside the counter interval
-// [lo, hi] gets dE x M(a, b) / M(lo, hi), M the model's energy; outside the observed changes it
-// gets M(a, b).
-void add_model_error(const AttributionInput& in, const Activity& activity, const Fit& model,
+// the key's energy with respect to them. A share of a span in counter interval i gets
+// dE x M(share) / M(i), M the model's energy (expected over the changes' spreads); where the
+// interval's increment is not shared (Counter::shared) it gets M(share).
+void add_model_error(const AttributionInput& in, const Activity& activity,
+                     const std::vector<SpanShare>& shares, const Counter& counter, const Fit& model,
                      Attribution& out) {
   const auto& c = in.counter;
   std::vector<std::vector<double>> gradient(in.num_keys, std::vector<double>(model.unknowns));
   std::map<std::size_t, std::pair<std::vector<double>, double>> intervals;  // by i: occupancy, M
-  for_each_piece(in, [&](const TimedSpan& s, std::size_t i, double a, double b) {
-    if (!(model.power[s.key] > 0.0)) return;
-    std::vector<double>& g = gradient[s.key];
-    const std::size_t own = model.unknown_of[s.key];
-    if (i == 0 || i == c.size()) {
-      g[own] += b - a;
-      return;
+  for (const auto& [span, i, seconds] : shares) {
+    const std::size_t key = in.spans[span].key;
+    if (!(model.power[key] > 0.0)) continue;
+    std::vector<double>& g = gradient[key];
+    const std::size_t own = model.unknown_of[key];
+    if (!counter.shared(i)) {
+      g[own] += seconds;
+      continue;
     }
     auto [it, fresh] = intervals.try_emplace(i);
     if (fresh) {
-      it->second.first = activity.occupancy(c[i - 1].t_s, c[i].t_s);
+      it->second.first = activity.expected_occupancy(c[i - 1], c[i]);
       it->second.second = model.energy(it->second.first);
     }
     const auto& [whole, w] = it->second;
-    if (!(w > 0.0)) return;
+    if (!(w > 0.0)) continue;
     const double de = c[i].energy_j - c[i - 1].energy_j;
-    g[own] += de * (b - a) / w;
-    const double scale = -de * model.power[s.key] * (b - a) / (w * w);
+    g[own] += de * seconds / w;
+    const double scale = -de * model.power[key] * seconds / (w * w);
     for (std::size_t r = 0; r < whole.size(); ++r) {
       if (model.power[r] > 0.0) g[model.unknown_of[r]] += scale * whole[r];
     }
-  });
+  }
   const std::vector<double> covariance = physically_bounded(model, in.num_keys);
   const std::size_t U = model.unknowns;
   for (std::size_t k = 0; k < in.num_keys; ++k) {
@@ -310,7 +247,7 @@ Attribution attribute(const AttributionInput& input, AttributionMethod method) {
   if (method == AttributionMethod::kBusyOverlap) model = attribution_model::fit_busy_split(in);
   if (!model && method != AttributionMethod::kDeltas) out.method = AttributionMethod::kOverlap;
   const bool fit = out.method == AttributionMethod::kFit;
-  const Counter counter(in.counter, activity, model);
+  const Counter counter(in, activity, model);
   auto energy = [&](double a, double b) {
     return out.method == AttributionMethod::kDeltas ? counter.step(b) - counter.step(a)
                                                     : counter.linear(b) - counter.linear(a);
@@ -318,10 +255,19 @@ Attribution attribute(const AttributionInput& input, AttributionMethod method) {
   for (std::size_t i = 0; i < in.iterations.size(); ++i) {
     out.iteration_energy_j[i] = energy(in.iterations[i].first, in.iterations[i].second);
   }
-  for (std::size_t i = 0; i < in.spans.size(); ++i) {
-    const TimedSpan& s = in.spans[i];
-    out.span_energy_j[i] = fit ? std::max(0.0, model->power[s.key]) * (s.end_s - s.begin_s)
-                               : energy(s.begin_s, s.end_s);
+  // overlap and busy-overlap share each interval's energy; fit and deltas take each span whole.
+  const bool by_shares = !fit && out.method != AttributionMethod::kDeltas;
+  const std::vector<SpanShare> shares =
+      by_shares ? attribution_counter::span_shares(in) : std::vector<SpanShare>{};
+  for (const auto& [span, i, seconds] : shares) {
+    out.span_energy_j[span] += counter.share_energy(i, in.spans[span].key, seconds);
+  }
+  if (!by_shares) {
+    for (std::size_t i = 0; i < in.spans.size(); ++i) {
+      const TimedSpan& s = in.spans[i];
+      out.span_energy_j[i] = fit ? std::max(0.0, model->power[s.key]) * (s.end_s - s.begin_s)
+                                 : energy(s.begin_s, s.end_s);
+    }
   }
   if (model) {
     out.idle_power_w = model->power[in.num_keys];
@@ -336,9 +282,11 @@ Attribution attribute(const AttributionInput& input, AttributionMethod method) {
     return out;
   }
   if (!fit) {
-    estimate_keys_by_interval(in, energy, out);
-    if (model) add_model_error(in, activity, *model, out);
-    if (model) add_pooling_error(*model, out);
+    estimate_keys_by_interval(in, shares, counter, out);
+    if (model) {
+      add_model_error(in, activity, shares, counter, *model, out);
+      add_pooling_error(*model, out);
+    }
     return out;
   }
   for (std::size_t k = 0; k < in.num_keys; ++k) {

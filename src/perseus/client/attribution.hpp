@@ -39,8 +39,14 @@
 // every method takes each change's time from the clock's tick instead of the reads around it.
 // The counter's changes trail and smooth the energy they report (counter_response; on an H100 a
 // lag of 10 ms and a window of 20 ms: NvmlGpu): every method takes a change observed at t as the
-// energy spent up to t - lag, and the fits (fit, busy-overlap) up to a time uniform in
-// t - lag -+ window / 2 (their regressors are expected occupancies, attribution_model.hpp).
+// energy spent up to t - lag, and all but deltas up to a time uniform in t - lag -+ window / 2,
+// combined with the change's own spread: the fits regress on expected occupancies
+// (attribution_model.hpp), and overlap and busy-overlap share each interval's energy by the same
+// expectation, so an occurrence at an interval's edge counts towards it by how likely the
+// counter put its energy there (on a counter that does exactly this, busy-overlap is exact). An
+// interval that reaches beyond the window's known activity (attribution_model::known_interval)
+// gives what ran in it the model's energy instead of a share (busy-overlap), as beyond the
+// observed changes.
 //
 // Iteration energy is the counter's own difference over the iteration, with the counter
 // interpolated between observed changes (fit and busy-overlap: in proportion to the fitted model's

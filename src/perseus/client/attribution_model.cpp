@@ -115,14 +115,19 @@ double Fit::energy(const std::vector<double>& occupancy) const {
   return e;
 }
 
+bool known_interval(const AttributionInput& in, std::size_t k) {
+  const double known_to = in.iterations.empty() ? 0.0 : in.iterations.back().second;
+  const CounterSample &lo = in.counter.at(k), &hi = in.counter.at(k + 1);
+  return lo.t_s - lo.t_spread_s >= in.known_from_s && hi.t_s + hi.t_spread_s <= known_to;
+}
+
 std::optional<Fit> fit_powers(const AttributionInput& in, const Activity& activity) {
   const std::size_t R = activity.regressors();
-  const double known_to = in.iterations.empty() ? 0.0 : in.iterations.back().second;
   std::vector<std::vector<double>> rows;
   std::vector<double> y;
   for (std::size_t k = 0; k + 1 < in.counter.size(); ++k) {
+    if (!known_interval(in, k)) continue;
     const CounterSample &lo = in.counter[k], &hi = in.counter[k + 1];
-    if (lo.t_s - lo.t_spread_s < in.known_from_s || hi.t_s + hi.t_spread_s > known_to) continue;
     rows.push_back(activity.expected_occupancy(lo, hi));
     y.push_back(in.counter[k + 1].energy_j - in.counter[k].energy_j);
   }

@@ -71,6 +71,11 @@ struct Fit {
   double energy(const std::vector<double>& occupancy) const;
 };
 
+// Whether the counter interval between changes k and k + 1 lies, spreads included, within the
+// window's known activity (from in.known_from_s to the last iteration's end): only such intervals
+// are fitted, and only their increments are shared among what ran in them.
+bool known_interval(const AttributionInput& in, std::size_t k);
+
 // One power per regressor; nullopt unless there are more intervals than unknowns with time in
 // them and the normal equations are well conditioned (kFitSingularTolerance).
 std::optional<Fit> fit_powers(const AttributionInput& in, const Activity& activity);
