@@ -178,67 +178,67 @@ Attribution frame(const AttributionInput& in, AttributionMethod method) {
   return out;
 }
 
-}  // namespace
+// ---- the changes as the attribution takes them ----
 
-std::string to_string(AttributionMethod method) {
-  switch (method) {
-    case AttributionMethod::kFit:
-      return "fit";
-    case AttributionMethod::kOverlap:
-      return "overlap";
-    case AttributionMethod::kDeltas:
-      return "deltas";
-    case AttributionMethod::kBusyOverlap:
-      return "busy-overlap";
+// Keeps each change's range from reaching into its neighbours' (a change cannot come before the
+// one it follows): where two ranges overlap (a sampler that stalled for tens of milliseconds
+// knows a change only that well), each is cut at the midpoint of the two changes' times and
+// centred on what is left, so a narrow range beside a wide one keeps itself and the wide one
+// keeps the side its time is on. Overlapping ranges would count time towards an interval with a
+// negative weight (span_shares: spans of -139 kW in tests/unit/attribution_spread_test.cpp).
+void keep_ranges_apart(std::vector<CounterSample>& changes) {
+  const std::size_t n = changes.size();
+  std::vector<double> lo(n), hi(n);
+  for (std::size_t j = 0; j < n; ++j) {
+    lo[j] = changes[j].t_s - changes[j].t_spread_s;
+    hi[j] = changes[j].t_s + changes[j].t_spread_s;
   }
-  return "fit";
+  bool cut = false;
+  for (std::size_t j = 0; j + 1 < n; ++j) {
+    if (hi[j] <= lo[j + 1]) continue;
+    const double middle = 0.5 * (changes[j].t_s + changes[j + 1].t_s);
+    hi[j] = std::min(hi[j], middle);
+    lo[j + 1] = std::max(lo[j + 1], middle);
+    cut = true;
+  }
+  for (std::size_t j = 0; j < n && cut; ++j) {
+    changes[j].t_s = 0.5 * (lo[j] + hi[j]);
+    changes[j].t_spread_s = 0.5 * (hi[j] - lo[j]);
+  }
 }
 
-AttributionMethod parse_attribution(const std::string& name) {
-  for (auto m : {AttributionMethod::kFit, AttributionMethod::kOverlap, AttributionMethod::kDeltas,
-                 AttributionMethod::kBusyOverlap}) {
-    if (to_string(m) == name) return m;
+struct TimedChanges {
+  AttributionInput input;  // its changes timed; no response or clock left to apply
+  std::optional<RefreshClock> clock;
+  std::size_t on_clock = 0;
+};
+
+// The changes timed by the refresh clock where they fit one, then taken back by the lag (a change
+// observed at t reports the energy up to t - lag) and spread over the window (a uniform time with
+// the variance of the window's and the timing's sum), their ranges kept apart.
+TimedChanges time_changes(const AttributionInput& input) {
+  TimedChanges timed{input, std::nullopt, 0};
+  AttributionInput& in = timed.input;
+  in.time_by_refresh_clock = false;
+  in.counter_response = {};
+  if (input.time_by_refresh_clock) timed.clock = fit_refresh_clock(input.counter);
+  if (timed.clock) {
+    ClockTimedChanges changes = time_by_clock(input.counter, *timed.clock);
+    in.counter = std::move(changes.changes);
+    timed.on_clock = changes.on_clock;
   }
-  throw Error("unknown attribution method '" + name +
-              "' (expected busy-overlap, fit, overlap or deltas)");
+  const double half = 0.5 * input.counter_response.window_s;
+  for (CounterSample& c : in.counter) {
+    c.t_s -= input.counter_response.lag_s;
+    c.t_spread_s = std::hypot(c.t_spread_s, half);
+  }
+  keep_ranges_apart(in.counter);
+  return timed;
 }
 
-Attribution attribute(const AttributionInput& input, AttributionMethod method) {
-  const CounterResponse& response = input.counter_response;
-  for (auto [name, value] : {std::pair{"counter_lag_s", response.lag_s},
-                             std::pair{"counter_window_s", response.window_s}}) {
-    if (!(value >= 0.0) || !std::isfinite(value)) {
-      throw Error(std::string("attribution: ") + name + " must be a finite number of seconds >= 0");
-    }
-  }
-  if (input.time_by_refresh_clock || response.lag_s > 0.0 || response.window_s > 0.0) {
-    // The changes as the fit takes them: timed by the refresh clock where they fit one, then
-    // taken back by the lag (a change observed at t reports the energy up to t - lag) and spread
-    // over the window (a uniform time with the variance of the window's and the timing's sum).
-    AttributionInput timed = input;
-    timed.time_by_refresh_clock = false;
-    timed.counter_response = {};
-    const std::optional<RefreshClock> clock =
-        input.time_by_refresh_clock ? fit_refresh_clock(input.counter) : std::nullopt;
-    std::size_t on_clock = 0;
-    if (clock) {
-      ClockTimedChanges changes = time_by_clock(input.counter, *clock);
-      timed.counter = std::move(changes.changes);
-      on_clock = changes.on_clock;
-    }
-    const double half = 0.5 * response.window_s;
-    for (CounterSample& c : timed.counter) {
-      c.t_s -= response.lag_s;
-      c.t_spread_s = std::hypot(c.t_spread_s, half);
-    }
-    Attribution out = attribute(timed, method);
-    if (clock) {
-      out.refresh_period_s = clock->period_s;
-      out.changes_on_clock = on_clock;
-    }
-    return out;
-  }
-  const AttributionInput& in = input;
+// ---- the methods ----
+
+Attribution attribute_timed(const AttributionInput& in, AttributionMethod method) {
   Attribution out = frame(in, method);
   if (!out.measured) return out;
   const Activity activity(in);
@@ -292,6 +292,48 @@ Attribution attribute(const AttributionInput& input, AttributionMethod method) {
   for (std::size_t k = 0; k < in.num_keys; ++k) {
     out.keys[k].power_w = model->power[k];
     out.keys[k].power_stderr_w = model->stderr_w[k];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string to_string(AttributionMethod method) {
+  switch (method) {
+    case AttributionMethod::kFit:
+      return "fit";
+    case AttributionMethod::kOverlap:
+      return "overlap";
+    case AttributionMethod::kDeltas:
+      return "deltas";
+    case AttributionMethod::kBusyOverlap:
+      return "busy-overlap";
+  }
+  return "fit";
+}
+
+AttributionMethod parse_attribution(const std::string& name) {
+  for (auto m : {AttributionMethod::kFit, AttributionMethod::kOverlap, AttributionMethod::kDeltas,
+                 AttributionMethod::kBusyOverlap}) {
+    if (to_string(m) == name) return m;
+  }
+  throw Error("unknown attribution method '" + name +
+              "' (expected busy-overlap, fit, overlap or deltas)");
+}
+
+Attribution attribute(const AttributionInput& input, AttributionMethod method) {
+  const CounterResponse& response = input.counter_response;
+  for (auto [name, value] : {std::pair{"counter_lag_s", response.lag_s},
+                             std::pair{"counter_window_s", response.window_s}}) {
+    if (!(value >= 0.0) || !std::isfinite(value)) {
+      throw Error(std::string("attribution: ") + name + " must be a finite number of seconds >= 0");
+    }
+  }
+  TimedChanges timed = time_changes(input);
+  Attribution out = attribute_timed(timed.input, method);
+  if (timed.clock) {
+    out.refresh_period_s = timed.clock->period_s;
+    out.changes_on_clock = timed.on_clock;
   }
   return out;
 }
