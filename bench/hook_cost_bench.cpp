@@ -4,12 +4,17 @@
 // thread. Beside it: what the old design did on the training thread at each hook (one now_s()
 // and one counter read).
 //
+// At a reporting boundary on_step_end also closes the window: the energy of the window and its
+// history is attributed there, on the training thread (then the server exchange, bounded by
+// stall_bound_s). That attribution is timed too, on a window of the client's whole history.
+//
 // Usage: hook_cost_bench [path/to/fake/libnvidia-ml.so.1] [hook iterations=2000]
 // (default: the fake built with the tests, else libnvidia-ml.so.1 next to this program).
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -18,12 +23,16 @@
 #include <string>
 #include <vector>
 
+#include "perseus/client/attribution.hpp"
+#include "perseus/client/energy_counter.hpp"
 #include "perseus/client/nvml_gpu.hpp"
 #include "perseus/client/optimizer.hpp"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using perseus::client::AttributionInput;
+using perseus::client::AttributionMethod;
 using perseus::client::NvmlGpu;
 using perseus::client::OptimizerOptions;
 using perseus::client::PipelineFrequencyOptimizer;
@@ -97,6 +106,47 @@ std::vector<double> time_old_hooks(const std::string& library, int iterations) {
   return old;
 }
 
+// A reporting window with the client's whole history (MeasurementWindow keeps 120 s): a 1F1B
+// stage of 8 microbatches (forwards 20 ms at 450 W, backwards 40 ms at 400 W, 1 ms gaps, 60 ms
+// bubbles at 80 W), its clock changing every 10 s as in the profiler's sweep; the counter
+// refreshed every 100 ms, reporting the energy 10 ms before averaged over 20 ms, seen by reads
+// 4 ms apart (an H100's, measured).
+AttributionInput history_window(double seconds) {
+  AttributionInput in;
+  perseus::client::PowerTrace trace(80.0);
+  double t = 0.0;
+  auto busy = [&](double d, double watts, std::size_t key) {
+    trace.add_busy(t, t + d, watts);
+    in.spans.push_back({t, t + d, key});
+    t += d + 0.001;
+  };
+  while (t < seconds) {
+    const double begin = t;
+    const std::size_t clock = 2 * (static_cast<std::size_t>(t / 10.0) % 4);
+    for (int m = 0; m < 8; ++m) busy(0.020, 450.0 - 10.0 * clock, clock);
+    for (int m = 0; m < 8; ++m) busy(0.040, 400.0 - 10.0 * clock, clock + 1);
+    in.iterations.emplace_back(begin, t);
+    t += 0.060;
+  }
+  in.num_keys = 8;
+  for (std::size_t k = 0; k < in.num_keys; ++k) in.busy_group.push_back(k / 2);
+  for (double r = 0.1; r + 0.004 < t; r += 0.1) {
+    const double seen = r + 0.002 + 0.004 * std::fmod(r * 7.3, 1.0);  // the read after r
+    in.counter.push_back({seen - 0.002, trace.mean_energy(r - 0.020, r), 0.002});
+  }
+  in.counter_response = {0.010, 0.020};
+  return in;
+}
+
+// Milliseconds of one attribution of `in` by `method` (median of `runs`).
+double attribution_ms(const AttributionInput& in, AttributionMethod method, int runs) {
+  std::vector<double> ms;
+  for (int i = 0; i < runs; ++i) {
+    ms.push_back(1e-3 * time_us([&] { perseus::client::attribute(in, method); }));
+  }
+  return stats(ms).median;
+}
+
 void print(const char* label, const std::vector<double>& us) {
   const Stats s = stats(us);
   std::printf("  %-22s calls %-6zu median %8.3f us  p99 %8.3f us\n", label, us.size(), s.median,
@@ -132,6 +182,15 @@ int main(int argc, char** argv) {
     std::printf(
         "hook median %.3f us p99 %.3f us | old design (counter read in the hook) median %.1f us\n",
         hook.median, hook.p99, before.median);
+    const AttributionInput window = history_window(120.0);
+    const auto used = perseus::client::attribute(window, AttributionMethod::kBusyOverlap);
+    std::printf(
+        "window close: attributing 120 s of history (%zu instructions, %zu counter changes) "
+        "takes %.1f ms with busy-overlap (%s, %s), %.1f ms with fit\n",
+        window.spans.size(), window.counter.size(),
+        attribution_ms(window, AttributionMethod::kBusyOverlap, 5), to_string(used.method).c_str(),
+        used.per_key_powers ? "per-key powers" : "pooled",
+        attribution_ms(window, AttributionMethod::kFit, 5));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hook_cost_bench: %s\n", e.what());
     return 1;
