@@ -69,23 +69,34 @@ done
 # Each row's error against the simulated profile, in standard errors and pooling errors together.
 # Short instructions, where forward and backward share counter intervals and are often pooled:
 # the errors the profile states cover its errors (at least 90 % of rows within two; by the
-# standard error alone 1-20 % of rows, the worst 52-112 of them off: the pooled forward and
+# standard error alone 2-22 % of rows, the worst 37-89 of them off: the pooled forward and
 # backward draw within 1 % of each other, and nothing but the pooling error says how far each is).
-/usr/bin/python3 - "$tmp/realistic/profile.csv" "$tmp/short/profile.csv" "$tmp/short/gpus.csv" \
-  <<'PY' || fail "energy_stderr or energy_pooling_error malformed, or their errors too small"
+# The demo, where every row has a power of its own: the standard error alone covers the errors
+# (at least 85 % of rows within two; measured 95 %, and 38 % before it held the refresh clock's
+# common timing error).
+/usr/bin/python3 - "$tmp/realistic" "$tmp/short" <<'PY' ||
 import csv, math, sys
-for path in sys.argv[1:3]:
-    rows = list(csv.DictReader(open(path)))
-    assert all(0 <= float(r["energy_stderr"]) < 0.05 for r in rows), (path, rows[:3])
-    assert all(0 <= float(r["energy_pooling_error"]) < 1 for r in rows), (path, rows[:3])
-truth = {(r["stage"], r["instruction"], r["frequency"]): float(r["energy"])
-         for r in csv.DictReader(open(sys.argv[3]))}
-assert any(float(r["energy_pooling_error"]) > 0 for r in rows), "nothing pooled: a blind check"
-within = [abs(float(r["energy"]) / truth[r["stage"], r["instruction"], r["frequency"]] - 1) <=
-          2 * math.hypot(float(r["energy_stderr"]), float(r["energy_pooling_error"]))
-          for r in rows]
-assert sum(within) >= 0.9 * len(rows), f"{sum(within)} of {len(rows)} rows within 2 errors"
+def rows_and_truth(case):
+    rows = list(csv.DictReader(open(case + "/profile.csv")))
+    assert all(0 <= float(r["energy_stderr"]) < 0.05 for r in rows), (case, rows[:3])
+    assert all(0 <= float(r["energy_pooling_error"]) < 1 for r in rows), (case, rows[:3])
+    truth = {(r["stage"], r["instruction"], r["frequency"]): float(r["energy"])
+             for r in csv.DictReader(open(case + "/gpus.csv"))}
+    return rows, truth
+def share_within_two(rows, truth, error):
+    within = [abs(float(r["energy"]) / truth[r["stage"], r["instruction"], r["frequency"]] - 1)
+              <= 2 * error(r) for r in rows]
+    return sum(within) / len(rows)
+demo, demo_truth = rows_and_truth(sys.argv[1])
+by_stderr = share_within_two(demo, demo_truth, lambda r: float(r["energy_stderr"]))
+assert by_stderr >= 0.85, f"demo: {by_stderr:.0%} of rows within 2 standard errors"
+short, short_truth = rows_and_truth(sys.argv[2])
+assert any(float(r["energy_pooling_error"]) > 0 for r in short), "nothing pooled: a blind check"
+both = share_within_two(short, short_truth, lambda r: math.hypot(
+    float(r["energy_stderr"]), float(r["energy_pooling_error"])))
+assert both >= 0.9, f"short: {both:.0%} of rows within 2 errors"
 PY
+  fail "energy_stderr or energy_pooling_error malformed, or their errors too small"
 grep -q '"measured_s"' "$tmp/realistic/profile.csv.json" || fail "no profiling summary"
 
 saving() { value_of energy_saving_pct "$tmp/$1/summary.txt"; }

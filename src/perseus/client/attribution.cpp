@@ -158,6 +158,18 @@ void add_pooling_error(const Fit& model, Attribution& out) {
   }
 }
 
+// Adds what the refresh clock's common timing error moves each key's power by
+// (Fit::timing_variance) to its standard error: it shrinks as the clock is fitted over more
+// changes, like the rest of it.
+void add_timing_error(const Fit& model, Attribution& out) {
+  for (std::size_t k = 0; k < model.timing_variance.size(); ++k) {
+    KeyEstimate& e = out.keys[k];
+    if (std::isfinite(e.power_stderr_w)) {
+      e.power_stderr_w = std::hypot(e.power_stderr_w, std::sqrt(model.timing_variance[k]));
+    }
+  }
+}
+
 // The attribution's frame: one estimate per key with its occurrences and seconds, energies to
 // fill; throws on a span whose key is out of range or a busy_group of the wrong size.
 Attribution frame(const AttributionInput& in, AttributionMethod method) {
@@ -211,6 +223,8 @@ struct TimedChanges {
   AttributionInput input;  // its changes timed; no response or clock left to apply
   std::optional<RefreshClock> clock;
   std::size_t on_clock = 0;
+  // The clock's tick error at the last change, common to every change it times (0: no clock).
+  double common_timing_s = 0.0;
 };
 
 // The changes timed by the refresh clock where they fit one, then taken back by the lag (a change
@@ -226,6 +240,9 @@ TimedChanges time_changes(const AttributionInput& input) {
     ClockTimedChanges changes = time_by_clock(input.counter, *timed.clock);
     in.counter = std::move(changes.changes);
     timed.on_clock = changes.on_clock;
+    const RefreshClock& c = *timed.clock;
+    timed.common_timing_s =
+        c.tick_stderr_s(std::round((input.counter.back().t_s - c.first_tick_s) / c.period_s));
   }
   const double half = 0.5 * input.counter_response.window_s;
   for (CounterSample& c : in.counter) {
@@ -238,13 +255,18 @@ TimedChanges time_changes(const AttributionInput& input) {
 
 // ---- the methods ----
 
-Attribution attribute_timed(const AttributionInput& in, AttributionMethod method) {
+// The attribution of changes already timed (time_changes); `common_timing_s` as in
+// fit_busy_split.
+Attribution attribute_timed(const AttributionInput& in, AttributionMethod method,
+                            double common_timing_s) {
   Attribution out = frame(in, method);
   if (!out.measured) return out;
   const Activity activity(in);
   std::optional<Fit> model;  // the fitted powers that shape the counter between changes
   if (method == AttributionMethod::kFit) model = attribution_model::fit_powers(in, activity);
-  if (method == AttributionMethod::kBusyOverlap) model = attribution_model::fit_busy_split(in);
+  if (method == AttributionMethod::kBusyOverlap) {
+    model = attribution_model::fit_busy_split(in, common_timing_s);
+  }
   if (!model && method != AttributionMethod::kDeltas) out.method = AttributionMethod::kOverlap;
   const bool fit = out.method == AttributionMethod::kFit;
   const Counter counter(in, activity, model);
@@ -286,6 +308,7 @@ Attribution attribute_timed(const AttributionInput& in, AttributionMethod method
     if (model) {
       add_model_error(in, activity, shares, counter, *model, out);
       add_pooling_error(*model, out);
+      add_timing_error(*model, out);
     }
     return out;
   }
@@ -330,7 +353,7 @@ Attribution attribute(const AttributionInput& input, AttributionMethod method) {
     }
   }
   TimedChanges timed = time_changes(input);
-  Attribution out = attribute_timed(timed.input, method);
+  Attribution out = attribute_timed(timed.input, method, timed.common_timing_s);
   if (timed.clock) {
     out.refresh_period_s = timed.clock->period_s;
     out.changes_on_clock = timed.on_clock;

@@ -30,7 +30,10 @@
 //            `overlap` when its powers cannot be fitted. Standard errors (also overlap's) treat
 //            counter intervals as the samples; busy-overlap's add the fitted powers' uncertainty
 //            (delta method over their covariance, attribution_model.hpp), which dominates in short
-//            windows with bubbles.
+//            windows with bubbles, and, when the changes are timed by a refresh clock, how far
+//            the clock's tick error, common to all of them, moves each power (refitted with every
+//            change that much earlier and later; the residuals cannot show an error that moves
+//            every interval's edges alike).
 //   deltas   the counter's value at the end minus at the start of each occurrence: what reading
 //            the counter around every instruction gives (kept to show why it is wrong: an
 //            occurrence inside one refresh interval reads 0 J).

@@ -239,18 +239,22 @@ bool determined(const Fit& fit, std::size_t num_keys) {
   return true;
 }
 
+// fit_busy with every counter change `shift_s` later (earlier when negative).
+std::optional<Fit> fit_busy_shifted(const AttributionInput& in,
+                                    const std::vector<std::size_t>& group, double shift_s) {
+  AttributionInput moved = in;
+  for (CounterSample& c : moved.counter) c.t_s += shift_s;
+  return fit_busy(moved, group);
+}
+
 // Whether each per-key power stays within kSplitMaxRelativeStderr when every counter change is
 // taken kSplitTimingShift_s earlier or later: where forwards and backwards alternate, the
 // intervals tell them apart only by what their edges cut, and a millisecond moves the split by
 // 10-40 % while the residuals stay small (a simulated 1F1B last stage on a strict refresh clock).
 bool timing_stable(const AttributionInput& in, const std::vector<std::size_t>& each,
                    const Fit& per_key) {
-  AttributionInput moved = in;  // one copy, its changes moved from in's each time
   for (double shift : {-kSplitTimingShift_s, kSplitTimingShift_s}) {
-    for (std::size_t i = 0; i < in.counter.size(); ++i) {
-      moved.counter[i].t_s = in.counter[i].t_s + shift;
-    }
-    const std::optional<Fit> again = fit_busy(moved, each);
+    const std::optional<Fit> again = fit_busy_shifted(in, each, shift);
     if (!again) return false;
     for (std::size_t k = 0; k < in.num_keys; ++k) {
       const double p = per_key.power[k];
@@ -258,6 +262,23 @@ bool timing_stable(const AttributionInput& in, const std::vector<std::size_t>& e
     }
   }
   return true;
+}
+
+// The model with each key's timing_variance (fit_busy_split): half the difference of its power
+// refitted with every change common_timing_s earlier and later, squared. Unchanged where a
+// refit fails.
+Fit with_timing_variance(Fit model, const AttributionInput& in,
+                         const std::vector<std::size_t>& group, double common_timing_s) {
+  if (!(common_timing_s > 0.0)) return model;
+  const std::optional<Fit> early = fit_busy_shifted(in, group, -common_timing_s);
+  const std::optional<Fit> late = fit_busy_shifted(in, group, common_timing_s);
+  if (!early || !late) return model;
+  model.timing_variance.assign(in.num_keys, 0.0);
+  for (std::size_t k = 0; k < in.num_keys; ++k) {
+    const double half = 0.5 * (late->power[k] - early->power[k]);
+    model.timing_variance[k] = half * half;
+  }
+  return model;
 }
 
 // The pooled model with, per key that shares its busy power with others, what pooling may cost
@@ -280,15 +301,21 @@ Fit with_pooling_variance(Fit pooled, const Fit& per_key, std::size_t num_keys) 
 
 }  // namespace
 
-std::optional<Fit> fit_busy_split(const AttributionInput& in) {
+std::optional<Fit> fit_busy_split(const AttributionInput& in, double common_timing_s) {
   std::optional<Fit> pooled = fit_busy(in, in.busy_group);
   std::vector<std::size_t> each(in.num_keys);
   for (std::size_t k = 0; k < in.num_keys; ++k) each[k] = k;
   std::optional<Fit> per_key = fit_busy(in, each);
-  if (!per_key) return pooled;
+  auto timed = [&](std::optional<Fit> model, const std::vector<std::size_t>& group) {
+    if (model) model = with_timing_variance(std::move(*model), in, group, common_timing_s);
+    return model;
+  };
+  if (!per_key) return timed(pooled, in.busy_group);
   per_key->per_key = true;
-  if (!pooled) return per_key;
-  if (per_key->fitted <= pooled->fitted || per_key->intervals <= per_key->fitted) return pooled;
+  if (!pooled) return timed(per_key, each);
+  if (per_key->fitted <= pooled->fitted || per_key->intervals <= per_key->fitted) {
+    return timed(pooled, in.busy_group);
+  }
   const double d1 = static_cast<double>(per_key->fitted - pooled->fitted);
   const double d2 = static_cast<double>(per_key->intervals - per_key->fitted);
   // An exact fit (no residual) rejects pooling outright; its covariance is 0, so it is determined.
@@ -296,7 +323,8 @@ std::optional<Fit> fit_busy_split(const AttributionInput& in) {
                                       : std::numeric_limits<double>::infinity();
   const bool split = f > f_quantile(d1, d2) && determined(*per_key, in.num_keys) &&
                      timing_stable(in, each, *per_key);
-  return split ? *per_key : with_pooling_variance(*pooled, *per_key, in.num_keys);
+  if (split) return timed(per_key, each);
+  return timed(with_pooling_variance(*pooled, *per_key, in.num_keys), in.busy_group);
 }
 
 }  // namespace perseus::client::attribution_model

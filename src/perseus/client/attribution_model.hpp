@@ -65,6 +65,9 @@ struct Fit {
   // fit_busy_split, pooled: per key, the variance pooling may add to its power (W^2; 0 for a key
   // with a busy power of its own, empty when no per-key fit was possible).
   std::vector<double> pooling_variance = {};
+  // fit_busy_split with a common timing error: per key, the variance that error adds to its power
+  // (W^2; empty without one).
+  std::vector<double> timing_variance = {};
 
   // The model's energy over a time range with this occupancy (Activity::occupancy); a negative
   // power counts as 0.
@@ -91,6 +94,10 @@ std::optional<Fit> fit_busy(const AttributionInput& in, std::vector<std::size_t>
 // apart: fit_busy per clock (in.busy_group), and per key; the per-key model is chosen when the F
 // test of the per-clock one against it rejects at kSplitSignificance and each per-key power's
 // standard error is under kSplitMaxRelativeStderr of it. nullopt when neither fits.
-std::optional<Fit> fit_busy_split(const AttributionInput& in);
+// `common_timing_s`: a standard error shared by every change's time (the refresh clock's tick
+// error); the chosen model's powers are refitted with every change that much earlier and later,
+// and half their difference is each key's timing_variance. The residuals cannot show such an
+// error: it moves every interval's edges alike.
+std::optional<Fit> fit_busy_split(const AttributionInput& in, double common_timing_s = 0.0);
 
 }  // namespace perseus::client::attribution_model
