@@ -15,6 +15,7 @@ namespace perseus::client {
 namespace {
 
 using attribution_counter::Counter;
+using attribution_counter::IntervalShares;
 using attribution_counter::SpanShare;
 using attribution_model::Activity;
 using attribution_model::Fit;
@@ -48,12 +49,12 @@ void estimate_keys_from_spans(const AttributionInput& in, Attribution& out) {
 // counter intervals (busy-overlap, overlap): the occurrences inside one interval share its
 // energy, so the interval, not the occurrence, is the independent sample.
 void estimate_keys_by_interval(const AttributionInput& in, const std::vector<SpanShare>& shares,
-                               const Counter& counter, Attribution& out) {
+                               const IntervalShares& intervals, Attribution& out) {
   std::map<std::pair<std::size_t, std::size_t>, std::pair<double, double>> pieces;
   for (const SpanShare& share : shares) {
     const std::size_t key = in.spans[share.span].key;
     auto& [e, t] = pieces[{key, share.interval}];
-    e += counter.share_energy(share.interval, key, share.seconds);
+    e += intervals.share_energy(share.interval, key, share.seconds);
     t += share.seconds;
   }
   std::vector<double> energy_j(in.num_keys, 0.0), residual2(in.num_keys, 0.0);
@@ -104,32 +105,25 @@ std::vector<double> physically_bounded(const Fit& model, std::size_t num_keys) {
 // the model is g' C g (delta method): C the covariance of the model's unknowns, g the gradient of
 // the key's energy with respect to them. A share of a span in counter interval i gets
 // dE x M(share) / M(i), M the model's energy (expected over the changes' spreads); where the
-// interval's increment is not shared (Counter::shared) it gets M(share).
-void add_model_error(const AttributionInput& in, const Activity& activity,
-                     const std::vector<SpanShare>& shares, const Counter& counter, const Fit& model,
-                     Attribution& out) {
-  const auto& c = in.counter;
+// interval's increment is not shared (IntervalShares::shared) it gets M(share).
+void add_model_error(const AttributionInput& in, const std::vector<SpanShare>& shares,
+                     const IntervalShares& intervals, const Fit& model, Attribution& out) {
   std::vector<std::vector<double>> gradient(in.num_keys, std::vector<double>(model.unknowns));
-  std::map<std::size_t, std::pair<std::vector<double>, double>> intervals;  // by i: occupancy, M
   for (const auto& [span, i, seconds] : shares) {
     const std::size_t key = in.spans[span].key;
     if (!(model.power[key] > 0.0)) continue;
     std::vector<double>& g = gradient[key];
     const std::size_t own = model.unknown_of[key];
-    if (!counter.shared(i)) {
+    if (!intervals.shared(i)) {
       g[own] += seconds;
       continue;
     }
-    auto [it, fresh] = intervals.try_emplace(i);
-    if (fresh) {
-      it->second.first = activity.expected_occupancy(c[i - 1], c[i]);
-      it->second.second = model.energy(it->second.first);
-    }
-    const auto& [whole, w] = it->second;
+    const double w = intervals.expected_energy(i);
     if (!(w > 0.0)) continue;
-    const double de = c[i].energy_j - c[i - 1].energy_j;
+    const double de = intervals.increment(i);
     g[own] += de * seconds / w;
     const double scale = -de * model.power[key] * seconds / (w * w);
+    const std::vector<double>& whole = intervals.occupancy(i);
     for (std::size_t r = 0; r < whole.size(); ++r) {
       if (model.power[r] > 0.0) g[model.unknown_of[r]] += scale * whole[r];
     }
@@ -268,28 +262,13 @@ Attribution attribute_timed(const AttributionInput& in, AttributionMethod method
     model = attribution_model::fit_busy_split(in, common_timing_s);
   }
   if (!model && method != AttributionMethod::kDeltas) out.method = AttributionMethod::kOverlap;
-  const bool fit = out.method == AttributionMethod::kFit;
-  const Counter counter(in, activity, model);
+  const Counter counter(in.counter, activity, model);
   auto energy = [&](double a, double b) {
     return out.method == AttributionMethod::kDeltas ? counter.step(b) - counter.step(a)
                                                     : counter.linear(b) - counter.linear(a);
   };
   for (std::size_t i = 0; i < in.iterations.size(); ++i) {
     out.iteration_energy_j[i] = energy(in.iterations[i].first, in.iterations[i].second);
-  }
-  // overlap and busy-overlap share each interval's energy; fit and deltas take each span whole.
-  const bool by_shares = !fit && out.method != AttributionMethod::kDeltas;
-  const std::vector<SpanShare> shares =
-      by_shares ? attribution_counter::span_shares(in) : std::vector<SpanShare>{};
-  for (const auto& [span, i, seconds] : shares) {
-    out.span_energy_j[span] += counter.share_energy(i, in.spans[span].key, seconds);
-  }
-  if (!by_shares) {
-    for (std::size_t i = 0; i < in.spans.size(); ++i) {
-      const TimedSpan& s = in.spans[i];
-      out.span_energy_j[i] = fit ? std::max(0.0, model->power[s.key]) * (s.end_s - s.begin_s)
-                                 : energy(s.begin_s, s.end_s);
-    }
   }
   if (model) {
     out.idle_power_w = model->power[in.num_keys];
@@ -300,21 +279,34 @@ Attribution attribute_timed(const AttributionInput& in, AttributionMethod method
     }
   }
   if (out.method == AttributionMethod::kDeltas) {
+    for (std::size_t i = 0; i < in.spans.size(); ++i) {
+      out.span_energy_j[i] = energy(in.spans[i].begin_s, in.spans[i].end_s);
+    }
     estimate_keys_from_spans(in, out);
     return out;
   }
-  if (!fit) {
-    estimate_keys_by_interval(in, shares, counter, out);
-    if (model) {
-      add_model_error(in, activity, shares, counter, *model, out);
-      add_pooling_error(*model, out);
-      add_timing_error(*model, out);
+  if (out.method == AttributionMethod::kFit) {
+    for (std::size_t i = 0; i < in.spans.size(); ++i) {
+      const TimedSpan& s = in.spans[i];
+      out.span_energy_j[i] = std::max(0.0, model->power[s.key]) * (s.end_s - s.begin_s);
+    }
+    for (std::size_t k = 0; k < in.num_keys; ++k) {
+      out.keys[k].power_w = model->power[k];
+      out.keys[k].power_stderr_w = model->stderr_w[k];
     }
     return out;
   }
-  for (std::size_t k = 0; k < in.num_keys; ++k) {
-    out.keys[k].power_w = model->power[k];
-    out.keys[k].power_stderr_w = model->stderr_w[k];
+  // overlap and busy-overlap: each counter interval's energy shared among what ran in it.
+  const std::vector<SpanShare> shares = attribution_counter::span_shares(in);
+  const IntervalShares intervals(in, activity, model);
+  for (const auto& [span, i, seconds] : shares) {
+    out.span_energy_j[span] += intervals.share_energy(i, in.spans[span].key, seconds);
+  }
+  estimate_keys_by_interval(in, shares, intervals, out);
+  if (model) {
+    add_model_error(in, shares, intervals, *model, out);
+    add_pooling_error(*model, out);
+    add_timing_error(*model, out);
   }
   return out;
 }

@@ -50,26 +50,16 @@ std::vector<SpanShare> span_shares(const AttributionInput& in) {
   return out;
 }
 
-Counter::Counter(const AttributionInput& in, const attribution_model::Activity& activity,
-                 const std::optional<attribution_model::Fit>& model)
-    : s_(in.counter), activity_(activity), model_(model), expected_(s_.size(), 0.0) {
-  for (std::size_t i = 1; i < s_.size(); ++i) {
-    if (!model_) {
-      expected_[i] = s_[i].t_s - s_[i - 1].t_s;
-    } else if (attribution_model::known_interval(in, i - 1)) {
-      expected_[i] = model_->energy(activity_.expected_occupancy(s_[i - 1], s_[i]));
-    } else {
-      expected_[i] = kUnknown;
-    }
-  }
+double interval_power(const std::vector<CounterSample>& changes, std::size_t k) {
+  const CounterSample &lo = changes[k], &hi = changes[k + 1];
+  return (hi.energy_j - lo.energy_j) / (hi.t_s - lo.t_s);
 }
 
 double Counter::linear(double t) const {
   const std::size_t n = s_.size();
   if (t >= s_.back().t_s) return s_.back().energy_j + extrapolated(s_.back().t_s, t, n - 2);
   if (t <= s_.front().t_s) return s_.front().energy_j - extrapolated(t, s_.front().t_s, 0);
-  auto it = std::upper_bound(s_.begin(), s_.end(), t,
-                             [](double x, const CounterSample& c) { return x < c.t_s; });
+  const auto it = first_after(t);
   const CounterSample& hi = *it;
   const CounterSample& lo = *std::prev(it);
   double share = (t - lo.t_s) / (hi.t_s - lo.t_s);
@@ -81,22 +71,13 @@ double Counter::linear(double t) const {
 }
 
 double Counter::step(double t) const {
-  auto it = std::upper_bound(s_.begin(), s_.end(), t,
-                             [](double x, const CounterSample& c) { return x < c.t_s; });
+  const auto it = first_after(t);
   return it == s_.begin() ? s_.front().energy_j : std::prev(it)->energy_j;
 }
 
-bool Counter::shared(std::size_t i) const {
-  return i > 0 && i < s_.size() && expected_[i] != kUnknown;
-}
-
-double Counter::share_energy(std::size_t i, std::size_t k, double seconds) const {
-  const std::size_t n = s_.size();
-  const double model_j = model_ ? std::max(0.0, model_->power[k]) * seconds : seconds;
-  if (!shared(i)) return model_ ? model_j : extrapolated(0.0, seconds, i == 0 ? 0 : n - 2);
-  const double whole = expected_[i] > 0.0 ? expected_[i] : s_[i].t_s - s_[i - 1].t_s;
-  const double part = expected_[i] > 0.0 ? model_j : seconds;
-  return (s_[i].energy_j - s_[i - 1].energy_j) * part / whole;
+std::vector<CounterSample>::const_iterator Counter::first_after(double t) const {
+  return std::upper_bound(s_.begin(), s_.end(), t,
+                          [](double x, const CounterSample& c) { return x < c.t_s; });
 }
 
 // Energy over [a, b] by the model's activity.
@@ -106,9 +87,37 @@ double Counter::model_energy(double a, double b) const {
 
 // Energy over [a, b] outside the observed changes: the model's, else interval k's power.
 double Counter::extrapolated(double a, double b, std::size_t k) const {
-  if (model_) return model_energy(a, b);
-  const CounterSample &lo = s_[k], &hi = s_[k + 1];
-  return (hi.energy_j - lo.energy_j) / (hi.t_s - lo.t_s) * (b - a);
+  return model_ ? model_energy(a, b) : interval_power(s_, k) * (b - a);
+}
+
+IntervalShares::IntervalShares(const AttributionInput& in,
+                               const attribution_model::Activity& activity,
+                               const std::optional<attribution_model::Fit>& model)
+    : s_(in.counter), model_(model), occupancy_(s_.size()), expected_(s_.size(), 0.0) {
+  for (std::size_t i = 1; i < s_.size(); ++i) {
+    if (!model_) {
+      expected_[i] = s_[i].t_s - s_[i - 1].t_s;
+    } else if (attribution_model::known_interval(in, i - 1)) {
+      occupancy_[i] = activity.expected_occupancy(s_[i - 1], s_[i]);
+      expected_[i] = model_->energy(occupancy_[i]);
+    } else {
+      expected_[i] = kUnknown;
+    }
+  }
+}
+
+bool IntervalShares::shared(std::size_t i) const {
+  return i > 0 && i < s_.size() && expected_[i] != kUnknown;
+}
+
+double IntervalShares::share_energy(std::size_t i, std::size_t k, double seconds) const {
+  const double model_j = model_ ? std::max(0.0, model_->power[k]) * seconds : seconds;
+  if (!shared(i)) {
+    return model_ ? model_j : interval_power(s_, i == 0 ? 0 : s_.size() - 2) * seconds;
+  }
+  const double whole = expected_[i] > 0.0 ? expected_[i] : s_[i].t_s - s_[i - 1].t_s;
+  const double part = expected_[i] > 0.0 ? model_j : seconds;
+  return increment(i) * part / whole;
 }
 
 }  // namespace perseus::client::attribution_counter

@@ -299,23 +299,23 @@ Fit with_pooling_variance(Fit pooled, const Fit& per_key, std::size_t num_keys) 
   return pooled;
 }
 
-}  // namespace
+// One group per key.
+std::vector<std::size_t> each_key(std::size_t num_keys) {
+  std::vector<std::size_t> each(num_keys);
+  for (std::size_t k = 0; k < num_keys; ++k) each[k] = k;
+  return each;
+}
 
-std::optional<Fit> fit_busy_split(const AttributionInput& in, double common_timing_s) {
+// fit_busy_split's choice between one busy power per clock and one per key (before the timing
+// error).
+std::optional<Fit> choose_busy_model(const AttributionInput& in) {
   std::optional<Fit> pooled = fit_busy(in, in.busy_group);
-  std::vector<std::size_t> each(in.num_keys);
-  for (std::size_t k = 0; k < in.num_keys; ++k) each[k] = k;
+  const std::vector<std::size_t> each = each_key(in.num_keys);
   std::optional<Fit> per_key = fit_busy(in, each);
-  auto timed = [&](std::optional<Fit> model, const std::vector<std::size_t>& group) {
-    if (model) model = with_timing_variance(std::move(*model), in, group, common_timing_s);
-    return model;
-  };
-  if (!per_key) return timed(pooled, in.busy_group);
+  if (!per_key) return pooled;
   per_key->per_key = true;
-  if (!pooled) return timed(per_key, each);
-  if (per_key->fitted <= pooled->fitted || per_key->intervals <= per_key->fitted) {
-    return timed(pooled, in.busy_group);
-  }
+  if (!pooled) return per_key;
+  if (per_key->fitted <= pooled->fitted || per_key->intervals <= per_key->fitted) return pooled;
   const double d1 = static_cast<double>(per_key->fitted - pooled->fitted);
   const double d2 = static_cast<double>(per_key->intervals - per_key->fitted);
   // An exact fit (no residual) rejects pooling outright; its covariance is 0, so it is determined.
@@ -323,8 +323,16 @@ std::optional<Fit> fit_busy_split(const AttributionInput& in, double common_timi
                                       : std::numeric_limits<double>::infinity();
   const bool split = f > f_quantile(d1, d2) && determined(*per_key, in.num_keys) &&
                      timing_stable(in, each, *per_key);
-  if (split) return timed(per_key, each);
-  return timed(with_pooling_variance(*pooled, *per_key, in.num_keys), in.busy_group);
+  return split ? *per_key : with_pooling_variance(*pooled, *per_key, in.num_keys);
+}
+
+}  // namespace
+
+std::optional<Fit> fit_busy_split(const AttributionInput& in, double common_timing_s) {
+  std::optional<Fit> model = choose_busy_model(in);
+  if (!model) return model;
+  const std::vector<std::size_t> group = model->per_key ? each_key(in.num_keys) : in.busy_group;
+  return with_timing_variance(std::move(*model), in, group, common_timing_s);
 }
 
 }  // namespace perseus::client::attribution_model
