@@ -34,8 +34,12 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 def _user_stacklevel():
     """The ``stacklevel`` for ``warnings.warn`` called by our caller that names the first frame
-    outside this package and contextlib (the user's line, not ours)."""
-    frame, level = sys._getframe(2), 2
+    outside this package and contextlib (the user's line, not ours); 1 when our caller has no
+    caller in Python (a thread of the client library, e.g. the energy sampler, reports)."""
+    try:
+        frame, level = sys._getframe(2), 2
+    except ValueError:
+        return 1
     while frame is not None and (frame.f_code.co_filename.startswith(_PACKAGE_DIR) or
                                  frame.f_code.co_filename == contextlib.__file__):
         frame, level = frame.f_back, level + 1
@@ -85,7 +89,9 @@ class PipelineFrequencyOptimizer:
         gpu: ``"nvml"`` (the CUDA device ``device_id`` through NVML), ``"sim"`` (a simulated
             GPU following ``profile``), a :class:`perseus.SimGpu` / :class:`perseus.NvmlGpu`, or
             any object with the GpuBackend methods (supported_clocks, lock_clock, reset_clock,
-            set_power_limit, reset_power_limit, now_s, total_energy_j).
+            set_power_limit, reset_power_limit, now_s: monotonic seconds, total_energy_j: a
+            running total in joules; pynvml's counter is in millijoules, and a power no GPU
+            draws is warned of once).
         profile: profile CSV for ``gpu="sim"`` (required there).
         stage: profile stage the simulated GPU runs (default: ``pp_rank``), or a list of them
             for a GPU that runs several (interleaved and V-shaped schedules).

@@ -1,5 +1,6 @@
 // The instruction profiler scheduler, driven with synthetic results: the measured profile, the
 // clock bounds, multi-stage GPUs and where it stops; and every scheduler on a ZBV job.
+#include "perseus/util/log.hpp"
 #include "scheduler_harness.hpp"
 
 namespace perseus::server {
@@ -140,6 +141,34 @@ TEST(SchedulerProfiler, WritesANegativeBlockingPowerAsZero) {
   EXPECT_EQ(s->status()["state"], "done");
   EXPECT_NEAR(s->status()["blocking_power_w"].get<double>(), -50.0, 1e-6);
   EXPECT_EQ(std::stod(read_file((dir.path() / "profile.csv.blocking_power").string())), 0.0);
+}
+
+// A client whose backend reports millijoules as joules: the profile is written as measured, and
+// the server log names its first implausible row and the likely mistake when profiling ends.
+TEST(SchedulerProfiler, SaysWhenItWritesAProfilePlannersRefuse) {
+  TempDir dir;
+  JobSpec job = job_with({{"microbatches", 4}, {"min_frequency", 1380}});
+  job.output_dir = dir.path();
+  const fs::path log_path = dir.path() / "server.log";
+  const CostFn joules = from_profile(a100_profile());
+  for (double unit : {1.0, 1000.0}) {
+    log::configure(log::Level::warn, log_path.string());
+    auto s = make_scheduler("profiler", job);
+    run_to_end(*s, [&](int stage, const std::string& instruction, int mhz, auto limit) {
+      auto [time_s, energy_j] = joules(stage, instruction, mhz, limit);
+      return std::make_pair(time_s, energy_j * unit);
+    });
+    log::configure(log::Level::info);
+    EXPECT_EQ(s->status()["state"], "done");
+    const std::string logged = fs::exists(log_path) ? read_file(log_path.string()) : "";
+    if (unit == 1.0) {
+      EXPECT_EQ(logged.find("planners refuse"), std::string::npos) << logged;
+      continue;
+    }
+    EXPECT_CONTAINS(logged, "profile.csv:2: field 'energy': average power");
+    EXPECT_CONTAINS(logged, "energy in millijoules");
+    EXPECT_CONTAINS(logged, "the profile is written as measured, and planners refuse it");
+  }
 }
 
 TEST(SchedulerProfiler, SweepsOnlyTheClocksWithinTheBounds) {

@@ -1,6 +1,6 @@
-// The thread sampler's clock readings (DESIGN section 9): beside each energy-counter read it reads
-// the backend's SM clock, keeps the readings for the reporting window, forgets them with the
-// counter's, and a failing clock read stops the clock reads only.
+// The thread sampler (DESIGN section 9): beside each energy-counter read it reads the backend's SM
+// clock, keeps the readings for the reporting window, forgets them with the counter's, and a
+// failing clock read stops the clock reads only; a counter that goes down is said once.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -23,12 +23,13 @@ using perseus::client::SamplerOptions;
 using perseus::client::ThreadSampler;
 
 // A backend whose clock reads 1000 + n MHz at its n-th read (held down on odd reads), fails from
-// its `fail_at`-th read on (0: never), or reports no clock at all.
+// its `fail_at`-th read on (0: never), or reports no clock at all; its counter reads n J at its
+// n-th read (in kJ), or starts again at its `reset_at`-th (in J).
 class ClockBackend : public perseus::client::GpuBackend {
  public:
   enum class Clock { kCounting, kNone };
-  explicit ClockBackend(Clock clock = Clock::kCounting, int fail_at = 0)
-      : clock_(clock), fail_at_(fail_at) {}
+  explicit ClockBackend(Clock clock = Clock::kCounting, int fail_at = 0, int reset_at = 0)
+      : clock_(clock), fail_at_(fail_at), reset_at_(reset_at) {}
   std::vector<int> supported_clocks() const override { return {1410}; }
   void lock_clock(int) override {}
   void reset_clock() override {}
@@ -38,7 +39,11 @@ class ClockBackend : public perseus::client::GpuBackend {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
-  double total_energy_j() override { return ++energy_reads_; }
+  // 1, 2, 3, ... kJ; from the `reset_at`-th read on (0: never) 1, 2, 3, ... J.
+  double total_energy_j() override {
+    const int n = ++energy_reads_;
+    return reset_at_ > 0 && n >= reset_at_ ? n - reset_at_ + 1 : 1000.0 * n;
+  }
   std::optional<ClockReading> read_clock() override {
     const int n = ++clock_reads_;
     if (clock_ == Clock::kNone) return std::nullopt;
@@ -49,7 +54,7 @@ class ClockBackend : public perseus::client::GpuBackend {
 
  private:
   Clock clock_;
-  int fail_at_;
+  int fail_at_, reset_at_;
 };
 
 // Waits until `done` holds (at most 5 s).
@@ -101,6 +106,29 @@ TEST(ThreadSampler, ABackendWithoutAClockIsAskedOnce) {
   wait_for([&] { return gpu.energy_reads_ >= 10; });
   EXPECT_TRUE(sampler.clocks(0.0, gpu.now_s()).empty());
   EXPECT_EQ(gpu.clock_reads_, 1);
+}
+
+TEST(ThreadSampler, ACounterThatGoesDownIsSaidOnceAndTheSeriesStartsAgain) {
+  ClockBackend gpu(ClockBackend::Clock::kNone, 0, 10);
+  std::mutex mutex;
+  std::vector<std::string> errors;
+  ThreadSampler sampler(gpu, SamplerOptions{0.001, 65536}, [&](const std::string& e) {
+    std::lock_guard lock(mutex);
+    errors.push_back(e);
+  });
+  wait_for([&] { return gpu.energy_reads_ >= 20; });
+  const auto series = sampler.series(0.0, gpu.now_s());
+  ASSERT_FALSE(series.empty());
+  EXPECT_EQ(series.front().energy_j, 2.0);  // nothing from before; the reset read is a first read
+  for (std::size_t i = 1; i < series.size(); ++i) {
+    EXPECT_GT(series[i].energy_j, series[i - 1].energy_j);
+  }
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0],
+            "the GPU's energy counter went down, from 9000 J to 1 J (a GPU reset, or a backend "
+            "whose total_energy_j() is no running total): the changes read before it are dropped "
+            "and attribution starts again from that read");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "perseus/client/gpu_backend.hpp"
+#include "perseus/util/error.hpp"
 
 namespace perseus::client {
 
@@ -16,17 +17,20 @@ void CounterSeries::push(const CounterSample& sample) {
   while (samples_.size() > capacity_) samples_.pop_front();
 }
 
-void CounterSeries::add_read(double begin_s, double end_s, double energy_j) {
+bool CounterSeries::add_read(double begin_s, double end_s, double energy_j) {
   const double mid = 0.5 * (begin_s + end_s);
   ++reads_;
+  const bool went_down = have_read_ && energy_j < last_value_j_;
+  if (went_down) samples_.clear();
   // The first read only gives a value to compare with: it returns the refresh before it, up to a
   // period earlier, so its time is no change's time.
-  if (have_read_ && energy_j != last_value_j_) {
+  if (have_read_ && !went_down && energy_j != last_value_j_) {
     push({0.5 * (last_mid_s_ + mid), energy_j, 0.5 * (mid - last_mid_s_)});
   }
   have_read_ = true;
   last_mid_s_ = mid;
   last_value_j_ = energy_j;
+  return !went_down;
 }
 
 void CounterSeries::add_exact(double t_s, double energy_j) {
@@ -82,7 +86,13 @@ void ThreadSampler::run() {
       const double end = gpu_.now_s();
       read_clock();
       std::unique_lock lock(mutex_);
-      series_.add_read(begin, end, value);
+      const double before = series_.last_value_j();
+      if (!series_.add_read(begin, end, value) && !said_went_down_) {
+        said_went_down_ = true;
+        lock.unlock();
+        report_went_down(before, value);
+        lock.lock();
+      }
       if (stopping_) return;
       if (period.count() > 0) wake_.wait_until(lock, started + period, [&] { return stopping_; });
       if (stopping_) return;
@@ -91,6 +101,14 @@ void ThreadSampler::run() {
     if (on_error_)
       on_error_(std::string("energy counter read failed, sampling stopped: ") + e.what());
   }
+}
+
+void ThreadSampler::report_went_down(double before_j, double after_j) {
+  if (!on_error_) return;
+  on_error_("the GPU's energy counter went down, from " + number(before_j) + " J to " +
+            number(after_j) +
+            " J (a GPU reset, or a backend whose total_energy_j() is no running total): the "
+            "changes read before it are dropped and attribution starts again from that read");
 }
 
 void ThreadSampler::read_clock() {

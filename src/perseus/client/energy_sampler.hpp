@@ -68,8 +68,11 @@ class CounterSeries {
  public:
   explicit CounterSeries(std::size_t capacity) : capacity_(capacity) {}
   // One read that began at `begin_s`, ended at `end_s` and returned `energy_j`; a change from the
-  // previous read's value is kept (the first read keeps nothing).
-  void add_read(double begin_s, double end_s, double energy_j);
+  // previous read's value is kept (the first read keeps nothing). A value below the previous one
+  // means the counter started again (a GPU reset, or a backend whose total_energy_j is no running
+  // total): nobody knows the energy across it, so the series starts again too, the read counting
+  // as a first read, and this returns false.
+  bool add_read(double begin_s, double end_s, double energy_j);
   // An exactly timed value (ideal counters).
   void add_exact(double t_s, double energy_j);
   // The changes with from_s < t <= to_s, preceded by the last change at or before from_s.
@@ -78,6 +81,7 @@ class CounterSeries {
   void forget_before(double t_s);
   std::size_t size() const { return samples_.size(); }
   std::size_t reads() const { return reads_; }
+  double last_value_j() const { return last_value_j_; }  // of the last read (0 before any)
 
  private:
   void push(const CounterSample& sample);
@@ -104,7 +108,9 @@ class EnergySampler {
 
 // Reads `gpu.total_energy_j()` (timed by `gpu.now_s()`) on its own thread until destroyed, and
 // `gpu.read_clock()` after each read. A failing counter read stops the sampler and is passed once
-// to `on_error`; a failing clock read stops the clock reads only (also passed to `on_error`).
+// to `on_error`; a failing clock read stops the clock reads only (also passed to `on_error`). A
+// counter that goes down starts the series again (CounterSeries::add_read); the first time, that
+// is passed to `on_error` too.
 class ThreadSampler : public EnergySampler {
  public:
   ThreadSampler(GpuBackend& gpu, SamplerOptions options,
@@ -122,6 +128,8 @@ class ThreadSampler : public EnergySampler {
   // One clock read after a counter read (the lock is taken only to keep it); none once a read
   // failed or the backend reported no clock (read_clocks_).
   void read_clock();
+  // The first counter that went down, to `on_error_` (the lock not held).
+  void report_went_down(double before_j, double after_j);
 
   GpuBackend& gpu_;
   SamplerOptions options_;
@@ -131,6 +139,7 @@ class ThreadSampler : public EnergySampler {
   CounterSeries series_;
   std::deque<ClockSample> clocks_;  // at most options_.capacity, oldest dropped first
   bool read_clocks_ = true;         // sampler thread only
+  bool said_went_down_ = false;     // sampler thread only
   bool stopping_ = false;
   std::thread thread_;
 };

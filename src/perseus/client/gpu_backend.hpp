@@ -24,9 +24,10 @@ class GpuBackend {
   virtual void reset_power_limit() = 0;
   // Seconds on this backend's clock (wall clock for real GPUs, simulated time for the simulator).
   virtual double now_s() = 0;
-  // One read of the energy counter, in joules (monotonic). On a real GPU it blocks for
-  // milliseconds and changes only every ~100 ms: the client never calls it on the training
-  // thread, only from the energy sampler.
+  // One read of the energy counter, in joules (a running total; NVML's is in millijoules). On a
+  // real GPU it blocks for milliseconds and changes only every ~100 ms: the client never calls it
+  // on the training thread, only from the energy sampler. A value below the last one is taken as
+  // a counter that started again (ThreadSampler), and a power no GPU draws is warned of.
   virtual double total_energy_j() = 0;
   // The SM clock now and whether the driver holds it down (ClockReading; read-only and cheap on
   // NVML, ~10 us). Read by the default energy sampler beside each counter read, never on the

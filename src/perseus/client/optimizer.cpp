@@ -11,10 +11,19 @@
 #include "perseus/client/problem_log.hpp"
 #include "perseus/client/schedule_follower.hpp"
 #include "perseus/client/server_session.hpp"
+#include "perseus/profile/plausibility.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/wire/protocol.hpp"
 
 namespace perseus::client {
+
+namespace {
+
+// Measured seconds the power check waits for: 20 refreshes of a real GPU's counter, so that its
+// resolution moves the average power by a few percent at most, far from a unit mistake's 1000x.
+constexpr double kPowerCheckS = 2.0;
+
+}  // namespace
 
 // The hook state machine: schedule in use, clock requests, windows.
 struct PipelineFrequencyOptimizer::Impl {
@@ -30,6 +39,9 @@ struct PipelineFrequencyOptimizer::Impl {
   bool sync_clocks = false;
 
   std::set<std::pair<std::string, int>> clocks_not_reached;  // (instruction, MHz) said so
+  // The power check: the measured iterations so far, until it is done.
+  bool power_checked = false;
+  double power_check_s = 0.0, power_check_j = 0.0;
 
   // Server state.
   std::unique_ptr<ScheduleFollower> follower;  // the schedule in use (none: default clock)
@@ -130,7 +142,24 @@ struct PipelineFrequencyOptimizer::Impl {
           " s (real counters refresh about every 100 ms); its energy reads as 0 J: report "
           "over more iterations (report_every)");
     }
+    check_power(m);
     return m;
+  }
+
+  // Once per run, after kPowerCheckS of measured iterations: an average power that no GPU draws,
+  // the mark of a backend's unit mistake (a counter in millijoules, a clock in milliseconds). The
+  // energies are reported as measured.
+  void check_power(const WindowMeasurements& m) {
+    if (power_checked || !m.measured) return;
+    power_check_s += std::accumulate(m.iter_time.begin(), m.iter_time.end(), 0.0);
+    power_check_j += std::accumulate(m.iter_energy.begin(), m.iter_energy.end(), 0.0);
+    if (!(power_check_s >= kPowerCheckS)) return;
+    power_checked = true;
+    const std::string problem = profile::power_problem(power_check_j, power_check_s);
+    if (problem.empty()) return;
+    problems->local_problem(
+        "the GPU's energy counter over the first measured iterations: " + problem +
+        "; a GPU backend's total_energy_j() must return joules and now_s() seconds");
   }
 
   // Once per instruction and clock: the GPU ran it below its locked clock (the power limit or

@@ -25,6 +25,14 @@ double max_power(const Profile& profile) {
 
 }  // namespace
 
+std::string power_problem(double energy_j, double time_s) {
+  const double power = energy_j / time_s;
+  if (power >= kMinPowerW && power <= kMaxPowerW) return "";
+  return "average power " + number(energy_j) + " J / " + number(time_s) + " s = " + number(power) +
+         " W is outside " + number(kMinPowerW) + ".." + number(kMaxPowerW) +
+         " W for one GPU (time in seconds, energy in joules" + unit_hint(power) + ")";
+}
+
 void check_plausible(const Profile& profile) {
   std::vector<const Measurement*> rows;  // in file order, so the first bad line is named
   for (const auto& [key, list] : profile.all()) {
@@ -38,13 +46,8 @@ void check_plausible(const Profile& profile) {
           std::to_string(m->frequency_mhz) + " MHz is outside " + std::to_string(kMinClockMhz) +
               ".." + std::to_string(kMaxClockMhz) + " MHz (clocks are in MHz)"));
     }
-    double power = m->energy_j / m->time_s;
-    if (power < kMinPowerW || power > kMaxPowerW) {
-      throw ImplausibleInput(located(
-          profile.source(), m->line, "energy",
-          "average power " + number(m->energy_j) + " J / " + number(m->time_s) + " s = " +
-              number(power) + " W is outside " + number(kMinPowerW) + ".." + number(kMaxPowerW) +
-              " W for one GPU (time in seconds, energy in joules" + unit_hint(power) + ")"));
+    if (const std::string problem = power_problem(m->energy_j, m->time_s); !problem.empty()) {
+      throw ImplausibleInput(located(profile.source(), m->line, "energy", problem));
     }
   }
 }

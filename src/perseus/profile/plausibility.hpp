@@ -6,6 +6,8 @@
 // instruction power.
 #pragma once
 
+#include <string>
+
 #include "perseus/profile/profile.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/gpu_limits.hpp"
@@ -17,6 +19,11 @@ class ImplausibleInput : public Error {
  public:
   using Error::Error;
 };
+
+// "" when `energy_j` over `time_s` is a power one GPU draws; else what is wrong, with the likely
+// unit mistake ("average power 1200 J / 0.01 s = 120000 W is outside ...; energy in
+// millijoules ...?").
+std::string power_problem(double energy_j, double time_s);
 
 // Throws ImplausibleInput naming the first implausible row (source:line, field), its value and
 // the likely unit mistake. O(n log n) in the number of rows.

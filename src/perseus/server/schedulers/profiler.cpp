@@ -24,6 +24,7 @@
 #include <tuple>
 
 #include "perseus/profile/csv.hpp"
+#include "perseus/profile/plausibility.hpp"
 #include "perseus/profile/profile.hpp"
 #include "perseus/server/schedulers/schedulers.hpp"
 #include "perseus/util/files.hpp"
@@ -268,6 +269,19 @@ class Profiler : public Scheduler {
     write_file_atomic(path, text.str());
   }
 
+  // A profile that planners refuse as implausible (a client's unit mistake: a backend's counter
+  // in millijoules) is kept as measured, and the server log says so now, naming the row, not
+  // when someone plans with it.
+  void warn_if_implausible() const {
+    try {
+      profile::check_plausible(profile::read_profile_csv(output_.string()));
+    } catch (const profile::ImplausibleInput& e) {
+      log::warn(context_ + ": " + e.what() +
+                "; the profile is written as measured, and planners refuse it without "
+                "--allow-implausible");
+    }
+  }
+
   bool past_minimum() const {
     return std::all_of(rises_.begin(), rises_.end(), [&](int n) { return n >= patience_; });
   }
@@ -278,6 +292,7 @@ class Profiler : public Scheduler {
       std::ostringstream csv;
       profile::write_profile_csv(profile_, csv, extra_columns());
       write_file_atomic(output_, csv.str());
+      warn_if_implausible();
       nlohmann::json summary = {
           {"clocks", measured_},           {"rounds", rounds_},
           {"measured_s", measured_s_},     {"target_stderr", target_stderr_},
