@@ -114,7 +114,8 @@ class PipelineFrequencyOptimizer:
         job_id: join this job instead of registering one. When None and torch.distributed is
             initialized, rank 0's id is broadcast to every rank.
         scheduler, scheduler_args: per-job scheduler name and its arguments (a dict).
-        report_every: iterations per reporting window.
+        report_every: iterations per reporting window (a schedule may ask for more: the
+            profiler does when windows are too short for the energy counter).
         strict: raise :class:`perseus.PerseusError` on server trouble instead of degrading.
         request_timeout, barrier_timeout: seconds per HTTP request / for the schedule barrier.
         retries: retries per request after the first attempt.

@@ -302,8 +302,9 @@ def test_profiler_records_the_clock_each_row_ran_at(server, tmp_path, monkeypatc
     monkeypatch.setenv("FAKE_NVML_READ_MS", "1")
     monkeypatch.setenv("FAKE_NVML_REFRESH_MS", "10")
     out = tmp_path / "capped.csv"
+    # Windows of 0.16 s hold 16 refreshes of this counter: long enough (min_window 0).
     args = {"microbatches": 1, "output": str(out), "skip_iterations": 0, "max_windows": 1,
-            "patience": 1}
+            "patience": 1, "min_window": 0}
     logs = []
     gpu = perseus.NvmlGpu(0, library=FAKE)
     opt = perseus.PipelineFrequencyOptimizer(

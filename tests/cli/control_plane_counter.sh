@@ -5,8 +5,9 @@
 # recovers from the counter must be within 2 % of the simulated GPUs' profile on every row, the
 # profile CSV must carry each row's relative standard error, and the fastest plan's saving must
 # be within 0.5 points of the saving with the ideal counter. Short instructions (H100 model,
-# 3-12 ms) must be recovered within 3 %. The old way of measuring (counter deltas around each
-# instruction) must fail the same checks, or this test proves nothing.
+# 3-12 ms) must be recovered within 3 %, also in the profiler's windows lengthened from one
+# iteration each. The old way of measuring (counter deltas around each instruction) must fail the
+# same checks, or this test proves nothing.
 set -euo pipefail
 perseus=$1
 tmp=$(mktemp -d)
@@ -26,6 +27,15 @@ loop deltas "--attribution deltas"
 short="4 h100 --forward-time=0.003"
 loop short "--trace-dir $tmp/traces" $short
 run_loop short-deltas "--attribution deltas" $short || true  # a 0 J row stops its planning
+# Windows about as short as the counter's refresh (one iteration of about 0.1 s per window): the
+# profiler asks for windows of at least 0.5 s. Without that (min_window 0) many windows see no
+# counter change, their rows read 0 J, and planning refuses the profile.
+tiny="4 h100 --forward-time=0.002"
+loop tiny "--report-every 1" $tiny
+PERSEUS_PROFILER_ARGS='"min_window": 0' run_loop tiny-as-reported "--report-every 1" $tiny &&
+  fail "windows of one iteration made a usable profile without longer windows: blind check"
+grep -q "average power 0 J" "$tmp/tiny-as-reported.log" ||
+  fail "tiny-as-reported failed otherwise: $(tail -3 "$tmp/tiny-as-reported.log")"
 
 worst() {  # profile dir -> the largest relative energy error over the rows, in percent
   /usr/bin/python3 - "$tmp/$1/profile.csv" "$tmp/$1/gpus.csv" <<'PY'
@@ -50,6 +60,11 @@ awk -v w="$short_worst" 'BEGIN {exit !(w < 3.0)}' ||
   fail "short instructions: a recovered row is off by $short_worst % (limit 3 %)"
 awk -v w="$short_deltas" 'BEGIN {exit !(w > 3.0)}' ||
   fail "short instructions: deltas recovered every row within 3 % ($short_deltas %): blind check"
+tiny_worst=$(worst tiny)
+awk -v w="$tiny_worst" 'BEGIN {exit !(w < 3.0)}' ||
+  fail "windows lengthened by the profiler: a recovered row is off by $tiny_worst % (limit 3 %)"
+/usr/bin/python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["report_every"] >= 5' \
+  "$tmp/tiny/profile.csv.json" || fail "the profiler did not ask for windows of 5 iterations or more"
 # --trace-dir: every rank's windows as attribution traces, with each change's spread.
 PYTHONPATH="$(dirname "$perseus")/../python" /usr/bin/python3 - "$tmp/traces" <<'PY' ||
 import glob, json, sys
@@ -103,4 +118,5 @@ saving() { value_of energy_saving_pct "$tmp/$1/summary.txt"; }
 awk -v a="$(saving realistic)" -v b="$(saving ideal)" 'BEGIN {d = a - b; if (d < 0) d = -d; exit !(d <= 0.5)}' ||
   fail "saving with the realistic counter $(saving realistic) % vs ideal $(saving ideal) %"
 echo "ok: worst row $realistic % (deltas $deltas %), saving $(saving realistic) % vs ideal" \
-  "$(saving ideal) %; short instructions: worst row $short_worst % (deltas $short_deltas %)"
+  "$(saving ideal) %; short instructions: worst row $short_worst % (deltas $short_deltas %);" \
+  "windows lengthened: worst row $tiny_worst %"

@@ -165,6 +165,32 @@ TEST(ClientOptimizer, SetsThePowerLimitOfPowerLimitSchedules) {
   EXPECT_TRUE(w.lines->empty());
 }
 
+// A schedule that asks for more iterations per window (the profiler, when windows are too short
+// for the energy counter) is followed from the window after it; one that does not ask goes back
+// to the client's own report_every.
+TEST(ClientOptimizer, ReportsEveryAsManyIterationsAsTheScheduleAsks) {
+  json longer = clocks(800, 600);
+  longer["report_every"] = 5;
+  ScriptedServer server(std::vector<json>{longer, clocks(800, 600), clocks(600, 600)});
+  Warnings w;
+  PipelineFrequencyOptimizer opt(fast_options(server.http->url(), w), sim());  // report_every 2
+  iterate(opt, 5);
+  ASSERT_EQ(server.result_count(), 1u);  // round 0's window of 5 iterations
+  EXPECT_EQ(server.results[0]["iter_time"].size(), 5u);
+  EXPECT_EQ(opt.round(), 1);
+  iterate(opt, 2);
+  ASSERT_EQ(server.result_count(), 2u);  // round 1 asks nothing: 2 again
+  EXPECT_EQ(server.results[1]["iter_time"].size(), 2u);
+  EXPECT_TRUE(opt.done());
+  EXPECT_CONTAINS(error_of([] {
+                    json bad = clocks(800, 600);
+                    bad["report_every"] = 0;
+                    bad["rank"] = 0;
+                    perseus::wire::parse_frequency_schedule(bad);
+                  }),
+                  "field 'report_every'");
+}
+
 TEST(ClientOptimizer, RunsAtTheDefaultClockWhenTheScheduleDoesNotMatchTheLoop) {
   ScriptedServer server(std::vector<json>{clocks(800, 600), clocks(600, 600)});
   Warnings w;

@@ -171,6 +171,39 @@ TEST(SchedulerProfiler, SaysWhenItWritesAProfilePlannersRefuse) {
   }
 }
 
+// Windows shorter than `min_window` hold too few refreshes of a real energy counter: the clock is
+// measured again, the clients asked for enough iterations per window (with a tenth to spare). A
+// client that does not follow (Zeus's) has its short windows taken as they are.
+TEST(SchedulerProfiler, AsksForLongerWindowsWhenTheyAreTooShortForTheCounter) {
+  TempDir dir;
+  JobSpec job = job_with({{"microbatches", 4}, {"min_frequency", 1380}, {"min_window", 5.0}});
+  job.output_dir = dir.path();
+  const CostFn cost = from_profile(a100_profile());
+  for (bool follows : {true, false}) {
+    SCOPED_TRACE(follows);
+    auto s = make_scheduler("profiler", job);
+    const Round first = s->next();
+    EXPECT_FALSE(first.report_every);
+    const auto short_windows = results_of(first, cost, {.iterations = 2});
+    const double window_s = short_windows[0].iter_time[0] * 2;
+    ASSERT_LT(window_s, 5.0);
+    s->observe(short_windows);
+    const Round again = s->next();
+    EXPECT_EQ(clocks_of(again.stages), clocks_of(first.stages));  // the same clock, again
+    EXPECT_EQ(again.report_every, static_cast<int>(std::ceil(1.1 * 5.0 / window_s * 2)));
+    EXPECT_EQ(s->status()["measured"], 0);
+    EXPECT_EQ(s->status()["report_every"], *again.report_every);
+    s->observe(results_of(again, cost, {.iterations = follows ? *again.report_every : 2}));
+    EXPECT_EQ(s->status()["measured"], 1);  // taken: long enough, or not followed
+    EXPECT_EQ(s->next().report_every, again.report_every);
+  }
+  job.args["min_window"] = 0.0;  // never asks
+  auto s = make_scheduler("profiler", job);
+  s->observe(results_of(s->next(), cost, {.iterations = 1}));
+  EXPECT_EQ(s->status()["measured"], 1);
+  EXPECT_FALSE(s->next().report_every);
+}
+
 TEST(SchedulerProfiler, SweepsOnlyTheClocksWithinTheBounds) {
   TempDir dir;
   JobSpec job = job_with({{"microbatches", 2}, {"min_frequency", 1200}, {"max_frequency", 1300}});

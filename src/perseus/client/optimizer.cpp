@@ -39,6 +39,7 @@ struct PipelineFrequencyOptimizer::Impl {
   bool sync_clocks = false;
 
   std::set<std::pair<std::string, int>> clocks_not_reached;  // (instruction, MHz) said so
+  bool unmeasured_said = false;  // a window in which the counter did not change (once per run)
   // The power check: the measured iterations so far, until it is done.
   bool power_checked = false;
   double power_check_s = 0.0, power_check_j = 0.0;
@@ -48,6 +49,8 @@ struct PipelineFrequencyOptimizer::Impl {
   int next_round = 0;
   bool done = false, degraded = false;
   bool limit_set = false;  // a schedule's power limit is set
+
+  int report_every = 0;  // iterations per window: the schedule's, else opt.report_every
 
   // The iteration in progress.
   bool in_step = false;
@@ -135,12 +138,13 @@ struct PipelineFrequencyOptimizer::Impl {
       iterations.push_back({m.iter_time[i], m.iter_energy[i]});
     }
     if (!opt.observe) warn_of_clocks_not_reached(m.clocks);
-    if (!m.iter_time.empty() && !m.measured) {
-      problems->warn_once(
-          "the GPU's energy counter did not change during a reporting window of " +
-          number(std::accumulate(m.iter_time.begin(), m.iter_time.end(), 0.0)) +
-          " s (real counters refresh about every 100 ms); its energy reads as 0 J: report "
-          "over more iterations (report_every)");
+    if (!m.iter_time.empty() && !m.measured && !unmeasured_said) {
+      unmeasured_said = true;
+      problems->log("the GPU's energy counter did not change during a reporting window of " +
+                    number(std::accumulate(m.iter_time.begin(), m.iter_time.end(), 0.0)) +
+                    " s (real counters refresh about every 100 ms); its energy reads as 0 J: "
+                    "report over more iterations (report_every; the profiler asks for more by "
+                    "itself)");
     }
     check_power(m);
     return m;
@@ -184,6 +188,7 @@ struct PipelineFrequencyOptimizer::Impl {
   void apply(wire::FrequencySchedule s) {
     next_round = s.round + 1;
     done = s.done;
+    report_every = s.report_every.value_or(opt.report_every);
     degraded = false;
     apply_power_limit(s);
     follower->follow(std::move(s));
@@ -194,7 +199,7 @@ struct PipelineFrequencyOptimizer::Impl {
     if (opt.strict) throw Error(why);
     if (!degraded) {
       problems->log(why + "; running at the default clock, retrying every " +
-                    std::to_string(opt.report_every) + " iterations");
+                    std::to_string(report_every) + " iterations");
     }
     degraded = true;
     follower->drop();
@@ -258,6 +263,7 @@ PipelineFrequencyOptimizer::PipelineFrequencyOptimizer(OptimizerOptions options,
   options.validate();
   Impl& m = *impl_;
   m.opt = std::move(options);
+  m.report_every = m.opt.report_every;
   m.problems = std::make_unique<ProblemLog>(m.opt.log, m.opt.strict);
   m.follower = std::make_unique<ScheduleFollower>(m.opt.rank, m.opt.strict);
   m.gpu = std::move(gpu);
@@ -355,7 +361,7 @@ void PipelineFrequencyOptimizer::on_step_end() {
   m.window->step_end(t);
   if (m.session && !m.done) m.check_iteration_length();
   m.follower->count_iteration();
-  if (m.window->iterations() < static_cast<std::size_t>(m.opt.report_every)) return;
+  if (m.window->iterations() < static_cast<std::size_t>(m.report_every)) return;
   const std::string warning = m.follower->window_warning(m.window->iterations());
   if (!warning.empty()) m.problems->log(warning);
   m.window_boundary();

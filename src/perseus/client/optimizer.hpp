@@ -13,9 +13,10 @@
 // rank registers itself and fetches round 0's schedule (a barrier over the job's ranks). Each
 // on_instruction_begin takes the schedule's next (instruction label, MHz) entry and has the clock
 // thread lock that clock (schedules with power_limit_w set the limit once per round instead). After
-// report_every iterations the rank posts its measurements for the round and fetches the next
-// round's schedule, used from the next step on; a schedule with done=true is kept for good and
-// nothing more is reported.
+// report_every iterations (or as many as the schedule asks for: the profiler lengthens windows
+// too short for the energy counter) the rank posts its measurements for the round and fetches
+// the next round's schedule, used from the next step on; a schedule with done=true is kept for
+// good and nothing more is reported.
 //
 // Measurement (architecture section 9): the hooks only record timestamps (the backend's now_s())
 // and instruction names; they never read the energy counter, which on a real GPU blocks for ~4 ms.
@@ -72,7 +73,7 @@ struct OptimizerOptions {
   // Per-job scheduler (extension; empty: the server's default).
   std::string scheduler;
   nlohmann::json scheduler_args = nlohmann::json::object();
-  int report_every = 5;             // iterations per reporting window
+  int report_every = 5;             // iterations per reporting window (a schedule may ask more)
   double request_timeout_s = 5.0;   // per HTTP request (connect, send, short answers)
   double barrier_timeout_s = 10.0;  // waiting for the schedule barrier
   int retries = 3;                  // attempts after the first, per request

@@ -225,7 +225,7 @@ wire::FrequencySchedule Job::schedule_for(int rank, int round) const {
   const auto& info = *ranks_[static_cast<std::size_t>(rank)];
   const Round& r = rounds_[static_cast<std::size_t>(round)];
   const StagePlan& plan = plan_for(r, info.dp_rank, info.pp_rank);
-  return {rank, plan.frequencies, round, r.done, plan.power_limit_w};
+  return {rank, plan.frequencies, round, r.done, plan.power_limit_w, r.report_every};
 }
 
 void Job::request_schedule(int rank, std::optional<int> round, Responder respond) {

@@ -42,9 +42,11 @@ json round_to_json(const Round& round) {
   for (const auto& [dp, stages] : round.pipelines) {
     pipelines[std::to_string(dp)] = stages_to_json(stages);
   }
-  return {{"stages", stages_to_json(round.stages)},
-          {"pipelines", std::move(pipelines)},
-          {"done", round.done}};
+  json j = {{"stages", stages_to_json(round.stages)},
+            {"pipelines", std::move(pipelines)},
+            {"done", round.done}};
+  if (round.report_every) j["report_every"] = *round.report_every;
+  return j;
 }
 
 Round round_from_json(const json& j) {
@@ -54,6 +56,7 @@ Round round_from_json(const json& j) {
     round.pipelines[std::stoi(dp)] = stages_from_json(stages);
   }
   round.done = j.at("done").get<bool>();
+  if (j.contains("report_every")) round.report_every = j["report_every"].get<int>();
   return round;
 }
 

@@ -57,6 +57,8 @@ struct Round {
   // runs its fastest plan while the others slow down.
   std::map<int, std::vector<StagePlan>> pipelines;
   bool done = false;  // the final round: clients keep these plans and stop reporting
+  // Iterations per reporting window the clients are asked for (none: their own report_every).
+  std::optional<int> report_every;
 };
 
 // Results of one stage for one round, aggregated over the stage's ranks.

@@ -81,6 +81,7 @@ json to_json(const FrequencySchedule& schedule) {
             {"round", schedule.round},
             {"done", schedule.done}};
   if (schedule.power_limit_w) j["power_limit_w"] = *schedule.power_limit_w;
+  if (schedule.report_every) j["report_every"] = *schedule.report_every;
   return j;
 }
 
@@ -172,6 +173,9 @@ FrequencySchedule parse_frequency_schedule(const json& body) {
   if (body.contains("done")) schedule.done = fields.as_bool(body["done"], "done");
   if (const json* limit = fields.optional(body, "power_limit_w")) {
     schedule.power_limit_w = fields.as_number(*limit, "power_limit_w");
+  }
+  if (const json* every = fields.optional(body, "report_every")) {
+    schedule.report_every = fields.as_int(*every, "report_every", 1, kMaxReportEvery);
   }
   return schedule;
 }

@@ -60,7 +60,12 @@ struct FrequencySchedule {
   int round = 0;                        // which schedule of the job this is (0, 1, ...)
   bool done = false;                    // the last schedule: keep it, stop reporting
   std::optional<double> power_limit_w;  // set the power limit instead of locking clocks
+  // Iterations per reporting window from this schedule on (none: the client's own report_every);
+  // 1..kMaxReportEvery. The profiler asks for more when windows are too short for the counter.
+  std::optional<int> report_every;
 };
+
+inline constexpr int kMaxReportEvery = 100000;
 
 // Instruction names on the wire (FrequencySchedule entries, breakdown keys). A GPU that runs one
 // pipeline stage names an instruction by its kind alone ("forward", "backward", "backward_input",

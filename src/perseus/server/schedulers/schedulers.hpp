@@ -33,6 +33,10 @@ std::unique_ptr<Scheduler> make_zeus_per_stage(const JobSpec& job);
 inline bool positive(double v) {
   return v > 0.0;
 }
+// Checks for number(): v >= 0.
+inline bool non_negative(double v) {
+  return v >= 0.0;
+}
 
 class ArgReader {
  public:
