@@ -14,6 +14,7 @@
 
 #include "perseus/client/energy_sampler.hpp"
 #include "perseus/client/gpu_backend.hpp"
+#include "scripted_server.hpp"
 
 namespace {
 
@@ -21,6 +22,7 @@ using perseus::client::ClockReading;
 using perseus::client::ClockSample;
 using perseus::client::SamplerOptions;
 using perseus::client::ThreadSampler;
+using perseus::test::Warnings;
 
 // A backend whose clock reads 1000 + n MHz at its n-th read (held down on odd reads), fails from
 // its `fail_at`-th read on (0: never), or reports no clock at all; its counter reads n J at its
@@ -85,19 +87,15 @@ TEST(ThreadSampler, KeepsAClockReadingBesideEachCounterReadAndForgetsThemWithIt)
 
 TEST(ThreadSampler, AFailingClockReadStopsTheClockReadsButNotTheCounter) {
   ClockBackend gpu(ClockBackend::Clock::kCounting, 4);
-  std::mutex mutex;
-  std::vector<std::string> errors;
-  ThreadSampler sampler(gpu, SamplerOptions{0.001, 65536}, [&](const std::string& e) {
-    std::lock_guard lock(mutex);
-    errors.push_back(e);
-  });
+  Warnings errors;
+  ThreadSampler sampler(gpu, SamplerOptions{0.001, 65536}, errors.sink());
   wait_for([&] { return gpu.energy_reads_ >= 20; });
   EXPECT_EQ(gpu.clock_reads_, 4);  // three readings, then the failure, then no more tries
   EXPECT_EQ(sampler.clocks(0.0, gpu.now_s()).size(), 3u);
   EXPECT_FALSE(sampler.series(0.0, gpu.now_s()).empty());
-  std::lock_guard lock(mutex);
-  ASSERT_EQ(errors.size(), 1u);
-  EXPECT_EQ(errors[0], "SM clock read failed, clock reads stopped: NVML is gone");
+  std::lock_guard lock(*errors.mutex);
+  ASSERT_EQ(errors.lines->size(), 1u);
+  EXPECT_EQ(errors.lines->front(), "SM clock read failed, clock reads stopped: NVML is gone");
 }
 
 TEST(ThreadSampler, ABackendWithoutAClockIsAskedOnce) {
@@ -110,12 +108,8 @@ TEST(ThreadSampler, ABackendWithoutAClockIsAskedOnce) {
 
 TEST(ThreadSampler, ACounterThatGoesDownIsSaidOnceAndTheSeriesStartsAgain) {
   ClockBackend gpu(ClockBackend::Clock::kNone, 0, 10);
-  std::mutex mutex;
-  std::vector<std::string> errors;
-  ThreadSampler sampler(gpu, SamplerOptions{0.001, 65536}, [&](const std::string& e) {
-    std::lock_guard lock(mutex);
-    errors.push_back(e);
-  });
+  Warnings errors;
+  ThreadSampler sampler(gpu, SamplerOptions{0.001, 65536}, errors.sink());
   wait_for([&] { return gpu.energy_reads_ >= 20; });
   const auto series = sampler.series(0.0, gpu.now_s());
   ASSERT_FALSE(series.empty());
@@ -123,9 +117,9 @@ TEST(ThreadSampler, ACounterThatGoesDownIsSaidOnceAndTheSeriesStartsAgain) {
   for (std::size_t i = 1; i < series.size(); ++i) {
     EXPECT_GT(series[i].energy_j, series[i - 1].energy_j);
   }
-  std::lock_guard lock(mutex);
-  ASSERT_EQ(errors.size(), 1u);
-  EXPECT_EQ(errors[0],
+  std::lock_guard lock(*errors.mutex);
+  ASSERT_EQ(errors.lines->size(), 1u);
+  EXPECT_EQ(errors.lines->front(),
             "the GPU's energy counter went down, from 9000 J to 1 J (a GPU reset, or a backend "
             "whose total_energy_j() is no running total): the changes read before it are dropped "
             "and attribution starts again from that read");
