@@ -182,13 +182,13 @@ TEST(ClientOptimizer, ReportsEveryAsManyIterationsAsTheScheduleAsks) {
   ASSERT_EQ(server.result_count(), 2u);  // round 1 asks nothing: 2 again
   EXPECT_EQ(server.results[1]["iter_time"].size(), 2u);
   EXPECT_TRUE(opt.done());
-  EXPECT_CONTAINS(error_of([] {
-                    json bad = clocks(800, 600);
-                    bad["report_every"] = 0;
-                    bad["rank"] = 0;
-                    perseus::wire::parse_frequency_schedule(bad);
-                  }),
-                  "field 'report_every'");
+  for (json every : {json(0), json(perseus::wire::kMaxReportEvery + 1), json(2.5), json("5")}) {
+    json bad = clocks(800, 600);
+    bad["report_every"] = every;
+    bad["rank"] = 0;
+    EXPECT_CONTAINS(error_of([&] { perseus::wire::parse_frequency_schedule(bad); }),
+                    "field 'report_every'");
+  }
 }
 
 TEST(ClientOptimizer, RunsAtTheDefaultClockWhenTheScheduleDoesNotMatchTheLoop) {

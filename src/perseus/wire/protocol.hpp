@@ -65,7 +65,9 @@ struct FrequencySchedule {
   std::optional<int> report_every;
 };
 
-inline constexpr int kMaxReportEvery = 100000;
+// A window of 10000 iterations lasts 0.5 s even at 50 us per iteration; more would let a server
+// make a client keep millions of spans.
+inline constexpr int kMaxReportEvery = 10000;
 
 // Instruction names on the wire (FrequencySchedule entries, breakdown keys). A GPU that runs one
 // pipeline stage names an instruction by its kind alone ("forward", "backward", "backward_input",
