@@ -67,7 +67,11 @@ MEMORY_BOUND = MODEL == "memory-bound"
 WIDTH, HEADS, FFN, SEQ = (64, 4, 128, 32) if DRY else (
     (8192, 0, 0, 2048) if MEMORY_BOUND else (4096, 32, 16384, 2048))
 MICROBATCHES = (1, 4) if DRY else ((8, 16) if MEMORY_BOUND else (1, 4, 8))
-TRUTH_S = 0.6 if DRY else 3.0
+TRUTH_S = 1.0 if DRY else 3.0
+# The packed truth reads the counter after each batch of instructions this long: a change is
+# timed by the read that saw it, up to a batch late (on the CPU, where the batches are short
+# windows of a loaded machine, reads come more often).
+BATCH_S = 0.005 if DRY else 0.025
 WINDOW_S = 1.0 if DRY else 6.0
 METHODS = ("busy-overlap", "fit", "overlap", "deltas")
 ORDERS = {"alternating": "FB", "1f1b": "FFF" + "FB" * 5 + "BBB",
@@ -125,7 +129,7 @@ def truth(net, x, gpu, pairs):
     timer = Timer()
     one()
     per = timer.seconds()
-    batch = max(1, int(0.025 / per) + 1)
+    batch = max(1, int(BATCH_S / per) + 1)
     prefill = max(batch, int(0.3 / per) + 1)
     timer = Timer()
     for _ in range(prefill):
