@@ -96,6 +96,27 @@ TEST(SchedulerZeus, GlobalPicksTheLimitWithTheLowestCost) {
   EXPECT_NEAR(st["chosen"]["cost"].get<double>(), best_cost, 1e-9 * best_cost);
 }
 
+// A limit whose windows were too short for a real energy counter is measured again, in windows of
+// as many iterations as the scheduler asks for (WindowLength, as the profiler does).
+TEST(SchedulerZeus, MeasuresALimitAgainWhenItsWindowsAreTooShort) {
+  auto s = make_scheduler("zeus-global", job_with({{"microbatches", 1},
+                                                   {"min_window", 0.5},
+                                                   {"power_limits", json::array({400, 300})}}));
+  const Round first = s->next();
+  const auto short_windows = results_of(first, power_limit_model(), {.iterations = 1});
+  const double window_s = short_windows[0].iter_time[0];
+  ASSERT_LT(window_s, 0.5);
+  s->observe(short_windows);
+  const Round again = s->next();
+  EXPECT_EQ(again.stages[0].power_limit_w, 400.0);  // the same limit
+  EXPECT_EQ(again.report_every, static_cast<int>(std::ceil(1.1 * 0.5 / window_s)));
+  EXPECT_TRUE(s->status()["sweep"].empty());
+  EXPECT_EQ(s->status()["report_every"], *again.report_every);
+  s->observe(results_of(again, power_limit_model(), {.iterations = *again.report_every}));
+  EXPECT_EQ(s->status()["sweep"].size(), 1u);
+  EXPECT_EQ(s->next().stages[0].power_limit_w, 300.0);
+}
+
 TEST(SchedulerZeus, PerStageBalancesStagesToTheHeaviestOne) {
   const double eta = 0.3;
   std::vector<Measured> sweep;

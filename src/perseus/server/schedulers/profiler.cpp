@@ -17,10 +17,8 @@
 // summary (`<csv>.json`: rounds, measured seconds, worst error, and the rows whose clock the GPU
 // did not reach, e.g. held down by its power limit, which the server also logs as a warning).
 #include <algorithm>
-#include <cmath>
 #include <functional>
 #include <map>
-#include <numeric>
 #include <optional>
 #include <sstream>
 #include <tuple>
@@ -102,7 +100,7 @@ class Profiler : public Scheduler {
     skip_ = static_cast<std::size_t>(args.integer("skip_iterations", 0, 1));
     target_stderr_ = args.number("target_stderr", positive, "a number > 0", 0.01);
     max_windows_ = args.integer("max_windows", 1, 10);
-    min_window_s_ = args.number("min_window", non_negative, "a number >= 0 (seconds)", 0.5);
+    windows_ = WindowLength(args);
     output_ = output_path(args, "output", job, args.text("output", "profile.csv"));
     args.naming("output", [&] {
       ensure_writable_dir(output_.parent_path().empty() ? fs::path(".") : output_.parent_path());
@@ -116,7 +114,7 @@ class Profiler : public Scheduler {
     Round r;
     r.done = done_;
     r.stages = uniform_plans(sched_, done_ ? max_clock_ : clocks_[measured_]);
-    r.report_every = report_every_;
+    r.report_every = windows_.report_every();
     return r;
   }
 
@@ -126,7 +124,7 @@ class Profiler : public Scheduler {
     for (const auto& w : windows)
       measured_s_ += w.iter_time_s / static_cast<double>(results.size());
     ++rounds_;
-    if (lengthen_windows(results)) return;      // measure this clock again, in longer windows
+    if (windows_.too_short(results)) return;    // measure this clock again, in longer windows
     if (measured_ == 0) blocked_.add(windows);  // every window at the highest clock
     const double error = worst_relative_stderr(results, windows);
     if (error > target_stderr_ && ++repeats_ < max_windows_) return;  // measure this clock again
@@ -151,7 +149,7 @@ class Profiler : public Scheduler {
         {"output", output_.string()},
         {"blocking_power_w", blocking_w ? nlohmann::json(*blocking_w) : nlohmann::json(nullptr)},
         {"clocks_not_reached", clocks_not_reached().size()},
-        {"report_every", report_every_ ? nlohmann::json(*report_every_) : nlohmann::json(nullptr)},
+        {"report_every", windows_.status()},
         {"state", done_ ? "done" : "profiling"}};
   }
 
@@ -159,26 +157,6 @@ class Profiler : public Scheduler {
   // Known once the highest clock is measured.
   std::optional<double> blocking_power_w() const {
     return measured_ > 0 ? blocked_.power_w() : std::nullopt;
-  }
-
-  // A window shorter than min_window_s_ holds too few refreshes of a real GPU's energy counter
-  // (every ~100 ms) to attribute, or none: its energies read 0 J. Then the clients are asked for
-  // enough iterations per window (report_every, with a tenth to spare) and the clock is measured
-  // again; true when so. Clients that do not follow (Zeus's) keep their windows, which are taken.
-  bool lengthen_windows(const std::vector<StageResult>& results) {
-    double window_s = 0.0;
-    std::size_t iterations = 0;
-    for (const StageResult& r : results) {
-      window_s = std::max(window_s, std::accumulate(r.iter_time.begin(), r.iter_time.end(), 0.0));
-      iterations = std::max(iterations, r.iter_time.size());
-    }
-    if (!(window_s > 0.0) || window_s >= min_window_s_) return false;
-    if (report_every_ && static_cast<int>(iterations) < *report_every_) return false;
-    if (report_every_ == wire::kMaxReportEvery) return false;
-    const double wanted =
-        std::ceil(1.1 * min_window_s_ / window_s * static_cast<double>(iterations));
-    report_every_ = static_cast<int>(std::min<double>(wanted, wire::kMaxReportEvery));
-    return true;
   }
 
   // The largest relative standard error of an instruction's energy over the stages; 0 when the
@@ -326,8 +304,7 @@ class Profiler : public Scheduler {
                                 {"target_stderr", target_stderr_},
                                 {"worst_stderr", worst_stderr_},
                                 {"clocks_not_reached", clocks_not_reached()},
-                                {"report_every", report_every_ ? nlohmann::json(*report_every_)
-                                                               : nlohmann::json(nullptr)}};
+                                {"report_every", windows_.status()}};
       write_file_atomic(output_.string() + ".json", summary.dump(2) + "\n");
       if (const auto& below = summary["clocks_not_reached"]; !below.empty()) {
         log::warn(context_ + ": " + std::to_string(below.size()) +
@@ -355,11 +332,10 @@ class Profiler : public Scheduler {
   std::size_t measured_ = 0;
   Blocked blocked_;  // at the highest clock
   bool done_ = false;
-  double target_stderr_ = 0.01;      // relative
-  int max_windows_ = 10;             // rounds per clock at most
-  double min_window_s_ = 0.5;        // shorter windows are measured again, longer
-  std::optional<int> report_every_;  // iterations per window asked of the clients
-  int repeats_ = 0;                  // extra rounds of the current clock so far
+  double target_stderr_ = 0.01;  // relative
+  int max_windows_ = 10;         // rounds per clock at most
+  WindowLength windows_;
+  int repeats_ = 0;  // extra rounds of the current clock so far
   int rounds_ = 0;
   double measured_s_ = 0.0;    // seconds of measured iterations (one pipeline)
   double worst_stderr_ = 0.0;  // largest relative standard error kept in the profile

@@ -148,4 +148,24 @@ std::vector<StageWindow> summarize_all(const std::string& context,
                                        const std::vector<StageResult>& results,
                                        const schedule::Schedule& sched, std::size_t skip);
 
+// Reporting windows long enough for a real GPU's energy counter, refreshed every ~100 ms: a round
+// whose longest window lasted under `min_window` seconds (a scheduler argument, 0.5 by default;
+// 0: any) held too few refreshes to attribute, or none, and its energies read 0 J. It is measured
+// again, with the clients asked for enough iterations per window (Round::report_every, with a
+// tenth to spare). Clients that do not follow (Zeus's) keep their windows, which are taken.
+class WindowLength {
+ public:
+  WindowLength() = default;
+  explicit WindowLength(const ArgReader& args);
+  // True when the round of `results` is to be measured again, in longer windows.
+  bool too_short(const std::vector<StageResult>& results);
+  // What to ask the clients for (none until a window was too short).
+  std::optional<int> report_every() const { return report_every_; }
+  nlohmann::json status() const;
+
+ private:
+  double min_s_ = 0.5;
+  std::optional<int> report_every_;
+};
+
 }  // namespace perseus::server::schedulers

@@ -1,6 +1,7 @@
 // "zeus-global" and "zeus-per-stage": the Zeus power-limit baselines, online. One round per power
 // limit from highest to lowest (every instruction at the highest clock under that limit), then
-// the final round serves the limits with the lowest cost eta * E + (1 - eta) * P_max * T:
+// the final round serves the limits with the lowest cost eta * E + (1 - eta) * P_max * T (a limit
+// whose windows were too short for the energy counter is measured again, WindowLength):
 //   global     one limit for every stage; T = slowest stage's mean iteration time, E = summed
 //              mean iteration energy of the stages.
 //   per-stage  the heaviest stage (largest busy time at the highest limit) gets a swept limit L,
@@ -81,12 +82,14 @@ class Zeus : public Scheduler {
   Zeus(const JobSpec& job, Mode mode)
       : context_(context_of(mode == Mode::kGlobal ? "zeus-global" : "zeus-per-stage")),
         mode_(mode) {
-    ArgReader args(context_, job.args, with_schedule_args({"power_limits", "eta", "max_power_w"}));
+    ArgReader args(context_, job.args,
+                   with_schedule_args({"power_limits", "eta", "max_power_w", "min_window"}));
     sched_ = schedule_arg(args, job.pp_degree);
     max_clock_ = max_clock(context_, job);
     limits_ = power_limits(args);
     eta_ = args.number("eta", unit_interval, "a number in [0, 1]", 0.5);
     max_power_w_ = args.number("max_power_w", positive, "a number of watts > 0", limits_.front());
+    windows_ = WindowLength(args);
   }
 
   Round next() override {
@@ -96,13 +99,16 @@ class Zeus : public Scheduler {
     for (std::size_t s = 0; s < r.stages.size(); ++s) {
       r.stages[s].power_limit_w = limits_[done() ? choice_->row_of_stage[s] : rows_.size()];
     }
+    r.report_every = windows_.report_every();
     return r;
   }
 
   void observe(const std::vector<StageResult>& results) override {
     if (done()) throw Error(context_ + ": results after the final round");
+    const std::vector<StageWindow> windows = summarize_all(context_, results, sched_, 0);
+    if (windows_.too_short(results)) return;  // measure this limit again, in longer windows
     LimitRow row{limits_[rows_.size()], {}, {}, {}};
-    for (const auto& w : summarize_all(context_, results, sched_, 0)) {
+    for (const auto& w : windows) {
       row.time_s.push_back(w.mean_iter_time());
       row.energy_j.push_back(w.mean_iter_energy());
       row.busy_s.push_back(w.mean_busy_time());
@@ -130,9 +136,13 @@ class Zeus : public Scheduler {
                 {"energy_j", choice_->energy_j},
                 {"cost", choice_->cost}};
     }
-    return {
-        {"power_limits_w", limits_}, {"eta", eta_},      {"max_power_w", max_power_w_},
-        {"sweep", std::move(sweep)}, {"chosen", chosen}, {"state", done() ? "done" : "sweeping"}};
+    return {{"power_limits_w", limits_},
+            {"eta", eta_},
+            {"max_power_w", max_power_w_},
+            {"sweep", std::move(sweep)},
+            {"chosen", chosen},
+            {"state", done() ? "done" : "sweeping"},
+            {"report_every", windows_.status()}};
   }
 
  private:
@@ -190,6 +200,7 @@ class Zeus : public Scheduler {
   double max_power_w_ = 0.0;
   std::vector<LimitRow> rows_;  // measured, parallel to the first limits_
   std::optional<Choice> choice_;
+  WindowLength windows_;
 };
 
 }  // namespace
