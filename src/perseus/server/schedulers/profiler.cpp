@@ -275,11 +275,12 @@ class Profiler : public Scheduler {
   }
 
   // A profile that planners refuse as implausible (a client's unit mistake: a backend's counter
-  // in millijoules) is kept as measured, and the server log says so now, naming the row, not
-  // when someone plans with it.
-  void warn_if_implausible() const {
+  // in millijoules) is kept as measured, and the server log says so now, naming the row of the
+  // written `csv`, not when someone plans with it.
+  void warn_if_implausible(const std::string& csv) const {
+    std::istringstream text(csv);
     try {
-      profile::check_plausible(profile::read_profile_csv(output_.string()));
+      profile::check_plausible(profile::parse_profile_csv(text, output_.string()));
     } catch (const profile::ImplausibleInput& e) {
       log::warn(context_ + ": " + e.what() +
                 "; the profile is written as measured, and planners refuse it without "
@@ -297,7 +298,7 @@ class Profiler : public Scheduler {
       std::ostringstream csv;
       profile::write_profile_csv(profile_, csv, extra_columns());
       write_file_atomic(output_, csv.str());
-      warn_if_implausible();
+      warn_if_implausible(csv.str());
       nlohmann::json summary = {{"clocks", measured_},
                                 {"rounds", rounds_},
                                 {"measured_s", measured_s_},

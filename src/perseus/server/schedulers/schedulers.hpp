@@ -155,6 +155,9 @@ std::vector<StageWindow> summarize_all(const std::string& context,
 // tenth to spare). Clients that do not follow (Zeus's) keep their windows, which are taken.
 class WindowLength {
  public:
+  static constexpr double kDefaultMinS = 0.5;  // 5 refreshes of an H100's counter
+  static constexpr double kSpare = 1.1;        // iterations asked for, over those just enough
+
   WindowLength() = default;
   explicit WindowLength(const ArgReader& args);
   // True when the round of `results` is to be measured again, in longer windows.
@@ -164,7 +167,7 @@ class WindowLength {
   nlohmann::json status() const;
 
  private:
-  double min_s_ = 0.5;
+  double min_s_ = kDefaultMinS;
   std::optional<int> report_every_;
 };
 

@@ -8,7 +8,7 @@
 namespace perseus::server::schedulers {
 
 WindowLength::WindowLength(const ArgReader& args)
-    : min_s_(args.number("min_window", non_negative, "a number >= 0 (seconds)", 0.5)) {}
+    : min_s_(args.number("min_window", non_negative, "a number >= 0 (seconds)", kDefaultMinS)) {}
 
 bool WindowLength::too_short(const std::vector<StageResult>& results) {
   double window_s = 0.0;
@@ -20,7 +20,7 @@ bool WindowLength::too_short(const std::vector<StageResult>& results) {
   if (!(window_s > 0.0) || window_s >= min_s_) return false;
   if (report_every_ && static_cast<int>(iterations) < *report_every_) return false;  // not followed
   if (report_every_ == wire::kMaxReportEvery) return false;
-  const double wanted = std::ceil(1.1 * min_s_ / window_s * static_cast<double>(iterations));
+  const double wanted = std::ceil(kSpare * min_s_ / window_s * static_cast<double>(iterations));
   report_every_ = static_cast<int>(std::min<double>(wanted, wire::kMaxReportEvery));
   return true;
 }
