@@ -338,6 +338,65 @@ def test_profiler_records_the_clock_each_row_ran_at(server, tmp_path, monkeypatc
     assert status["clocks_not_reached"] == 6 and status["state"] == "done", status
 
 
+class CounterThatStops:
+    """A GPU drawing 200 W on the wall clock whose energy counter read fails from `fail_after_s` on
+    (as NVML's does once the GPU has fallen off the bus)."""
+
+    def __init__(self, fail_after_s):
+        self.t0, self.fail_after_s = time.monotonic(), fail_after_s
+
+    def supported_clocks(self):
+        return [1500, 1400, 1300, 1200, 1100, 1000, 900, 800]
+
+    def lock_clock(self, mhz):
+        pass
+
+    def reset_clock(self):
+        pass
+
+    def set_power_limit(self, watts):
+        pass
+
+    def reset_power_limit(self):
+        pass
+
+    def now_s(self):
+        return time.monotonic() - self.t0
+
+    def total_energy_j(self):
+        t = self.now_s()
+        if t > self.fail_after_s:
+            raise RuntimeError("GPU is lost")
+        return 200.0 * t
+
+
+def test_profiler_gives_up_on_a_counter_that_stopped_and_training_goes_on(server, tmp_path):
+    """The sampler's counter reads fail after 0.4 s: the windows after it saw no change, so their
+    energies are unknown. The profiler measures such a clock again, then fails the job naming the
+    rank, instead of writing rows of 0 J; the client says so and the loop trains on."""
+    out = tmp_path / "stopped.csv"
+    args = {"microbatches": 1, "output": str(out), "skip_iterations": 0, "max_windows": 1,
+            "patience": 100, "min_window": 0}
+    logs = []
+    opt = perseus.PipelineFrequencyOptimizer(
+        0, 0, 0, 0, 0, 1, 1, 1, 1, server, gpu=CounterThatStops(0.4), scheduler="profiler",
+        scheduler_args=args, report_every=4, sampler_period=0.005, log=logs.append)
+    try:
+        train(opt, 80, seconds={"forward": 0.01, "backward": 0.02})
+        job_id, trained = opt.job_id, len(opt.iterations)
+    finally:
+        opt.close()
+    status = get_json(f"{server}/jobs/{job_id}")
+    assert status["state"] == "failed", status
+    assert ("the GPU energy counter of rank 0 (stage 0) did not change in 3 reporting windows in "
+            "a row") in status["error"], status
+    assert 1 <= status["scheduler_status"]["measured"] < 8, status  # the clocks before it stopped
+    assert not out.exists()  # no profile of 0 J rows
+    assert any("energy counter read failed" in m and "GPU is lost" in m for m in logs), logs
+    assert any("did not change in 3 reporting windows" in m for m in logs), logs
+    assert trained == 80  # every iteration trained and measured its time
+
+
 def test_example_against_server(server, perseus_bin):
     env = dict(os.environ, PERSEUS_BIN=perseus_bin)
     cmd = [sys.executable, EXAMPLE, "--server", server, "--stages", "2", "--iterations", "4",

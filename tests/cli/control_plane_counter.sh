@@ -29,13 +29,12 @@ loop short "--trace-dir $tmp/traces" $short
 run_loop short-deltas "--attribution deltas" $short || true  # a 0 J row stops its planning
 # Windows about as short as the counter's refresh (one iteration of about 0.1 s per window): the
 # profiler asks for windows of at least 0.5 s. Without that (min_window 0) many windows see no
-# counter change, their rows read 0 J, and planning refuses the profile.
+# counter change: the profiler measures those again, but windows of a change or two attribute
+# poorly (measured: worst row 26 %, mean 16 %; before windows without a change were reported as
+# unmeasured, their rows read 0 J and planning refused the profile).
 tiny="4 h100 --forward-time=0.002"
 loop tiny "--report-every 1" $tiny
-PERSEUS_PROFILER_ARGS='"min_window": 0' run_loop tiny-as-reported "--report-every 1" $tiny &&
-  fail "windows of one iteration made a usable profile without longer windows: blind check"
-grep -q "average power 0 J" "$tmp/tiny-as-reported.log" ||
-  fail "tiny-as-reported failed otherwise: $(tail -3 "$tmp/tiny-as-reported.log")"
+PERSEUS_PROFILER_ARGS='"min_window": 0' run_loop tiny-as-reported "--report-every 1" $tiny || true
 
 worst() {  # profile dir -> the largest relative energy error over the rows, in percent
   /usr/bin/python3 - "$tmp/$1/profile.csv" "$tmp/$1/gpus.csv" <<'PY'
@@ -63,6 +62,11 @@ awk -v w="$short_deltas" 'BEGIN {exit !(w > 3.0)}' ||
 tiny_worst=$(worst tiny)
 awk -v w="$tiny_worst" 'BEGIN {exit !(w < 3.0)}' ||
   fail "windows lengthened by the profiler: a recovered row is off by $tiny_worst % (limit 3 %)"
+as_reported=100  # no profile at all: as far off as can be
+[[ -f $tmp/tiny-as-reported/profile.csv ]] && as_reported=$(worst tiny-as-reported)
+awk -v w="$as_reported" 'BEGIN {exit !(w > 3.0)}' ||
+  fail "windows of one iteration recovered every row within 3 % ($as_reported %) without" \
+    "longer windows: blind check"
 /usr/bin/python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["report_every"] >= 5' \
   "$tmp/tiny/profile.csv.json" || fail "the profiler did not ask for windows of 5 iterations or more"
 # --trace-dir: every rank's windows as attribution traces, with each change's spread.
@@ -119,4 +123,4 @@ awk -v a="$(saving realistic)" -v b="$(saving ideal)" 'BEGIN {d = a - b; if (d <
   fail "saving with the realistic counter $(saving realistic) % vs ideal $(saving ideal) %"
 echo "ok: worst row $realistic % (deltas $deltas %), saving $(saving realistic) % vs ideal" \
   "$(saving ideal) %; short instructions: worst row $short_worst % (deltas $short_deltas %);" \
-  "windows lengthened: worst row $tiny_worst %"
+  "windows lengthened: worst row $tiny_worst % (as reported: $as_reported %)"

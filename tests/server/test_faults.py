@@ -195,6 +195,11 @@ def test_malformed_json_and_wrong_types(server_factory):
                                                        "iter_energy": [1.0],
                                                        "energy_pooling_error": bad}).encode(),
                       422, reason))
+    # Whether the energy counter changed in the window (extension): a JSON boolean.
+    cases.append((f"/result/{job_id}", json.dumps({"rank": 0, "iter_time": [1.0],
+                                                   "iter_energy": [0.0],
+                                                   "energy_measured": "no"}).encode(), 422,
+                  "'energy_measured'"))
     for path, raw, code, reason in cases:
         status, answer = server.post(path, raw=raw)
         assert status == code and reason in answer["detail"], (path, raw, answer)

@@ -70,3 +70,34 @@ def test_bad_straggler_reports(server_factory, tmp_path):
     server.register_ranks(other, pp=1)
     status, answer = server.post(f"/straggler/{other}", {"dp_rank": 0, "factor": 1.2})
     assert status == 400 and "straggler" in answer["detail"]
+
+
+def test_a_round_a_rank_did_not_measure_is_measured_again_and_never_shown(server_factory):
+    """A rank whose energy counter did not change in its window reports energy_measured false:
+    the profiler measures that clock again, the job shows the last round every rank measured,
+    and both hold after a restart (the store keeps the report as it came)."""
+    server = server_factory()
+    job_id = server.register_job(pp=1, scheduler="profiler", scheduler_args={
+        "microbatches": 1, "skip_iterations": 0, "max_windows": 1, "min_window": 0})
+    server.register_ranks(job_id, pp=1)
+    clocks = []
+    for round_, measured in enumerate([True, False]):
+        status, schedule = server.get(f"/schedule/{job_id}?rank=0&round={round_}")
+        assert status == 200, schedule
+        clocks.append(schedule["frequencies"][0][1])
+        body = result_body(0, [n for n, _ in schedule["frequencies"]], round_=round_,
+                           joules=30.0 if measured else 0.0)
+        if not measured:
+            body["energy_measured"] = False
+        assert server.post(f"/result/{job_id}", body) == (200, None)
+    assert clocks == [1410, 1395]
+    for restarted in (False, True):
+        if restarted:
+            server.kill()
+            server.start()
+        status, schedule = server.get(f"/schedule/{job_id}?rank=0&round=2")
+        assert status == 200 and schedule["frequencies"][0][1] == 1395, schedule  # again
+        job = server.get(f"/jobs/{job_id}")[1]
+        assert job["last_results"]["round"] == 0, job
+        assert job["last_results"]["stages"][0]["mean_energy_j"] > 0, job
+        assert job["scheduler_status"]["measured"] == 1, job["scheduler_status"]

@@ -253,12 +253,14 @@ TEST(ClientOptimizer, MatchesInstructionsByStageOnAGpuThatRunsSeveral) {
   EXPECT_NEAR(result.time_breakdown.at("forward@0")[1][0], 0.012, 1e-12);
 
   iterate(opt, 2);  // "forward", "backward": no stage
-  // The simulated GPU refuses the unlabelled instructions too (warned once each).
-  ASSERT_GE(w.lines->size(), 1u);
-  EXPECT_CONTAINS(w.lines->back(),
-                  "the schedule expects 'forward@0' as instruction 1 of the iteration, but the "
-                  "training loop ran 'forward' (this GPU runs several stages: pass the stage "
-                  "index with the instruction)");
+  // The simulated GPU refuses the unlabelled instructions too (warned once each), so the window
+  // lasted 0 s and the counter did not change in it (said too).
+  const std::string expected =
+      "the schedule expects 'forward@0' as instruction 1 of the iteration, but the training loop "
+      "ran 'forward' (this GPU runs several stages: pass the stage index with the instruction)";
+  EXPECT_TRUE(std::any_of(w.lines->begin(), w.lines->end(), [&](const std::string& line) {
+    return line.find(expected) != std::string::npos;
+  })) << testing::PrintToString(*w.lines);
 }
 
 // With one stage per GPU the plan names bare kinds (Zeus's names); a loop that passes the stage

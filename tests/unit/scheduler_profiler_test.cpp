@@ -1,5 +1,6 @@
 // The instruction profiler scheduler, driven with synthetic results: the measured profile, the
 // clock bounds, multi-stage GPUs and where it stops; and every scheduler on a ZBV job.
+#include "perseus/server/schedulers/schedulers.hpp"
 #include "perseus/util/log.hpp"
 #include "scheduler_harness.hpp"
 
@@ -202,6 +203,38 @@ TEST(SchedulerProfiler, AsksForLongerWindowsWhenTheyAreTooShortForTheCounter) {
   s->observe(results_of(s->next(), cost, {.iterations = 1}));
   EXPECT_EQ(s->status()["measured"], 1);
   EXPECT_FALSE(s->next().report_every);
+}
+
+// A window in which some rank's energy counter did not change (a stuck counter, a sampler that
+// stopped) has unknown energies: the clock is measured again, and after three such rounds in a
+// row the profiler fails naming the ranks, instead of writing 0 J rows.
+TEST(SchedulerProfiler, MeasuresAgainWhatTheCounterDidNotMeasureAndGivesUpAfterThreeRounds) {
+  TempDir dir;
+  JobSpec job = job_with({{"microbatches", 4}, {"min_frequency", 1380}, {"min_window", 0.0}});
+  job.output_dir = dir.path();
+  const CostFn cost = from_profile(a100_profile());
+  auto s = make_scheduler("profiler", job);
+  const Round first = s->next();
+  auto unmeasured = [&](const Round& round) {
+    auto results = results_of(round, cost);
+    results[2].unmeasured_ranks = {2};
+    return results;
+  };
+  s->observe(unmeasured(first));
+  EXPECT_EQ(s->status()["measured"], 0);
+  s->observe(results_of(s->next(), cost));  // measured: taken, and the count starts again
+  EXPECT_EQ(s->status()["measured"], 1);
+  for (int round = 1; round < schedulers::WindowLength::kMaxUnmeasuredRounds; ++round) {
+    const Round again = s->next();
+    s->observe(unmeasured(again));
+    EXPECT_EQ(clocks_of(s->next().stages), clocks_of(again.stages));  // the same clock, again
+  }
+  EXPECT_EQ(s->status()["measured"], 1);
+  const std::string error = error_of([&] { s->observe(unmeasured(s->next())); });
+  EXPECT_CONTAINS(error,
+                  "the GPU energy counter of rank 2 (stage 2) did not change in 3 "
+                  "reporting windows in a row, the last ");
+  EXPECT_CONTAINS(error, "the energies of such windows are unknown, not 0 J");
 }
 
 TEST(SchedulerProfiler, SweepsOnlyTheClocksWithinTheBounds) {

@@ -117,6 +117,17 @@ TEST(SchedulerZeus, MeasuresALimitAgainWhenItsWindowsAreTooShort) {
   EXPECT_EQ(s->next().stages[0].power_limit_w, 300.0);
 }
 
+TEST(SchedulerZeus, MeasuresALimitAgainWhenTheCounterDidNotMeasureIt) {
+  auto s = make_scheduler("zeus-global", job_with({{"microbatches", 1},
+                                                   {"min_window", 0.0},
+                                                   {"power_limits", json::array({400, 300})}}));
+  auto results = results_of(s->next(), power_limit_model());
+  results[0].unmeasured_ranks = {0};
+  s->observe(results);
+  EXPECT_TRUE(s->status()["sweep"].empty());
+  EXPECT_EQ(s->next().stages[0].power_limit_w, 400.0);  // the same limit
+}
+
 TEST(SchedulerZeus, PerStageBalancesStagesToTheHeaviestOne) {
   const double eta = 0.3;
   std::vector<Measured> sweep;

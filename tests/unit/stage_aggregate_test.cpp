@@ -72,6 +72,17 @@ TEST(StageAggregate, ClockReadingsPoolOverTheRanksThatAllReportedOne) {
   EXPECT_DOUBLE_EQ(c.held_down_share, 0.25);
 }
 
+TEST(StageAggregate, ARankWhoseCounterDidNotChangeLeavesTheStageUnmeasured) {
+  auto a = report({1.0}, {10.0}, 1.0);
+  auto b = report({1.0}, {0.0}, 1.0);
+  EXPECT_TRUE(aggregate_stage({&a, &b}).energy_measured());
+  a.rank = 4;
+  a.energy_measured = false;
+  const StageResult s = aggregate_stage({&a, &b});
+  EXPECT_FALSE(s.energy_measured());
+  EXPECT_EQ(s.unmeasured_ranks, std::vector<int>{4});
+}
+
 TEST(StageAggregate, OneRankIsItsOwnResult) {
   auto a = report({1.0, 2.0}, {10.0, 20.0}, 1.0);
   a.energy_stderr = {{"forward1", 0.25}};

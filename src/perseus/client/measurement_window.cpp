@@ -85,6 +85,8 @@ WindowMeasurements MeasurementWindow::close() {
   in.counter_response = response_;
   const Attribution a = attribute(in, method_);
   WindowMeasurements out = measurements(a, first_span, first_iteration, span_keys, keys);
+  // Changes seen only before the window (its history's) leave its energies extrapolated: unknown.
+  out.measured = a.measured && in.counter.back().t_s > current_.iterations.front().first;
   out.clocks = clock_summaries();
   out.trace = {std::move(in), std::move(trace_keys)};
   start_next();
@@ -127,7 +129,6 @@ WindowMeasurements MeasurementWindow::measurements(
     const std::vector<std::pair<std::size_t, int>>& keys) const {
   WindowMeasurements out;
   out.method = a.method;
-  out.measured = a.measured;
   const std::size_t n = current_.iterations.size();
   for (std::size_t i = 0; i < n; ++i) {
     const auto& [begin, end] = current_.iterations[i];

@@ -39,7 +39,9 @@ struct WindowMeasurements {
   // shrink it.
   std::map<std::string, double> energy_pooling_error_j;
   AttributionMethod method = AttributionMethod::kFit;  // used (after any fallback)
-  bool measured = false;                               // the counter changed during the window
+  // The counter changed during the window; false: its energies are unknown (0, or extrapolated from
+  // earlier windows'), and reported as unmeasured.
+  bool measured = false;
   // Per instruction with clock samples in its spans (none when the backend reports no clock).
   std::map<std::string, ClockSummary> clocks;
   // What was attributed: this window's timeline after the earlier windows' that were fitted too.

@@ -127,6 +127,7 @@ struct PipelineFrequencyOptimizer::Impl {
     result.energy_pooling_error = std::move(m.energy_pooling_error_j);
     result.attribution = to_string(m.method);
     for (const auto& [name, c] : m.clocks) result.clocks[name] = c;
+    result.energy_measured = m.measured;
     return wire::to_json(result).dump();
   }
 
@@ -142,9 +143,9 @@ struct PipelineFrequencyOptimizer::Impl {
       unmeasured_said = true;
       problems->log("the GPU's energy counter did not change during a reporting window of " +
                     number(std::accumulate(m.iter_time.begin(), m.iter_time.end(), 0.0)) +
-                    " s (real counters refresh about every 100 ms); its energy reads as 0 J: "
-                    "report over more iterations (report_every; the profiler asks for more by "
-                    "itself)");
+                    " s (real counters refresh about every 100 ms); its energies are unknown and "
+                    "reported as unmeasured: report over more iterations (report_every; the "
+                    "profiler asks for more by itself)");
     }
     check_power(m);
     return m;

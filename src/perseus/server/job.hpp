@@ -120,7 +120,8 @@ class Job {
   std::string schedule_text(int rank, int round,
                             std::map<const StagePlan*, std::string>& cache) const;
   std::vector<StageResult> aggregate(int round) const;
-  // The latest round with every result in that `wanted` accepts, measured.
+  // The latest round with every result in that `wanted` accepts, measured (one where some rank's
+  // energy counter did not change is skipped: its energies are unknown).
   std::optional<RoundMeasurement> latest_measured(
       const std::function<bool(const Round&)>& wanted) const;
   int registered() const;

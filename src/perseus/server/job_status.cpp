@@ -46,9 +46,14 @@ std::optional<RoundMeasurement> Job::latest_measured(
     const std::function<bool(const Round&)>& wanted) const {
   for (std::size_t r = rounds_.size(); r-- > 0;) {
     if (results_in_round_[r] < info_.world_size || !wanted(rounds_[r])) continue;
+    const std::vector<StageResult> stages = aggregate(static_cast<int>(r));
+    if (!std::all_of(stages.begin(), stages.end(),
+                     [](const StageResult& s) { return s.energy_measured(); })) {
+      continue;  // some rank's energy counter did not change: its energies are unknown
+    }
     RoundMeasurement m;
     m.round = static_cast<int>(r);
-    for (const auto& stage : aggregate(m.round)) {
+    for (const auto& stage : stages) {
       m.stage_time_s.push_back(mean(stage.iter_time));
       m.stage_energy_j.push_back(mean(stage.iter_energy));
       m.stage_iterations.push_back(stage.iter_time.size());

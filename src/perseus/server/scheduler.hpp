@@ -78,6 +78,10 @@ struct StageResult {
   // Per instruction: the SM clock it ran at, over the stage's ranks (readings pooled); absent
   // when some rank did not report one (a simulated GPU, a Zeus client).
   std::map<std::string, ClockObservation> clocks;
+  // Ranks whose GPU energy counter did not change during the window (wire::ProfilingResult's
+  // energy_measured): while any is listed, the stage's energies are unknown, not the sums above.
+  std::vector<int> unmeasured_ranks;
+  bool energy_measured() const { return unmeasured_ranks.empty(); }
 };
 
 class Scheduler {

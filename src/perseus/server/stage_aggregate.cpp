@@ -112,6 +112,9 @@ StageResult aggregate_stage(const std::vector<const wire::ProfilingResult*>& ran
     clock_parts.push_back(&result->clocks);
   }
   StageResult out;
+  for (const auto* result : ranks) {
+    if (!result->energy_measured) out.unmeasured_ranks.push_back(result->rank);
+  }
   out.iter_time = combine(times, max_of);
   out.iter_energy = combine(energies, sum_of);
   out.time_breakdown = combine_breakdowns(time_parts, max_of);

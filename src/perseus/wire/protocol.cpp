@@ -104,6 +104,7 @@ json to_json(const ProfilingResult& result) {
           {"samples", c.samples}, {"mean_mhz", c.mean_mhz}, {"held_down_share", c.held_down_share}};
     }
   }
+  if (!result.energy_measured) j["energy_measured"] = false;
   return j;
 }
 
@@ -196,6 +197,9 @@ ProfilingResult parse_profiling_result(const json& body) {
   result.energy_pooling_error = keyed(body, "energy_pooling_error", "numbers", number);
   result.attribution = optional_string(body, "attribution");
   result.clocks = keyed(body, "clocks", "clock observations", clock_observation);
+  if (const json* measured = fields.optional(body, "energy_measured")) {
+    result.energy_measured = fields.as_bool(*measured, "energy_measured");
+  }
   return result;
 }
 

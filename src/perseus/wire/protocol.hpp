@@ -102,6 +102,10 @@ struct ProfilingResult {
   // Extension: per instruction, the SM clock the GPU ran it at in the window (absent when the
   // client cannot read clocks, e.g. a simulated GPU or a Zeus client).
   std::map<std::string, ClockObservation> clocks;
+  // Extension: false when the GPU's energy counter did not change during the window (it is
+  // stuck, or the client's sampler stopped), so its energies (sent as 0) are unknown, not zero.
+  // Sent only when false.
+  bool energy_measured = true;
 };
 
 nlohmann::json to_json(const JobInfo& info);

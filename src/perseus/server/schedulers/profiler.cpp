@@ -124,8 +124,8 @@ class Profiler : public Scheduler {
     for (const auto& w : windows)
       measured_s_ += w.iter_time_s / static_cast<double>(results.size());
     ++rounds_;
-    if (windows_.too_short(results)) return;    // measure this clock again, in longer windows
-    if (measured_ == 0) blocked_.add(windows);  // every window at the highest clock
+    if (windows_.measure_again(results)) return;  // measure this clock again
+    if (measured_ == 0) blocked_.add(windows);    // every window at the highest clock
     const double error = worst_relative_stderr(results, windows);
     if (error > target_stderr_ && ++repeats_ < max_windows_) return;  // measure this clock again
     worst_stderr_ = std::max(worst_stderr_, error);

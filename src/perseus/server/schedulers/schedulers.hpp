@@ -148,27 +148,37 @@ std::vector<StageWindow> summarize_all(const std::string& context,
                                        const std::vector<StageResult>& results,
                                        const schedule::Schedule& sched, std::size_t skip);
 
-// Reporting windows long enough for a real GPU's energy counter, refreshed every ~100 ms: a round
-// whose longest window lasted under `min_window` seconds (a scheduler argument, 0.5 by default;
-// 0: any) held too few refreshes to attribute, or none, and its energies read 0 J. It is measured
-// again, with the clients asked for enough iterations per window (Round::report_every, with a
-// tenth to spare). Clients that do not follow (Zeus's) keep their windows, which are taken.
+// Reporting windows the energy counter measured. A real GPU's counter is refreshed every ~100 ms:
+// a round whose longest window lasted under `min_window` seconds (a scheduler argument, 0.5 by
+// default; 0: any) held too few refreshes to attribute, or none (its energies unknown). It is
+// measured again, with the clients asked for enough iterations per window (Round::report_every,
+// with a tenth to spare). Clients that do not follow (Zeus's) keep their windows, which are taken.
+// A round in which some rank's counter did not change at all (StageResult::unmeasured_ranks: the
+// counter is stuck, or the client's sampler stopped) is measured again too, up to
+// kMaxUnmeasuredRounds rounds in a row, after which the job fails naming the ranks: energies that
+// are unknown are never taken as 0 J.
 class WindowLength {
  public:
   static constexpr double kDefaultMinS = 0.5;  // 5 refreshes of an H100's counter
   static constexpr double kSpare = 1.1;        // iterations asked for, over those just enough
+  static constexpr int kMaxUnmeasuredRounds = 3;
 
   WindowLength() = default;
   explicit WindowLength(const ArgReader& args);
-  // True when the round of `results` is to be measured again, in longer windows.
-  bool too_short(const std::vector<StageResult>& results);
+  // True when the round of `results` is to be measured again; throws perseus::Error once
+  // kMaxUnmeasuredRounds rounds in a row went unmeasured.
+  bool measure_again(const std::vector<StageResult>& results);
   // What to ask the clients for (none until a window was too short).
   std::optional<int> report_every() const { return report_every_; }
   nlohmann::json status() const;
 
  private:
+  bool too_short(const std::vector<StageResult>& results);
+  bool unmeasured(const std::vector<StageResult>& results);
+
   double min_s_ = kDefaultMinS;
   std::optional<int> report_every_;
+  int unmeasured_rounds_ = 0;  // in a row
 };
 
 }  // namespace perseus::server::schedulers

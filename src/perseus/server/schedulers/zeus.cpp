@@ -106,7 +106,7 @@ class Zeus : public Scheduler {
   void observe(const std::vector<StageResult>& results) override {
     if (done()) throw Error(context_ + ": results after the final round");
     const std::vector<StageWindow> windows = summarize_all(context_, results, sched_, 0);
-    if (windows_.too_short(results)) return;  // measure this limit again, in longer windows
+    if (windows_.measure_again(results)) return;  // measure this limit again
     LimitRow row{limits_[rows_.size()], {}, {}, {}};
     for (const auto& w : windows) {
       row.time_s.push_back(w.mean_iter_time());
