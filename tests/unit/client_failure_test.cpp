@@ -67,6 +67,24 @@ TEST(ClientOptimizer, RetriesErrorAnswersAndLogsTheirBody) {
   EXPECT_TRUE(opt.degraded());
 }
 
+// A 4xx answer the same request would get again (a bad field, a wrong secret) is not retried: the
+// retries would only stall the training loop. "Not now" (409) and a server cap (429) are.
+TEST(ClientOptimizer, DoesNotRetryARefusalThatWouldNotChange) {
+  for (const auto& [status, sent] : {std::pair{422, 1u}, {401, 1u}, {409, 3u}, {429, 3u}}) {
+    SCOPED_TRACE(status);
+    LoopbackHttp server([status = status](const LoopbackHttp::Request&) {
+      return LoopbackHttp::Reply{status, "{\"detail\": \"no\"}"};
+    });
+    Warnings w;
+    PipelineFrequencyOptimizer opt(fast_options(server.url(), w), sim());
+    EXPECT_EQ(server.count(), sent);
+    ASSERT_EQ(w.lines->size(), 1u);
+    EXPECT_CONTAINS(w.lines->front(), "HTTP " + std::to_string(status));
+    EXPECT_EQ(w.lines->front().find("not retried") != std::string::npos, sent == 1u);
+    EXPECT_TRUE(opt.degraded());
+  }
+}
+
 TEST(ClientOptimizer, RetriesGarbageAnswers) {
   LoopbackHttp server([](const LoopbackHttp::Request&) {
     return LoopbackHttp::Reply{200, "{not json"};

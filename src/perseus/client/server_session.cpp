@@ -77,6 +77,16 @@ void ServerSession::start_exchange() {
                   std::chrono::duration<double>(opt_.stall_bound_s));
 }
 
+namespace {
+
+// A 4xx answer that the same request would get again (a bad field, a wrong secret, an unknown
+// job): not retried. Timeouts (408), "not now" (409, a round not served yet) and caps (429) are.
+bool refused_for_good(int status) {
+  return status >= 400 && status < 500 && status != 408 && status != 409 && status != 429;
+}
+
+}  // namespace
+
 // One request with bounded retries; `accept` turns the parsed JSON answer into the result and
 // throws perseus::Error when it is unacceptable (retried like garbage).
 template <typename Accept>
@@ -89,7 +99,8 @@ auto ServerSession::call(bool post, const std::string& target, const std::string
     return std::chrono::duration<double>(deadline_ - std::chrono::steady_clock::now()).count();
   };
   int attempt = 0;
-  while (attempt < attempts && left() > 0.0) {
+  bool refused = false;
+  while (attempt < attempts && left() > 0.0 && !refused) {
     if (attempt > 0 && delay > 0.0) {
       if (delay >= left()) break;  // the retry would start past the stall bound
       std::this_thread::sleep_for(std::chrono::duration<double>(delay));
@@ -103,6 +114,7 @@ auto ServerSession::call(bool post, const std::string& target, const std::string
       if (!r.ok()) {
         last = std::string(post ? "POST " : "GET ") + http_.url_of(target) + ": HTTP " +
                std::to_string(r.status) + (r.body.empty() ? "" : ": " + one_line(r.body));
+        refused = refused_for_good(r.status);
         continue;
       }
       try {
@@ -119,10 +131,14 @@ auto ServerSession::call(bool post, const std::string& target, const std::string
   if (last.empty()) {
     last = std::string(post ? "POST " : "GET ") + http_.url_of(target) + ": not sent";
   }
-  const bool bounded = attempt < attempts;
-  throw ServerFailure(
-      last + " (" + std::to_string(attempt) + (attempt == 1 ? " attempt" : " attempts") +
-      (bounded ? ", stopped by the stall bound of " + number(opt_.stall_bound_s) + " s)" : ")"));
+  std::string why;
+  if (refused) {
+    why = ", not retried: the same request gets the same answer";
+  } else if (attempt < attempts) {
+    why = ", stopped by the stall bound of " + number(opt_.stall_bound_s) + " s";
+  }
+  throw ServerFailure(last + " (" + std::to_string(attempt) +
+                      (attempt == 1 ? " attempt" : " attempts") + why + ")");
 }
 
 std::string ServerSession::register_job() {

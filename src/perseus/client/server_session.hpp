@@ -1,12 +1,12 @@
 // The client's side of the control-plane protocol (architecture section 7,
 // perseus/wire/protocol.hpp): registering the job (rank 0) and the rank, fetching each round's
 // schedule (the barrier), and posting results, each request with bounded retries and exponential
-// backoff. The requests of one exchange (a window boundary) share one deadline, `stall_bound_s`,
-// which caps every timeout, retry and back-off delay in it. A failure is a ServerFailure saying
-// why; what to do about it (run at the default clock) is the optimizer's business, and the
-// session's circuit breaker says how many windows to leave the server alone afterwards. A result
-// the server did not acknowledge is kept and sent again first, because the server cannot plan the
-// next round without it.
+// backoff (not for a 4xx refusal the same request would get again). The requests of one exchange (a
+// window boundary) share one deadline, `stall_bound_s`, which caps every timeout, retry and
+// back-off delay in it. A failure is a ServerFailure saying why; what to do about it (run at the
+// default clock) is the optimizer's business, and the session's circuit breaker says how many
+// windows to leave the server alone afterwards. A result the server did not acknowledge is kept and
+// sent again first, because the server cannot plan the next round without it.
 #pragma once
 
 #include <chrono>
