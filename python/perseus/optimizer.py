@@ -299,7 +299,9 @@ class PipelineFrequencyOptimizer:
         """(time_s, energy_j) of every iteration whose reporting window closed, in order.
 
         Energy is attributed from the GPU's energy counter when a window of ``report_every``
-        iterations closes, so the latest iterations appear once their window is complete."""
+        iterations closes, so the latest iterations appear once their window is complete. A
+        window in which the counter did not change (``last_window["measured"]`` False) has
+        energies that are unknown: 0, or extrapolated from earlier windows."""
         return self._opt.iterations
 
     @property
@@ -310,8 +312,8 @@ class PipelineFrequencyOptimizer:
         of one occurrence), ``energy_pooling_error`` (instruction -> how far in J that mean may
         be from its own where busy-overlap pooled its power with other instructions', which
         more windows do not shrink; 0 for one with a power of its own), ``attribution`` (method
-        used), ``measured`` (the counter
-        changed) and ``clocks`` (instruction -> ``samples``, ``mean_mhz``, ``held_down_share``,
+        used), ``measured`` (the counter changed during the window; False: its energies are
+        unknown, 0 or extrapolated from earlier windows, and the server is told so) and ``clocks`` (instruction -> ``samples``, ``mean_mhz``, ``held_down_share``,
         ``locked_mhz``: the SM clock it ran at, read beside each counter read; empty where the
         backend reports no clock, e.g. the simulated GPU). Available without a server; empty
         lists before the first window closes."""

@@ -132,7 +132,8 @@ class PipelineFrequencyOptimizer {
   // Iterations so far that left their schedule (each window with any says so in one warning:
   // how many, and the first difference against the schedule's instructions).
   std::size_t mismatched_iterations() const;
-  // Measured time and energy of every iteration whose reporting window closed, in order.
+  // Measured time and energy of every iteration whose reporting window closed, in order (where
+  // the counter did not change during a window, its energies are unknown: WindowMeasurements).
   const std::vector<IterationMeasurement>& iterations() const;
   // The measurements of the last closed reporting window (per-instruction breakdowns, standard
   // errors, attribution method), also without a server; empty before the first.
