@@ -338,6 +338,15 @@ def test_profiler_records_the_clock_each_row_ran_at(server, tmp_path, monkeypatc
     assert status["clocks_not_reached"] == 6 and status["state"] == "done", status
 
 
+def schedule_answers(server, status):
+    """How many GET /schedule answers with `status` the server gave (its metrics)."""
+    with urllib.request.urlopen(f"{server}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    found = re.search(r'^perseus_http_responses_total\{endpoint="schedule",status="%d"\} (\S+)$'
+                      % status, text, re.M)
+    return float(found.group(1)) if found else 0
+
+
 class CounterThatStops:
     """A GPU drawing 200 W on the wall clock whose energy counter read fails from `fail_after_s` on
     (as NVML's does once the GPU has fallen off the bus)."""
@@ -390,11 +399,45 @@ def test_profiler_gives_up_on_a_counter_that_stopped_and_training_goes_on(server
     assert status["state"] == "failed", status
     assert ("the GPU energy counter of rank 0 (stage 0) did not change in 3 reporting windows in "
             "a row") in status["error"], status
-    assert 1 <= status["scheduler_status"]["measured"] < 8, status  # the clocks before it stopped
+    assert status["scheduler_status"]["measured"] < 8, status  # the clocks before it stopped
     assert not out.exists()  # no profile of 0 J rows
     assert any("energy counter read failed" in m and "GPU is lost" in m for m in logs), logs
     assert any("did not change in 3 reporting windows" in m for m in logs), logs
     assert trained == 80  # every iteration trained and measured its time
+    # Told once that the job failed for good, the client never asked again.
+    assert sum("the job failed for good" in m for m in logs) == 1, logs
+    assert schedule_answers(server, 500) == 1
+
+
+@pytest.mark.skipif(not os.path.isfile(FAKE), reason="PERSEUS_FAKE_NVML (the fake NVML) not set")
+def test_a_gpu_lost_mid_sweep_fails_the_job_and_never_the_training(server, tmp_path,
+                                                                    monkeypatch):
+    """The fake NVML's GPU falls off the bus 0.25 s in, before its sweep of 4 clocks in windows
+    of 0.12 s can end: every query and setting fails with NVML_ERROR_GPU_IS_LOST from then on
+    (counter and clock reads, clock locks, the resets at close). The client says so, reports its
+    windows as unmeasured, the profiler fails the job naming the rank, and neither the loop nor
+    close() raises."""
+    monkeypatch.setenv("FAKE_NVML_LOST_AFTER_MS", "250")
+    monkeypatch.setenv("FAKE_NVML_READ_MS", "1")
+    monkeypatch.setenv("FAKE_NVML_REFRESH_MS", "10")
+    out = tmp_path / "lost.csv"
+    args = {"microbatches": 1, "output": str(out), "skip_iterations": 0, "max_windows": 1,
+            "patience": 100, "min_window": 0}
+    logs = []
+    opt = perseus.PipelineFrequencyOptimizer(
+        0, 0, 0, 0, 0, 1, 1, 1, 1, server, gpu=perseus.NvmlGpu(0, library=FAKE),
+        scheduler="profiler", scheduler_args=args, report_every=4, log=logs.append)
+    train(opt, 80, seconds={"forward": 0.01, "backward": 0.02})
+    job_id, trained = opt.job_id, len(opt.iterations)
+    opt.close()
+    assert trained == 80
+    status = get_json(f"{server}/jobs/{job_id}")
+    assert status["state"] == "failed", status
+    assert "the GPU energy counter of rank 0 (stage 0) did not change" in status["error"], status
+    assert not out.exists()
+    lost = [m for m in logs if "GPU is lost" in m]
+    assert any("energy counter read failed" in m for m in lost), logs
+    assert schedule_answers(server, 500) == 1
 
 
 def test_example_against_server(server, perseus_bin):

@@ -35,6 +35,7 @@ unsigned count = 1;
 CounterSettings counter;
 Clock::time_point counter_start;
 std::atomic<bool> session_open{false};
+std::atomic<Clock::rep> lost_at{Clock::time_point::max().time_since_epoch().count()};
 
 CounterSettings counter_settings_from_env() {
   CounterSettings s;
@@ -64,6 +65,11 @@ void start_session(const CounterSettings& settings) {
   }
   counter = settings;
   counter_start = Clock::now();
+  const double lost_ms = env_number("FAKE_NVML_LOST_AFTER_MS", -1.0, 0.0, 1e9);
+  lost_at = lost_ms < 0.0 ? Clock::time_point::max().time_since_epoch().count()
+                          : (counter_start + std::chrono::microseconds(std::llround(lost_ms * 1e3)))
+                                .time_since_epoch()
+                                .count();
 }
 
 // New counter settings in an open session (session_mutex held): each counter goes on from the
@@ -148,7 +154,8 @@ Device* device_of(const void* handle) {
 
 int check_device(const void* handle) {
   if (!in_session()) return kUninitialized;
-  return device_of(handle) != nullptr ? kSuccess : kInvalidArgument;
+  if (device_of(handle) == nullptr) return kInvalidArgument;
+  return Clock::now().time_since_epoch().count() >= lost_at.load() ? kGpuIsLost : kSuccess;
 }
 
 bool power_capped(const Device& d) {

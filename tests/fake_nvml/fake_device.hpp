@@ -9,7 +9,7 @@ namespace fake_nvml {
 
 // nvmlReturn_t values of the NVML API reference.
 constexpr int kSuccess = 0, kUninitialized = 1, kInvalidArgument = 2, kNotSupported = 3,
-              kNoPermission = 4, kNotFound = 6, kInsufficientSize = 7;
+              kNoPermission = 4, kNotFound = 6, kInsufficientSize = 7, kGpuIsLost = 15;
 
 constexpr unsigned kDefaultLimitMw = 400000;
 
@@ -39,7 +39,8 @@ unsigned index_of(const Device* d);
 // The device behind a handle of the current session, or nullptr.
 Device* device_of(const void* handle);
 
-// kSuccess when a session is open and `handle` is one of its devices.
+// kSuccess when a session is open and `handle` is one of its devices; kGpuIsLost once the
+// session is $FAKE_NVML_LOST_AFTER_MS old (read when the session starts; unset: never).
 int check_device(const void* handle);
 
 // The power draw is at or above the device's power limit.

@@ -11,6 +11,9 @@
 // NVML_ERROR_NO_PERMISSION. Read when a session starts (the first nvmlInit_v2, or the first after
 // the last nvmlShutdown):
 //   FAKE_NVML_DEVICES     number of devices (default 1, at most 16), all alike
+//   FAKE_NVML_LOST_AFTER_MS  from this many milliseconds into the session on, every device query
+//                         and setting fails with NVML_ERROR_GPU_IS_LOST, as when a GPU has fallen
+//                         off the bus (unset: never)
 // Read at every nvmlInit_v2 (a change while a session is open carries each counter on from its
 // current value, so counters never go back):
 //   FAKE_NVML_POWER_W     the constant power draw of every device in watts (default 300)
@@ -96,6 +99,8 @@ const char* nvmlErrorString(int rc) {
       return "Not Found";
     case kInsufficientSize:
       return "Insufficient Size";
+    case kGpuIsLost:
+      return "GPU is lost";
     default:
       return "Unknown Error";
   }

@@ -3,6 +3,10 @@ failing schedulers. The server must never hang a job, lose an acknowledged resul
 import json
 import threading
 import time
+import urllib.error
+import urllib.request
+
+import pytest
 
 from conftest import rank_info, raw_request, result_body
 
@@ -264,4 +268,9 @@ def test_scheduler_failing_on_results_reaches_waiting_ranks(server_factory):
     status, answer = waiting["r0"]
     assert status == 500 and "failed" in answer["detail"]
     assert server.get(f"/jobs/{job_id}")[1]["state"] == "failed"
+    # Every answer about the failed job says it failed for good: clients stop asking.
+    with pytest.raises(urllib.error.HTTPError) as answered:
+        urllib.request.urlopen(f"{server.url}/schedule/{job_id}?rank=1&round=1", timeout=10)
+    assert answered.value.code == 500
+    assert answered.value.headers.get("X-Perseus-Job-Failed") == "1"
     assert server.alive()

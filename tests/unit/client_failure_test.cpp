@@ -85,6 +85,33 @@ TEST(ClientOptimizer, DoesNotRetryARefusalThatWouldNotChange) {
   }
 }
 
+// A job that failed on the server for good (its 500s carry kJobFailedHeader): the client says so
+// once, runs at the default clock and never asks again, instead of retrying now and at later
+// windows as after a failure that may pass.
+TEST(ClientOptimizer, StopsAskingOnceTheServerSaysTheJobFailedForGood) {
+  LoopbackHttp server([](const LoopbackHttp::Request& request) {
+    if (request.target == "/register_job") return LoopbackHttp::Reply{200, "\"job-7\""};
+    if (request.target.starts_with("/register_rank/")) return LoopbackHttp::Reply{200, "null"};
+    LoopbackHttp::Reply r{500, "{\"detail\": \"scheduler 'profiler' failed: no counter\"}"};
+    r.headers = {{perseus::wire::kJobFailedHeader, "1"}};
+    return r;
+  });
+  Warnings w;
+  PipelineFrequencyOptimizer opt(fast_options(server.url(), w), sim());
+  EXPECT_EQ(server.count(), 3u);  // the job, the rank, and one schedule request
+  iterate(opt, 8);                // four window boundaries
+  EXPECT_EQ(server.count(), 3u);
+  ASSERT_EQ(w.lines->size(), 1u);
+  EXPECT_CONTAINS(w.lines->front(),
+                  "/schedule/job-7?rank=0&round=0: HTTP 500: {\"detail\": "
+                  "\"scheduler 'profiler' failed: no counter\"}; the job failed");
+  EXPECT_CONTAINS(w.lines->front(),
+                  "the job failed for good: running at the default clock, "
+                  "without the server from now on");
+  EXPECT_TRUE(opt.degraded());
+  EXPECT_EQ(opt.iterations().size(), 8u);
+}
+
 TEST(ClientOptimizer, RetriesGarbageAnswers) {
   LoopbackHttp server([](const LoopbackHttp::Request&) {
     return LoopbackHttp::Reply{200, "{not json"};

@@ -31,6 +31,7 @@ class LoopbackHttp {
     std::string body;
     bool hang = false;  // never answer (keep the connection open)
     bool raw = false;   // send `body` as is, without an HTTP status line
+    std::vector<std::pair<std::string, std::string>> headers = {};  // extra response headers
   };
   using Handler = std::function<Reply(const Request&)>;
 
@@ -96,6 +97,7 @@ class LoopbackHttp {
       } else {
         http::response<http::string_body> res{static_cast<http::status>(reply.status), 11};
         res.set(http::field::content_type, "application/json");
+        for (const auto& [name, value] : reply.headers) res.set(name, value);
         res.body() = reply.body;
         res.prepare_payload();
         http::write(*socket, res, ec);

@@ -23,6 +23,12 @@ namespace {
 // resolution moves the average power by a few percent at most, far from a unit mistake's 1000x.
 constexpr double kPowerCheckS = 2.0;
 
+// A GPU backend query the server exchange needs failed (a GPU that fell off the bus).
+class BackendFailure : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace
 
 // The hook state machine: schedule in use, clock requests, windows.
@@ -37,6 +43,7 @@ struct PipelineFrequencyOptimizer::Impl {
   std::unique_ptr<MeasurementWindow> window;
   std::unique_ptr<ServerSession> session;
   bool sync_clocks = false;
+  std::vector<int> clocks;  // supported_clocks(), once asked
 
   std::set<std::pair<std::string, int>> clocks_not_reached;  // (instruction, MHz) said so
   bool unmeasured_said = false;  // a window in which the counter did not change (once per run)
@@ -48,7 +55,8 @@ struct PipelineFrequencyOptimizer::Impl {
   std::unique_ptr<ScheduleFollower> follower;  // the schedule in use (none: default clock)
   int next_round = 0;
   bool done = false, degraded = false;
-  bool limit_set = false;  // a schedule's power limit is set
+  bool job_failed = false;  // the server said so: no more exchanges
+  bool limit_set = false;   // a schedule's power limit is set
 
   int report_every = 0;  // iterations per window: the schedule's, else opt.report_every
 
@@ -78,6 +86,18 @@ struct PipelineFrequencyOptimizer::Impl {
 
   double now() {
     return guarded("now_s", [&] { return gpu->now_s(); });
+  }
+
+  // The GPU's clocks, asked once (registration needs them); throws BackendFailure.
+  const std::vector<int>& supported_clocks() {
+    if (clocks.empty()) {
+      try {
+        clocks = gpu->supported_clocks();
+      } catch (const std::exception& e) {
+        throw BackendFailure(std::string("GPU backend supported_clocks failed: ") + e.what());
+      }
+    }
+    return clocks;
   }
 
   void sync() {
@@ -202,6 +222,20 @@ struct PipelineFrequencyOptimizer::Impl {
       problems->log(why + "; running at the default clock, retrying every " +
                     std::to_string(report_every) + " iterations");
     }
+    fall_back();
+  }
+
+  // The job failed on the server for good: the client stops asking.
+  void give_up(const std::string& why) {
+    if (opt.strict) throw Error(why);
+    problems->log(why +
+                  "; the job failed for good: running at the default clock, without the "
+                  "server from now on");
+    job_failed = true;
+    fall_back();
+  }
+
+  void fall_back() {
     degraded = true;
     follower->drop();
     default_clock();
@@ -218,18 +252,23 @@ struct PipelineFrequencyOptimizer::Impl {
     session->start_exchange();
     try {
       session->post_pending();
-      session->ensure_registered(gpu->supported_clocks());
+      session->ensure_registered(supported_clocks());
       apply(session->fetch_schedule(next_round));
       session->exchange_succeeded();
+    } catch (const JobFailed& f) {
+      give_up(server_problem(f));
     } catch (const ServerFailure& f) {
       session->exchange_failed();
       degrade(server_problem(f));
+    } catch (const BackendFailure& f) {
+      session->exchange_failed();
+      degrade(f.what());
     }
   }
 
   void window_boundary() {
     WindowMeasurements m = close_window();
-    if (!session || done) return;
+    if (!session || done || job_failed) return;
     if (follower->schedule() && !degraded) session->queue_result(result_body(m));
     if (session->backing_off()) return;  // the circuit breaker is open: no request this window
     exchange();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <exception>
 #include <thread>
 
 namespace perseus::client {
@@ -114,6 +115,7 @@ auto ServerSession::call(bool post, const std::string& target, const std::string
       if (!r.ok()) {
         last = std::string(post ? "POST " : "GET ") + http_.url_of(target) + ": HTTP " +
                std::to_string(r.status) + (r.body.empty() ? "" : ": " + one_line(r.body));
+        if (!r.header(wire::kJobFailedHeader).empty()) throw JobFailed(last);
         refused = refused_for_good(r.status);
         continue;
       }
@@ -173,12 +175,12 @@ void ServerSession::resolve_job_id() {
     return;
   }
   std::string mine;
-  std::optional<ServerFailure> failure;
+  std::exception_ptr failure;  // a ServerFailure, kept whole (JobFailed included)
   if (opt_.rank == 0) {
     try {
       mine = register_job();
-    } catch (const ServerFailure& f) {
-      failure = f;
+    } catch (const ServerFailure&) {
+      failure = std::current_exception();
     }
   }
   // Every rank takes part in the exchange, also when rank 0 failed (it passes "").
@@ -191,7 +193,7 @@ void ServerSession::resolve_job_id() {
   } else if (opt_.rank == 0) {
     take_credential(mine);
   }
-  if (failure) throw *failure;
+  if (failure) std::rethrow_exception(failure);
   if (job_id_.empty()) {
     throw ServerFailure(opt_.share_job_id
                             ? "rank 0 did not register the job (it shared an empty job id)"

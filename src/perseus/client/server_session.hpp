@@ -28,6 +28,13 @@ class ServerFailure : public Error {
   using Error::Error;
 };
 
+// The server answered that the job failed for good (wire::kJobFailedHeader): not retried, and
+// asking again later is pointless too.
+class JobFailed : public ServerFailure {
+ public:
+  using ServerFailure::ServerFailure;
+};
+
 // Back-off after failed exchanges: skips 1, 2, 4, ... window boundaries (at most `cap`); a
 // success resets it.
 class CircuitBreaker {

@@ -77,7 +77,7 @@ std::string Job::state() const {
 
 Reply Job::register_rank(const wire::RankInfo& rank, const json& body) {
   last_activity_ = std::chrono::steady_clock::now();
-  if (!error_.empty()) return internal_error(error_);
+  if (!error_.empty()) return job_failed(error_);
   if (auto problem = rank_problem(rank); !problem.empty()) return bad_request(problem);
   auto& slot = ranks_[static_cast<std::size_t>(rank.rank)];
   if (slot) {
@@ -217,7 +217,7 @@ void Job::fail(const std::string& message) {
   waiters_.clear();
   asked_.clear();
   for (auto& [round, list] : waiting) {
-    for (auto& [rank, respond] : list) respond(internal_error(message));
+    for (auto& [rank, respond] : list) respond(job_failed(message));
   }
 }
 
@@ -230,7 +230,7 @@ wire::FrequencySchedule Job::schedule_for(int rank, int round) const {
 
 void Job::request_schedule(int rank, std::optional<int> round, Responder respond) {
   last_activity_ = std::chrono::steady_clock::now();
-  if (!error_.empty()) return respond(internal_error(error_));
+  if (!error_.empty()) return respond(job_failed(error_));
   if (rank < 0 || rank >= info_.world_size) {
     return respond(bad_request(rank_out_of_range("query 'rank'", rank)));
   }
@@ -261,7 +261,7 @@ void Job::request_schedule(int rank, std::optional<int> round, Responder respond
 
 Reply Job::report_result(const wire::ProfilingResult& result, const json& body) {
   last_activity_ = std::chrono::steady_clock::now();
-  if (!error_.empty()) return internal_error(error_);
+  if (!error_.empty()) return job_failed(error_);
   if (result.rank >= info_.world_size) {
     return bad_request(rank_out_of_range("field 'rank'", result.rank));
   }
@@ -323,7 +323,7 @@ std::vector<StageResult> Job::aggregate(int round) const {
 }
 
 Reply Job::report_straggler(const json& report) {
-  if (!error_.empty()) return internal_error(error_);
+  if (!error_.empty()) return job_failed(error_);
   if (!scheduler_ || rounds_.empty()) {
     return conflict("job " + id_ + " has not started: not every rank has registered");
   }

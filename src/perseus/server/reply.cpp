@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "perseus/wire/protocol.hpp"
+
 namespace perseus::server {
 
 std::string Reply::payload() const {
@@ -42,6 +44,11 @@ Reply too_many_requests(std::string_view d) {
 }
 Reply internal_error(std::string_view d) {
   return error_reply(500, d);
+}
+Reply job_failed(std::string_view d) {
+  Reply r = error_reply(500, d);
+  r.headers.emplace_back(wire::kJobFailedHeader, "1");
+  return r;
 }
 Reply service_unavailable(std::string_view d) {
   return error_reply(503, d);

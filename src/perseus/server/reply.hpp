@@ -41,7 +41,8 @@ Reply conflict(std::string_view detail);             // 409: not now (round, reg
 Reply payload_too_large(std::string_view detail);    // 413
 Reply unprocessable(std::string_view detail);        // 422: readable JSON, wrong fields
 Reply too_many_requests(std::string_view detail);    // 429: a server cap is reached
-Reply internal_error(std::string_view detail);       // 500: the job's scheduler failed
+Reply internal_error(std::string_view detail);       // 500: an unexpected error
+Reply job_failed(std::string_view detail);           // 500: the job failed for good
 Reply service_unavailable(std::string_view detail);  // 503: out of a shared budget
 
 // A request the control plane refuses, with the status it answers.

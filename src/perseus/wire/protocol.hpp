@@ -27,6 +27,9 @@ inline constexpr const char* kRegisterJobPath = "/register_job";
 // register_job with the job's secret in this header, and the job's own endpoints require it.
 // Clients pass a job on as "<job id>#<secret>" (the credential).
 inline constexpr const char* kJobSecretHeader = "X-Perseus-Job-Secret";
+// On every answer about a job that failed for good (a 500: its scheduler failed, or its stored
+// rows cannot be read); a restarted server fails it again, so clients stop asking.
+inline constexpr const char* kJobFailedHeader = "X-Perseus-Job-Failed";
 inline constexpr char kCredentialSeparator = '#';
 inline constexpr const char* kRegisterRankPath = "/register_rank/";  // + job id
 inline constexpr const char* kSchedulePath = "/schedule/";           // + job id
