@@ -18,10 +18,12 @@ INSTRUCTION_S = 0.25
 class CountingBackend:
     """A GPU drawing POWER_W whose clock moves INSTRUCTION_S per instruction. Its counter and clock
     are reported in `energy_unit` joules and `time_unit` seconds; from instruction `reset_at` on
-    (None: never) its counter starts again from 0."""
+    (None: never) its counter starts again from 0; while instructions in `failing` (a range) run,
+    a counter read raises."""
 
-    def __init__(self, energy_unit=1.0, time_unit=1.0, reset_at=None):
+    def __init__(self, energy_unit=1.0, time_unit=1.0, reset_at=None, failing=range(0)):
         self.energy_unit, self.time_unit, self.reset_at = energy_unit, time_unit, reset_at
+        self.failing = failing
         self.t = 0.0
         self.offset_j = 0.0
         self.instructions = 0
@@ -48,6 +50,8 @@ class CountingBackend:
 
     def total_energy_j(self):
         with self.lock:
+            if self.instructions in self.failing:
+                raise RuntimeError("NVML_ERROR_TIMEOUT")
             return (POWER_W * self.t - self.offset_j) / self.energy_unit
 
     def instruction_end(self, name):
@@ -118,3 +122,16 @@ def test_a_counter_that_starts_again_is_said_once_and_measured_after():
     # No iteration comes out negative, and those well after the reset measure the power again.
     assert all(e >= 0.0 for _, e in measured), measured
     assert mean_power(measured[5:]) == pytest.approx(POWER_W, rel=0.25), measured
+
+
+def test_counter_reads_that_fail_for_a_while_are_retried_and_measure_again():
+    """Reads fail while instructions 6-9 run (a transient driver error): said once, retried, said
+    again when they work; the energy spent meanwhile comes with the first change after the gap,
+    so every iteration still measures the backend's power."""
+    measured, messages = run(CountingBackend(failing=range(6, 10)), iterations=12)
+    failed = said(messages, "energy counter read failed: ")
+    assert len(failed) == 1 and "NVML_ERROR_TIMEOUT" in failed[0], messages
+    assert len(said(messages, "energy counter reads work again after failing")) == 1, messages
+    assert len(measured) == 12
+    assert mean_power(measured) == pytest.approx(POWER_W, rel=0.1), measured
+    assert mean_power(measured[6:]) == pytest.approx(POWER_W, rel=0.1), measured

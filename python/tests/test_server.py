@@ -380,9 +380,10 @@ class CounterThatStops:
 
 
 def test_profiler_gives_up_on_a_counter_that_stopped_and_training_goes_on(server, tmp_path):
-    """The sampler's counter reads fail after 0.4 s: the windows after it saw no change, so their
-    energies are unknown. The profiler measures such a clock again, then fails the job naming the
-    rank, instead of writing rows of 0 J; the client says so and the loop trains on."""
+    """The counter reads fail from 0.4 s on (each retry fails again): the windows after it saw no
+    change, so their energies are unknown. The profiler measures such a clock again, then fails
+    the job naming the rank, instead of writing rows of 0 J; the client says so and the loop
+    trains on."""
     out = tmp_path / "stopped.csv"
     args = {"microbatches": 1, "output": str(out), "skip_iterations": 0, "max_windows": 1,
             "patience": 100, "min_window": 0}

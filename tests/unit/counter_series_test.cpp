@@ -139,4 +139,30 @@ TEST(EnergyCounterSeries, ACounterThatGoesDownStartsTheSeriesAgain) {
   EXPECT_NEAR(attribute(in, AttributionMethod::kBusyOverlap).keys[0].power_w, 300.0, 1e-9);
 }
 
+// ------------------------------------------------------------ a gap of failed reads
+
+// The first read after failed reads keeps no change: the counter changed somewhere in the gap,
+// not between that read and the one before it. The next change is timed by its reads, and the
+// interval from the last change before the gap to it holds the energy spent across it (300 W
+// throughout, refreshed every 100 ms; reads failed from 0.25 s to 1.2 s). A reset during the gap
+// still starts the series again.
+TEST(EnergyCounterSeries, TheFirstReadAfterAGapKeepsNoChange) {
+  CounterSeries series(100);
+  series.add_read(0.010, 0.014, 0.0);
+  series.add_read(0.110, 0.114, 30.0);
+  series.add_read(0.210, 0.214, 60.0);
+  EXPECT_TRUE(series.add_read(1.210, 1.214, 360.0, true));
+  EXPECT_EQ(series.size(), 2u);  // the changes at 0.11 and 0.21 only
+  EXPECT_TRUE(series.add_read(1.310, 1.314, 390.0));
+  const std::vector<CounterSample> all = series.between(-kInf, kInf);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_NEAR(all[2].t_s, 1.262, 1e-12);
+  EXPECT_NEAR(all[2].t_spread_s, 0.05, 1e-12);
+  // From the last change before the gap to the first after it: the power throughout.
+  EXPECT_EQ(all[1].energy_j, 60.0);
+  EXPECT_NEAR((all[2].energy_j - all[1].energy_j) / (all[2].t_s - all[1].t_s), 300.0, 1e-9);
+  EXPECT_FALSE(series.add_read(2.000, 2.004, 5.0, true));  // went down in a gap: a reset
+  EXPECT_EQ(series.size(), 0u);
+}
+
 }  // namespace

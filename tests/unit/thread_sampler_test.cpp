@@ -1,6 +1,7 @@
 // The thread sampler (DESIGN section 9): beside each energy-counter read it reads the backend's SM
 // clock, keeps the readings for the reporting window, forgets them with the counter's, and a
-// failing clock read stops the clock reads only; a counter that goes down is said once.
+// failing clock read stops the clock reads only; a failing counter read is retried with back-off;
+// a counter that goes down is said once.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -41,9 +42,11 @@ class ClockBackend : public perseus::client::GpuBackend {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
-  // 1, 2, 3, ... kJ; from the `reset_at`-th read on (0: never) 1, 2, 3, ... J.
+  // 1, 2, 3, ... kJ; from the `reset_at`-th read on (0: never) 1, 2, 3, ... J. Reads
+  // counter_fails_from..counter_fails_to (0: none) fail.
   double total_energy_j() override {
     const int n = ++energy_reads_;
+    if (n >= counter_fails_from && n <= counter_fails_to) throw std::runtime_error("GPU is lost");
     return reset_at_ > 0 && n >= reset_at_ ? n - reset_at_ + 1 : 1000.0 * n;
   }
   std::optional<ClockReading> read_clock() override {
@@ -53,6 +56,7 @@ class ClockBackend : public perseus::client::GpuBackend {
     return ClockReading{1000 + n, n % 2 == 1};
   }
   std::atomic<int> energy_reads_{0}, clock_reads_{0};
+  int counter_fails_from = 0, counter_fails_to = 0;
 
  private:
   Clock clock_;
@@ -123,6 +127,37 @@ TEST(ThreadSampler, ACounterThatGoesDownIsSaidOnceAndTheSeriesStartsAgain) {
             "the GPU's energy counter went down, from 9000 J to 1 J (a GPU reset, or a backend "
             "whose total_energy_j() is no running total): the changes read before it are dropped "
             "and attribution starts again from that read");
+}
+
+// A counter read that fails is retried, after 0.1 s, 0.2 s, 0.4 s, ...: the failure and the
+// recovery are each said once. The first read after the gap keeps no change (it may lie anywhere
+// in the gap): the energy spent across the gap is in the interval from the last change before it
+// to the first after it, both timed by their reads.
+TEST(ThreadSampler, AFailingCounterReadIsRetriedWithBackOffUntilItWorksAgain) {
+  ClockBackend gpu(ClockBackend::Clock::kNone);
+  gpu.counter_fails_from = 5;
+  gpu.counter_fails_to = 7;
+  Warnings errors;
+  const auto started = std::chrono::steady_clock::now();
+  ThreadSampler sampler(gpu, SamplerOptions{0.001, 65536}, errors.sink());
+  wait_for([&] { return gpu.energy_reads_ >= 12; });
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_GE(waited, 0.1 + 0.2 + 0.4);  // the waits after the three failures
+  const auto series = sampler.series(0.0, gpu.now_s());
+  ASSERT_GE(series.size(), 6u);
+  // Reads 1-4 (the first a first read), then 8 (a first read again), 9, ...
+  EXPECT_EQ(series[2].energy_j, 4000.0);
+  EXPECT_EQ(series[3].energy_j, 9000.0);
+  EXPECT_GE(series[3].t_s - series[2].t_s, 0.1 + 0.2 + 0.4);
+  for (const auto& change : series) EXPECT_LT(change.t_spread_s, 0.05);
+  std::lock_guard lock(*errors.mutex);
+  ASSERT_EQ(errors.lines->size(), 2u);
+  EXPECT_EQ(errors.lines->front(),
+            "energy counter read failed: GPU is lost; retried after 0.1 s, then less often, at "
+            "most every 10 s (windows without a counter change meanwhile are reported as "
+            "unmeasured)");
+  EXPECT_EQ(errors.lines->back(), "energy counter reads work again after failing");
 }
 
 }  // namespace

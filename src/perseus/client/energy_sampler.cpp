@@ -17,14 +17,16 @@ void CounterSeries::push(const CounterSample& sample) {
   while (samples_.size() > capacity_) samples_.pop_front();
 }
 
-bool CounterSeries::add_read(double begin_s, double end_s, double energy_j) {
+bool CounterSeries::add_read(double begin_s, double end_s, double energy_j, bool after_gap) {
   const double mid = 0.5 * (begin_s + end_s);
   ++reads_;
   const bool went_down = have_read_ && energy_j < last_value_j_;
   if (went_down) samples_.clear();
   // The first read only gives a value to compare with: it returns the refresh before it, up to a
-  // period earlier, so its time is no change's time.
-  if (have_read_ && !went_down && energy_j != last_value_j_) {
+  // period earlier, so its time is no change's time. Nor is the first read's after a gap: its
+  // change may lie anywhere in the gap. The next change is timed by its reads again, and the
+  // interval from the last change before the gap to it holds the energy spent across the gap.
+  if (have_read_ && !went_down && !after_gap && energy_j != last_value_j_) {
     push({0.5 * (last_mid_s_ + mid), energy_j, 0.5 * (mid - last_mid_s_)});
   }
   have_read_ = true;
@@ -76,31 +78,54 @@ ThreadSampler::~ThreadSampler() {
 
 void ThreadSampler::run() {
   using clock = std::chrono::steady_clock;
-  const auto period = std::chrono::duration_cast<clock::duration>(
-      std::chrono::duration<double>(options_.min_period_s));
-  try {
-    while (true) {
-      const auto started = clock::now();
-      const double begin = gpu_.now_s();
-      const double value = gpu_.total_energy_j();
-      const double end = gpu_.now_s();
-      read_clock();
-      std::unique_lock lock(mutex_);
-      const double before = series_.last_value_j();
-      if (!series_.add_read(begin, end, value) && !said_went_down_) {
-        said_went_down_ = true;
-        lock.unlock();
-        report_went_down(before, value);
-        lock.lock();
+  double retry_s = 0.0;  // the wait after a failed read (0: the last read worked)
+  while (true) {
+    const auto started = clock::now();
+    const std::string failure = read_counter(retry_s > 0.0);
+    if (!failure.empty()) {
+      if (retry_s == 0.0 && on_error_) {
+        on_error_("energy counter read failed: " + failure + "; retried after " +
+                  number(kFirstRetryS) + " s, then less often, at most every " +
+                  number(kMaxRetryS) +
+                  " s (windows without a counter change meanwhile are "
+                  "reported as unmeasured)");
       }
-      if (stopping_) return;
-      if (period.count() > 0) wake_.wait_until(lock, started + period, [&] { return stopping_; });
-      if (stopping_) return;
+      retry_s = retry_s == 0.0 ? kFirstRetryS : std::min(2.0 * retry_s, kMaxRetryS);
+    } else if (retry_s > 0.0) {
+      retry_s = 0.0;
+      if (on_error_) on_error_("energy counter reads work again after failing");
     }
-  } catch (const std::exception& e) {
-    if (on_error_)
-      on_error_(std::string("energy counter read failed, sampling stopped: ") + e.what());
+    const double wait_s = retry_s > 0.0 ? retry_s : options_.min_period_s;
+    std::unique_lock lock(mutex_);
+    if (stopping_) return;
+    if (wait_s > 0.0) {
+      wake_.wait_until(lock,
+                       started + std::chrono::duration_cast<clock::duration>(
+                                     std::chrono::duration<double>(wait_s)),
+                       [&] { return stopping_; });
+    }
+    if (stopping_) return;
   }
+}
+
+std::string ThreadSampler::read_counter(bool after_gap) {
+  double begin = 0.0, value = 0.0, end = 0.0;
+  try {
+    begin = gpu_.now_s();
+    value = gpu_.total_energy_j();
+    end = gpu_.now_s();
+  } catch (const std::exception& e) {
+    return e.what()[0] == '\0' ? "unknown error" : e.what();
+  }
+  read_clock();
+  std::unique_lock lock(mutex_);
+  const double before = series_.last_value_j();
+  if (!series_.add_read(begin, end, value, after_gap) && !said_went_down_) {
+    said_went_down_ = true;
+    lock.unlock();
+    report_went_down(before, value);
+  }
+  return "";
 }
 
 void ThreadSampler::report_went_down(double before_j, double after_j) {

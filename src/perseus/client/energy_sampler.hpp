@@ -68,11 +68,12 @@ class CounterSeries {
  public:
   explicit CounterSeries(std::size_t capacity) : capacity_(capacity) {}
   // One read that began at `begin_s`, ended at `end_s` and returned `energy_j`; a change from the
-  // previous read's value is kept (the first read keeps nothing). A value below the previous one
+  // previous read's value is kept (the first read keeps nothing, nor does the first `after_gap`,
+  // a gap of failed reads: the change may lie anywhere in it). A value below the previous one
   // means the counter started again (a GPU reset, or a backend whose total_energy_j is no running
   // total): nobody knows the energy across it, so the series starts again too, the read counting
   // as a first read, and this returns false.
-  bool add_read(double begin_s, double end_s, double energy_j);
+  bool add_read(double begin_s, double end_s, double energy_j, bool after_gap = false);
   // An exactly timed value (ideal counters).
   void add_exact(double t_s, double energy_j);
   // The changes with from_s < t <= to_s, preceded by the last change at or before from_s.
@@ -107,12 +108,19 @@ class EnergySampler {
 };
 
 // Reads `gpu.total_energy_j()` (timed by `gpu.now_s()`) on its own thread until destroyed, and
-// `gpu.read_clock()` after each read. A failing counter read stops the sampler and is passed once
-// to `on_error`; a failing clock read stops the clock reads only (also passed to `on_error`). A
-// counter that goes down starts the series again (CounterSeries::add_read); the first time, that
-// is passed to `on_error` too.
+// `gpu.read_clock()` after each read. A failing counter read (a transient driver error, or a GPU
+// that is lost) is retried after kFirstRetryS, each retry waiting twice as long up to kMaxRetryS;
+// the first failure of a streak and the first read that works again are passed to `on_error`.
+// The energy spent meanwhile is in the interval from the last change before the gap to the first
+// after it. A failing
+// clock read stops the clock reads only (also passed to `on_error`). A counter that goes down
+// starts the series again (CounterSeries::add_read); the first time, that is passed to
+// `on_error` too.
 class ThreadSampler : public EnergySampler {
  public:
+  static constexpr double kFirstRetryS = 0.1;
+  static constexpr double kMaxRetryS = 10.0;
+
   ThreadSampler(GpuBackend& gpu, SamplerOptions options,
                 std::function<void(const std::string&)> on_error = {});
   ~ThreadSampler() override;
@@ -125,6 +133,9 @@ class ThreadSampler : public EnergySampler {
 
  private:
   void run();
+  // One counter read (then a clock read) into the series (`after_gap`: the first after failed
+  // reads); the read's error, else "".
+  std::string read_counter(bool after_gap);
   // One clock read after a counter read (the lock is taken only to keep it); none once a read
   // failed or the backend reported no clock (read_clocks_).
   void read_clock();

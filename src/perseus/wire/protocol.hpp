@@ -106,7 +106,7 @@ struct ProfilingResult {
   // client cannot read clocks, e.g. a simulated GPU or a Zeus client).
   std::map<std::string, ClockObservation> clocks;
   // Extension: false when the GPU's energy counter did not change during the window (it is
-  // stuck, or the client's sampler stopped), so its energies (sent as 0) are unknown, not zero.
+  // stuck, or the client's reads of it fail), so its energies (sent as 0) are unknown, not zero.
   // Sent only when false.
   bool energy_measured = true;
 };

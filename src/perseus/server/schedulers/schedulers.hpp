@@ -154,7 +154,7 @@ std::vector<StageWindow> summarize_all(const std::string& context,
 // measured again, with the clients asked for enough iterations per window (Round::report_every,
 // with a tenth to spare). Clients that do not follow (Zeus's) keep their windows, which are taken.
 // A round in which some rank's counter did not change at all (StageResult::unmeasured_ranks: the
-// counter is stuck, or the client's sampler stopped) is measured again too, up to
+// counter is stuck, or the client's reads of it fail) is measured again too, up to
 // kMaxUnmeasuredRounds rounds in a row, after which the job fails naming the ranks: energies that
 // are unknown are never taken as 0 J.
 class WindowLength {

@@ -59,7 +59,7 @@ bool WindowLength::unmeasured(const std::vector<StageResult>& results) {
               number(longest_s(results)) +
               " s long: a counter refreshed less often than that (a real GPU's, about every "
               "100 ms: min_window asks for longer windows), a counter that is stuck, or a client "
-              "whose energy sampler stopped (its log says why); the energies of such windows are "
+              "whose counter reads fail (its log says why); the energies of such windows are "
               "unknown, not 0 J");
 }
 
