@@ -1,7 +1,6 @@
 // The thread sampler (DESIGN section 9): beside each energy-counter read it reads the backend's SM
-// clock, keeps the readings for the reporting window, forgets them with the counter's, and a
-// failing clock read stops the clock reads only; a failing counter read is retried with back-off;
-// a counter that goes down is said once.
+// clock, keeps the readings for the reporting window, forgets them with the counter's; failing
+// clock and counter reads are retried with back-off; a counter that goes down is said once.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -25,9 +24,9 @@ using perseus::client::SamplerOptions;
 using perseus::client::ThreadSampler;
 using perseus::test::Warnings;
 
-// A backend whose clock reads 1000 + n MHz at its n-th read (held down on odd reads), fails from
-// its `fail_at`-th read on (0: never), or reports no clock at all; its counter reads n J at its
-// n-th read (in kJ), or starts again at its `reset_at`-th (in J).
+// A backend whose clock reads 1000 + n MHz at its n-th read (held down on odd reads), fails at
+// its `fail_at`-th and `fail_at + 1`-th reads (0: never), or reports no clock at all; its counter
+// reads n J at its n-th read (in kJ), or starts again at its `reset_at`-th (in J).
 class ClockBackend : public perseus::client::GpuBackend {
  public:
   enum class Clock { kCounting, kNone };
@@ -52,7 +51,9 @@ class ClockBackend : public perseus::client::GpuBackend {
   std::optional<ClockReading> read_clock() override {
     const int n = ++clock_reads_;
     if (clock_ == Clock::kNone) return std::nullopt;
-    if (fail_at_ > 0 && n >= fail_at_) throw std::runtime_error("NVML is gone");
+    if (fail_at_ > 0 && n >= fail_at_ && n <= fail_at_ + 1) {
+      throw std::runtime_error("NVML timed out");
+    }
     return ClockReading{1000 + n, n % 2 == 1};
   }
   std::atomic<int> energy_reads_{0}, clock_reads_{0};
@@ -89,17 +90,26 @@ TEST(ThreadSampler, KeepsAClockReadingBesideEachCounterReadAndForgetsThemWithIt)
   EXPECT_EQ(sampler.clocks(0.0, now).front().clock.sm_mhz, all[10].clock.sm_mhz);
 }
 
-TEST(ThreadSampler, AFailingClockReadStopsTheClockReadsButNotTheCounter) {
+// A clock read that fails is retried after 0.1 s, then 0.2 s, while the counter reads go on; the
+// failure and the recovery are each said once.
+TEST(ThreadSampler, AFailingClockReadIsRetriedWithBackOffWhileTheCounterGoesOn) {
   ClockBackend gpu(ClockBackend::Clock::kCounting, 4);
   Warnings errors;
   ThreadSampler sampler(gpu, SamplerOptions{0.001, 65536}, errors.sink());
-  wait_for([&] { return gpu.energy_reads_ >= 20; });
-  EXPECT_EQ(gpu.clock_reads_, 4);  // three readings, then the failure, then no more tries
-  EXPECT_EQ(sampler.clocks(0.0, gpu.now_s()).size(), 3u);
-  EXPECT_FALSE(sampler.series(0.0, gpu.now_s()).empty());
+  wait_for([&] { return gpu.clock_reads_ >= 8; });
+  EXPECT_GE(gpu.energy_reads_, 50);  // every millisecond meanwhile, for 0.3 s
+  const std::vector<ClockSample> all = sampler.clocks(0.0, gpu.now_s());
+  ASSERT_GE(all.size(), 5u);
+  std::vector<int> mhz;
+  for (std::size_t i = 0; i < 5; ++i) mhz.push_back(all[i].clock.sm_mhz);
+  EXPECT_EQ(mhz, (std::vector<int>{1001, 1002, 1003, 1006, 1007}));  // reads 4 and 5 failed
+  EXPECT_GE(all[3].t_s - all[2].t_s, 0.1 + 0.2);
   std::lock_guard lock(*errors.mutex);
-  ASSERT_EQ(errors.lines->size(), 1u);
-  EXPECT_EQ(errors.lines->front(), "SM clock read failed, clock reads stopped: NVML is gone");
+  ASSERT_EQ(errors.lines->size(), 2u);
+  EXPECT_EQ(errors.lines->front(),
+            "SM clock read failed: NVML timed out; retried after 0.1 s, then less often, at most "
+            "every 10 s");
+  EXPECT_EQ(errors.lines->back(), "SM clock reads work again after failing");
 }
 
 TEST(ThreadSampler, ABackendWithoutAClockIsAskedOnce) {

@@ -54,6 +54,25 @@ void CounterSeries::forget_before(double t_s) {
   while (samples_.size() > 1 && samples_[1].t_s < t_s) samples_.pop_front();
 }
 
+// ---- ReadBackoff ----
+
+bool ReadBackoff::failed() {
+  const bool first = wait_s_ == 0.0;
+  wait_s_ = first ? kFirstRetryS : std::min(2.0 * wait_s_, kMaxRetryS);
+  return first;
+}
+
+bool ReadBackoff::worked() {
+  const bool ended = wait_s_ > 0.0;
+  wait_s_ = 0.0;
+  return ended;
+}
+
+std::string ReadBackoff::policy() {
+  return "retried after " + number(kFirstRetryS) + " s, then less often, at most every " +
+         number(kMaxRetryS) + " s";
+}
+
 // ---- ThreadSampler ----
 
 std::unique_ptr<EnergySampler> GpuBackend::start_energy_sampler(
@@ -78,24 +97,19 @@ ThreadSampler::~ThreadSampler() {
 
 void ThreadSampler::run() {
   using clock = std::chrono::steady_clock;
-  double retry_s = 0.0;  // the wait after a failed read (0: the last read worked)
   while (true) {
     const auto started = clock::now();
-    const std::string failure = read_counter(retry_s > 0.0);
+    const std::string failure = read_counter(counter_backoff_.wait_s() > 0.0);
     if (!failure.empty()) {
-      if (retry_s == 0.0 && on_error_) {
-        on_error_("energy counter read failed: " + failure + "; retried after " +
-                  number(kFirstRetryS) + " s, then less often, at most every " +
-                  number(kMaxRetryS) +
-                  " s (windows without a counter change meanwhile are "
-                  "reported as unmeasured)");
+      if (counter_backoff_.failed() && on_error_) {
+        on_error_("energy counter read failed: " + failure + "; " + ReadBackoff::policy() +
+                  " (windows without a counter change meanwhile are reported as unmeasured)");
       }
-      retry_s = retry_s == 0.0 ? kFirstRetryS : std::min(2.0 * retry_s, kMaxRetryS);
-    } else if (retry_s > 0.0) {
-      retry_s = 0.0;
-      if (on_error_) on_error_("energy counter reads work again after failing");
+    } else if (counter_backoff_.worked() && on_error_) {
+      on_error_("energy counter reads work again after failing");
     }
-    const double wait_s = retry_s > 0.0 ? retry_s : options_.min_period_s;
+    const double wait_s =
+        counter_backoff_.wait_s() > 0.0 ? counter_backoff_.wait_s() : options_.min_period_s;
     std::unique_lock lock(mutex_);
     if (stopping_) return;
     if (wait_s > 0.0) {
@@ -137,7 +151,7 @@ void ThreadSampler::report_went_down(double before_j, double after_j) {
 }
 
 void ThreadSampler::read_clock() {
-  if (!read_clocks_) return;
+  if (!read_clocks_ || std::chrono::steady_clock::now() < clock_retry_at_) return;
   try {
     const double begin = gpu_.now_s();
     const std::optional<ClockReading> clock = gpu_.read_clock();
@@ -146,12 +160,17 @@ void ThreadSampler::read_clock() {
       read_clocks_ = false;  // this backend cannot tell
       return;
     }
+    if (clock_backoff_.worked() && on_error_) on_error_("SM clock reads work again after failing");
     std::lock_guard lock(mutex_);
     clocks_.push_back({(begin + end) / 2.0, *clock});
     if (clocks_.size() > options_.capacity) clocks_.pop_front();
   } catch (const std::exception& e) {
-    read_clocks_ = false;
-    if (on_error_) on_error_(std::string("SM clock read failed, clock reads stopped: ") + e.what());
+    if (clock_backoff_.failed() && on_error_) {
+      on_error_(std::string("SM clock read failed: ") + e.what() + "; " + ReadBackoff::policy());
+    }
+    clock_retry_at_ = std::chrono::steady_clock::now() +
+                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                          std::chrono::duration<double>(clock_backoff_.wait_s()));
   }
 }
 

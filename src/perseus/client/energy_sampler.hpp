@@ -107,20 +107,32 @@ class EnergySampler {
   virtual std::vector<ClockSample> clocks(double /*from_s*/, double /*to_s*/) { return {}; }
 };
 
-// Reads `gpu.total_energy_j()` (timed by `gpu.now_s()`) on its own thread until destroyed, and
-// `gpu.read_clock()` after each read. A failing counter read (a transient driver error, or a GPU
-// that is lost) is retried after kFirstRetryS, each retry waiting twice as long up to kMaxRetryS;
-// the first failure of a streak and the first read that works again are passed to `on_error`.
-// The energy spent meanwhile is in the interval from the last change before the gap to the first
-// after it. A failing
-// clock read stops the clock reads only (also passed to `on_error`). A counter that goes down
-// starts the series again (CounterSeries::add_read); the first time, that is passed to
-// `on_error` too.
-class ThreadSampler : public EnergySampler {
+// Retries of a read that failed (a transient driver error, or a GPU that is lost): after
+// kFirstRetryS, each wait twice the last, at most kMaxRetryS.
+class ReadBackoff {
  public:
   static constexpr double kFirstRetryS = 0.1;
   static constexpr double kMaxRetryS = 10.0;
+  // A read failed; true when it starts a streak of failures (to be said).
+  bool failed();
+  // A read worked; true when it ends a streak (to be said).
+  bool worked();
+  double wait_s() const { return wait_s_; }  // before the next try (0: not failing)
+  // "retried after 0.1 s, then less often, at most every 10 s"
+  static std::string policy();
 
+ private:
+  double wait_s_ = 0.0;
+};
+
+// Reads `gpu.total_energy_j()` (timed by `gpu.now_s()`) on its own thread until destroyed, and
+// `gpu.read_clock()` after each read. A failing counter or clock read is retried (ReadBackoff);
+// the first failure of a streak and the first read that works again are passed to `on_error`.
+// The energy spent across a gap in the counter reads is in the interval from the last change
+// before it to the first after it. A counter that goes down starts the series again
+// (CounterSeries::add_read); the first time, that is passed to `on_error` too.
+class ThreadSampler : public EnergySampler {
+ public:
   ThreadSampler(GpuBackend& gpu, SamplerOptions options,
                 std::function<void(const std::string&)> on_error = {});
   ~ThreadSampler() override;
@@ -136,8 +148,8 @@ class ThreadSampler : public EnergySampler {
   // One counter read (then a clock read) into the series (`after_gap`: the first after failed
   // reads); the read's error, else "".
   std::string read_counter(bool after_gap);
-  // One clock read after a counter read (the lock is taken only to keep it); none once a read
-  // failed or the backend reported no clock (read_clocks_).
+  // One clock read after a counter read (the lock is taken only to keep it); none once the
+  // backend reported no clock (read_clocks_), nor while a failed one waits for its retry.
   void read_clock();
   // The first counter that went down, to `on_error_` (the lock not held).
   void report_went_down(double before_j, double after_j);
@@ -149,8 +161,11 @@ class ThreadSampler : public EnergySampler {
   std::condition_variable wake_;
   CounterSeries series_;
   std::deque<ClockSample> clocks_;  // at most options_.capacity, oldest dropped first
-  bool read_clocks_ = true;         // sampler thread only
-  bool said_went_down_ = false;     // sampler thread only
+  // Sampler thread only:
+  bool read_clocks_ = true;
+  bool said_went_down_ = false;
+  ReadBackoff counter_backoff_, clock_backoff_;
+  std::chrono::steady_clock::time_point clock_retry_at_;
   bool stopping_ = false;
   std::thread thread_;
 };
