@@ -62,6 +62,23 @@ def closed_port_url():
     return f"http://127.0.0.1:{port}"
 
 
+class MeasuringOnly:
+    """A GPU backend's settings, all doing nothing: the base of test backends that only measure
+    (they add supported_clocks, now_s and total_energy_j)."""
+
+    def lock_clock(self, mhz):
+        pass
+
+    def reset_clock(self):
+        pass
+
+    def set_power_limit(self, watts):
+        pass
+
+    def reset_power_limit(self):
+        pass
+
+
 def train(opt, iterations, names=("forward", "backward"), seconds=None):
     """Runs `iterations` training steps through the hooks, one instruction per name, each
     lasting seconds[name] when given (else no time at all)."""

@@ -9,13 +9,13 @@ import warnings
 import pytest
 
 import perseus
-from conftest import train
+from conftest import MeasuringOnly, train
 
 POWER_W = 200.0  # what the backend's GPU draws, always
 INSTRUCTION_S = 0.25
 
 
-class CountingBackend:
+class CountingBackend(MeasuringOnly):
     """A GPU drawing POWER_W whose clock moves INSTRUCTION_S per instruction. Its counter and clock
     are reported in `energy_unit` joules and `time_unit` seconds; from instruction `reset_at` on
     (None: never) its counter starts again from 0; while instructions in `failing` (a range) run,
@@ -31,18 +31,6 @@ class CountingBackend:
 
     def supported_clocks(self):
         return [1500, 1200]
-
-    def lock_clock(self, mhz):
-        pass
-
-    def reset_clock(self):
-        pass
-
-    def set_power_limit(self, watts):
-        pass
-
-    def reset_power_limit(self):
-        pass
 
     def now_s(self):
         with self.lock:

@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 
 import perseus
-from conftest import train
+from conftest import MeasuringOnly, train
 
 MICROBATCHES = 3
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -347,7 +347,7 @@ def schedule_answers(server, status):
     return float(found.group(1)) if found else 0
 
 
-class CounterThatStops:
+class CounterThatStops(MeasuringOnly):
     """A GPU drawing 200 W on the wall clock whose energy counter read fails from `fail_after_s` on
     (as NVML's does once the GPU has fallen off the bus)."""
 
@@ -356,18 +356,6 @@ class CounterThatStops:
 
     def supported_clocks(self):
         return [1500, 1400, 1300, 1200, 1100, 1000, 900, 800]
-
-    def lock_clock(self, mhz):
-        pass
-
-    def reset_clock(self):
-        pass
-
-    def set_power_limit(self, watts):
-        pass
-
-    def reset_power_limit(self):
-        pass
 
     def now_s(self):
         return time.monotonic() - self.t0
@@ -379,35 +367,44 @@ class CounterThatStops:
         return 200.0 * t
 
 
+def profile_until_the_counter_fails(server, gpu, out):
+    """A profiler job on `gpu` (one window of 4 iterations per clock, min_window 0, output `out`)
+    through 80 iterations of a 10 ms forward and a 20 ms backward. Checks that the job failed on
+    the counter naming rank 0, wrote no profile of 0 J rows, and was said to have failed once,
+    the client never asking again; that every iteration trained (and measured its time); and
+    returns (the job's status, the client's log)."""
+    args = {"microbatches": 1, "output": str(out), "skip_iterations": 0, "max_windows": 1,
+            "patience": 100, "min_window": 0}
+    logs = []
+    opt = perseus.PipelineFrequencyOptimizer(
+        0, 0, 0, 0, 0, 1, 1, 1, 1, server, gpu=gpu, scheduler="profiler", scheduler_args=args,
+        report_every=4, sampler_period=0.005, log=logs.append)
+    try:
+        train(opt, 80, seconds={"forward": 0.01, "backward": 0.02})
+        job_id, trained = opt.job_id, len(opt.iterations)
+    finally:
+        opt.close()  # never raises, also when the GPU is lost
+    status = get_json(f"{server}/jobs/{job_id}")
+    assert status["state"] == "failed", status
+    assert ("the GPU energy counter of rank 0 (stage 0) did not change in 3 reporting windows in "
+            "a row") in status["error"], status
+    assert not out.exists()
+    assert trained == 80
+    assert sum("the job failed for good" in m for m in logs) == 1, logs
+    assert schedule_answers(server, 500) == 1
+    return status, logs
+
+
 def test_profiler_gives_up_on_a_counter_that_stopped_and_training_goes_on(server, tmp_path):
     """The counter reads fail from 0.4 s on (each retry fails again): the windows after it saw no
     change, so their energies are unknown. The profiler measures such a clock again, then fails
     the job naming the rank, instead of writing rows of 0 J; the client says so and the loop
     trains on."""
-    out = tmp_path / "stopped.csv"
-    args = {"microbatches": 1, "output": str(out), "skip_iterations": 0, "max_windows": 1,
-            "patience": 100, "min_window": 0}
-    logs = []
-    opt = perseus.PipelineFrequencyOptimizer(
-        0, 0, 0, 0, 0, 1, 1, 1, 1, server, gpu=CounterThatStops(0.4), scheduler="profiler",
-        scheduler_args=args, report_every=4, sampler_period=0.005, log=logs.append)
-    try:
-        train(opt, 80, seconds={"forward": 0.01, "backward": 0.02})
-        job_id, trained = opt.job_id, len(opt.iterations)
-    finally:
-        opt.close()
-    status = get_json(f"{server}/jobs/{job_id}")
-    assert status["state"] == "failed", status
-    assert ("the GPU energy counter of rank 0 (stage 0) did not change in 3 reporting windows in "
-            "a row") in status["error"], status
+    status, logs = profile_until_the_counter_fails(server, CounterThatStops(0.4),
+                                                   tmp_path / "stopped.csv")
     assert status["scheduler_status"]["measured"] < 8, status  # the clocks before it stopped
-    assert not out.exists()  # no profile of 0 J rows
     assert any("energy counter read failed" in m and "GPU is lost" in m for m in logs), logs
     assert any("did not change in 3 reporting windows" in m for m in logs), logs
-    assert trained == 80  # every iteration trained and measured its time
-    # Told once that the job failed for good, the client never asked again.
-    assert sum("the job failed for good" in m for m in logs) == 1, logs
-    assert schedule_answers(server, 500) == 1
 
 
 @pytest.mark.skipif(not os.path.isfile(FAKE), reason="PERSEUS_FAKE_NVML (the fake NVML) not set")
@@ -421,24 +418,11 @@ def test_a_gpu_lost_mid_sweep_fails_the_job_and_never_the_training(server, tmp_p
     monkeypatch.setenv("FAKE_NVML_LOST_AFTER_MS", "250")
     monkeypatch.setenv("FAKE_NVML_READ_MS", "1")
     monkeypatch.setenv("FAKE_NVML_REFRESH_MS", "10")
-    out = tmp_path / "lost.csv"
-    args = {"microbatches": 1, "output": str(out), "skip_iterations": 0, "max_windows": 1,
-            "patience": 100, "min_window": 0}
-    logs = []
-    opt = perseus.PipelineFrequencyOptimizer(
-        0, 0, 0, 0, 0, 1, 1, 1, 1, server, gpu=perseus.NvmlGpu(0, library=FAKE),
-        scheduler="profiler", scheduler_args=args, report_every=4, log=logs.append)
-    train(opt, 80, seconds={"forward": 0.01, "backward": 0.02})
-    job_id, trained = opt.job_id, len(opt.iterations)
-    opt.close()
-    assert trained == 80
-    status = get_json(f"{server}/jobs/{job_id}")
-    assert status["state"] == "failed", status
-    assert "the GPU energy counter of rank 0 (stage 0) did not change" in status["error"], status
-    assert not out.exists()
+    _, logs = profile_until_the_counter_fails(server, perseus.NvmlGpu(0, library=FAKE),
+                                              tmp_path / "lost.csv")
     lost = [m for m in logs if "GPU is lost" in m]
     assert any("energy counter read failed" in m for m in lost), logs
-    assert schedule_answers(server, 500) == 1
+    assert any("SM clock read failed" in m for m in lost), logs
 
 
 def test_example_against_server(server, perseus_bin):
