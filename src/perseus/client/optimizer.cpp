@@ -1,9 +1,5 @@
 #include "perseus/client/optimizer.hpp"
 
-#include <cmath>
-#include <map>
-#include <numeric>
-#include <set>
 #include <utility>
 
 #include "perseus/client/frequency_controller.hpp"
@@ -11,17 +7,13 @@
 #include "perseus/client/problem_log.hpp"
 #include "perseus/client/schedule_follower.hpp"
 #include "perseus/client/server_session.hpp"
-#include "perseus/profile/plausibility.hpp"
+#include "perseus/client/window_checks.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/wire/protocol.hpp"
 
 namespace perseus::client {
 
 namespace {
-
-// Measured seconds the power check waits for: 20 refreshes of a real GPU's counter, so that its
-// resolution moves the average power by a few percent at most, far from a unit mistake's 1000x.
-constexpr double kPowerCheckS = 2.0;
 
 // A GPU backend query the server exchange needs failed (a GPU that fell off the bus).
 class BackendFailure : public Error {
@@ -43,13 +35,9 @@ struct PipelineFrequencyOptimizer::Impl {
   std::unique_ptr<MeasurementWindow> window;
   std::unique_ptr<ServerSession> session;
   bool sync_clocks = false;
-  std::vector<int> clocks;  // supported_clocks(), once asked
+  std::vector<int> gpu_clocks;  // supported_clocks(), once asked
 
-  std::set<std::pair<std::string, int>> clocks_not_reached;  // (instruction, MHz) said so
-  bool unmeasured_said = false;  // a window in which the counter did not change (once per run)
-  // The power check: the measured iterations so far, until it is done.
-  bool power_checked = false;
-  double power_check_s = 0.0, power_check_j = 0.0;
+  std::unique_ptr<WindowChecks> checks;
 
   // Server state.
   std::unique_ptr<ScheduleFollower> follower;  // the schedule in use (none: default clock)
@@ -90,14 +78,14 @@ struct PipelineFrequencyOptimizer::Impl {
 
   // The GPU's clocks, asked once (registration needs them); throws BackendFailure.
   const std::vector<int>& supported_clocks() {
-    if (clocks.empty()) {
+    if (gpu_clocks.empty()) {
       try {
-        clocks = gpu->supported_clocks();
+        gpu_clocks = gpu->supported_clocks();
       } catch (const std::exception& e) {
         throw BackendFailure(std::string("GPU backend supported_clocks failed: ") + e.what());
       }
     }
-    return clocks;
+    return gpu_clocks;
   }
 
   void sync() {
@@ -158,50 +146,8 @@ struct PipelineFrequencyOptimizer::Impl {
     for (std::size_t i = 0; i < m.iter_time.size(); ++i) {
       iterations.push_back({m.iter_time[i], m.iter_energy[i]});
     }
-    if (!opt.observe) warn_of_clocks_not_reached(m.clocks);
-    if (!m.iter_time.empty() && !m.measured && !unmeasured_said) {
-      unmeasured_said = true;
-      problems->log("the GPU's energy counter did not change during a reporting window of " +
-                    number(std::accumulate(m.iter_time.begin(), m.iter_time.end(), 0.0)) +
-                    " s (real counters refresh about every 100 ms); its energies are unknown and "
-                    "reported as unmeasured: report over more iterations (report_every; the "
-                    "profiler asks for more by itself)");
-    }
-    check_power(m);
+    checks->check(m);
     return m;
-  }
-
-  // Once per run, after kPowerCheckS of measured iterations: an average power that no GPU draws,
-  // the mark of a backend's unit mistake (a counter in millijoules, a clock in milliseconds). The
-  // energies are reported as measured.
-  void check_power(const WindowMeasurements& m) {
-    if (power_checked || !m.measured) return;
-    power_check_s += std::accumulate(m.iter_time.begin(), m.iter_time.end(), 0.0);
-    power_check_j += std::accumulate(m.iter_energy.begin(), m.iter_energy.end(), 0.0);
-    if (!(power_check_s >= kPowerCheckS)) return;
-    power_checked = true;
-    const std::string problem = profile::power_problem(power_check_j, power_check_s);
-    if (problem.empty()) return;
-    problems->local_problem(
-        "the GPU's energy counter over the first measured iterations: " + problem +
-        "; a GPU backend's total_energy_j() must return joules and now_s() seconds");
-  }
-
-  // Once per instruction and clock: the GPU ran it below its locked clock (the power limit or
-  // heat held the clock down), so its measurements are those of a lower clock.
-  void warn_of_clocks_not_reached(const std::map<std::string, ClockSummary>& clocks) {
-    for (const auto& [name, c] : clocks) {
-      if (!c.locked_clock_not_reached() ||
-          !clocks_not_reached.insert({name, c.locked_mhz}).second) {
-        continue;
-      }
-      const std::string held = std::to_string(std::lround(100.0 * c.held_down_share)) + " % of " +
-                               std::to_string(c.samples) + " clock readings";
-      problems->log("the GPU ran '" + name + "' at " + std::to_string(std::lround(c.mean_mhz)) +
-                    " MHz on average, below its locked " + std::to_string(c.locked_mhz) +
-                    " MHz (held down by the power limit or temperature in " + held +
-                    "): its measurements are those of the lower clock");
-    }
   }
 
   // ---- state changes ----
@@ -316,6 +262,7 @@ PipelineFrequencyOptimizer::PipelineFrequencyOptimizer(OptimizerOptions options,
       sampling, [&m](const std::string& message) { m.problems->warn_once(message); });
   m.window =
       std::make_unique<MeasurementWindow>(*m.sampler, m.opt.attribution, m.gpu->counter_response());
+  m.checks = std::make_unique<WindowChecks>(*m.problems, !m.opt.observe);
   if (m.opt.server_url.empty()) return;
   m.session = std::make_unique<ServerSession>(m.opt);
   m.exchange();
