@@ -422,7 +422,6 @@ def test_a_gpu_lost_mid_sweep_fails_the_job_and_never_the_training(server, tmp_p
                                               tmp_path / "lost.csv")
     lost = [m for m in logs if "GPU is lost" in m]
     assert any("energy counter read failed" in m for m in lost), logs
-    assert any("SM clock read failed" in m for m in lost), logs
 
 
 def test_example_against_server(server, perseus_bin):

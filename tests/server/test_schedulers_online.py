@@ -2,6 +2,7 @@
 moves the other pipelines to a cheaper plan after a straggler report, and bad reports get a 400
 naming the field."""
 import csv
+import re
 import subprocess
 
 from conftest import PERSEUS, rank_info, result_body
@@ -101,3 +102,7 @@ def test_a_round_a_rank_did_not_measure_is_measured_again_and_never_shown(server
         assert job["last_results"]["round"] == 0, job
         assert job["last_results"]["stages"][0]["mean_energy_j"] > 0, job
         assert job["scheduler_status"]["measured"] == 1, job["scheduler_status"]
+        assert job["unmeasured_ranks"] == [0], job  # in round 1, the latest complete one
+        metrics = server.get("/metrics")[1]
+        assert re.search(rf'^perseus_job_unmeasured_ranks\{{job="{re.escape(job_id)}"\}} 1$',
+                         metrics, re.M), metrics

@@ -1,8 +1,8 @@
 // GET /metrics: the control plane in Prometheus's text format. Per job: rounds, the last measured
-// iteration (per stage and in all), the saving against the job's own all-max round, straggler
-// reports, idleness; server-wide: answers by endpoint and status, barrier release and store
-// write latency, open connections, jobs. Each family's samples are written together, as the
-// format requires.
+// iteration (per stage and in all), the saving against the job's own all-max round, the ranks
+// whose energy counter did not change in the latest round, straggler reports, idleness;
+// server-wide: answers by endpoint and status, barrier release and store write latency, open
+// connections, jobs. Each family's samples are written together, as the format requires.
 #include "perseus/server/control_plane.hpp"
 #include "perseus/server/metrics.hpp"
 
@@ -63,6 +63,11 @@ void job_families(PrometheusText& out, const std::vector<JobSample>& jobs) {
   per_job(out, jobs, "perseus_job_energy_saving_ratio", "gauge",
           "1 - energy of the last measured round / energy of the job's last all-max round",
           [](const JobSample& j) { return j.measured.energy_saving(); });
+  per_job(out, jobs, "perseus_job_unmeasured_ranks", "gauge",
+          "Ranks whose GPU energy counter did not change in the job's latest complete round",
+          [](const JobSample& j) -> Maybe {
+            return static_cast<double>(j.measured.unmeasured_ranks.size());
+          });
   per_job(out, jobs, "perseus_job_stragglers_reported_total", "counter",
           "Straggler reports the job received", [](const JobSample& j) -> Maybe {
             return static_cast<double>(j.job->stragglers_reported());

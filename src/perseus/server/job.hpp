@@ -58,6 +58,9 @@ struct RoundMeasurement {
 // the ranks' highest common clock (all-max); each absent when there is none.
 struct JobMeasurements {
   std::optional<RoundMeasurement> last, all_max;
+  // The ranks whose energy counter did not change in the latest round with every result in
+  // (wire::ProfilingResult::energy_measured); `last` is an earlier round while any is listed.
+  std::vector<int> unmeasured_ranks;
   // 1 - energy of `last` / energy of `all_max` (nullopt without both): what the job saves
   // against running at full clock, by its own measurement.
   std::optional<double> energy_saving() const;
@@ -124,6 +127,7 @@ class Job {
   // energy counter did not change is skipped: its energies are unknown).
   std::optional<RoundMeasurement> latest_measured(
       const std::function<bool(const Round&)>& wanted) const;
+  std::vector<int> latest_unmeasured_ranks() const;
   int registered() const;
   // "<field>: N is out of range for world_size W".
   std::string rank_out_of_range(const std::string& field, int rank) const;

@@ -63,10 +63,23 @@ std::optional<RoundMeasurement> Job::latest_measured(
   return std::nullopt;
 }
 
+std::vector<int> Job::latest_unmeasured_ranks() const {
+  for (std::size_t r = rounds_.size(); r-- > 0;) {
+    if (results_in_round_[r] < info_.world_size) continue;
+    std::vector<int> out;
+    for (const auto& result : results_[r]) {
+      if (result && !result->energy_measured) out.push_back(result->rank);
+    }
+    return out;
+  }
+  return {};
+}
+
 JobMeasurements Job::measurements() const {
   const int top = top_clock_;
   return {latest_measured([](const Round&) { return true; }),
-          latest_measured([top](const Round& round) { return runs_all_at(round, top); })};
+          latest_measured([top](const Round& round) { return runs_all_at(round, top); }),
+          latest_unmeasured_ranks()};
 }
 
 std::optional<double> JobMeasurements::energy_saving() const {
@@ -93,6 +106,7 @@ json Job::status(bool detailed) const {
   const JobMeasurements measured = measurements();
   auto saving = measured.energy_saving();
   j["energy_saving"] = saving ? json(*saving) : json(nullptr);
+  j["unmeasured_ranks"] = measured.unmeasured_ranks;
   if (!detailed) return j;
   j["job_metadata"] = info_.job_metadata ? json(*info_.job_metadata) : json(nullptr);
   j["scheduler_args"] = info_.scheduler_args.value_or(json::object());
