@@ -19,6 +19,17 @@ std::string last_results(const nlohmann::json& job) {
          fixed(energy, 1) + " J";
 }
 
+// The ranks whose energy counter did not change in the latest complete round, if any: the last
+// results shown are an earlier round's.
+std::string unmeasured(const nlohmann::json& job) {
+  const auto it = job.find("unmeasured_ranks");
+  if (it == job.end() || it->empty()) return "";
+  std::string ranks;
+  for (const auto& rank : *it) ranks += (ranks.empty() ? "" : ", ") + rank.dump();
+  return " <span class=\"stale\">(the latest round's energy was not measured by rank" +
+         std::string(it->size() > 1 ? "s " : " ") + ranks + ")</span>";
+}
+
 // The job's saving against its own all-max round, or a dash.
 std::string saving(const nlohmann::json& job) {
   if (!job.contains("energy_saving") || job["energy_saving"].is_null()) return "&ndash;";
@@ -63,8 +74,8 @@ std::string render_status_page(const std::vector<nlohmann::json>& jobs, double u
       }
       html << "</td><td>" << escape(job["scheduler"].get<std::string>()) << "</td><td>"
            << job["ranks_registered"].dump() << " / " << job["world_size"].dump() << "</td><td>"
-           << job["round"].dump() << "</td><td>" << last_results(job) << "</td><td>" << saving(job)
-           << "</td></tr>";
+           << job["round"].dump() << "</td><td>" << last_results(job) << unmeasured(job)
+           << "</td><td>" << saving(job) << "</td></tr>";
     }
     html << "</tbody></table>";
   }
