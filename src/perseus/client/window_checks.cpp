@@ -44,8 +44,7 @@ void WindowChecks::check_power(const WindowMeasurements& m) {
   if (problem.empty()) return;
   problems_.local_problem(
       "the GPU's energy counter over the first measured iterations: " + problem +
-      "; a GPU backend's total_energy_j() must return joules and now_s() "
-      "seconds");
+      "; a GPU backend's total_energy_j() must return joules and now_s() seconds");
 }
 
 // The power limit or heat held the clock down, so the measurements are those of a lower clock.

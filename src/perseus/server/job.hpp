@@ -127,6 +127,9 @@ class Job {
   // energy counter did not change is skipped: its energies are unknown).
   std::optional<RoundMeasurement> latest_measured(
       const std::function<bool(const Round&)>& wanted) const;
+  // The ranks whose energy counter did not change in `round` (wire::ProfilingResult's
+  // energy_measured), and in the latest round with every result in.
+  std::vector<int> unmeasured_ranks(std::size_t round) const;
   std::vector<int> latest_unmeasured_ranks() const;
   int registered() const;
   // "<field>: N is out of range for world_size W".

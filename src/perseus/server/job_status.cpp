@@ -46,14 +46,10 @@ std::optional<RoundMeasurement> Job::latest_measured(
     const std::function<bool(const Round&)>& wanted) const {
   for (std::size_t r = rounds_.size(); r-- > 0;) {
     if (results_in_round_[r] < info_.world_size || !wanted(rounds_[r])) continue;
-    const std::vector<StageResult> stages = aggregate(static_cast<int>(r));
-    if (!std::all_of(stages.begin(), stages.end(),
-                     [](const StageResult& s) { return s.energy_measured(); })) {
-      continue;  // some rank's energy counter did not change: its energies are unknown
-    }
+    if (!unmeasured_ranks(r).empty()) continue;  // their energies are unknown
     RoundMeasurement m;
     m.round = static_cast<int>(r);
-    for (const auto& stage : stages) {
+    for (const auto& stage : aggregate(m.round)) {
       m.stage_time_s.push_back(mean(stage.iter_time));
       m.stage_energy_j.push_back(mean(stage.iter_energy));
       m.stage_iterations.push_back(stage.iter_time.size());
@@ -63,14 +59,17 @@ std::optional<RoundMeasurement> Job::latest_measured(
   return std::nullopt;
 }
 
+std::vector<int> Job::unmeasured_ranks(std::size_t round) const {
+  std::vector<int> out;
+  for (const auto& result : results_[round]) {
+    if (result && !result->energy_measured) out.push_back(result->rank);
+  }
+  return out;
+}
+
 std::vector<int> Job::latest_unmeasured_ranks() const {
   for (std::size_t r = rounds_.size(); r-- > 0;) {
-    if (results_in_round_[r] < info_.world_size) continue;
-    std::vector<int> out;
-    for (const auto& result : results_[r]) {
-      if (result && !result->energy_measured) out.push_back(result->rank);
-    }
-    return out;
+    if (results_in_round_[r] == info_.world_size) return unmeasured_ranks(r);
   }
   return {};
 }

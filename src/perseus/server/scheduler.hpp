@@ -81,7 +81,6 @@ struct StageResult {
   // Ranks whose GPU energy counter did not change during the window (wire::ProfilingResult's
   // energy_measured): while any is listed, the stage's energies are unknown, not the sums above.
   std::vector<int> unmeasured_ranks;
-  bool energy_measured() const { return unmeasured_ranks.empty(); }
 };
 
 class Scheduler {

@@ -102,7 +102,9 @@ StageResult aggregate_stage(const std::vector<const wire::ProfilingResult*>& ran
   std::vector<const Breakdown*> time_parts, energy_parts;
   std::vector<const std::map<std::string, double>*> stderr_parts, pooling_parts;
   std::vector<const std::map<std::string, ClockObservation>*> clock_parts;
+  StageResult out;
   for (const auto* result : ranks) {
+    if (!result->energy_measured) out.unmeasured_ranks.push_back(result->rank);
     times.push_back(&result->iter_time);
     energies.push_back(&result->iter_energy);
     time_parts.push_back(&result->time_breakdown);
@@ -110,10 +112,6 @@ StageResult aggregate_stage(const std::vector<const wire::ProfilingResult*>& ran
     stderr_parts.push_back(&result->energy_stderr);
     pooling_parts.push_back(&result->energy_pooling_error);
     clock_parts.push_back(&result->clocks);
-  }
-  StageResult out;
-  for (const auto* result : ranks) {
-    if (!result->energy_measured) out.unmeasured_ranks.push_back(result->rank);
   }
   out.iter_time = combine(times, max_of);
   out.iter_energy = combine(energies, sum_of);
