@@ -7,6 +7,7 @@
 
 #include "perseus/client/gpu_backend.hpp"
 #include "perseus/util/error.hpp"
+#include "perseus/util/steady_time.hpp"
 
 namespace perseus::client {
 
@@ -113,10 +114,7 @@ void ThreadSampler::run() {
     std::unique_lock lock(mutex_);
     if (stopping_) return;
     if (wait_s > 0.0) {
-      wake_.wait_until(lock,
-                       started + std::chrono::duration_cast<clock::duration>(
-                                     std::chrono::duration<double>(wait_s)),
-                       [&] { return stopping_; });
+      wake_.wait_until(lock, started + steady_duration(wait_s), [&] { return stopping_; });
     }
     if (stopping_) return;
   }
@@ -168,9 +166,7 @@ void ThreadSampler::read_clock() {
     if (clock_backoff_.failed() && on_error_) {
       on_error_(std::string("SM clock read failed: ") + e.what() + "; " + ReadBackoff::policy());
     }
-    clock_retry_at_ = std::chrono::steady_clock::now() +
-                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                          std::chrono::duration<double>(clock_backoff_.wait_s()));
+    clock_retry_at_ = std::chrono::steady_clock::now() + steady_duration(clock_backoff_.wait_s());
   }
 }
 

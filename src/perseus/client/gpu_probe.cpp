@@ -8,6 +8,7 @@
 
 #include "perseus/client/nvml_gpu.hpp"
 #include "perseus/util/error.hpp"
+#include "perseus/util/steady_time.hpp"
 
 namespace perseus::client {
 
@@ -57,8 +58,7 @@ auto unless_unanswered(F&& f, std::string& error) -> std::optional<decltype(f())
 Polling poll_counter(NvmlGpu& gpu, const ProbeOptions& options) {
   Polling p;
   const Clock::time_point start = Clock::now();
-  const auto end = start + std::chrono::duration_cast<Clock::duration>(
-                               std::chrono::duration<double>(options.duration_s));
+  const auto end = start + steady_duration(options.duration_s);
   double last = 0.0;
   for (Clock::time_point t0 = start; t0 < end; t0 = Clock::now()) {
     const double energy = gpu.total_energy_j();

@@ -18,6 +18,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "perseus/util/steady_time.hpp"
+
 namespace perseus::client {
 
 namespace asio = boost::asio;
@@ -30,11 +32,6 @@ namespace {
 // Largest answer accepted (bytes), enforced while reading: a schedule of thousands of
 // instructions is tens of KiB.
 constexpr std::uint64_t kBodyLimit = 4ULL << 20;
-
-std::chrono::steady_clock::duration as_duration(double seconds) {
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(seconds));
-}
 
 std::string seconds_text(double s) {
   std::ostringstream out;
@@ -148,7 +145,7 @@ HttpResponse HttpClient::request(bool post, const std::string& target, const std
   const std::string what = std::string(post ? "POST " : "GET ") + url_of(target);
 
   // One deadline for the whole exchange: connecting, sending, reading the answer.
-  const auto deadline = std::chrono::steady_clock::now() + as_duration(timeout_s);
+  const auto deadline = std::chrono::steady_clock::now() + steady_duration(timeout_s);
   asio::io_context ioc;
   beast::tcp_stream stream(ioc);
   beast::error_code ec;
@@ -160,7 +157,7 @@ HttpResponse HttpClient::request(bool post, const std::string& target, const std
   if (ec) throw transport_error(what, "resolving " + url_.host, ec);
 
   const double connect_s = std::min(connect_timeout_s_, timeout_s);
-  stream.expires_after(as_duration(connect_s));
+  stream.expires_after(steady_duration(connect_s));
   stream.async_connect(endpoints,
                        [&](const beast::error_code& e, const tcp::endpoint&) { ec = e; });
   run(ioc);

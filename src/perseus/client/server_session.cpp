@@ -6,6 +6,8 @@
 #include <exception>
 #include <thread>
 
+#include "perseus/util/steady_time.hpp"
+
 namespace perseus::client {
 
 using nlohmann::json;
@@ -73,9 +75,7 @@ void ServerSession::take_credential(const std::string& credential) {
 }
 
 void ServerSession::start_exchange() {
-  deadline_ = std::chrono::steady_clock::now() +
-              std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                  std::chrono::duration<double>(opt_.stall_bound_s));
+  deadline_ = std::chrono::steady_clock::now() + steady_duration(opt_.stall_bound_s);
 }
 
 namespace {

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "perseus/util/error.hpp"
+#include "perseus/util/steady_time.hpp"
 #include "perseus/util/text.hpp"
 #include "perseus/wire/protocol.hpp"
 
@@ -92,9 +93,7 @@ double SimGpu::wall_s() {
 
 void SimGpu::sleep_until_sim(double t_s) const {
   double wall = wall_origin_s_ + t_s * options_.time_scale;
-  auto at = std::chrono::steady_clock::time_point(
-      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-          std::chrono::duration<double>(wall)));
+  auto at = std::chrono::steady_clock::time_point(steady_duration(wall));
   std::this_thread::sleep_until(at);
 }
 

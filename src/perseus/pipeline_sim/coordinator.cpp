@@ -10,6 +10,8 @@
 #include <set>
 #include <sstream>
 
+#include "perseus/util/steady_time.hpp"
+
 namespace perseus::pipeline_sim {
 
 namespace {
@@ -26,8 +28,7 @@ class Coordinator {
       : ranks_(ranks), stop_(stop), n_(static_cast<int>(ranks.size())) {
     start_ = std::chrono::steady_clock::now();
     if (timeout_s > 0.0) {
-      deadline_ = start_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                               std::chrono::duration<double>(timeout_s));
+      deadline_ = start_ + steady_duration(timeout_s);
     }
     timeout_s_ = timeout_s;
     closed_.assign(ranks.size(), false);

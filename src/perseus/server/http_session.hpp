@@ -17,6 +17,7 @@
 #include "perseus/server/control_plane.hpp"
 #include "perseus/server/http_server.hpp"
 #include "perseus/util/log.hpp"
+#include "perseus/util/steady_time.hpp"
 
 namespace perseus::server::http_detail {
 
@@ -43,11 +44,6 @@ inline std::string response_bytes(const Reply& reply, bool keep_alive) {
          (keep_alive ? "\r\nConnection: keep-alive\r\n\r\n" : "\r\nConnection: close\r\n\r\n");
   out += body;
   return out;
-}
-
-inline std::chrono::steady_clock::duration seconds(double s) {
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(s));
 }
 
 using Clock = std::chrono::steady_clock;
@@ -262,7 +258,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     socket().close(ignored);  // pending reads and writes end with an error
   }
 
-  void arm(double s) { deadline_ = Clock::now() + seconds(s); }
+  void arm(double s) { deadline_ = Clock::now() + steady_duration(s); }
   void disarm() { deadline_ = Clock::time_point::max(); }
 
   tcp::socket& socket() { return beast::get_lowest_layer(stream_); }
