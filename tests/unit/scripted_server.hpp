@@ -99,6 +99,11 @@ struct Warnings {
       l->push_back(w);
     };
   }
+  // The lines so far (a copy, taken under the lock: another thread may still be warning).
+  std::vector<std::string> said() const {
+    std::lock_guard lock(*mutex);
+    return *lines;
+  }
 };
 
 inline client::OptimizerOptions fast_options(const std::string& url, Warnings& w) {
