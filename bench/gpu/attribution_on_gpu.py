@@ -50,6 +50,7 @@ import traceback
 import torch
 
 import perseus
+from perseus.sync import cuda_uuid
 from attribution_summary import summary
 from gpu_models import memory_bound, transformer
 from nvml_sampling import Poller, clock_poller, clocks_within, counter_changes, read, \
@@ -228,7 +229,7 @@ def run_window(net, x, gpu, order, per_iteration, idle_s):
             play(net, x, order, idle_s, hook, opt)
             iterations += 1
     window = {"trace": opt.last_window_trace, "client_clocks": opt.last_window["clocks"],
-              "clock_samples": clocks.samples}
+              "clock_samples": clocks.samples, "opened_uuid": opt.gpu.uuid()}
     opt.close()
     hooks.sort()
     window["hook_us"] = {"median": 1e6 * hooks[len(hooks) // 2], "max": 1e6 * hooks[-1]}
@@ -312,7 +313,8 @@ def case(net, mb, gpu):
 
 def main():
     out = {"device": "cpu (dry run)" if DRY else torch.cuda.get_device_name(0), "model": MODEL,
-           "probe": perseus.gpu_probe(0, library=LIBRARY, duration=2.0)}
+           "probe": perseus.gpu_probe(0, library=LIBRARY, duration=2.0),
+           "cuda_uuid": None if DRY else cuda_uuid(0)}  # the GPU the client opens by UUID
     print(json.dumps(out), flush=True)
     traces = {"device": out["device"]}
     gpu = nvml_gpu()

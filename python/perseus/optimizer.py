@@ -18,7 +18,7 @@ import sys
 import warnings
 
 from perseus import _perseus
-from perseus.sync import sync_device
+from perseus.sync import cuda_uuid, sync_device
 
 __all__ = ["PerseusWarning", "PipelineFrequencyOptimizer"]
 
@@ -86,7 +86,9 @@ class PipelineFrequencyOptimizer:
     clock), job_metadata.
 
     Keyword-only:
-        gpu: ``"nvml"`` (the CUDA device ``device_id`` through NVML), ``"sim"`` (a simulated
+        gpu: ``"nvml"`` (the CUDA device ``device_id`` through NVML: the device of the UUID
+            torch reports for it where CUDA is initialized, else as CUDA_VISIBLE_DEVICES maps
+            it), ``"sim"`` (a simulated
             GPU following ``profile``), a :class:`perseus.SimGpu` / :class:`perseus.NvmlGpu`, or
             any object with the GpuBackend methods (supported_clocks, lock_clock, reset_clock,
             set_power_limit, reset_power_limit, now_s: monotonic seconds, total_energy_j: a
@@ -148,6 +150,7 @@ class PipelineFrequencyOptimizer:
         self.sim = None  # the SimGpu when the backend is simulated
         backend = self._make_backend(gpu, device_id, pp_rank, profile, stage, blocking_power,
                                      real_time, time_scale, counter, counter_options)
+        self.gpu = backend  # the GPU backend in use (e.g. the NvmlGpu: its uuid(), nvml_index())
         if scheduler_args is not None and not isinstance(scheduler_args, dict):
             raise TypeError(f"scheduler_args must be a dict, not {type(scheduler_args).__name__}")
         if job_metadata is not None and not isinstance(job_metadata, str):
@@ -203,7 +206,7 @@ class PipelineFrequencyOptimizer:
                     counter_options=dict(counter_options or {}))
                 return self.sim
             self._sync = True
-            return _perseus.NvmlGpu(int(device_id))
+            return _perseus.NvmlGpu(int(device_id), cuda_uuid=cuda_uuid(device_id) or "")
         if gpu is None:
             raise ValueError('gpu must be "nvml", "sim" or a backend object, not None')
         if isinstance(gpu, _perseus.NvmlGpu):

@@ -130,8 +130,13 @@ void bind_sim_gpu(py::module_& m) {
 void bind_nvml_gpu(py::module_& m) {
   py::class_<NvmlGpu, std::shared_ptr<NvmlGpu>>(
       m, "NvmlGpu", "A real GPU through NVML (libnvidia-ml loaded at run time).")
-      .def(py::init<int, const std::string&>(), py::arg("index") = 0,
-           py::arg("library") = "libnvidia-ml.so.1")
+      .def(py::init<int, const std::string&, const std::string&>(), py::arg("index") = 0,
+           py::arg("library") = "libnvidia-ml.so.1", py::arg("cuda_uuid") = "",
+           "CUDA device `index` (CUDA_VISIBLE_DEVICES applies), or, given `cuda_uuid` (the UUID "
+           "CUDA reports for it, e.g. torch.cuda.get_device_properties(index).uuid), the NVML "
+           "device of that UUID.")
+      .def("uuid", &NvmlGpu::uuid, "The device's UUID as NVML writes it ('GPU-...').")
+      .def("nvml_index", &NvmlGpu::nvml_index, "The device's NVML index.")
       .def("supported_clocks", &NvmlGpu::supported_clocks, nogil)
       .def("lock_clock", &NvmlGpu::lock_clock, py::arg("mhz"), nogil)
       .def("reset_clock", &NvmlGpu::reset_clock, nogil)

@@ -64,7 +64,7 @@ def test_probe_errors_raise(fake_env, monkeypatch):
     with pytest.raises(perseus.PerseusError, match="NVML device 5"):
         perseus.gpu_probe(device=5, library=FAKE, duration=0.1)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-0000000")
-    with pytest.raises(perseus.PerseusError, match="ambiguous"):
+    with pytest.raises(perseus.PerseusError, match="is a prefix of 2 NVML devices' UUIDs"):
         perseus.gpu_probe(library=FAKE, duration=0.1)
     with pytest.raises(perseus.PerseusError, match="probe duration"):
         perseus.gpu_probe(library=FAKE, duration=-1)

@@ -2,6 +2,8 @@
 ($PERSEUS_FAKE_NVML; those tests are skipped without it)."""
 
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -124,3 +126,60 @@ def test_the_window_reports_the_clock_each_instruction_ran_at(monkeypatch):
     for name, c in clocks.items():
         assert c["samples"] >= 5, (name, c)
         assert (c["mean_mhz"], c["held_down_share"], c["locked_mhz"]) == (1300, 1.0, 0), name
+
+
+# A child process: dlopen finds the fake as libnvidia-ml.so.1 through LD_LIBRARY_PATH, as the
+# default gpu="nvml" finds the driver's. torch here has no CUDA, so the child stands in CUDA's
+# answers (initialized, device 0 is the GPU of this UUID) on torch.cuda itself.
+_OPENS_BY_UUID = """
+import torch, perseus
+torch.cuda.is_initialized = lambda: True
+torch.cuda.get_device_properties = lambda device: type("P", (), {"uuid": UUID})()
+with perseus.PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 1, 1, 1, None, observe=True) as opt:
+    print(opt.gpu.nvml_index(), opt.gpu.uuid())
+torch.cuda.is_initialized = lambda: False
+with perseus.PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 1, 1, 1, None, observe=True) as opt:
+    print(opt.gpu.nvml_index(), opt.gpu.uuid())
+"""
+
+
+@needs_fake
+@pytest.mark.parametrize("uuid", ["00000002-fa4e-4000-8000-000000000002",
+                                  "GPU-00000002-FA4E-4000-8000-000000000002"])
+def test_gpu_nvml_opens_the_device_whose_uuid_cuda_reports(uuid):
+    # Where CUDA and NVML number devices differently (mixed GPUs in CUDA's fastest-first order,
+    # MPS), CUDA_VISIBLE_DEVICES=0 would name NVML's device 0, not the GPU the training computes
+    # on; with CUDA initialized the client opens the device of the UUID torch reports (as torch
+    # writes it, without "GPU-", or any case), and without, it maps CUDA_VISIBLE_DEVICES.
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(FAKE), FAKE_NVML_DEVICES="3",
+               CUDA_VISIBLE_DEVICES="0")
+    child = subprocess.run([sys.executable, "-c", f"UUID = {uuid!r}\n" + _OPENS_BY_UUID],
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.splitlines() == ["2 GPU-00000002-fa4e-4000-8000-000000000002",
+                                         "0 GPU-00000000-fa4e-4000-8000-000000000000"]
+
+
+def test_cuda_uuid_leaves_the_choice_to_cuda_visible_devices_where_torch_cannot_say(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from perseus.sync import cuda_uuid
+
+    def properties(uuid):
+        return lambda device: type("P", (), {"uuid": uuid})()
+
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)  # asking would initialize it
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        properties("00000002-fa4e-4000-8000-000000000002"))
+    assert cuda_uuid(0) is None
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert cuda_uuid(0) == "GPU-00000002-fa4e-4000-8000-000000000002"
+    monkeypatch.setattr(torch.cuda, "get_device_properties", properties("0000-0002"))
+    assert cuda_uuid(0) is None  # a form not known here
+    mig = "MIG-4f2e0c11-1d2b-5b5a-9c3f-2a7a0e9d3c21"
+    monkeypatch.setattr(torch.cuda, "get_device_properties", properties(mig))
+    assert cuda_uuid(0) == mig  # kept, for the NVML backend to refuse by name
+
+    def no_such_device(device):
+        raise AssertionError("Invalid device id")
+    monkeypatch.setattr(torch.cuda, "get_device_properties", no_such_device)
+    assert cuda_uuid(3) is None

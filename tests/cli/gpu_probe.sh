@@ -62,7 +62,7 @@ assert p["clock_event_reasons"] is None and p["sm_clock_mhz"]["mean"] == 1410, p
 
 # --json, on the device CUDA_VISIBLE_DEVICES names by UUID (second entry: CUDA device 1).
 uuid=GPU-00000002-fa4e-4000-8000-000000000002
-FAKE_NVML_DEVICES=3 CUDA_VISIBLE_DEVICES="0,$uuid" \
+FAKE_NVML_DEVICES=3 CUDA_VISIBLE_DEVICES="GPU-00000000,$uuid" \
   "$perseus" gpu probe --device 1 --library "$lib" --duration 0.6 --json > "$tmp/probe.json" ||
   fail "gpu probe --json failed"
 /usr/bin/python3 - "$tmp/probe.json" "$uuid" <<'PY' || fail "bad JSON: $(cat "$tmp/probe.json")"
@@ -84,12 +84,19 @@ PY
 # Errors: one line, exit status 1.
 expect_error "NVML device 4: no such device: NVML lists 1 device(s) (0..0)" gpu probe --device 4 --library "$lib" --duration 0.1
 CUDA_VISIBLE_DEVICES=MIG-4f2e0c11-1d2b-5b5a-9c3f-2a7a0e9d3c21 expect_error \
-  "CUDA_VISIBLE_DEVICES entry 'MIG-4f2e0c11-1d2b-5b5a-9c3f-2a7a0e9d3c21' (CUDA device 0) is a MIG" \
+  "CUDA_VISIBLE_DEVICES=MIG-4f2e0c11-1d2b-5b5a-9c3f-2a7a0e9d3c21 names MIG instances" \
   gpu probe --library "$lib" --duration 0.1
 FAKE_NVML_DEVICES=2 CUDA_VISIBLE_DEVICES=GPU-0000000 expect_error \
-  "CUDA_VISIBLE_DEVICES entry 'GPU-0000000' (CUDA device 0) is ambiguous" \
+  "(entry 'GPU-0000000' is a prefix of 2 NVML devices' UUIDs, which ends the list)" \
   gpu probe --library "$lib" --duration 0.1
-CUDA_VISIBLE_DEVICES=GPU-ffff expect_error "'GPU-ffff' (CUDA device 0) matches none" \
+CUDA_VISIBLE_DEVICES=GPU-ffff expect_error "(entry 'GPU-ffff' matches none of NVML's 1 devices" \
+  gpu probe --library "$lib" --duration 0.1
+# CUDA hides a device named after an entry that names none, and every device when the value is
+# empty: the probe never reads a GPU the training could not see.
+FAKE_NVML_DEVICES=2 CUDA_VISIBLE_DEVICES="0,-1,1" expect_error \
+  "CUDA device 1 is not visible: CUDA_VISIBLE_DEVICES=0,-1,1 makes 1 device(s) visible" \
+  gpu probe --device 1 --library "$lib" --duration 0.1
+CUDA_VISIBLE_DEVICES= expect_error "(an empty value hides every device)" \
   gpu probe --library "$lib" --duration 0.1
 expect_error "probe duration must be a number of seconds in (0, 600]" \
   gpu probe --library "$lib" --duration 0

@@ -18,61 +18,129 @@ using perseus::test::CallLog;
 using perseus::test::error_of;
 using perseus::test::Nvml;
 
-// CUDA_VISIBLE_DEVICES as CUDA reads it: integer entries are NVML indices, GPU- entries UUIDs or
-// unique prefixes of one; the UUID list is asked for only when an entry needs it.
+const std::vector<std::string> kUuids = {"GPU-5e3b1a8c-1f2d-4c4e-9a0b-3d2e1f4a5b6c",
+                                         "GPU-5e3b9f00-0000-4000-8000-000000000001",
+                                         "GPU-a1b2c3d4-0000-4000-8000-000000000002"};
+
+// Maps CUDA device `index` under `visible` on a machine with kUuids' three GPUs.
+int nvml_index(int index, const char* visible) {
+  return cuda_to_nvml_index(index, visible, [] { return kUuids; });
+}
+
+// Why CUDA device `index` is not visible under `visible`.
+std::string invisible(int index, const char* visible) {
+  return error_of([&] { nvml_index(index, visible); });
+}
+
+// CUDA_VISIBLE_DEVICES as CUDA reads it: integer entries are NVML indices (read as strtoul reads
+// them), GPU- entries UUIDs or unique prefixes of one; unset, every device is visible and the
+// UUIDs are not asked for.
 TEST(CudaToNvmlIndex, MapsIndicesAndUuidsTheWayCudaDoes) {
-  const std::vector<std::string> uuids = {"GPU-5e3b1a8c-1f2d-4c4e-9a0b-3d2e1f4a5b6c",
-                                          "GPU-5e3b9f00-0000-4000-8000-000000000001",
-                                          "GPU-a1b2c3d4-0000-4000-8000-000000000002"};
   int asked = 0;
   auto list = [&] {
     ++asked;
-    return uuids;
+    return kUuids;
   };
   EXPECT_EQ(cuda_to_nvml_index(1, nullptr, list), 1);
-  EXPECT_EQ(cuda_to_nvml_index(1, "", list), 1);
-  EXPECT_EQ(cuda_to_nvml_index(0, "2,0", list), 2);
-  EXPECT_EQ(cuda_to_nvml_index(1, "2, 0", list), 0);
   EXPECT_EQ(asked, 0);
-  EXPECT_EQ(cuda_to_nvml_index(0, uuids[1].c_str(), list), 1);
-  EXPECT_EQ(cuda_to_nvml_index(1, "0,GPU-a1", list), 2);
-  EXPECT_EQ(cuda_to_nvml_index(0, "GPU-5e3b1", list), 0);
-  EXPECT_EQ(asked, 3);
+  EXPECT_EQ(nvml_index(0, "2,0"), 2);
+  EXPECT_EQ(nvml_index(1, "2, 0"), 0);
+  EXPECT_EQ(nvml_index(1, "2,1gpu"), 1);
+  EXPECT_EQ(nvml_index(0, "+1"), 1);
+  EXPECT_EQ(nvml_index(0, kUuids[1].c_str()), 1);
+  EXPECT_EQ(nvml_index(1, "GPU-5e3b1,GPU-a1"), 2);
+  EXPECT_EQ(nvml_index(0, "GPU-5e3b9"), 1);
 }
 
-TEST(CudaToNvmlIndex, RejectsWhatCudaWouldNotOpen) {
-  auto list = [] {
-    return std::vector<std::string>{"GPU-5e3b1a8c-1f2d-4c4e-9a0b-3d2e1f4a5b6c",
-                                    "GPU-5e3b9f00-0000-4000-8000-000000000001"};
+// The first entry that names no device ends the list, and what follows it is not visible, even
+// where it would name a device: a client must never control a GPU CUDA hides from its training
+// (another job's). Each error says how many devices the list makes visible and why no more.
+TEST(CudaToNvmlIndex, SeesNothingPastTheFirstEntryThatNamesNoDevice) {
+  EXPECT_CONTAINS(
+      invisible(2, "0,1"),
+      "CUDA device 2 is not visible: CUDA_VISIBLE_DEVICES=0,1 makes 2 device(s) visible");
+  EXPECT_CONTAINS(invisible(2, "0,-1,1"),
+                  "CUDA_VISIBLE_DEVICES=0,-1,1 makes 1 device(s) visible (entry '-1' is not a "
+                  "device index, which ends the list)");
+  EXPECT_CONTAINS(invisible(0, "gpu0"),
+                  "(entry 'gpu0' is not a device index, which ends the list)");
+  EXPECT_CONTAINS(invisible(2, "0,7,1"),
+                  "makes 1 device(s) visible (entry '7' is past NVML's 3 device(s), which ends the "
+                  "list)");
+  EXPECT_CONTAINS(invisible(1, "0,GPU-a1"),
+                  "(entry 'GPU-a1' is not a device index, which ends the list)");
+  EXPECT_CONTAINS(invisible(1, "GPU-a1,2"),
+                  "makes 1 device(s) visible (entry '2' is not a GPU- UUID in a list of them, "
+                  "which ends the list)");
+  EXPECT_CONTAINS(invisible(0, "GPU-5e3b"),
+                  "makes 0 device(s) visible (entry 'GPU-5e3b' is a prefix of 2 NVML devices' "
+                  "UUIDs, which ends the list)");
+  EXPECT_CONTAINS(invisible(1, "GPU-a1,GPU-ffff,GPU-5e3b1"),
+                  "makes 1 device(s) visible (entry 'GPU-ffff' matches none of NVML's 3 devices, "
+                  "which ends the list)");
+}
+
+TEST(CudaToNvmlIndex, SeesNoDeviceWhenOneIsNamedTwiceOrTheValueIsEmpty) {
+  EXPECT_CONTAINS(invisible(0, "1,0,1"),
+                  "CUDA device 0 is not visible: CUDA_VISIBLE_DEVICES=1,0,1 makes 0 device(s) "
+                  "visible (device 1 is named twice, which hides every device)");
+  EXPECT_CONTAINS(invisible(0, "GPU-a1,GPU-a1"), "('GPU-a1' is named twice, which hides every");
+  EXPECT_CONTAINS(invisible(0, "GPU-a1,GPU-a1b2"),
+                  "('GPU-a1b2' names NVML device 2 again, which hides every device)");
+  EXPECT_CONTAINS(invisible(0, ""),
+                  "CUDA_VISIBLE_DEVICES= makes 0 device(s) visible (an empty value hides every "
+                  "device)");
+  EXPECT_CONTAINS(invisible(0, " "), "(an empty value hides every device)");
+}
+
+TEST(CudaToNvmlIndex, RefusesMigInstancesAndNegativeIndices) {
+  EXPECT_CONTAINS(invisible(0, "MIG-4f2e0c11-1d2b-5b5a-9c3f-2a7a0e9d3c21"),
+                  "CUDA_VISIBLE_DEVICES=MIG-4f2e0c11-1d2b-5b5a-9c3f-2a7a0e9d3c21 names MIG "
+                  "instances; Perseus controls whole GPUs only");
+  EXPECT_CONTAINS(invisible(-1, nullptr), "CUDA device index must be >= 0");
+}
+
+// The UUID CUDA reports names the device exactly, whatever CUDA_VISIBLE_DEVICES says (CUDA and
+// NVML may number devices differently: mixed GPUs in CUDA's fastest-first order, MPS).
+TEST(UuidToNvmlIndex, FindsTheDeviceOfTheUuidCudaReports) {
+  auto list = [] { return kUuids; };
+  EXPECT_EQ(perseus::client::uuid_to_nvml_index(0, kUuids[2], list), 2);
+  EXPECT_EQ(perseus::client::uuid_to_nvml_index(0, "5E3B9F00-0000-4000-8000-000000000001", list),
+            1);
+  auto error = [&](const std::string& uuid) {
+    return error_of([&] { perseus::client::uuid_to_nvml_index(1, uuid, list); });
   };
-  auto error = [&](int index, const char* visible) {
-    return error_of([&] { cuda_to_nvml_index(index, visible, list); });
-  };
-  EXPECT_CONTAINS(error(2, "0,1"), "CUDA device 2 is not visible: CUDA_VISIBLE_DEVICES=0,1");
-  EXPECT_CONTAINS(error(0, "GPU-5e3b"),
-                  "CUDA_VISIBLE_DEVICES entry 'GPU-5e3b' (CUDA device 0) is ambiguous");
-  EXPECT_CONTAINS(error(1, "0,GPU-ffff"),
-                  "CUDA_VISIBLE_DEVICES entry 'GPU-ffff' (CUDA device 1) matches none");
-  EXPECT_CONTAINS(error(0, "MIG-4f2e0c11-1d2b-5b5a-9c3f-2a7a0e9d3c21"),
-                  "CUDA_VISIBLE_DEVICES entry 'MIG-4f2e0c11-1d2b-5b5a-9c3f-2a7a0e9d3c21' "
-                  "(CUDA device 0) is a MIG instance");
-  EXPECT_CONTAINS(error(0, "gpu0"),
-                  "CUDA_VISIBLE_DEVICES entry 'gpu0' (CUDA device 0) is neither a device index");
-  EXPECT_CONTAINS(error(-1, nullptr), "CUDA device index must be >= 0");
+  EXPECT_CONTAINS(error("GPU-5e3b9f00"),
+                  "CUDA device 1 is GPU-5e3b9f00 as CUDA names it, and none of NVML's 3 devices "
+                  "is (a MIG instance, or a GPU NVML does not list)");
+  EXPECT_CONTAINS(error("MIG-4f2e0c11-1d2b-5b5a-9c3f-2a7a0e9d3c21"),
+                  "CUDA device 1 is a MIG instance (MIG-4f2e0c11-1d2b-5b5a-9c3f-2a7a0e9d3c21); "
+                  "Perseus controls whole GPUs only");
+}
+
+TEST_F(Nvml, OpensTheDeviceOfTheUuidCudaReportsOverCudaVisibleDevices) {
+  env_.set("FAKE_NVML_DEVICES", "3");
+  env_.set("CUDA_VISIBLE_DEVICES", "0");
+  const std::string uuid2 = "GPU-00000002-fa4e-4000-8000-000000000002";
+  EXPECT_EQ(NvmlGpu(0, FAKE_NVML_LIBRARY, uuid2).nvml_index(), 2);
+  EXPECT_EQ(NvmlGpu(0, FAKE_NVML_LIBRARY, "").nvml_index(), 0);
+  EXPECT_CONTAINS(error_of([] { NvmlGpu gpu(0, FAKE_NVML_LIBRARY, "GPU-ffffffff"); }),
+                  "CUDA device 0 is GPU-ffffffff as CUDA names it, and none of NVML's 3");
 }
 
 TEST_F(Nvml, OpensTheDeviceCudaVisibleDevicesNames) {
   env_.set("FAKE_NVML_DEVICES", "3");
   const std::string uuid2 = "GPU-00000002-fa4e-4000-8000-000000000002";
-  env_.set("CUDA_VISIBLE_DEVICES", uuid2 + ",0,GPU-00000001");
+  env_.set("CUDA_VISIBLE_DEVICES", uuid2 + ",GPU-00000000,GPU-00000001");
   NvmlGpu first(0, FAKE_NVML_LIBRARY), second(1, FAKE_NVML_LIBRARY), third(2, FAKE_NVML_LIBRARY);
   EXPECT_EQ(first.nvml_index(), 2);
   EXPECT_EQ(first.uuid(), uuid2);
   EXPECT_EQ(second.nvml_index(), 0);
   EXPECT_EQ(second.uuid(), "GPU-00000000-fa4e-4000-8000-000000000000");
   EXPECT_EQ(third.nvml_index(), 1);
-  env_.set("CUDA_VISIBLE_DEVICES", "2");
+  env_.set("CUDA_VISIBLE_DEVICES", "2,0");
   EXPECT_EQ(NvmlGpu(0, FAKE_NVML_LIBRARY).nvml_index(), 2);
+  EXPECT_EQ(NvmlGpu(1, FAKE_NVML_LIBRARY).uuid(), "GPU-00000000-fa4e-4000-8000-000000000000");
 }
 
 TEST_F(Nvml, FailsClearlyForADeviceCudaVisibleDevicesCannotName) {
@@ -80,17 +148,17 @@ TEST_F(Nvml, FailsClearlyForADeviceCudaVisibleDevicesCannotName) {
   env_.set("FAKE_NVML_DEVICES", "2");
   env_.set("CUDA_VISIBLE_DEVICES", "GPU-0000000");
   EXPECT_CONTAINS(error_of([] { NvmlGpu gpu(0, FAKE_NVML_LIBRARY); }),
-                  "CUDA_VISIBLE_DEVICES entry 'GPU-0000000' (CUDA device 0) is ambiguous");
+                  "(entry 'GPU-0000000' is a prefix of 2 NVML devices' UUIDs");
   env_.set("CUDA_VISIBLE_DEVICES", "5");
   EXPECT_CONTAINS(error_of([] { NvmlGpu gpu(0, FAKE_NVML_LIBRARY); }),
-                  "NVML device 5 (CUDA device 0 under CUDA_VISIBLE_DEVICES=5): no such device: "
-                  "NVML lists 2 device(s) (0..1)");
+                  "CUDA device 0 is not visible: CUDA_VISIBLE_DEVICES=5 makes 0 device(s) visible "
+                  "(entry '5' is past NVML's 2 device(s), which ends the list)");
   env_.set("CUDA_VISIBLE_DEVICES", std::nullopt);
   EXPECT_CONTAINS(error_of([] { NvmlGpu gpu(2, FAKE_NVML_LIBRARY); }),
                   "NVML device 2: no such device: NVML lists 2 device(s) (0..1)");
   env_.set("CUDA_VISIBLE_DEVICES", "1");
   EXPECT_CONTAINS(error_of([] { NvmlGpu gpu(1, FAKE_NVML_LIBRARY); }),
-                  "CUDA device 1 is not visible: CUDA_VISIBLE_DEVICES=1 lists 1 device(s)");
+                  "CUDA device 1 is not visible: CUDA_VISIBLE_DEVICES=1 makes 1 device(s) visible");
   // Every failed open shut NVML down again.
   const std::string text = log.text();
   auto count = [&](const std::string& line) {

@@ -1,5 +1,7 @@
 #include "perseus/client/cuda_devices.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <string_view>
 
 #include "perseus/util/error.hpp"
@@ -7,6 +9,13 @@
 namespace perseus::client {
 
 namespace {
+
+// The devices a CUDA_VISIBLE_DEVICES value makes visible (NVML indices, in CUDA's order) and,
+// where the list ends before its last entry or hides every device, why.
+struct Visible {
+  std::vector<int> nvml;
+  std::string why;
+};
 
 // The comma-separated entries of a CUDA_VISIBLE_DEVICES value, surrounding blanks removed.
 std::vector<std::string> visible_entries(std::string_view list) {
@@ -23,18 +32,56 @@ std::vector<std::string> visible_entries(std::string_view list) {
   }
 }
 
-// The device index an all-digits entry names, or -1 when the entry is not one.
-int index_entry(const std::string& entry) {
-  if (entry.empty() || entry.size() > 6 ||
-      entry.find_first_not_of("0123456789") != std::string::npos) {
-    return -1;
-  }
-  return std::stoi(entry);
+// The number an entry starts with, read as strtoul reads it (an optional sign, then digits:
+// "1gpu" is 1), or -1 when it starts with none or with a negative one. Numbers of more than 9
+// digits, past any machine's devices, read as 999999999.
+int leading_number(const std::string& entry) {
+  const bool sign = !entry.empty() && (entry[0] == '+' || entry[0] == '-');
+  const std::size_t from = sign ? 1 : 0;
+  const std::size_t to = std::min(entry.find_first_not_of("0123456789", from), entry.size());
+  if (to == from) return -1;
+  const int number = to - from > 9 ? 999999999 : std::stoi(entry.substr(from, to - from));
+  return entry[0] == '-' && number != 0 ? -1 : number;
 }
 
-// The index of the only UUID starting with `prefix`; `what` names the entry in errors.
-int match_uuid(const std::string& prefix, const std::vector<std::string>& uuids,
-               const std::string& what) {
+std::string quoted(const std::string& entry) {
+  return "'" + entry + "'";
+}
+
+// Why `entry` ends the list.
+std::string ends(const std::string& entry, const std::string& because) {
+  return "entry " + quoted(entry) + " " + because + ", which ends the list";
+}
+
+// Visibility for a list of device indices, `devices` NVML devices in all.
+Visible by_index(const std::vector<std::string>& entries, std::size_t devices) {
+  std::vector<int> numbers;
+  std::string ended;
+  for (const std::string& entry : entries) {
+    const int number = leading_number(entry);
+    if (number < 0) {
+      ended = ends(entry, "is not a device index");
+      break;
+    }
+    if (std::ranges::find(numbers, number) != numbers.end()) {
+      return {{}, "device " + std::to_string(number) + " is named twice, which hides every device"};
+    }
+    numbers.push_back(number);
+  }
+  Visible visible;
+  for (std::size_t i = 0; i < numbers.size(); ++i) {
+    if (static_cast<std::size_t>(numbers[i]) >= devices) {
+      visible.why = ends(entries[i], "is past NVML's " + std::to_string(devices) + " device(s)");
+      return visible;
+    }
+    visible.nvml.push_back(numbers[i]);
+  }
+  visible.why = ended;
+  return visible;
+}
+
+// The index of the UUID `prefix` starts, or why it names no single device.
+int uuid_match(const std::string& prefix, const std::vector<std::string>& uuids, std::string& why) {
   int match = -1, matches = 0;
   for (std::size_t i = 0; i < uuids.size(); ++i) {
     if (uuids[i].starts_with(prefix)) {
@@ -43,41 +90,96 @@ int match_uuid(const std::string& prefix, const std::vector<std::string>& uuids,
     }
   }
   if (matches == 0) {
-    throw Error(what + " matches none of the " + std::to_string(uuids.size()) + " NVML devices");
+    why = ends(prefix, "matches none of NVML's " + std::to_string(uuids.size()) + " devices");
+  } else if (matches > 1) {
+    why = ends(prefix, "is a prefix of " + std::to_string(matches) + " NVML devices' UUIDs");
   }
-  if (matches > 1) {
-    throw Error(what + " is ambiguous: it is a prefix of " + std::to_string(matches) +
-                " NVML devices' UUIDs");
+  return matches == 1 ? match : -1;
+}
+
+// Visibility for a list of GPU- UUIDs (or unique prefixes), `uuids` those of NVML's devices.
+Visible by_uuid(const std::vector<std::string>& entries, const std::vector<std::string>& uuids) {
+  std::vector<std::string> named;
+  std::string ended;
+  for (const std::string& entry : entries) {
+    if (!entry.starts_with("GPU-")) {
+      ended = ends(entry, "is not a GPU- UUID in a list of them");
+      break;
+    }
+    if (std::ranges::find(named, entry) != named.end()) {
+      return {{}, quoted(entry) + " is named twice, which hides every device"};
+    }
+    named.push_back(entry);
   }
-  return match;
+  Visible visible;
+  for (const std::string& prefix : named) {
+    const int index = uuid_match(prefix, uuids, visible.why);
+    if (index < 0) return visible;
+    if (std::ranges::find(visible.nvml, index) != visible.nvml.end()) {
+      return {{},
+              quoted(prefix) + " names NVML device " + std::to_string(index) +
+                  " again, which hides every device"};
+    }
+    visible.nvml.push_back(index);
+  }
+  visible.why = ended;
+  return visible;
+}
+
+// The devices `list` makes visible.
+Visible visible_devices(const std::string& list,
+                        const std::function<std::vector<std::string>()>& nvml_uuids) {
+  const std::vector<std::string> entries = visible_entries(list);
+  const std::string& first = entries.front();
+  if (entries.size() == 1 && first.empty()) return {{}, "an empty value hides every device"};
+  if (first.starts_with("MIG-")) {
+    throw Error("CUDA_VISIBLE_DEVICES=" + list +
+                " names MIG instances; Perseus controls whole GPUs only");
+  }
+  if (first.starts_with("GPU-")) return by_uuid(entries, nvml_uuids());
+  return by_index(entries, nvml_uuids().size());
+}
+
+// A UUID as NVML writes it: "GPU-" first, lower-case hex digits.
+std::string as_nvml_uuid(const std::string& uuid) {
+  std::string out = uuid.starts_with("GPU-") || uuid.starts_with("gpu-") ? uuid.substr(4) : uuid;
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return "GPU-" + out;
 }
 
 }  // namespace
+
+int uuid_to_nvml_index(int cuda_index, const std::string& cuda_uuid,
+                       const std::function<std::vector<std::string>()>& nvml_uuids) {
+  if (cuda_uuid.starts_with("MIG-")) {
+    throw Error("CUDA device " + std::to_string(cuda_index) + " is a MIG instance (" + cuda_uuid +
+                "); Perseus controls whole GPUs only");
+  }
+  const std::string wanted = as_nvml_uuid(cuda_uuid);
+  const std::vector<std::string> uuids = nvml_uuids();
+  for (std::size_t i = 0; i < uuids.size(); ++i) {
+    if (as_nvml_uuid(uuids[i]) == wanted) return static_cast<int>(i);
+  }
+  throw Error("CUDA device " + std::to_string(cuda_index) + " is " + wanted +
+              " as CUDA names it, and none of NVML's " + std::to_string(uuids.size()) +
+              " devices is (a MIG instance, or a GPU NVML does not list)");
+}
 
 int cuda_to_nvml_index(int cuda_index, const char* cuda_visible_devices,
                        const std::function<std::vector<std::string>()>& nvml_uuids) {
   if (cuda_index < 0) {
     throw Error("CUDA device index must be >= 0, got " + std::to_string(cuda_index));
   }
-  if (cuda_visible_devices == nullptr || *cuda_visible_devices == '\0') return cuda_index;
+  if (cuda_visible_devices == nullptr) return cuda_index;
   const std::string list = cuda_visible_devices;
-  const std::vector<std::string> entries = visible_entries(list);
-  if (static_cast<std::size_t>(cuda_index) >= entries.size()) {
-    throw Error("CUDA device " + std::to_string(cuda_index) +
-                " is not visible: CUDA_VISIBLE_DEVICES=" + list + " lists " +
-                std::to_string(entries.size()) + " device(s)");
+  const Visible visible = visible_devices(list, nvml_uuids);
+  if (static_cast<std::size_t>(cuda_index) < visible.nvml.size()) {
+    return visible.nvml[static_cast<std::size_t>(cuda_index)];
   }
-  const std::string& entry = entries[static_cast<std::size_t>(cuda_index)];
-  const std::string what =
-      "CUDA_VISIBLE_DEVICES entry '" + entry + "' (CUDA device " + std::to_string(cuda_index) + ")";
-  if (int index = index_entry(entry); index >= 0) return index;
-  if (entry.starts_with("MIG-")) {
-    throw Error(what + " is a MIG instance; Perseus controls whole GPUs only");
-  }
-  if (!entry.starts_with("GPU-")) {
-    throw Error(what + " is neither a device index nor a GPU- UUID");
-  }
-  return match_uuid(entry, nvml_uuids(), what);
+  throw Error("CUDA device " + std::to_string(cuda_index) +
+              " is not visible: CUDA_VISIBLE_DEVICES=" + list + " makes " +
+              std::to_string(visible.nvml.size()) + " device(s) visible" +
+              (visible.why.empty() ? "" : " (" + visible.why + ")"));
 }
 
 }  // namespace perseus::client

@@ -132,10 +132,13 @@ struct NvmlGpu::Impl {
     return uuids;
   }
 
-  // Opens CUDA device `cuda_index` (CUDA_VISIBLE_DEVICES applies).
-  void open_device(int cuda_index) {
+  // Opens CUDA device `cuda_index`: the NVML device of `cuda_uuid` where given, else as
+  // CUDA_VISIBLE_DEVICES maps it.
+  void open_device(int cuda_index, const std::string& cuda_uuid) {
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    nvml_index = cuda_to_nvml_index(cuda_index, visible, [this] { return all_uuids(); });
+    auto uuids = [this] { return all_uuids(); };
+    nvml_index = cuda_uuid.empty() ? cuda_to_nvml_index(cuda_index, visible, uuids)
+                                   : uuid_to_nvml_index(cuda_index, cuda_uuid, uuids);
     nvmlReturn_t rc = device_by_index(static_cast<unsigned>(nvml_index), &device);
     if (rc == kNvmlSuccess) return;
     std::string where;
@@ -169,7 +172,8 @@ struct NvmlGpu::Impl {
   }
 };
 
-NvmlGpu::NvmlGpu(int index, const std::string& library) : impl_(std::make_unique<Impl>()) {
+NvmlGpu::NvmlGpu(int index, const std::string& library, const std::string& cuda_uuid)
+    : impl_(std::make_unique<Impl>()) {
   impl_->library = library;
   try {
     impl_->load();
@@ -179,7 +183,7 @@ NvmlGpu::NvmlGpu(int index, const std::string& library) : impl_(std::make_unique
     throw;
   }
   try {
-    impl_->open_device(index);
+    impl_->open_device(index, cuda_uuid);
   } catch (...) {
     impl_->shutdown();
     dlclose(impl_->handle);

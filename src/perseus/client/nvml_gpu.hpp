@@ -5,7 +5,7 @@
 // restores the default clocks and power limit it changed (nothing else). Every NVML failure
 // becomes a perseus::Error naming the call and NVML's own message. Devices are named by CUDA
 // device index, mapped to NVML through CUDA_VISIBLE_DEVICES the way CUDA maps them
-// (cuda_to_nvml_index).
+// (cuda_to_nvml_index), or by the UUID CUDA reports for the device.
 //
 // Restore on signals: live NvmlGpu objects are kept in a process-wide registry. The first
 // NvmlGpu installs handlers for SIGINT and SIGTERM (once per process; a signal whose disposition
@@ -45,9 +45,12 @@ inline constexpr CounterResponse kNvmlCounterResponse{0.010, 0.020};
 class NvmlGpu : public GpuBackend {
  public:
   // Loads `library` (default: the driver's libnvidia-ml.so.1), initializes NVML and opens CUDA
-  // device `index` (CUDA_VISIBLE_DEVICES applies, see cuda_to_nvml_index). Throws perseus::Error
-  // when the library or one of its symbols is missing, the device does not exist, or NVML fails.
-  explicit NvmlGpu(int index = 0, const std::string& library = "libnvidia-ml.so.1");
+  // device `index` (CUDA_VISIBLE_DEVICES applies, see cuda_to_nvml_index), or, where `cuda_uuid`
+  // is given (the UUID CUDA reports for that device), the NVML device of that UUID
+  // (uuid_to_nvml_index). Throws perseus::Error when the library or one of its symbols is
+  // missing, the device does not exist, or NVML fails.
+  explicit NvmlGpu(int index = 0, const std::string& library = "libnvidia-ml.so.1",
+                   const std::string& cuda_uuid = "");
   ~NvmlGpu() override;
   NvmlGpu(const NvmlGpu&) = delete;
   NvmlGpu& operator=(const NvmlGpu&) = delete;
