@@ -2,27 +2,21 @@
 // time, against a running control-plane server. The command forks one process per rank
 // (stages x pipelines), each with its own PipelineFrequencyOptimizer and SimGpu; neighbouring
 // stages exchange activations and gradients over socket pairs and the parent synchronizes the
-// iteration ends (perseus/pipeline_sim/). The parent prints a summary and writes the
+// iteration ends (perseus/pipeline_sim/job.hpp). The parent prints a summary and writes the
 // per-iteration pipeline time and summed energy as JSON.
-#include <sys/wait.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <memory>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "perseus/client/http_client.hpp"
-#include "perseus/pipeline_sim/coordinator.hpp"
-#include "perseus/pipeline_sim/processes.hpp"
-#include "perseus/pipeline_sim/rank.hpp"
+#include "perseus/pipeline_sim/job.hpp"
 #include "perseus/profile/csv.hpp"
 #include "perseus/profile/gpu_model.hpp"
 #include "perseus/util/files.hpp"
-#include "perseus/util/text.hpp"
 #include "perseus/wire/protocol.hpp"
 
 namespace perseus::cli {
@@ -51,14 +45,8 @@ struct SimulateArgs {
 };
 
 struct Setup {
-  profile::Profile profile;
+  pipeline::JobSpec job;
   std::string profile_label;
-  schedule::Schedule schedule;
-  int pipelines = 1;
-  double blocking_power_w = 0.0;
-  client::CounterOptions counter;
-  client::OptimizerOptions optimizer;
-  std::string trace_dir;
 };
 
 void check_args(const SimulateArgs& a) {
@@ -89,35 +77,35 @@ Setup make_setup(const SimulateArgs& a) {
     require(stages >= 0, "--stages must be positive");
     if (stages == 0) stages = 4;
     const auto& gpu = profile::gpu_model("a100");
-    s.profile = profile::synthesize_profile(gpu, profile::default_model(stages));
+    s.job.profile = profile::synthesize_profile(gpu, profile::default_model(stages));
     s.profile_label = "synthesized " + gpu.name + " (embedded default)";
   } else {
-    s.profile = read_profile(a.profile, a.allow_implausible);
+    s.job.profile = read_profile(a.profile, a.allow_implausible);
     s.profile_label = a.profile;
-    if (stages == 0) stages = s.profile.num_stages();
-    require(stages == s.profile.num_stages(),
+    if (stages == 0) stages = s.job.profile.num_stages();
+    require(stages == s.job.profile.num_stages(),
             "--stages " + std::to_string(stages) + " does not match profile " + a.profile + " (" +
-                std::to_string(s.profile.num_stages()) + " stages)");
+                std::to_string(s.job.profile.num_stages()) + " stages)");
   }
   require(stages > 0, "--stages must be positive");
-  s.schedule = resolve_schedule(a.schedule, s.profile, stages, a.microbatches);
-  const long ranks = static_cast<long>(s.schedule.num_ranks()) * a.pipelines;
+  s.job.schedule = resolve_schedule(a.schedule, s.job.profile, stages, a.microbatches);
+  const long ranks = static_cast<long>(s.job.schedule.num_ranks()) * a.pipelines;
   require(ranks <= kMaxRanks, "GPUs per pipeline x --pipelines = " + std::to_string(ranks) +
                                   " ranks; at most " + std::to_string(kMaxRanks) +
                                   " processes are simulated");
-  s.pipelines = a.pipelines;
-  s.blocking_power_w = a.blocking_power;
-  check_blocking_power(s.profile, a.blocking_power, a.allow_implausible);
+  s.job.pipelines = a.pipelines;
+  s.job.blocking_power_w = a.blocking_power;
+  check_blocking_power(s.job.profile, a.blocking_power, a.allow_implausible);
 
   // An ideal counter ignores the realistic counter's settings.
-  s.counter = a.counter == "ideal" ? client::CounterOptions::named("ideal") : a.counter_options;
-  naming("--counter-*", [&] { s.counter.validate(); });
+  s.job.counter = a.counter == "ideal" ? client::CounterOptions::named("ideal") : a.counter_options;
+  naming("--counter-*", [&] { s.job.counter.validate(); });
   if (!a.trace_dir.empty()) {
     naming("--trace-dir", [&] { ensure_writable_dir(a.trace_dir); });
-    s.trace_dir = a.trace_dir;
+    s.job.trace_dir = a.trace_dir;
   }
 
-  client::OptimizerOptions& o = s.optimizer;
+  client::OptimizerOptions& o = s.job.optimizer;
   o.attribution = naming("--attribution", [&] { return client::parse_attribution(a.attribution); });
   o.server_url = a.server;
   o.report_every = a.report_every;
@@ -130,73 +118,6 @@ Setup make_setup(const SimulateArgs& a) {
     require(o.scheduler_args.is_object(), "--scheduler-args must be a JSON object");
   }
   return s;
-}
-
-// ---- processes ----
-
-std::string rank_label(int rank, const schedule::Schedule& sched) {
-  const int gpus = sched.num_ranks();
-  std::vector<std::string> stages;
-  for (int s : sched.stages_of(rank % gpus)) stages.push_back(std::to_string(s));
-  return "rank " + std::to_string(rank) + " (stage" + (stages.size() > 1 ? "s " : " ") +
-         join(stages) + ", pipeline " + std::to_string(rank / gpus) + ")";
-}
-
-pipeline::RunResult run_ranks(const Setup& setup, const pipeline::StopRule& stop,
-                              double timeout_s) {
-  const auto label = [&](int rank) { return rank_label(rank, setup.schedule); };
-  std::vector<pipeline::Channel> parent_ends;
-  std::vector<pipeline::RankLinks> links = pipeline::make_links(
-      setup.schedule, setup.pipelines, label, "the parent process", parent_ends);
-  const int n = static_cast<int>(links.size());
-
-  pipeline::RankProcesses processes;
-  for (int r = 0; r < n; ++r) {
-    processes.spawn([&, r] {
-      // Keep only this rank's descriptors: peers must see end-of-stream when a rank dies.
-      pipeline::RankLinks mine = std::move(links[r]);
-      links.clear();
-      parent_ends.clear();
-      pipeline::RankSpec spec =
-          pipeline::rank_spec(r, setup.schedule, setup.pipelines, setup.profile,
-                              setup.blocking_power_w, setup.optimizer);
-      spec.counter = setup.counter;
-      spec.trace_dir = setup.trace_dir;
-      spec.optimizer.log = [r](const std::string& message) {
-        std::fprintf(stderr, "perseus: warning: rank %d: %s\n", r, message.c_str());
-        std::fflush(stderr);
-      };
-      // A failure goes to the parent, which reports the rank that caused the others to fail.
-      return pipeline::run_rank_reporting(spec, mine).empty() ? 0 : 1;
-    });
-  }
-  links.clear();  // the parent keeps only its own ends
-
-  pipeline::RunResult result;
-  try {
-    result = pipeline::coordinate(parent_ends, stop, timeout_s);
-  } catch (const pipeline::RankFailure& f) {
-    processes.kill_all();
-    std::string message = label(f.rank()) + " failed: " + f.what();
-    if (f.exited_silently()) {
-      message += " (" + pipeline::describe_status(processes.child(f.rank()).status) + ")";
-    }
-    throw Error(message);
-  } catch (const Error&) {
-    processes.kill_all();
-    throw;
-  }
-  parent_ends.clear();
-  if (!processes.wait_all(30.0)) {
-    throw Error("rank processes did not exit within 30 s after the run ended; killed them");
-  }
-  for (int r = 0; r < n; ++r) {
-    const pipeline::Child& c = processes.child(r);
-    if (!WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0) {
-      throw Error(label(r) + " failed after the run: " + pipeline::describe_status(c.status));
-    }
-  }
-  return result;
 }
 
 // ---- output ----
@@ -242,11 +163,11 @@ json result_json(const SimulateArgs& a, const Setup& setup, const pipeline::RunR
   return {{"job_id", result.job_id},
           {"server", a.server},
           {"profile", setup.profile_label},
-          {"schedule", setup.schedule.name},
-          {"stages", setup.schedule.num_stages},
-          {"gpus_per_pipeline", setup.schedule.num_ranks()},
-          {"pipelines", setup.pipelines},
-          {"microbatches", setup.schedule.num_microbatches},
+          {"schedule", setup.job.schedule.name},
+          {"stages", setup.job.schedule.num_stages},
+          {"gpus_per_pipeline", setup.job.schedule.num_ranks()},
+          {"pipelines", setup.job.pipelines},
+          {"microbatches", setup.job.schedule.num_microbatches},
           {"blocking_power_w", a.blocking_power},
           {"report_every", a.report_every},
           {"finished", result.finished},
@@ -259,12 +180,12 @@ json result_json(const SimulateArgs& a, const Setup& setup, const pipeline::RunR
 void print_summary(const Setup& setup, const pipeline::RunResult& result, const Mean& last,
                    const Mean& final) {
   const auto& its = result.iterations;
-  const int gpus = setup.schedule.num_ranks();
+  const int gpus = setup.job.schedule.num_ranks();
   std::printf("job             %s\n", result.job_id.empty() ? "(none)" : result.job_id.c_str());
   std::printf(
       "pipeline        %d stages on %d GPUs x %d pipelines = %d ranks, %s, %d microbatches\n",
-      setup.schedule.num_stages, gpus, setup.pipelines, gpus * setup.pipelines,
-      setup.schedule.name.c_str(), setup.schedule.num_microbatches);
+      setup.job.schedule.num_stages, gpus, setup.job.pipelines, gpus * setup.job.pipelines,
+      setup.job.schedule.name.c_str(), setup.job.schedule.num_microbatches);
   std::printf("iterations      %zu\n", its.size());
   std::printf("last window     %d iterations: %.6f s, %.4f J per iteration\n", last.count,
               last.time_s, last.energy_j);
@@ -308,7 +229,7 @@ void run_simulate(const SimulateArgs& a) {
   stop.max_iterations = a.max_iterations;
   stop.give_up_degraded = kGiveUpWindows * a.report_every;
 
-  pipeline::RunResult result = run_ranks(setup, stop, a.timeout);
+  pipeline::RunResult result = pipeline::run_job(setup.job, stop, a.timeout);
 
   const auto& its = result.iterations;
   std::size_t window = std::min<std::size_t>(its.size(), static_cast<std::size_t>(a.report_every));
