@@ -3,36 +3,22 @@
 import csv
 import json
 import os
-import queue
 import re
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 
 import pytest
 
 import perseus
-from conftest import MeasuringOnly, train
+from conftest import train
+from server_support import MICROBATCHES, get_json, one_f_one_b, run_ranks, serve
+from server_support import server  # noqa: F401  (a fixture)
 
-MICROBATCHES = 3
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "..", "examples", "pytorch_pipeline", "train.py")
 FAKE = os.environ.get("PERSEUS_FAKE_NVML", "")
-
-
-def serve_available(perseus_bin):
-    try:
-        res = subprocess.run([perseus_bin, "serve", "--help"], capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return res.returncode == 0
-
-
-@pytest.fixture
-def server(perseus_bin, tmp_path):
-    yield from serve(perseus_bin, tmp_path)
 
 
 TOKEN = "python-client-token-0123456789"
@@ -58,127 +44,6 @@ def tls_server(perseus_bin, tmp_path):
                                              "--tls-cert", str(cert), "--tls-key", str(key)]):
         yield url, str(cert)
 
-
-def serve(perseus_bin, tmp_path, extra=()):
-    """Starts `perseus serve` (all-max by default), yields its URL, stops it."""
-    if not serve_available(perseus_bin):
-        pytest.skip("`perseus serve --help` fails: no server command yet")
-    cmd = [perseus_bin, "serve", "--port", "0", "--store", str(tmp_path / "store.db"),
-           "--output-dir", str(tmp_path), "--data-dir", str(tmp_path), "--scheduler", "all-max",
-           "--scheduler-args", json.dumps({"microbatches": MICROBATCHES}), *extra]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines = queue.Queue()
-
-    def pump(stream, tag):
-        for line in stream:
-            lines.put((tag, line))
-        lines.put((tag, None))
-
-    for stream, tag in ((proc.stdout, "out"), (proc.stderr, "err")):
-        threading.Thread(target=pump, args=(stream, tag), daemon=True).start()
-    seen, url = [], None
-    try:
-        while url is None:
-            tag, line = lines.get(timeout=30)
-            if line is None:
-                if proc.poll() is not None:
-                    break
-                continue
-            seen.append(line)
-            m = re.search(r"listening on (https?://127\.0\.0\.1:\d+)", line)
-            if tag == "out" and m:
-                url = m.group(1)
-    except queue.Empty:
-        pass
-    if url is None:
-        proc.kill()
-        proc.wait()
-        pytest.fail(f"server did not start: {' '.join(cmd)}\n{''.join(seen)}")
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-def get_json(url):
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.loads(r.read().decode())
-
-
-def one_f_one_b(stages, stage, microbatches):
-    order, f, b = [], 0, 0
-    for _ in range(min(stages - stage, microbatches)):
-        order.append("forward")
-        f += 1
-    while b < microbatches:
-        order.append("backward")
-        b += 1
-        if f < microbatches:
-            order.append("forward")
-            f += 1
-    return order
-
-
-class ShareJobId:
-    """Thread-based stand-in for torch.distributed's broadcast of rank 0's job id."""
-
-    def __init__(self):
-        self.event = threading.Event()
-        self.job_id = ""
-
-    def __call__(self, job_id):
-        if job_id:
-            self.job_id = job_id
-            self.event.set()
-            return job_id
-        self.event.wait(60)
-        return self.job_id
-
-
-def run_ranks(server, profile, stages, iterations, report_every, **kwargs):
-    """Runs `stages` ranks (one pipeline, one thread each) with simulated GPUs in virtual time
-    through `iterations` 1F1B iterations; returns per-rank results and the warnings logged."""
-    share = ShareJobId()
-    results, errors, logs = {}, [], []
-
-    def rank_main(rank):
-        try:
-            opt = perseus.PipelineFrequencyOptimizer(
-                rank, 0, rank, 0, 0, 1, stages, 1, stages, server,
-                json.dumps({"test": "two_ranks"}), gpu="sim", profile=profile, counter="ideal",
-                blocking_power=83.64, report_every=report_every, share_job_id=share,
-                barrier_timeout=60.0, log=logs.append, **kwargs)
-            rounds = []
-            for _ in range(iterations):
-                train(opt, 1, one_f_one_b(stages, rank, MICROBATCHES))
-                rounds.append(opt.round)
-            results[rank] = dict(job_id=opt.job_id, credential=opt.job_credential,
-                                 rounds=rounds, done=opt.done,
-                                 degraded=opt.degraded, iterations=opt.iterations,
-                                 clock=opt.sim.current_clock("forward"),
-                                 clocks=opt.sim.supported_clocks())
-            opt.close()
-        except BaseException as e:  # reported in the main thread
-            errors.append((rank, repr(e)))
-
-    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(stages)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not any(t.is_alive() for t in threads), "a rank hung"
-    assert not errors, errors
-    assert not logs, logs
-    job_id = results[0]["job_id"]
-    assert job_id and all(r["job_id"] == job_id for r in results.values())
-    for rank, r in results.items():
-        assert not r["degraded"], rank
-        assert r["rounds"] == sorted(r["rounds"]), r["rounds"]
-        assert len(r["iterations"]) == iterations
-    return job_id, results
 
 
 def test_two_ranks_all_max(server, profile2):
@@ -336,92 +201,6 @@ def test_profiler_records_the_clock_each_row_ran_at(server, tmp_path, monkeypatc
     assert any("below its locked 1410 MHz" in line for line in logs), logs
     status = get_json(f"{server}/jobs/{job_id}")["scheduler_status"]
     assert status["clocks_not_reached"] == 6 and status["state"] == "done", status
-
-
-def schedule_answers(server, status):
-    """How many GET /schedule answers with `status` the server gave (its metrics)."""
-    with urllib.request.urlopen(f"{server}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    found = re.search(r'^perseus_http_responses_total\{endpoint="schedule",status="%d"\} (\S+)$'
-                      % status, text, re.M)
-    return float(found.group(1)) if found else 0
-
-
-class CounterThatStops(MeasuringOnly):
-    """A GPU drawing 200 W on the wall clock whose energy counter read fails from `fail_after_s` on
-    (as NVML's does once the GPU has fallen off the bus)."""
-
-    def __init__(self, fail_after_s):
-        self.t0, self.fail_after_s = time.monotonic(), fail_after_s
-
-    def supported_clocks(self):
-        return [1500, 1400, 1300, 1200, 1100, 1000, 900, 800]
-
-    def now_s(self):
-        return time.monotonic() - self.t0
-
-    def total_energy_j(self):
-        t = self.now_s()
-        if t > self.fail_after_s:
-            raise RuntimeError("GPU is lost")
-        return 200.0 * t
-
-
-def profile_until_the_counter_fails(server, gpu, out):
-    """A profiler job on `gpu` (one window of 4 iterations per clock, min_window 0, output `out`)
-    through 80 iterations of a 10 ms forward and a 20 ms backward. Checks that the job failed on
-    the counter naming rank 0, wrote no profile of 0 J rows, and was said to have failed once,
-    the client never asking again; that every iteration trained (and measured its time); and
-    returns (the job's status, the client's log)."""
-    args = {"microbatches": 1, "output": str(out), "skip_iterations": 0, "max_windows": 1,
-            "patience": 100, "min_window": 0}
-    logs = []
-    opt = perseus.PipelineFrequencyOptimizer(
-        0, 0, 0, 0, 0, 1, 1, 1, 1, server, gpu=gpu, scheduler="profiler", scheduler_args=args,
-        report_every=4, sampler_period=0.005, log=logs.append)
-    try:
-        train(opt, 80, seconds={"forward": 0.01, "backward": 0.02})
-        job_id, trained = opt.job_id, len(opt.iterations)
-    finally:
-        opt.close()  # never raises, also when the GPU is lost
-    status = get_json(f"{server}/jobs/{job_id}")
-    assert status["state"] == "failed", status
-    assert ("the GPU energy counter of rank 0 (stage 0) did not change in 3 reporting windows in "
-            "a row") in status["error"], status
-    assert not out.exists()
-    assert trained == 80
-    assert sum("the job failed for good" in m for m in logs) == 1, logs
-    assert schedule_answers(server, 500) == 1
-    return status, logs
-
-
-def test_profiler_gives_up_on_a_counter_that_stopped_and_training_goes_on(server, tmp_path):
-    """The counter reads fail from 0.4 s on (each retry fails again): the windows after it saw no
-    change, so their energies are unknown. The profiler measures such a clock again, then fails
-    the job naming the rank, instead of writing rows of 0 J; the client says so and the loop
-    trains on."""
-    status, logs = profile_until_the_counter_fails(server, CounterThatStops(0.4),
-                                                   tmp_path / "stopped.csv")
-    assert status["scheduler_status"]["measured"] < 8, status  # the clocks before it stopped
-    assert any("energy counter read failed" in m and "GPU is lost" in m for m in logs), logs
-    assert any("did not change in 3 reporting windows" in m for m in logs), logs
-
-
-@pytest.mark.skipif(not os.path.isfile(FAKE), reason="PERSEUS_FAKE_NVML (the fake NVML) not set")
-def test_a_gpu_lost_mid_sweep_fails_the_job_and_never_the_training(server, tmp_path,
-                                                                    monkeypatch):
-    """The fake NVML's GPU falls off the bus 0.25 s in, before its sweep of 4 clocks in windows
-    of 0.12 s can end: every query and setting fails with NVML_ERROR_GPU_IS_LOST from then on
-    (counter and clock reads, clock locks, the resets at close). The client says so, reports its
-    windows as unmeasured, the profiler fails the job naming the rank, and neither the loop nor
-    close() raises."""
-    monkeypatch.setenv("FAKE_NVML_LOST_AFTER_MS", "250")
-    monkeypatch.setenv("FAKE_NVML_READ_MS", "1")
-    monkeypatch.setenv("FAKE_NVML_REFRESH_MS", "10")
-    _, logs = profile_until_the_counter_fails(server, perseus.NvmlGpu(0, library=FAKE),
-                                              tmp_path / "lost.csv")
-    lost = [m for m in logs if "GPU is lost" in m]
-    assert any("energy counter read failed" in m for m in lost), logs
 
 
 def test_example_against_server(server, perseus_bin):
