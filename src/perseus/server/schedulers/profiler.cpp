@@ -6,8 +6,13 @@
 // energy estimate's standard error, as the clients report it, is at most `target_stderr` of the
 // estimate; Perseus clients fit the repeated windows together, so the last window's estimate is
 // kept. Clients that report no standard error (Zeus's) get one round per clock. Stops once every
-// GPU's energy has been above its lowest for `patience` clocks in a row (past the minimum of the
-// U-shaped energy curve; clocks the GPU did not reach count for nothing) or the clocks run out,
+// GPU's energy has been more than `rise_margin` (2 %) above its lowest for `patience` clocks in a
+// row (past the minimum of the U-shaped energy curve; clocks the GPU did not reach count for
+// nothing) or the clocks run out. The margin is for real GPUs, whose energy is no smooth curve of
+// the clock: in the published BLOOM profile of an A40 a GPU's energy wanders up to 1.4 % above its
+// lowest at one clock and 0.6 % at three in a row from 1740 to 1020 MHz, where it is lowest (21 %
+// below 1740's); without a margin the sweep stopped at 1590 MHz. The published profiler (Zeus's
+// InstructionProfiler) never stops early: it sweeps every clock down to 850 MHz. The profiler
 // then writes the profile CSV (with an `energy_stderr` column, relative, and where clients
 // report it `energy_pooling_error`, relative: how far a row may be from its own energy where the
 // attribution pooled its power with other instructions', apart from the standard error, which
@@ -36,6 +41,13 @@ namespace perseus::server::schedulers {
 namespace {
 
 namespace fs = std::filesystem;
+
+// How far above its lowest a GPU's energy must be for a clock to count as a rise (relative): three
+// times the published A40 profile's wander at three clocks in a row (0.6 %, above), leaving room
+// for the measurement's own error (target_stderr, 1 %, per row). Both published profiles then
+// stop at 900 MHz, 8 clocks past the A40's minimum (1020 MHz) and 12 past the A100's (1080),
+// where the energy is 1.5-2.5 % above it; without a margin the A100 sweep stopped at 1035.
+constexpr double kRiseMargin = 0.02;
 
 // Available clocks within the bounds, highest first.
 std::vector<int> sweep_clocks(const ArgReader& args, const JobSpec& job) {
@@ -91,12 +103,13 @@ class Profiler : public Scheduler {
   explicit Profiler(const JobSpec& job) : context_(context_of("profiler")) {
     ArgReader args(
         context_, job.args,
-        with_schedule_args({"output", "patience", "min_frequency", "max_frequency",
+        with_schedule_args({"output", "patience", "rise_margin", "min_frequency", "max_frequency",
                             "skip_iterations", "target_stderr", "max_windows", "min_window"}));
     sched_ = schedule_arg(args, job.pp_degree);
     max_clock_ = max_clock(context_, job);
     clocks_ = sweep_clocks(args, job);
     patience_ = args.integer("patience", 1, 3);
+    rise_margin_ = args.number("rise_margin", non_negative, "a number >= 0", kRiseMargin);
     skip_ = static_cast<std::size_t>(args.integer("skip_iterations", 0, 1));
     target_stderr_ = args.number("target_stderr", positive, "a number > 0", 0.01);
     max_windows_ = args.integer("max_windows", 1, 10);
@@ -204,6 +217,8 @@ class Profiler : public Scheduler {
       if (measured_ == 0 || energy < lowest_[s]) {
         lowest_[s] = energy;
         rises_[s] = 0;
+      } else if (energy <= lowest_[s] * (1.0 + rise_margin_)) {
+        rises_[s] = 0;  // within the margin: no rise, and the clocks in a row start again
       } else if (!held_below) {
         ++rises_[s];
       }
@@ -325,6 +340,7 @@ class Profiler : public Scheduler {
   int max_clock_ = 0;
   std::vector<int> clocks_;  // to sweep, highest first
   int patience_ = 3;
+  double rise_margin_ = kRiseMargin;
   std::size_t skip_ = 1;
   fs::path output_;
   profile::Profile profile_;
