@@ -248,10 +248,10 @@ TEST(SchedulerProfiler, StopsPastTheMinimumOfAPublishedProfileWhoseEnergyWanders
   PERSEUS_REQUIRE_SHARED_DATA();
   struct Case {
     const char* file;
-    int stop, stop_without_margin;
+    int stop, stop_without_margin, minimum;
   };
-  for (const Case& c :
-       {Case{"bloom+a40_bf16.csv", 900, 1590}, Case{"gpt3-175b+a100_sxm_bf16.csv", 900, 1035}}) {
+  for (const Case& c : {Case{"bloom+a40_bf16.csv", 900, 1590, 1020},
+                        Case{"gpt3-175b+a100_sxm_bf16.csv", 900, 1035, 1080}}) {
     SCOPED_TRACE(c.file);
     const profile::Profile published = profile::read_profile_csv(
         (perseus::test::shared_data() / "perseus" / "stage_profiles" / c.file).string());
@@ -271,6 +271,12 @@ TEST(SchedulerProfiler, StopsPastTheMinimumOfAPublishedProfileWhoseEnergyWanders
           profile::read_profile_csv((dir.path() / "profile.csv").string());
       EXPECT_EQ(written.rows(0, "forward").back().frequency_mhz,
                 margin ? c.stop : c.stop_without_margin);
+      if (!margin) continue;
+      const json summary = json::parse(read_file((dir.path() / "profile.csv.json").string()));
+      EXPECT_EQ(summary["stopped"], "past the energy minimum");
+      EXPECT_EQ(
+          summary["lowest_energy_clock_mhz"],
+          json(std::vector<int>(static_cast<std::size_t>(published.num_stages()), c.minimum)));
     }
   }
 }
@@ -287,7 +293,9 @@ TEST(SchedulerProfiler, SweepsOnlyTheClocksWithinTheBounds) {
     EXPECT_TRUE(all_at(rounds[i].stages, 1290 - 15 * static_cast<int>(i))) << i;
   }
   EXPECT_TRUE(all_at(rounds.back().stages, 1410));
-  EXPECT_TRUE(fs::exists(dir.path() / "profile.csv"));
+  const json summary = json::parse(read_file((dir.path() / "profile.csv.json").string()));
+  EXPECT_EQ(summary["stopped"], "last clock");
+  EXPECT_EQ(summary["lowest_energy_clock_mhz"], json({1200, 1200, 1200, 1200}));
 }
 
 TEST(SchedulerProfiler, NamesStageAndInstructionOfAMissingBreakdown) {

@@ -19,8 +19,9 @@
 // more windows shrink and this does not; from clients that read clocks, `measured_clock_mhz` and
 // `clock_held_down`: the SM clock each row really ran at and how often the driver held it down),
 // the blocking power measured over every window at the highest clock (`<csv>.blocking_power`) and a
-// summary (`<csv>.json`: rounds, measured seconds, worst error, and the rows whose clock the GPU
-// did not reach, e.g. held down by its power limit, which the server also logs as a warning).
+// summary (`<csv>.json`: rounds, measured seconds, worst error, why it stopped and each GPU's
+// lowest-energy clock, and the rows whose clock the GPU did not reach, e.g. held down by its power
+// limit, which the server also logs as a warning).
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -121,6 +122,7 @@ class Profiler : public Scheduler {
     profile_ = profile::Profile(output_.string());
     lowest_.assign(static_cast<std::size_t>(job.pp_degree), 0.0);
     rises_.assign(lowest_.size(), 0);
+    lowest_clock_.assign(lowest_.size(), 0);
   }
 
   Round next() override {
@@ -216,6 +218,7 @@ class Profiler : public Scheduler {
       }
       if (measured_ == 0 || energy < lowest_[s]) {
         lowest_[s] = energy;
+        lowest_clock_[s] = mhz;
         rises_[s] = 0;
       } else if (energy <= lowest_[s] * (1.0 + rise_margin_)) {
         rises_[s] = 0;  // within the margin: no rise, and the clocks in a row start again
@@ -314,13 +317,16 @@ class Profiler : public Scheduler {
       profile::write_profile_csv(profile_, csv, extra_columns());
       write_file_atomic(output_, csv.str());
       warn_if_implausible(csv.str());
-      nlohmann::json summary = {{"clocks", measured_},
-                                {"rounds", rounds_},
-                                {"measured_s", measured_s_},
-                                {"target_stderr", target_stderr_},
-                                {"worst_stderr", worst_stderr_},
-                                {"clocks_not_reached", clocks_not_reached()},
-                                {"report_every", windows_.status()}};
+      nlohmann::json summary = {
+          {"clocks", measured_},
+          {"rounds", rounds_},
+          {"measured_s", measured_s_},
+          {"target_stderr", target_stderr_},
+          {"worst_stderr", worst_stderr_},
+          {"clocks_not_reached", clocks_not_reached()},
+          {"report_every", windows_.status()},
+          {"stopped", past_minimum() ? "past the energy minimum" : "last clock"},
+          {"lowest_energy_clock_mhz", lowest_clock_}};
       write_file_atomic(output_.string() + ".json", summary.dump(2) + "\n");
       if (const auto& below = summary["clocks_not_reached"]; !below.empty()) {
         log::warn(context_ + ": " + std::to_string(below.size()) +
@@ -344,8 +350,9 @@ class Profiler : public Scheduler {
   std::size_t skip_ = 1;
   fs::path output_;
   profile::Profile profile_;
-  std::vector<double> lowest_;  // per GPU: lowest energy so far
-  std::vector<int> rises_;      // per GPU: clocks since that lowest
+  std::vector<double> lowest_;     // per GPU: lowest energy so far
+  std::vector<int> rises_;         // per GPU: clocks since that lowest
+  std::vector<int> lowest_clock_;  // per GPU: the clock of that lowest
   std::size_t measured_ = 0;
   Blocked blocked_;  // at the highest clock
   bool done_ = false;
