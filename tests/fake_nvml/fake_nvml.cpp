@@ -8,8 +8,9 @@
 // nvmlDeviceGetEnforcedPowerLimit and the clock event reasons with NVML_ERROR_NOT_SUPPORTED, as
 // devices without power management and some virtual GPUs do.
 // $FAKE_NVML_DENY_LOCK (read at each call) fails nvmlDeviceSetGpuLockedClocks with
-// NVML_ERROR_NO_PERMISSION. Read when a session starts (the first nvmlInit_v2, or the first after
-// the last nvmlShutdown):
+// NVML_ERROR_NO_PERMISSION. $FAKE_NVML_NAMES (read at each call) names devices 0, 1, ... (comma-
+// separated), as on a machine of mixed GPUs; the devices it does not name keep the default name.
+// Read when a session starts (the first nvmlInit_v2, or the first after the last nvmlShutdown):
 //   FAKE_NVML_DEVICES     number of devices (default 1, at most 16), all alike
 //   FAKE_NVML_LOST_AFTER_MS  from this many milliseconds into the session on, every device query
 //                         and setting fails with NVML_ERROR_GPU_IS_LOST, as when a GPU has fallen
@@ -36,6 +37,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <string_view>
 
 #include "fake_device.hpp"
 
@@ -159,10 +162,22 @@ int nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned length) {
   return copy_string(text, uuid, length);
 }
 
+// Device `index`'s name: its entry of $FAKE_NVML_NAMES, else kName.
+std::string name_of(unsigned index) {
+  const char* names = std::getenv("FAKE_NVML_NAMES");
+  std::string_view list = names != nullptr ? names : "";
+  for (unsigned i = 0; i < index && !list.empty(); ++i) {
+    const std::size_t comma = list.find(',');
+    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+  }
+  const std::string_view entry = list.substr(0, list.find(','));
+  return entry.empty() ? kName : std::string(entry);
+}
+
 int nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned length) {
   record("nvmlDeviceGetName");
   if (int rc = check_device(device); rc != kSuccess) return rc;
-  return copy_string(kName, name, length);
+  return copy_string(name_of(index_of(device_of(device))).c_str(), name, length);
 }
 
 int nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t device, unsigned* count, unsigned* out) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "fake_nvml_fixture.hpp"
 #include "perseus/client/nvml_gpu.hpp"
@@ -116,6 +117,53 @@ TEST(UuidToNvmlIndex, FindsTheDeviceOfTheUuidCudaReports) {
   EXPECT_CONTAINS(error("MIG-4f2e0c11-1d2b-5b5a-9c3f-2a7a0e9d3c21"),
                   "CUDA device 1 is a MIG instance (MIG-4f2e0c11-1d2b-5b5a-9c3f-2a7a0e9d3c21); "
                   "Perseus controls whole GPUs only");
+}
+
+// GPUs of one model are numbered alike by CUDA (fastest first, ties by PCI bus) and NVML (by bus);
+// on a machine of mixed GPUs only CUDA_DEVICE_ORDER=PCI_BUS_ID makes an index mean one GPU.
+TEST(CheckCudaDeviceOrder, RefusesMixedModelsUnlessCudaNumbersThemByBus) {
+  using perseus::client::check_cuda_device_order;
+  const std::vector<std::string> alike = {"NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"};
+  const std::vector<std::string> mixed = {"NVIDIA A100-SXM4-80GB", "NVIDIA RTX A6000",
+                                          "NVIDIA A100-SXM4-80GB"};
+  EXPECT_NO_THROW(check_cuda_device_order(nullptr, alike));
+  EXPECT_NO_THROW(check_cuda_device_order("PCI_BUS_ID", mixed));
+  EXPECT_CONTAINS(error_of([&] { check_cuda_device_order(nullptr, mixed); }),
+                  "CUDA and NVML may number this machine's GPUs differently: it has GPUs of 2 "
+                  "models (NVIDIA A100-SXM4-80GB, NVIDIA RTX A6000) and CUDA_DEVICE_ORDER is unset "
+                  "(CUDA's default, FASTEST_FIRST), so CUDA numbers them fastest first and NVML by "
+                  "PCI bus; set CUDA_DEVICE_ORDER=PCI_BUS_ID, or name the GPUs by UUID in "
+                  "CUDA_VISIBLE_DEVICES");
+  EXPECT_CONTAINS(error_of([&] { check_cuda_device_order("FASTEST_FIRST", mixed); }),
+                  "CUDA_DEVICE_ORDER is 'FASTEST_FIRST'");
+}
+
+TEST(NamesDevicesByUuid, IsAListWhoseFirstEntryIsAGpuUuid) {
+  using perseus::client::names_devices_by_uuid;
+  EXPECT_TRUE(names_devices_by_uuid("GPU-a1"));
+  EXPECT_TRUE(names_devices_by_uuid(" GPU-a1,0"));
+  EXPECT_FALSE(names_devices_by_uuid("0,GPU-a1"));
+  EXPECT_FALSE(names_devices_by_uuid(""));
+  EXPECT_FALSE(names_devices_by_uuid(nullptr));
+}
+
+TEST_F(Nvml, OpensAnIndexOnAMachineOfMixedGpusOnlyWhereCudaNumbersThemByBus) {
+  env_.set("FAKE_NVML_DEVICES", "2");
+  env_.set("FAKE_NVML_NAMES", "Fake NVIDIA A100-SXM4-80GB,Fake NVIDIA RTX A6000");
+  env_.set("CUDA_DEVICE_ORDER", std::nullopt);
+  env_.set("CUDA_VISIBLE_DEVICES", std::nullopt);
+  EXPECT_CONTAINS(error_of([] { NvmlGpu gpu(1, FAKE_NVML_LIBRARY); }),
+                  "it has GPUs of 2 models (Fake NVIDIA A100-SXM4-80GB, Fake NVIDIA RTX A6000)");
+  env_.set("CUDA_VISIBLE_DEVICES", "1");
+  EXPECT_CONTAINS(error_of([] { NvmlGpu gpu(0, FAKE_NVML_LIBRARY); }), "may number this machine");
+  // Named by UUID, in CUDA_VISIBLE_DEVICES or as CUDA reports it, a GPU is the same to both.
+  env_.set("CUDA_VISIBLE_DEVICES", "GPU-00000001");
+  EXPECT_EQ(NvmlGpu(0, FAKE_NVML_LIBRARY).name(), "Fake NVIDIA RTX A6000");
+  env_.set("CUDA_VISIBLE_DEVICES", std::nullopt);
+  EXPECT_EQ(NvmlGpu(0, FAKE_NVML_LIBRARY, "GPU-00000001-fa4e-4000-8000-000000000001").nvml_index(),
+            1);
+  env_.set("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+  EXPECT_EQ(NvmlGpu(1, FAKE_NVML_LIBRARY).name(), "Fake NVIDIA RTX A6000");
 }
 
 TEST_F(Nvml, OpensTheDeviceOfTheUuidCudaReportsOverCudaVisibleDevices) {

@@ -41,6 +41,10 @@ TEST_F(Nvml, LocksAndRestoresTheClockAndPowerLimit) {
   }
   EXPECT_EQ(log.text(),
             "nvmlInit_v2\n"
+            // Opening: every device's name (a machine of one GPU model numbers alike in CUDA).
+            "nvmlDeviceGetCount_v2\n"
+            "nvmlDeviceGetHandleByIndex_v2 0\n"
+            "nvmlDeviceGetName\n"
             "nvmlDeviceGetHandleByIndex_v2 0\n"
             "nvmlDeviceSetGpuLockedClocks 1395 1395\n"
             "nvmlDeviceGetPowerManagementDefaultLimit\n"

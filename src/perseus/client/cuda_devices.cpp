@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "perseus/util/error.hpp"
+#include "perseus/util/text.hpp"
 
 namespace perseus::client {
 
@@ -136,7 +137,7 @@ Visible visible_devices(const std::string& list,
     throw Error("CUDA_VISIBLE_DEVICES=" + list +
                 " names MIG instances; Perseus controls whole GPUs only");
   }
-  if (first.starts_with("GPU-")) return by_uuid(entries, nvml_uuids());
+  if (names_devices_by_uuid(list.c_str())) return by_uuid(entries, nvml_uuids());
   return by_index(entries, nvml_uuids().size());
 }
 
@@ -148,6 +149,29 @@ std::string as_nvml_uuid(const std::string& uuid) {
 }
 
 }  // namespace
+
+bool names_devices_by_uuid(const char* cuda_visible_devices) {
+  return cuda_visible_devices != nullptr &&
+         visible_entries(cuda_visible_devices).front().starts_with("GPU-");
+}
+
+void check_cuda_device_order(const char* cuda_device_order,
+                             const std::vector<std::string>& nvml_names) {
+  if (cuda_device_order != nullptr && std::string_view(cuda_device_order) == "PCI_BUS_ID") return;
+  std::vector<std::string> models;
+  for (const std::string& name : nvml_names) {
+    if (std::ranges::find(models, name) == models.end()) models.push_back(name);
+  }
+  if (models.size() < 2) return;
+  const std::string order = cuda_device_order == nullptr
+                                ? "unset (CUDA's default, FASTEST_FIRST)"
+                                : std::string("'") + cuda_device_order + "'";
+  throw Error("CUDA and NVML may number this machine's GPUs differently: it has GPUs of " +
+              std::to_string(models.size()) + " models (" + join(models) +
+              ") and CUDA_DEVICE_ORDER is " + order +
+              ", so CUDA numbers them fastest first and NVML by PCI bus; set "
+              "CUDA_DEVICE_ORDER=PCI_BUS_ID, or name the GPUs by UUID in CUDA_VISIBLE_DEVICES");
+}
 
 int uuid_to_nvml_index(int cuda_index, const std::string& cuda_uuid,
                        const std::function<std::vector<std::string>()>& nvml_uuids) {

@@ -28,6 +28,18 @@ namespace perseus::client {
 int cuda_to_nvml_index(int cuda_index, const char* cuda_visible_devices,
                        const std::function<std::vector<std::string>()>& nvml_uuids);
 
+// Whether `cuda_visible_devices` names devices by UUID (a list whose first entry is a GPU- one):
+// such names mean the same GPUs to CUDA and NVML, whatever order either numbers them in.
+bool names_devices_by_uuid(const char* cuda_visible_devices);
+
+// Throws a perseus::Error when CUDA and NVML may number this machine's GPUs differently: GPUs of
+// more than one model (`nvml_names`, the names of NVML's devices) and CUDA_DEVICE_ORDER
+// (`cuda_device_order`, nullptr when unset) other than PCI_BUS_ID. CUDA then numbers GPUs fastest
+// first, NVML by PCI bus, so a device index (CUDA's, or one in CUDA_VISIBLE_DEVICES) may name
+// another GPU in NVML. GPUs of one model are numbered alike either way (equally fast, by bus).
+void check_cuda_device_order(const char* cuda_device_order,
+                             const std::vector<std::string>& nvml_names);
+
 // The NVML index of the device whose UUID CUDA itself reports for CUDA device `cuda_index` (e.g.
 // PyTorch's get_device_properties(i).uuid, with or without "GPU-", any case): exact wherever CUDA
 // and NVML number devices differently (CUDA_DEVICE_ORDER's default, fastest first, on a machine

@@ -115,28 +115,33 @@ struct NvmlGpu::Impl {
     return buffer;
   }
 
-  std::string uuid_of(nvmlDevice_t d) const {
-    return text([&](char* t, unsigned n) { return device_uuid(d, t, n); }, "nvmlDeviceGetUUID");
+  // A text query of device `d` (nvmlDeviceGetUUID, nvmlDeviceGetName).
+  std::string device_text(DeviceTextFn query, nvmlDevice_t d, const char* call) const {
+    return text([&](char* t, unsigned n) { return query(d, t, n); }, call);
   }
 
-  // The UUIDs of all NVML devices, in index order.
-  std::vector<std::string> all_uuids() const {
+  // A text query of every NVML device, in index order.
+  std::vector<std::string> of_every_device(DeviceTextFn query, const char* call) const {
     unsigned count = 0;
     check(device_count(&count), "nvmlDeviceGetCount_v2");
-    std::vector<std::string> uuids;
+    std::vector<std::string> texts;
     for (unsigned i = 0; i < count; ++i) {
       nvmlDevice_t d = nullptr;
       check(device_by_index(i, &d), "nvmlDeviceGetHandleByIndex_v2");
-      uuids.push_back(uuid_of(d));
+      texts.push_back(device_text(query, d, call));
     }
-    return uuids;
+    return texts;
   }
 
   // Opens CUDA device `cuda_index`: the NVML device of `cuda_uuid` where given, else as
-  // CUDA_VISIBLE_DEVICES maps it.
+  // CUDA_VISIBLE_DEVICES maps it, where CUDA and NVML number the GPUs alike.
   void open_device(int cuda_index, const std::string& cuda_uuid) {
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    auto uuids = [this] { return all_uuids(); };
+    auto uuids = [this] { return of_every_device(device_uuid, "nvmlDeviceGetUUID"); };
+    if (cuda_uuid.empty() && !names_devices_by_uuid(visible)) {
+      check_cuda_device_order(std::getenv("CUDA_DEVICE_ORDER"),
+                              of_every_device(device_name, "nvmlDeviceGetName"));
+    }
     nvml_index = cuda_uuid.empty() ? cuda_to_nvml_index(cuda_index, visible, uuids)
                                    : uuid_to_nvml_index(cuda_index, cuda_uuid, uuids);
     nvmlReturn_t rc = device_by_index(static_cast<unsigned>(nvml_index), &device);
@@ -269,13 +274,11 @@ double NvmlGpu::now_s() {
 }
 
 std::string NvmlGpu::name() const {
-  const Impl& n = *impl_;
-  return n.text([&](char* t, unsigned size) { return n.device_name(n.device, t, size); },
-                "nvmlDeviceGetName");
+  return impl_->device_text(impl_->device_name, impl_->device, "nvmlDeviceGetName");
 }
 
 std::string NvmlGpu::uuid() const {
-  return impl_->uuid_of(impl_->device);
+  return impl_->device_text(impl_->device_uuid, impl_->device, "nvmlDeviceGetUUID");
 }
 
 std::string NvmlGpu::driver_version() const {
