@@ -154,7 +154,9 @@ Device* device_of(const void* handle) {
 
 int check_device(const void* handle) {
   if (!in_session()) return kUninitialized;
-  if (device_of(handle) == nullptr) return kInvalidArgument;
+  const Device* d = device_of(handle);
+  if (d == nullptr) return kInvalidArgument;
+  if (index_of(d) == env_number("FAKE_NVML_LOST_DEVICE", -1.0, 0.0, 15.0)) return kGpuIsLost;
   return Clock::now().time_since_epoch().count() >= lost_at.load() ? kGpuIsLost : kSuccess;
 }
 

@@ -166,6 +166,24 @@ TEST_F(Nvml, OpensAnIndexOnAMachineOfMixedGpusOnlyWhereCudaNumbersThemByBus) {
   EXPECT_EQ(NvmlGpu(1, FAKE_NVML_LIBRARY).name(), "Fake NVIDIA RTX A6000");
 }
 
+// Opening asks NVML about every GPU of the machine (names, UUIDs): one that has fallen off the bus
+// must not keep another from opening.
+TEST_F(Nvml, OpensAGpuWhileAnotherOfTheMachineIsLost) {
+  env_.set("FAKE_NVML_DEVICES", "3");
+  env_.set("FAKE_NVML_LOST_DEVICE", "1");
+  env_.set("CUDA_VISIBLE_DEVICES", std::nullopt);
+  EXPECT_EQ(NvmlGpu(2, FAKE_NVML_LIBRARY).nvml_index(), 2);
+  env_.set("CUDA_VISIBLE_DEVICES", "2,0");
+  EXPECT_EQ(NvmlGpu(1, FAKE_NVML_LIBRARY).nvml_index(), 0);
+  env_.set("CUDA_VISIBLE_DEVICES", "GPU-00000002");
+  EXPECT_EQ(NvmlGpu(0, FAKE_NVML_LIBRARY).nvml_index(), 2);
+  EXPECT_EQ(NvmlGpu(0, FAKE_NVML_LIBRARY, "GPU-00000000-fa4e-4000-8000-000000000000").nvml_index(),
+            0);
+  env_.set("CUDA_VISIBLE_DEVICES", "GPU-00000001");  // the lost one itself
+  EXPECT_CONTAINS(error_of([] { NvmlGpu gpu(0, FAKE_NVML_LIBRARY); }),
+                  "(entry 'GPU-00000001' matches none of NVML's 3 devices, which ends the list)");
+}
+
 TEST_F(Nvml, OpensTheDeviceOfTheUuidCudaReportsOverCudaVisibleDevices) {
   env_.set("FAKE_NVML_DEVICES", "3");
   env_.set("CUDA_VISIBLE_DEVICES", "0");

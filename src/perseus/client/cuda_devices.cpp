@@ -160,7 +160,7 @@ void check_cuda_device_order(const char* cuda_device_order,
   if (cuda_device_order != nullptr && std::string_view(cuda_device_order) == "PCI_BUS_ID") return;
   std::vector<std::string> models;
   for (const std::string& name : nvml_names) {
-    if (std::ranges::find(models, name) == models.end()) models.push_back(name);
+    if (!name.empty() && std::ranges::find(models, name) == models.end()) models.push_back(name);
   }
   if (models.size() < 2) return;
   const std::string order = cuda_device_order == nullptr

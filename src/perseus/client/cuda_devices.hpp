@@ -22,7 +22,8 @@ namespace perseus::client {
 //     a UUID in a UUID list, a prefix of no UUID or of several) ends the list: what follows it
 //     is not visible;
 //   - a device named twice hides every device, and so does an empty value.
-// `nvml_uuids` returns the UUIDs of all NVML devices in index order (how many there are, too).
+// `nvml_uuids` returns the UUIDs of all NVML devices in index order (how many there are, too; ""
+// for a device NVML could not query, which no entry names).
 // Throws a perseus::Error naming CUDA_VISIBLE_DEVICES when the list makes no device `cuda_index`
 // visible (saying where and why it ended) or names MIG instances (Perseus controls whole GPUs).
 int cuda_to_nvml_index(int cuda_index, const char* cuda_visible_devices,
@@ -33,7 +34,8 @@ int cuda_to_nvml_index(int cuda_index, const char* cuda_visible_devices,
 bool names_devices_by_uuid(const char* cuda_visible_devices);
 
 // Throws a perseus::Error when CUDA and NVML may number this machine's GPUs differently: GPUs of
-// more than one model (`nvml_names`, the names of NVML's devices) and CUDA_DEVICE_ORDER
+// more than one model (`nvml_names`, the names of NVML's devices; "" for one NVML could not
+// query, which counts as none) and CUDA_DEVICE_ORDER
 // (`cuda_device_order`, nullptr when unset) other than PCI_BUS_ID. CUDA then numbers GPUs fastest
 // first, NVML by PCI bus, so a device index (CUDA's, or one in CUDA_VISIBLE_DEVICES) may name
 // another GPU in NVML. GPUs of one model are numbered alike either way (equally fast, by bus).

@@ -120,15 +120,19 @@ struct NvmlGpu::Impl {
     return text([&](char* t, unsigned n) { return query(d, t, n); }, call);
   }
 
-  // A text query of every NVML device, in index order.
-  std::vector<std::string> of_every_device(DeviceTextFn query, const char* call) const {
+  // A text query of every NVML device, in index order; "" for a device NVML cannot query (one
+  // fallen off the bus), so another GPU's fault never keeps this one from opening.
+  std::vector<std::string> of_every_device(DeviceTextFn query) const {
     unsigned count = 0;
     check(device_count(&count), "nvmlDeviceGetCount_v2");
     std::vector<std::string> texts;
     for (unsigned i = 0; i < count; ++i) {
       nvmlDevice_t d = nullptr;
-      check(device_by_index(i, &d), "nvmlDeviceGetHandleByIndex_v2");
-      texts.push_back(device_text(query, d, call));
+      char buffer[kNvmlTextSize] = {};
+      const bool ok =
+          device_by_index(i, &d) == kNvmlSuccess && query(d, buffer, kNvmlTextSize) == kNvmlSuccess;
+      buffer[kNvmlTextSize - 1] = '\0';
+      texts.emplace_back(ok ? buffer : "");
     }
     return texts;
   }
@@ -137,10 +141,9 @@ struct NvmlGpu::Impl {
   // CUDA_VISIBLE_DEVICES maps it, where CUDA and NVML number the GPUs alike.
   void open_device(int cuda_index, const std::string& cuda_uuid) {
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    auto uuids = [this] { return of_every_device(device_uuid, "nvmlDeviceGetUUID"); };
+    auto uuids = [this] { return of_every_device(device_uuid); };
     if (cuda_uuid.empty() && !names_devices_by_uuid(visible)) {
-      check_cuda_device_order(std::getenv("CUDA_DEVICE_ORDER"),
-                              of_every_device(device_name, "nvmlDeviceGetName"));
+      check_cuda_device_order(std::getenv("CUDA_DEVICE_ORDER"), of_every_device(device_name));
     }
     nvml_index = cuda_uuid.empty() ? cuda_to_nvml_index(cuda_index, visible, uuids)
                                    : uuid_to_nvml_index(cuda_index, cuda_uuid, uuids);
