@@ -47,7 +47,7 @@ namespace fs = std::filesystem;
 // times the published A40 profile's wander at three clocks in a row (0.6 %, above), leaving room
 // for the measurement's own error (target_stderr, 1 %, per row). Both published profiles then
 // stop at 900 MHz, 8 clocks past the A40's minimum (1020 MHz) and 12 past the A100's (1080),
-// where the energy is 1.5-2.5 % above it; without a margin the A100 sweep stopped at 1035.
+// where the energy is 2.3-3.3 % above it; without a margin the A100 sweep stopped at 1035.
 constexpr double kRiseMargin = 0.02;
 
 // Available clocks within the bounds, highest first.
