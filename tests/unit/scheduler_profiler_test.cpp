@@ -265,8 +265,11 @@ TEST(SchedulerProfiler, StopsPastTheMinimumOfAPublishedProfileWhoseEnergyWanders
       JobSpec job = job_with(args, published.num_stages());
       job.available_frequencies = clocks;
       job.output_dir = dir.path();
+      const fs::path log_path = dir.path() / "server.log";
+      log::configure(log::Level::info, log_path.string());
       auto s = make_scheduler("profiler", job);
       run_to_end(*s, from_profile(published));
+      log::configure(log::Level::info);
       const profile::Profile written =
           profile::read_profile_csv((dir.path() / "profile.csv").string());
       EXPECT_EQ(written.rows(0, "forward").back().frequency_mhz,
@@ -277,6 +280,15 @@ TEST(SchedulerProfiler, StopsPastTheMinimumOfAPublishedProfileWhoseEnergyWanders
       EXPECT_EQ(
           summary["lowest_energy_clock_mhz"],
           json(std::vector<int>(static_cast<std::size_t>(published.num_stages()), c.minimum)));
+      // The server log says where the profile went and why the sweep ended there.
+      const std::string logged = read_file(log_path.string());
+      const std::string swept =
+          std::to_string(std::ranges::count_if(clocks, [&](int mhz) { return mhz >= c.stop; }));
+      EXPECT_CONTAINS(logged, "scheduler 'profiler': wrote " +
+                                  (dir.path() / "profile.csv").string() + ": " + swept +
+                                  " clocks in " + swept + " rounds (");
+      EXPECT_CONTAINS(logged, "stopped past every GPU's energy minimum (at " +
+                                  std::to_string(c.minimum) + " MHz)");
     }
   }
 }

@@ -35,6 +35,7 @@
 #include "perseus/server/schedulers/schedulers.hpp"
 #include "perseus/util/files.hpp"
 #include "perseus/util/log.hpp"
+#include "perseus/util/text.hpp"
 #include "perseus/wire/protocol.hpp"
 
 namespace perseus::server::schedulers {
@@ -306,6 +307,16 @@ class Profiler : public Scheduler {
     }
   }
 
+  // Why the sweep ended, for the log: past every GPU's minimum (and where it was), or out of
+  // clocks.
+  std::string stop_reason() const {
+    if (!past_minimum()) return "at the last clock";
+    const auto [lo, hi] = std::minmax_element(lowest_clock_.begin(), lowest_clock_.end());
+    return "past every GPU's energy minimum (at " +
+           (*lo == *hi ? std::to_string(*lo) : std::to_string(*lo) + "-" + std::to_string(*hi)) +
+           " MHz)";
+  }
+
   bool past_minimum() const {
     return std::all_of(rises_.begin(), rises_.end(), [&](int n) { return n >= patience_; });
   }
@@ -335,6 +346,9 @@ class Profiler : public Scheduler {
                   output_.string() + ".json, clocks_not_reached)");
       }
       if (const auto blocking_w = blocking_power_w()) write_blocking_power(*blocking_w);
+      log::info(context_ + ": wrote " + output_.string() + ": " + std::to_string(measured_) +
+                " clocks in " + std::to_string(rounds_) + " rounds (" + num(measured_s_, 1) +
+                " s of training), stopped " + stop_reason());
     } catch (const Error& e) {
       throw Error(context_ + ": " + e.what());
     }
