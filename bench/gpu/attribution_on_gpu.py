@@ -293,6 +293,7 @@ def case(net, mb, gpu):
             traces[order_name] = {"order": order, "idle_s": idle_s, "trace": trace,
                                   "clocks": [[t, *sample] for t, sample in clocks]}
             rows[order_name] = {"hook_us": window["hook_us"],
+                                "opened_uuid": window["opened_uuid"],
                                 "iterations": len(trace["iterations"]),
                                 "clocks": window_clocks(trace, clocks),
                                 "client_clocks": window["client_clocks"]}

@@ -55,10 +55,12 @@ def test_every_order_is_judged_by_every_method_against_both_truths(dry_run):
             row = case[order]
             assert "error" not in row, row.get("error")
             assert row["hook_us"]["median"] > 0
+            assert row["opened_uuid"] == "GPU-00000000-fa4e-4000-8000-000000000000"
             for method in ("busy-overlap", "fit", "overlap", "deltas"):
                 for name in ("forward", "backward"):
                     for truth in ("packed", "looped"):
                         assert math.isfinite(row[method][name][f"{truth}_error_pct"])
+    assert results["cuda_uuid"] is None  # no CUDA in the dry run: the device is mapped by index
     assert "busy-overlap against the packed truth:" in stdout
     assert "busy-overlap against the looped truth:" in stdout
 
