@@ -33,6 +33,11 @@ std::vector<std::string> visible_entries(std::string_view list) {
   }
 }
 
+// Whether the entries name devices by UUID: CUDA reads a list by its first entry's kind.
+bool lists_uuids(const std::vector<std::string>& entries) {
+  return entries.front().starts_with("GPU-");
+}
+
 // The number an entry starts with, read as strtoul reads it (an optional sign, then digits:
 // "1gpu" is 1), or -1 when it starts with none or with a negative one. Numbers of more than 9
 // digits, past any machine's devices, read as 999999999.
@@ -137,7 +142,7 @@ Visible visible_devices(const std::string& list,
     throw Error("CUDA_VISIBLE_DEVICES=" + list +
                 " names MIG instances; Perseus controls whole GPUs only");
   }
-  if (names_devices_by_uuid(list.c_str())) return by_uuid(entries, nvml_uuids());
+  if (lists_uuids(entries)) return by_uuid(entries, nvml_uuids());
   return by_index(entries, nvml_uuids().size());
 }
 
@@ -151,8 +156,7 @@ std::string as_nvml_uuid(const std::string& uuid) {
 }  // namespace
 
 bool names_devices_by_uuid(const char* cuda_visible_devices) {
-  return cuda_visible_devices != nullptr &&
-         visible_entries(cuda_visible_devices).front().starts_with("GPU-");
+  return cuda_visible_devices != nullptr && lists_uuids(visible_entries(cuda_visible_devices));
 }
 
 void check_cuda_device_order(const char* cuda_device_order,
