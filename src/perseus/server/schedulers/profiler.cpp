@@ -121,9 +121,7 @@ class Profiler : public Scheduler {
       ensure_writable_dir(output_.parent_path().empty() ? fs::path(".") : output_.parent_path());
     });
     profile_ = profile::Profile(output_.string());
-    lowest_.assign(static_cast<std::size_t>(job.pp_degree), 0.0);
-    rises_.assign(lowest_.size(), 0);
-    lowest_clock_.assign(lowest_.size(), 0);
+    descents_.assign(static_cast<std::size_t>(job.pp_degree), Descent{});
   }
 
   Round next() override {
@@ -217,14 +215,13 @@ class Profiler : public Scheduler {
         }
         energy += mean.energy_j;
       }
-      if (measured_ == 0 || energy < lowest_[s]) {
-        lowest_[s] = energy;
-        lowest_clock_[s] = mhz;
-        rises_[s] = 0;
-      } else if (energy <= lowest_[s] * (1.0 + rise_margin_)) {
-        rises_[s] = 0;  // within the margin: no rise, and the clocks in a row start again
+      Descent& d = descents_[s];
+      if (measured_ == 0 || energy < d.lowest_j) {
+        d = {energy, mhz, 0};
+      } else if (energy <= d.lowest_j * (1.0 + rise_margin_)) {
+        d.rises = 0;  // within the margin: no rise, and the clocks in a row start again
       } else if (!held_below) {
-        ++rises_[s];
+        ++d.rises;
       }
     }
   }
@@ -311,14 +308,22 @@ class Profiler : public Scheduler {
   // clocks.
   std::string stop_reason() const {
     if (!past_minimum()) return "at the last clock";
-    const auto [lo, hi] = std::minmax_element(lowest_clock_.begin(), lowest_clock_.end());
+    const std::vector<int> clocks = lowest_energy_clocks();
+    const auto [lo, hi] = std::minmax_element(clocks.begin(), clocks.end());
     return "past every GPU's energy minimum (at " +
            (*lo == *hi ? std::to_string(*lo) : std::to_string(*lo) + "-" + std::to_string(*hi)) +
            " MHz)";
   }
 
   bool past_minimum() const {
-    return std::all_of(rises_.begin(), rises_.end(), [&](int n) { return n >= patience_; });
+    return std::all_of(descents_.begin(), descents_.end(),
+                       [&](const Descent& d) { return d.rises >= patience_; });
+  }
+
+  std::vector<int> lowest_energy_clocks() const {
+    std::vector<int> clocks;
+    for (const Descent& d : descents_) clocks.push_back(d.lowest_mhz);
+    return clocks;
   }
 
   void finish() {
@@ -337,7 +342,7 @@ class Profiler : public Scheduler {
           {"clocks_not_reached", clocks_not_reached()},
           {"report_every", windows_.status()},
           {"stopped", past_minimum() ? "past the energy minimum" : "last clock"},
-          {"lowest_energy_clock_mhz", lowest_clock_}};
+          {"lowest_energy_clock_mhz", lowest_energy_clocks()}};
       write_file_atomic(output_.string() + ".json", summary.dump(2) + "\n");
       if (const auto& below = summary["clocks_not_reached"]; !below.empty()) {
         log::warn(context_ + ": " + std::to_string(below.size()) +
@@ -364,9 +369,14 @@ class Profiler : public Scheduler {
   std::size_t skip_ = 1;
   fs::path output_;
   profile::Profile profile_;
-  std::vector<double> lowest_;     // per GPU: lowest energy so far
-  std::vector<int> rises_;         // per GPU: clocks since that lowest
-  std::vector<int> lowest_clock_;  // per GPU: the clock of that lowest
+  // Per GPU: its lowest energy so far, at which clock, and the clocks in a row since that rose
+  // more than rise_margin_ above it.
+  struct Descent {
+    double lowest_j = 0.0;
+    int lowest_mhz = 0;
+    int rises = 0;
+  };
+  std::vector<Descent> descents_;
   std::size_t measured_ = 0;
   Blocked blocked_;  // at the highest clock
   bool done_ = false;
