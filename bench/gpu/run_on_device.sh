@@ -26,7 +26,7 @@ if ! package=$(bash bench/gpu/build_on_device.sh 2>"$out/build.log"); then
   exit 1
 fi
 timeout 60 python3 bench/gpu/refresh_clock.py "$out/refresh_clock.json" >>"$out/build.log" 2>&1
-PYTHONPATH=$package timeout 90 python3 bench/gpu/counter_kernel.py "$out/counter_kernel.json" 2>&1 |
+PYTHONPATH=$package timeout 150 python3 bench/gpu/counter_kernel.py "$out/counter_kernel.json" 2>&1 |
   tee -a "$out/build.log"
 cat build-device/pybind11-machine.log >>"$out/build.log" 2>/dev/null  # at most 8 files come back
 PYTHONPATH=$package PYTHONUNBUFFERED=1 timeout 420 \

@@ -8,7 +8,8 @@ intervals fitted), ``residual_rms_j`` (their residuals' root mean square, fit an
 were timed by it; 0 when the changes fit no clock), ``idle_power_w``, ``keys`` (per instruction
 key: ``name``, ``mhz``, ``occurrences``, ``seconds``, ``power_w``, ``power_stderr_w`` (None when
 unknown), ``pooling_stderr_w`` (busy-overlap, a key sharing its busy power with others: how far
-its own power may lie from the shared one) and ``mean_energy_j``), ``span_energy_j`` and
+its own power may lie from the shared one; where the counter cannot bound the split at all,
+the farthest it may lie given only what the keys sharing it spent) and ``mean_energy_j``), ``span_energy_j`` and
 ``iteration_energy_j``. Methods: ``busy-overlap``, ``fit``, ``overlap``, ``deltas``.
 ``refresh_clock=False`` keeps every change at the time its reads give, even when the changes fit
 a refresh clock.

@@ -103,7 +103,8 @@ struct KeyEstimate {
   double power_w = 0.0;         // average power of the key's occurrences
   double power_stderr_w = 0.0;  // standard error of power_w (infinity when unknown)
   // busy-overlap, a key pooled with others: how far its own power may lie from the pooled one
-  // (the per-key fit's disagreement and variance; 0 for a key with a power of its own). Kept
+  // (the per-key fit's disagreement and variance; where no per-key fit is possible, the farthest
+  // it may lie given what its group spent; 0 for a key with a power of its own). Kept
   // apart from power_stderr_w, which more windows shrink: where the counter cannot tell the keys
   // apart this stays (README "Measuring energy").
   double pooling_stderr_w = 0.0;

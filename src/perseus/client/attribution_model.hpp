@@ -63,7 +63,8 @@ struct Fit {
   std::size_t fitted = 0;  // unknowns with time in the fitted intervals
   bool per_key = false;    // fit_busy_split: one busy power per key
   // fit_busy_split, pooled: per key, the variance pooling may add to its power (W^2; 0 for a key
-  // with a busy power of its own, empty when no per-key fit was possible).
+  // with a busy power of its own; where no per-key fit was possible, the square of the farthest
+  // its own power may lie from the pooled one given only what its group spent).
   std::vector<double> pooling_variance = {};
   // fit_busy_split with a common timing error: per key, the variance that error adds to its power
   // (W^2; empty without one).
