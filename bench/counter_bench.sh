@@ -3,6 +3,7 @@
 # (100 ms refresh, 4 ms reads), per attribution method, against an ideal counter:
 #   demo   8 stages, A100 model, 12 microbatches (instructions ~20-120 ms)
 #   short  4 stages, H100 model, forward 3 ms at the top clock, 12 microbatches (3-12 ms)
+# (both also with the first-order counter response measured on H100s)
 # Prints the worst and mean relative error of the recovered energy rows, the profiler's rounds
 # and measured seconds, and the fastest plan's saving; the short case also with busy-overlap on
 # five more counter seeds. Usage: bench/counter_bench.sh [perseus]
@@ -37,6 +38,11 @@ for m in busy-overlap fit overlap deltas; do
   run short 4 12 h100 "--forward-time 0.003" "--attribution $m" $m
 done
 run short 4 12 h100 "--forward-time 0.003" "--counter ideal" ideal
+# The first-order response measured with bursts on H100s (bench/gpu/counter_kernel.py), which
+# the simulated GPU tells the client, as it tells it its window.
+FO="--counter-time-constant 0.0115 --counter-lag 0 --counter-window 0"
+run demo 8 12 a100 "" "$FO" first-order
+run short 4 12 h100 "--forward-time 0.003" "$FO" first-order
 # The worst row is the largest of ~400 errors, each with a 1 % target: other counter seeds.
 for seed in 2 3 4 5 6; do
   run short 4 12 h100 "--forward-time 0.003" "--counter-seed $seed" "seed-$seed"

@@ -26,6 +26,8 @@ client::CounterOptions counter_from(const std::string& name, const py::dict& opt
       c.lag_s = value.cast<double>();
     } else if (field == "window_s") {
       c.window_s = value.cast<double>();
+    } else if (field == "time_constant_s") {
+      c.time_constant_s = value.cast<double>();
     } else if (field == "noise") {
       c.noise = value.cast<double>();
     } else if (field == "seed") {
@@ -34,7 +36,7 @@ client::CounterOptions counter_from(const std::string& name, const py::dict& opt
       throw Error(
           "counter_options: unknown field '" + field +
           "' (expected refresh_period_s, refresh_jitter_s, refresh_phase_s, read_latency_s, "
-          "sampled_fraction, lag_s, window_s, noise or seed)");
+          "sampled_fraction, lag_s, window_s, time_constant_s, noise or seed)");
     }
   }
   c.validate();

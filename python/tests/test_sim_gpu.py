@@ -123,11 +123,13 @@ def test_malformed_profile_names_file(tmp_path):
         perseus.SimGpu(str(path))
 
 
-@pytest.mark.parametrize("lag_s, window_s", [(0.0, 0.0), (0.008, 0.0), (0.010, 0.020)])
-def test_realistic_counter_changes_only_at_refreshes(profile2, profile2_rows, lag_s, window_s):
+@pytest.mark.parametrize("lag_s, window_s, tau_s", [(0.0, 0.0, 0.0), (0.008, 0.0, 0.0),
+                                                    (0.010, 0.020, 0.0), (0.0, 0.0, 0.0115)])
+def test_realistic_counter_changes_only_at_refreshes(profile2, profile2_rows, lag_s, window_s,
+                                                     tau_s):
     gpu = sim(profile2, counter="realistic",
               counter_options={"refresh_jitter_s": 0.0, "refresh_phase_s": 0.1, "lag_s": lag_s,
-                               "window_s": window_s})
+                               "window_s": window_s, "time_constant_s": tau_s})
     fwd = profile2_rows[(0, "forward")][max(profile2_rows[(0, "forward")])]
     n = int(0.25 / fwd[0]) + 1  # a quarter second of forwards
     for _ in range(n):
@@ -142,11 +144,12 @@ def test_realistic_counter_changes_only_at_refreshes(profile2, profile2_rows, la
     # With a lag, the refresh at 0.2 s holds the busy energy up to 0.2 - lag_s (on average over
     # the window around it) and, before 0, a lag's worth at the idle (blocking) power, which is
     # below the busy power.
+    # A first-order response (time constant tau) holds it up to 0.2 - tau on average.
     power = truth / gpu.now()
-    if lag_s == 0.0:
+    if lag_s == 0.0 and tau_s == 0.0:
         assert read == pytest.approx(power * 0.2, rel=1e-6)
     else:
-        assert power * (0.2 - lag_s - window_s / 2) < read < power * 0.2 * (1 - 1e-6)
+        assert power * (0.2 - lag_s - window_s / 2 - 8 * tau_s) < read < power * 0.2 * (1 - 1e-6)
 
 
 def test_counter_options_are_checked(profile2):
@@ -156,6 +159,8 @@ def test_counter_options_are_checked(profile2):
         sim(profile2, counter="realistic", counter_options={"refresh_phase_s": 0.5})
     with pytest.raises(perseus.PerseusError, match="'window_s': must be >= 0 and at most twice"):
         sim(profile2, counter="realistic", counter_options={"lag_s": 0.005, "window_s": 0.02})
+    with pytest.raises(perseus.PerseusError, match="'window_s': must be 0 with a first-order"):
+        sim(profile2, counter="realistic", counter_options={"time_constant_s": 0.0115})
     with pytest.raises(perseus.PerseusError, match="unknown field 'bogus'"):
         sim(profile2, counter="realistic", counter_options={"bogus": 1.0})
     with pytest.raises(perseus.PerseusError, match="unknown energy counter"):

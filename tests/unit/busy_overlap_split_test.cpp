@@ -101,6 +101,31 @@ TEST(BusyOverlapSplit, TakesTheCountersWindowOffItsChanges) {
   EXPECT_GT(lag_only, 2.0 * both);
 }
 
+// A change observed at t holds what was spent s before it with probability 1 - e^(-s / 11.5 ms),
+// the response measured with bursts on H100s (bench/gpu/counter_kernel.py): the first-order
+// model takes it back; the window that approximates it best (10 ms and 30 ms) blurs the
+// bubbles' edges (0.1 J of noise on each increment).
+TEST(BusyOverlapSplit, TakesAFirstOrderResponseOffItsChanges) {
+  constexpr double tau = 0.0115;
+  double window = 0.0, first_order = 0.0;
+  for (unsigned seed = 1; seed <= 6; ++seed) {
+    Workload w = perseus::test::sampled_with_noise(perseus::test::pipeline_shape(510.0, 410.0), 0.1,
+                                                   6.0, seed);
+    for (auto& c : w.input.counter) {
+      c.energy_j +=
+          w.trace.exponential_mean_energy(c.t_s, tau, 8.0 * tau) - w.trace.energy_at(c.t_s);
+    }
+    w.input.counter_response = {0.010, 0.030, 0.0};
+    const Attribution windowed = attribute(w.input, AttributionMethod::kBusyOverlap);
+    w.input.counter_response = {0.0, 0.0, tau};
+    const Attribution modelled = attribute(w.input, AttributionMethod::kBusyOverlap);
+    raise_worst(windowed, modelled, window, first_order);
+  }
+  std::printf("worst power error: window %.4f, first-order %.4f\n", window, first_order);
+  EXPECT_LT(first_order, 0.005);
+  EXPECT_GT(window, 2.0 * first_order);
+}
+
 TEST(BusyOverlapSplit, RefusesANegativeLagOrWindow) {
   Workload w = pipeline(510.0, 410.0, 2.0, 1);
   w.input.counter_response.lag_s = -0.001;
@@ -111,6 +136,14 @@ TEST(BusyOverlapSplit, RefusesANegativeLagOrWindow) {
   EXPECT_CONTAINS(
       perseus::test::error_of([&] { attribute(w.input, AttributionMethod::kBusyOverlap); }),
       "counter_window_s must be a finite number of seconds >= 0");
+  w.input.counter_response = {0.0, 0.0, -0.01};
+  EXPECT_CONTAINS(
+      perseus::test::error_of([&] { attribute(w.input, AttributionMethod::kBusyOverlap); }),
+      "counter_time_constant_s must be a finite number of seconds >= 0");
+  w.input.counter_response = {0.0, 0.02, 0.01};
+  EXPECT_CONTAINS(
+      perseus::test::error_of([&] { attribute(w.input, AttributionMethod::kBusyOverlap); }),
+      "counter_window_s and counter_time_constant_s are two models");
 }
 
 }  // namespace

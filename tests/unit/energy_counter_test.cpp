@@ -157,6 +157,25 @@ TEST(EnergyCounter, ARefreshAveragesTheEnergyOverItsWindow) {
               trace.energy_at(0.89) - trace.energy_at(0.79), 1e-9);
 }
 
+// The response measured on H100s (bench/gpu/counter_kernel.py): energy spent s before a refresh
+// is counted by it with probability 1 - exp(-s / tau).
+TEST(EnergyCounter, AFirstOrderResponseCountsEnergyWithAnExponentialDelay) {
+  PowerTrace trace(100.0);
+  trace.add_busy(0.195, 0.205, 500.0);  // 10 ms at 500 W around the refresh at 0.2 s
+  CounterOptions o = steady_counter();
+  o.time_constant_s = 0.010;
+  EnergyCounter counter(trace, o);
+  EXPECT_NEAR(counter.value_at(0.1), 10.0, 1e-9);  // a whole period at the base power
+  // Of the 2 J above base before 0.2 s, the refresh counts 400 (5 ms - tau (1 - e^-0.5)).
+  const double counted = 400.0 * (0.005 - 0.010 * (1.0 - std::exp(-0.5)));
+  EXPECT_NEAR(counter.value_at(0.2) - counter.value_at(0.1), 10.0 + counted, 1e-9);
+  // The rest comes with the next refreshes; nothing is lost once the tail has passed.
+  EXPECT_NEAR(counter.value_at(0.35) - counter.value_at(0.2), 10.0 + 4.0 - counted, 1e-3);
+  EXPECT_NEAR(counter.value_at(0.95) - counter.value_at(0.1), 80.0 + 4.0, 1e-9);
+  EXPECT_EQ(o.response().time_constant_s, 0.010);
+  EXPECT_NEAR(o.reach_s(), 0.080, 1e-15);
+}
+
 TEST(EnergyCounter, AReadOfAnEarlierTimeGetsThatTimesRefresh) {
   PowerTrace trace(100.0);
   EnergyCounter counter(trace, steady_counter());
@@ -342,6 +361,23 @@ TEST(EnergyCounterOptions, TheCounterAndTheSimulatedGpuValidateThem) {
         SimGpu gpu(perseus::test::small_profile(), SimGpuOptions{{0}, 0.0, false, 1.0, o});
       }),
       "'sampled_fraction'");
+}
+
+TEST(EnergyCounterOptions, AFirstOrderResponseHasNoWindow) {
+  EXPECT_CONTAINS(invalid([](CounterOptions& o) { o.time_constant_s = 0.011; }),
+                  "counter option 'window_s': must be 0 with a first-order response");
+  EXPECT_EQ(invalid([](CounterOptions& o) {
+              o.time_constant_s = 0.011;
+              o.window_s = 0.0;
+            }),
+            "");
+  for (double v : {-0.01, 0.1, std::nan("")}) {
+    EXPECT_CONTAINS(invalid([&](CounterOptions& o) {
+                      o.time_constant_s = v;
+                      o.window_s = 0.0;
+                    }),
+                    "counter option 'time_constant_s': must be >= 0 and less than");
+  }
 }
 
 }  // namespace

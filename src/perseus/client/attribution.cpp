@@ -228,7 +228,7 @@ TimedChanges time_changes(const AttributionInput& input) {
   TimedChanges timed{input, std::nullopt, 0};
   AttributionInput& in = timed.input;
   in.time_by_refresh_clock = false;
-  in.counter_response = {};
+  in.counter_response = {0.0, 0.0, input.counter_response.time_constant_s};
   if (input.time_by_refresh_clock) timed.clock = fit_refresh_clock(input.counter);
   if (timed.clock) {
     ClockTimedChanges changes = time_by_clock(input.counter, *timed.clock);
@@ -339,10 +339,16 @@ AttributionMethod parse_attribution(const std::string& name) {
 Attribution attribute(const AttributionInput& input, AttributionMethod method) {
   const CounterResponse& response = input.counter_response;
   for (auto [name, value] : {std::pair{"counter_lag_s", response.lag_s},
-                             std::pair{"counter_window_s", response.window_s}}) {
+                             std::pair{"counter_window_s", response.window_s},
+                             std::pair{"counter_time_constant_s", response.time_constant_s}}) {
     if (!(value >= 0.0) || !std::isfinite(value)) {
       throw Error(std::string("attribution: ") + name + " must be a finite number of seconds >= 0");
     }
+  }
+  if (response.window_s > 0.0 && response.time_constant_s > 0.0) {
+    throw Error(
+        "attribution: counter_window_s and counter_time_constant_s are two models of the "
+        "counter's response: give one");
   }
   TimedChanges timed = time_changes(input);
   Attribution out = attribute_timed(timed.input, method, timed.common_timing_s);

@@ -1,6 +1,7 @@
 #include "perseus/client/attribution_counter.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 
 namespace perseus::client::attribution_counter {
@@ -24,12 +25,22 @@ double integral_of_g(double t, double h, double a, double b) {
   return antiderivative(b) - antiderivative(a);
 }
 
+// The same for a first-order response (time constant tau): G is 1 after t and e^(-(t - s) / tau)
+// before it (the share of what ran at s that the change at t has not yet counted).
+double integral_of_g_first_order(double t, double tau, double a, double b) {
+  if (a >= t) return b - a;
+  const double m = std::min(b, t);
+  return std::max(0.0, b - t) + tau * (std::exp(-(t - m) / tau) - std::exp(-(t - a) / tau));
+}
+
 }  // namespace
 
 std::vector<SpanShare> span_shares(const AttributionInput& in) {
   const auto& c = in.counter;
+  const double tau = in.counter_response.time_constant_s;
   double reach = 0.0;
   for (const CounterSample& cs : c) reach = std::max(reach, cs.t_spread_s);
+  const double after = reach + kFirstOrderReachTaus * tau;
   std::vector<SpanShare> out;
   out.reserve(in.spans.size() * 2);
   for (std::size_t k = 0; k < in.spans.size(); ++k) {
@@ -38,10 +49,11 @@ std::vector<SpanShare> span_shares(const AttributionInput& in) {
     auto j = static_cast<std::size_t>(
         std::lower_bound(c.begin(), c.end(), s.begin_s - reach, earlier) - c.begin());
     const auto end = static_cast<std::size_t>(
-        std::lower_bound(c.begin() + j, c.end(), s.end_s + reach, earlier) - c.begin());
+        std::lower_bound(c.begin() + j, c.end(), s.end_s + after, earlier) - c.begin());
     double previous = s.end_s - s.begin_s;  // the integral of G_{j-1}
     for (; j < end; ++j) {
-      const double now = integral_of_g(c[j].t_s, c[j].t_spread_s, s.begin_s, s.end_s);
+      const double now = tau > 0.0 ? integral_of_g_first_order(c[j].t_s, tau, s.begin_s, s.end_s)
+                                   : integral_of_g(c[j].t_s, c[j].t_spread_s, s.begin_s, s.end_s);
       if (now != previous) out.push_back({k, j, previous - now});
       previous = now;
     }

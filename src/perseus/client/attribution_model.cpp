@@ -86,6 +86,11 @@ std::vector<double> Activity::expected_occupancy(const CounterSample& lo,
   std::vector<double> out = occupancy(lo.t_s, hi.t_s);
   add_spread(hi.t_s, hi.t_spread_s, 1.0, out);
   add_spread(lo.t_s, lo.t_spread_s, -1.0, out);
+  const double tau = in_.counter_response.time_constant_s;
+  if (tau > 0.0) {
+    add_first_order(hi.t_s, tau, 1.0, out);
+    add_first_order(lo.t_s, tau, -1.0, out);
+  }
   for (double& o : out) o = std::max(0.0, o);
   return out;
 }
@@ -109,6 +114,22 @@ void Activity::add_spread(double t, double h, double sign, std::vector<double>& 
   out[in_.num_keys + 1] -= totals.inside;  // the whole time line's own term is 0
 }
 
+// For one indicator, the mean over x of minus its integral from t - x to t is minus its integral
+// over [t - R, t] weighted by e^(-(t - s) / tau) (R = kFirstOrderReach tau; the weight beyond
+// is e^-8).
+void Activity::add_first_order(double t, double tau, double sign, std::vector<double>& out) const {
+  const double reach = kFirstOrderReachTaus * tau;
+  auto weighted = [&](double begin, double end) {
+    const double r0 = std::max(begin, t - reach), r1 = std::min(end, t);
+    if (!(r1 > r0)) return 0.0;
+    return -sign * tau * (std::exp(-(t - r1) / tau) - std::exp(-(t - r0) / tau));
+  };
+  const Totals totals = accumulate(t - reach, t, weighted, out);
+  out[in_.num_keys] += totals.inside - totals.busy;
+  // The whole time line's own term: -tau (1 - e^-8).
+  out[in_.num_keys + 1] += -sign * tau * (1.0 - std::exp(-kFirstOrderReachTaus)) - totals.inside;
+}
+
 double Fit::energy(const std::vector<double>& occupancy) const {
   double e = 0.0;
   for (std::size_t r = 0; r < occupancy.size(); ++r) e += std::max(0.0, power[r]) * occupancy[r];
@@ -118,7 +139,8 @@ double Fit::energy(const std::vector<double>& occupancy) const {
 bool known_interval(const AttributionInput& in, std::size_t k) {
   const double known_to = in.iterations.empty() ? 0.0 : in.iterations.back().second;
   const CounterSample &lo = in.counter.at(k), &hi = in.counter.at(k + 1);
-  return lo.t_s - lo.t_spread_s >= in.known_from_s && hi.t_s + hi.t_spread_s <= known_to;
+  const double back = kFirstOrderReachTaus * in.counter_response.time_constant_s;
+  return lo.t_s - lo.t_spread_s - back >= in.known_from_s && hi.t_s + hi.t_spread_s <= known_to;
 }
 
 std::optional<Fit> fit_powers(const AttributionInput& in, const Activity& activity) {

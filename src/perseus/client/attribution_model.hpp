@@ -48,6 +48,8 @@ class Activity {
   // Adds sign x (the mean of C(t + u) - C(t) over u uniform in [-h, h]) per regressor, C the
   // cumulative occupancy.
   void add_spread(double t, double h, double sign, std::vector<double>& out) const;
+  // Adds sign x (the mean of C(t - x) - C(t) over x exponential with mean tau) per regressor.
+  void add_first_order(double t, double tau, double sign, std::vector<double>& out) const;
 
   const AttributionInput& in_;
 };

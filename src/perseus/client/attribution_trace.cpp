@@ -119,7 +119,8 @@ json to_json(const AttributionTrace& trace) {
           {"spans", spans},
           {"counter", counter},
           {"counter_lag_s", in.counter_response.lag_s},
-          {"counter_window_s", in.counter_response.window_s}};
+          {"counter_window_s", in.counter_response.window_s},
+          {"counter_time_constant_s", in.counter_response.time_constant_s}};
 }
 
 AttributionTrace parse_attribution_trace(const json& body) {
@@ -136,8 +137,10 @@ AttributionTrace parse_attribution_trace(const json& body) {
   parse_spans(body, in);
   parse_counter(body, in);
   // Optional: traces recorded before the lag (or the window) was known say nothing (0).
-  for (auto [name, value] : {std::pair{"counter_lag_s", &in.counter_response.lag_s},
-                             std::pair{"counter_window_s", &in.counter_response.window_s}}) {
+  for (auto [name, value] :
+       {std::pair{"counter_lag_s", &in.counter_response.lag_s},
+        std::pair{"counter_window_s", &in.counter_response.window_s},
+        std::pair{"counter_time_constant_s", &in.counter_response.time_constant_s}}) {
     if (body.contains(name)) *value = fields.number_field(body, name);
   }
   return trace;

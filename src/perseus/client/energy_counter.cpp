@@ -35,11 +35,20 @@ void CounterOptions::validate() const {
   check(std::isfinite(window_s) && window_s >= 0.0 && window_s <= 2.0 * lag_s, "window_s",
         "must be >= 0 and at most twice lag_s (a refresh reports no energy spent after it)",
         window_s);
+  check(std::isfinite(time_constant_s) && time_constant_s >= 0.0 &&
+            time_constant_s < refresh_period_s,
+        "time_constant_s", "must be >= 0 and less than the refresh period", time_constant_s);
+  check(time_constant_s == 0.0 || window_s == 0.0, "window_s",
+        "must be 0 with a first-order response (time_constant_s > 0)", window_s);
   if (refresh_phase_s) {
     check(std::isfinite(*refresh_phase_s) && *refresh_phase_s > 0.0 &&
               *refresh_phase_s <= refresh_period_s,
           "refresh_phase_s", "must be in (0, refresh period]", *refresh_phase_s);
   }
+}
+
+double CounterOptions::reach_s() const {
+  return lag_s + std::max(0.5 * window_s, kFirstOrderReachTaus * time_constant_s);
 }
 
 CounterOptions CounterOptions::named(const std::string& name) {
@@ -83,6 +92,27 @@ double PowerTrace::mean_energy(double from_s, double to_s) const {
     e = e_next;
   }
   return area / (to_s - from_s);
+}
+
+double PowerTrace::exponential_mean_energy(double t_s, double tau_s, double reach_s) const {
+  // Energy is linear in x between segment boundaries, so each piece [a, b] integrates exactly:
+  // the integral of (E(a) - p (x - a)) e^(-x / tau) / tau is E(a) w - p (tau w - (b - a) e^(-b /
+  // tau)), w = e^(-a / tau) - e^(-b / tau); past the reach, E(X) e^(-X / tau) - p tau e^(-X / tau).
+  std::vector<double> xs{0.0};
+  const std::vector<double> at = boundaries(t_s - reach_s, t_s);
+  for (auto it = at.rbegin(); it != at.rend(); ++it) {
+    if (t_s - *it > xs.back()) xs.push_back(t_s - *it);
+  }
+  if (reach_s > xs.back()) xs.push_back(reach_s);
+  double mean = 0.0, e_a = energy_at(t_s), p = 0.0;
+  for (std::size_t i = 1; i < xs.size(); ++i) {
+    const double a = xs[i - 1], b = xs[i], e_b = energy_at(t_s - b);
+    p = (e_a - e_b) / (b - a);
+    const double w = std::exp(-a / tau_s) - std::exp(-b / tau_s);
+    mean += e_a * w - p * (tau_s * w - (b - a) * std::exp(-b / tau_s));
+    e_a = e_b;
+  }
+  return mean + std::exp(-xs.back() / tau_s) * (e_a - p * tau_s);
 }
 
 double PowerTrace::energy_at(double t_s) const {
@@ -134,7 +164,11 @@ void EnergyCounter::refresh() {
   // The sensor sees the last `seen` seconds of the window, lag_s before the refresh, and scales
   // them to the whole window; each end is averaged over window_s.
   const double to = r - options_.lag_s, half = 0.5 * options_.window_s;
-  auto energy = [&](double t) { return trace_.mean_energy(t - half, t + half); };
+  auto energy = [&](double t) {
+    const double tau = options_.time_constant_s;
+    return tau > 0.0 ? trace_.exponential_mean_energy(t, tau, kFirstOrderReachTaus * tau)
+                     : trace_.mean_energy(t - half, t + half);
+  };
   double increment = (energy(to) - energy(to - seen)) * (window / seen);
   if (options_.noise > 0.0) {
     increment *= 1.0 + options_.noise * std::normal_distribution<double>(0.0, 1.0)(random_);

@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "perseus/client/energy_sampler.hpp"
+
 namespace perseus::client {
 
 struct CounterOptions {
@@ -34,7 +36,12 @@ struct CounterOptions {
   double sampled_fraction = 1.0;  // share of each refresh window the power sensor sees
   double lag_s = 0.010;           // a refresh at r reports the energy up to r - lag_s, ...
   double window_s = 0.020;        // ... averaged over this long around r - lag_s (<= 2 lag_s)
-  double noise = 0.0;             // relative standard deviation of each refresh's increment
+  // > 0: a first-order response instead of the window: the energy spent s before a refresh is
+  // counted by it with probability 1 - exp(-(s - lag_s) / time_constant_s), lag_s being the
+  // dead time (window_s must be 0). Measured on two H100s with bursts against idle
+  // (bench/gpu/counter_kernel.py): 11-12 ms, a dead time of 0 within a millisecond.
+  double time_constant_s = 0.0;
+  double noise = 0.0;  // relative standard deviation of each refresh's increment
   // When the first refresh comes, in (0, refresh_period_s]; unset: drawn from the seed. A real
   // counter refreshes on its own schedule, so a reader starting at 0 meets it at any phase, and
   // the first refresh brings the energy of a whole period (the GPU drew its base power before 0).
@@ -43,6 +50,10 @@ struct CounterOptions {
 
   // Throws perseus::Error naming the field ("counter option 'refresh_period_s': ...").
   void validate() const;
+  // How far before a refresh the energy it reports reaches (the trace must be kept that far).
+  double reach_s() const;
+  // The response as the client takes it back (CounterResponse).
+  CounterResponse response() const { return {lag_s, window_s, time_constant_s}; }
   // The realistic default (above) or the ideal counter, by name: "realistic" or "ideal".
   static CounterOptions named(const std::string& name);
 };
@@ -59,6 +70,9 @@ class PowerTrace {
   double energy_at(double t_s) const;
   // The mean of energy_at over [from_s, to_s] (energy_at(from_s) when the range is empty).
   double mean_energy(double from_s, double to_s) const;
+  // The mean of energy_at(t_s - x) over x exponential with mean tau_s (> 0), exact where the
+  // power before t_s - reach_s stays what it was just after (the trace is kept that far).
+  double exponential_mean_energy(double t_s, double tau_s, double reach_s) const;
   // Segment boundaries (begin and end times) in (from_s, to_s], in order.
   std::vector<double> boundaries(double from_s, double to_s) const;
   // Drops segments that ended before `t_s` (energy_at stays exact for times >= t_s).

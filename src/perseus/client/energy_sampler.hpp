@@ -41,9 +41,16 @@ struct CounterSample {
 // When a counter's changes report their energy (attribution.hpp): a change observed at t holds
 // the energy spent up to t - lag_s, averaged over window_s around that time (0, 0: exactly up to
 // t). A real counter both trails and smooths (NvmlGpu: kNvmlCounterResponse).
+// A first-order response is modelled back to this many time constants (the weight beyond:
+// e^-8 = 0.03 %, as if the power there stayed what it was).
+inline constexpr double kFirstOrderReachTaus = 8.0;
+
 struct CounterResponse {
   double lag_s = 0.0;
   double window_s = 0.0;
+  // > 0: a first-order response instead of the window: the energy spent s before t - lag_s is
+  // held by the change with probability 1 - exp(-s / time_constant_s) (window_s is then 0).
+  double time_constant_s = 0.0;
 };
 
 // The GPU's SM clock at one moment, and whether the driver held it below what it would otherwise

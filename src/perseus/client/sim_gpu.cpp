@@ -176,8 +176,7 @@ double SimGpu::counter_value_at(double t_s, bool forget_older) {
   std::lock_guard lock(trace_mutex_);
   double value = counter_.value_at(t_s);
   if (!options_.counter.ideal) {
-    trace_.forget_before(counter_.last_refresh_s() - options_.counter.lag_s -
-                         0.5 * options_.counter.window_s);
+    trace_.forget_before(counter_.last_refresh_s() - options_.counter.reach_s());
   } else if (forget_older) {
     trace_.forget_before(t_s);
   }

@@ -66,10 +66,9 @@ class SimGpu : public GpuBackend {
   void instruction_begin(const std::string& name) override;
   void instruction_end(const std::string& name) override;
   bool synchronous_clocks() const override { return true; }
-  // The simulated counter's lag and window (CounterOptions), which the client takes back.
-  CounterResponse counter_response() const override {
-    return {options_.counter.lag_s, options_.counter.window_s};
-  }
+  // The simulated counter's response (lag and window, or first-order), which the client takes
+  // back.
+  CounterResponse counter_response() const override { return options_.counter.response(); }
 
   // Blocks (at blocking power) until simulated time t; no-op when t <= now. Virtual mode advances
   // the simulated time; real-time mode sleeps until then.
