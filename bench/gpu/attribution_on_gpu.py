@@ -68,6 +68,8 @@ MEMORY_BOUND = MODEL == "memory-bound"
 WIDTH, HEADS, FFN, SEQ = (64, 4, 128, 32) if DRY else (
     (8192, 0, 0, 2048) if MEMORY_BOUND else (4096, 32, 16384, 2048))
 MICROBATCHES = (1, 4) if DRY else ((8, 16) if MEMORY_BOUND else (1, 4, 8))
+if os.environ.get("PERSEUS_GPU_MICROBATCHES"):  # e.g. "2,4": shorter instructions
+    MICROBATCHES = tuple(int(m) for m in os.environ["PERSEUS_GPU_MICROBATCHES"].split(","))
 TRUTH_S = 1.0 if DRY else 3.0
 # The packed truth reads the counter after each batch of instructions this long: a change is
 # timed by the read that saw it, up to a batch late (on the CPU, where the batches are short
