@@ -27,6 +27,7 @@ import time
 import numpy as np
 from perseus import NVML_COUNTER_LAG_S as LAG_S, NVML_COUNTER_WINDOW_S as WINDOW_S
 
+from nvml_sampling import OnItsThread
 from refresh_clock import nvml, poll
 from refresh_clock_summary import brackets
 
@@ -81,30 +82,21 @@ class Burst:
         return [[t_first + scale * first.elapsed_time(e) * 1e-3, d] for e, d in runs]
 
 
-class Background:
+class Background(OnItsThread):
     """Keeps the GPU busy between bursts (phase "busy"): 1 ms spins of one thread block on a
     stream of its own, so the clocks have no idle to fall back in and the bursts' power steps
     up from a busy GPU's."""
 
     def __init__(self, torch):
+        super().__init__()
         self.torch, self.stream = torch, torch.cuda.Stream()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._spin, daemon=True)
 
-    def _spin(self):
+    def _run(self):
         with self.torch.cuda.stream(self.stream):
-            while not self.stop.is_set():
+            while not self._stop.is_set():
                 for _ in range(4):
                     self.torch.cuda._sleep(2_000_000)  # about 1 ms at 1980 MHz
                 self.stream.synchronize()
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join()
 
 
 def measure_phase(lib, handle, busy):

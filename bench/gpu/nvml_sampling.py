@@ -13,22 +13,16 @@ def read(gpu):
     return 0.5 * (t0 + time.monotonic()), e
 
 
-class Poller:
-    """Calls read() back to back on its own thread (NVML reads release the GIL), at most once
-    every period_s, and keeps (the call's midpoint, its value)."""
+class OnItsThread:
+    """Runs self._run on a thread of its own from entering the context to leaving it, which
+    sets self._stop and waits for it."""
 
-    def __init__(self, read, period_s=0.0):
-        self.read, self.period_s, self.samples = read, period_s, []
+    def __init__(self):
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
-        while not self._stop.is_set():
-            t0 = time.monotonic()
-            value = self.read()
-            t1 = time.monotonic()
-            self.samples.append((0.5 * (t0 + t1), value))
-            self._stop.wait(max(0.0, t0 + self.period_s - t1))
+        raise NotImplementedError
 
     def __enter__(self):
         self._thread.start()
@@ -37,6 +31,23 @@ class Poller:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+
+
+class Poller(OnItsThread):
+    """Calls read() back to back on its own thread (NVML reads release the GIL), at most once
+    every period_s, and keeps (the call's midpoint, its value)."""
+
+    def __init__(self, read, period_s=0.0):
+        super().__init__()
+        self.read, self.period_s, self.samples = read, period_s, []
+
+    def _run(self):
+        while not self._stop.is_set():
+            t0 = time.monotonic()
+            value = self.read()
+            t1 = time.monotonic()
+            self.samples.append((0.5 * (t0 + t1), value))
+            self._stop.wait(max(0.0, t0 + self.period_s - t1))
 
 
 def counter_changes(samples):
