@@ -106,7 +106,9 @@ class PipelineFrequencyOptimizer:
             read_latency_s, sampled_fraction (0.25 models the partial sampling Yang et al.
             report for A100/H100 power readings; recorded H100 energy-counter windows fit 1,
             the default), lag_s (0.010: a refresh trails the energy it reports, as on an H100),
-            window_s (0.020: and averages it over this long, as on an H100), noise, seed.
+            window_s (0.020: and averages it over this long, as on an H100), time_constant_s
+            (0: a first-order response instead of the window, which must then be 0; bursts on
+            H100s measured 0.011-0.012), noise, seed.
         observe: observe-only mode: measure and report, never lock a clock or set a power
             limit (nor reset them).
         attribution: how counter energy is attributed to instructions: ``"busy-overlap"``

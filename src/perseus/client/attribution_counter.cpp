@@ -26,7 +26,8 @@ double integral_of_g(double t, double h, double a, double b) {
 }
 
 // The same for a first-order response (time constant tau): G is 1 after t and e^(-(t - s) / tau)
-// before it (the share of what ran at s that the change at t has not yet counted).
+// before it (the share of what ran at s that the change at t has not yet counted); the timing's
+// own spread, a fraction of a millisecond on the refresh clock, is left out.
 double integral_of_g_first_order(double t, double tau, double a, double b) {
   if (a >= t) return b - a;
   const double m = std::min(b, t);

@@ -86,6 +86,9 @@ std::vector<double> Activity::expected_occupancy(const CounterSample& lo,
   std::vector<double> out = occupancy(lo.t_s, hi.t_s);
   add_spread(hi.t_s, hi.t_spread_s, 1.0, out);
   add_spread(lo.t_s, lo.t_spread_s, -1.0, out);
+  // A first-order response beside the timing's spread: the two shifts' effects taken as adding
+  // up (exact where the activity is linear over both; the spread on the refresh clock is a
+  // fraction of a millisecond).
   const double tau = in_.counter_response.time_constant_s;
   if (tau > 0.0) {
     add_first_order(hi.t_s, tau, 1.0, out);
@@ -115,8 +118,8 @@ void Activity::add_spread(double t, double h, double sign, std::vector<double>& 
 }
 
 // For one indicator, the mean over x of minus its integral from t - x to t is minus its integral
-// over [t - R, t] weighted by e^(-(t - s) / tau) (R = kFirstOrderReach tau; the weight beyond
-// is e^-8).
+// over [t - R, t] weighted by e^(-(t - s) / tau) (R = kFirstOrderReachTaus tau; the weight
+// beyond is e^-8).
 void Activity::add_first_order(double t, double tau, double sign, std::vector<double>& out) const {
   const double reach = kFirstOrderReachTaus * tau;
   auto weighted = [&](double begin, double end) {

@@ -38,13 +38,13 @@ struct CounterSample {
   double t_spread_s = 0.0;
 };
 
-// When a counter's changes report their energy (attribution.hpp): a change observed at t holds
-// the energy spent up to t - lag_s, averaged over window_s around that time (0, 0: exactly up to
-// t). A real counter both trails and smooths (NvmlGpu: kNvmlCounterResponse).
 // A first-order response is modelled back to this many time constants (the weight beyond:
 // e^-8 = 0.03 %, as if the power there stayed what it was).
 inline constexpr double kFirstOrderReachTaus = 8.0;
 
+// When a counter's changes report their energy (attribution.hpp): a change observed at t holds
+// the energy spent up to t - lag_s, averaged over window_s around that time (0, 0: exactly up to
+// t). A real counter both trails and smooths (NvmlGpu: kNvmlCounterResponse).
 struct CounterResponse {
   double lag_s = 0.0;
   double window_s = 0.0;
