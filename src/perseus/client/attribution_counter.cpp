@@ -1,7 +1,6 @@
 #include "perseus/client/attribution_counter.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <iterator>
 
 namespace perseus::client::attribution_counter {
@@ -29,9 +28,7 @@ double integral_of_g(double t, double h, double a, double b) {
 // before it (the share of what ran at s that the change at t has not yet counted); the timing's
 // own spread, a fraction of a millisecond on the refresh clock, is left out.
 double integral_of_g_first_order(double t, double tau, double a, double b) {
-  if (a >= t) return b - a;
-  const double m = std::min(b, t);
-  return std::max(0.0, b - t) + tau * (std::exp(-(t - m) / tau) - std::exp(-(t - a) / tau));
+  return std::max(0.0, b - std::max(a, t)) + attribution_model::first_order_weight(t, tau, a, b);
 }
 
 }  // namespace

@@ -123,9 +123,7 @@ void Activity::add_spread(double t, double h, double sign, std::vector<double>& 
 void Activity::add_first_order(double t, double tau, double sign, std::vector<double>& out) const {
   const double reach = kFirstOrderReachTaus * tau;
   auto weighted = [&](double begin, double end) {
-    const double r0 = std::max(begin, t - reach), r1 = std::min(end, t);
-    if (!(r1 > r0)) return 0.0;
-    return -sign * tau * (std::exp(-(t - r1) / tau) - std::exp(-(t - r0) / tau));
+    return -sign * first_order_weight(t, tau, std::max(begin, t - reach), end);
   };
   const Totals totals = accumulate(t - reach, t, weighted, out);
   out[in_.num_keys] += totals.inside - totals.busy;
@@ -137,6 +135,12 @@ double Fit::energy(const std::vector<double>& occupancy) const {
   double e = 0.0;
   for (std::size_t r = 0; r < occupancy.size(); ++r) e += std::max(0.0, power[r]) * occupancy[r];
   return e;
+}
+
+double first_order_weight(double t, double tau, double a, double b) {
+  const double end = std::min(b, t);
+  if (!(end > a)) return 0.0;
+  return tau * (std::exp(-(t - end) / tau) - std::exp(-(t - a) / tau));
 }
 
 bool known_interval(const AttributionInput& in, std::size_t k) {
@@ -306,13 +310,19 @@ Fit with_timing_variance(Fit model, const AttributionInput& in,
   return model;
 }
 
+// How many keys share each unknown of `fit` (a pooled key: 2 or more).
+std::vector<std::size_t> keys_per_unknown(const Fit& fit, std::size_t num_keys) {
+  std::vector<std::size_t> members(fit.unknowns, 0);
+  for (std::size_t k = 0; k < num_keys; ++k) members[fit.unknown_of[k]] += 1;
+  return members;
+}
+
 // The pooled model with, per key that shares its busy power with others, what pooling may cost
 // it: the per-key fit's disagreement with the pooled power and that fit's own variance. A pooled
 // key's standard error says nothing of how far its own power may lie from the group's (on a
 // simulated strict-clock counter the windows' errors were 47 of them; with this added, 1.3).
 Fit with_pooling_variance(Fit pooled, const Fit& per_key, std::size_t num_keys) {
-  std::vector<std::size_t> members(pooled.unknowns, 0);
-  for (std::size_t k = 0; k < num_keys; ++k) members[pooled.unknown_of[k]] += 1;
+  const std::vector<std::size_t> members = keys_per_unknown(pooled, num_keys);
   pooled.pooling_variance.assign(num_keys, 0.0);
   for (std::size_t k = 0; k < num_keys; ++k) {
     const std::size_t u = per_key.unknown_of[k];
@@ -331,13 +341,10 @@ Fit with_pooling_variance(Fit pooled, const Fit& per_key, std::size_t num_keys) 
 // of 12-13 ms forwards and backwards alternating, the per-key fit put the forward at -63 W and
 // the pooling error read 0 before).
 Fit with_unbounded_pooling(Fit pooled, const AttributionInput& in) {
+  const std::vector<std::size_t> members = keys_per_unknown(pooled, in.num_keys);
   std::vector<double> key_s(in.num_keys, 0.0), group_s(pooled.unknowns, 0.0);
-  std::vector<std::size_t> members(pooled.unknowns, 0);
   for (const TimedSpan& s : in.spans) key_s[s.key] += s.end_s - s.begin_s;
-  for (std::size_t k = 0; k < in.num_keys; ++k) {
-    group_s[pooled.unknown_of[k]] += key_s[k];
-    members[pooled.unknown_of[k]] += 1;
-  }
+  for (std::size_t k = 0; k < in.num_keys; ++k) group_s[pooled.unknown_of[k]] += key_s[k];
   pooled.pooling_variance.assign(in.num_keys, 0.0);
   for (std::size_t k = 0; k < in.num_keys; ++k) {
     const std::size_t u = pooled.unknown_of[k];

@@ -22,6 +22,10 @@ namespace perseus::client::attribution_model {
 inline constexpr double kUnknown = std::numeric_limits<double>::infinity();
 
 // What the GPU did over time: seconds per regressor in any time range.
+// The integral of e^(-(t - s) / tau) over s in [a, b] clipped to s <= t: how much of what ran in
+// [a, b] a first-order response (time constant tau) has still to count at t (0 when a >= t).
+double first_order_weight(double t, double tau, double a, double b);
+
 class Activity {
  public:
   explicit Activity(const AttributionInput& in) : in_(in) {}
