@@ -29,7 +29,7 @@ from perseus import NVML_COUNTER_LAG_S as LAG_S, NVML_COUNTER_WINDOW_S as WINDOW
 
 from nvml_sampling import OnItsThread
 from refresh_clock import nvml, poll
-from refresh_clock_summary import brackets
+from refresh_clock_summary import brackets, fit_clock
 
 DRY = os.environ.get("PERSEUS_GPU_DRY") == "1"
 SECONDS = 1.5 if DRY else 25.0
@@ -128,11 +128,7 @@ def counter_intervals(reads):
         if r[2] is not None and r[2] != prev:
             values.append(r[2])
             prev = r[2]
-    mid = br.mean(axis=1)
-    gaps = np.diff(mid)  # a count of periods per gap: no error grows along the run
-    k = np.concatenate([[0.0], np.cumsum(np.round(gaps / np.median(gaps)))])
-    period, phase = np.polyfit(k, mid, 1)
-    ticks = phase + period * k
+    period, ticks, _ = fit_clock(br)
     return ticks, np.diff(np.array(values[1:len(ticks) + 1], dtype=float)) * 1e-3, period
 
 

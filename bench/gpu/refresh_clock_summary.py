@@ -19,16 +19,25 @@ def brackets(reads):
     return np.array(out)
 
 
+def fit_clock(br):
+    """(period, each change's tick on the clock that best fits the brackets' midpoints, the
+    midpoints). Each gap is counted in whole periods, so no error grows along a long run
+    (dividing the time since the first change by the median gap put a change 60 periods on
+    in the wrong period when that median was 100.3 ms)."""
+    mid = br.mean(axis=1)
+    gaps = np.diff(mid)
+    k = np.concatenate([[0.0], np.cumsum(np.round(gaps / np.median(gaps)))])
+    period, phase = np.polyfit(k, mid, 1)
+    return period, phase + period * k, mid
+
+
 def summary(name, reads):
     br = brackets(reads)
     if len(br) < 3:
         print(f"{name}: {len(br)} changes, too few")
         return
-    mid = br.mean(axis=1)
+    period, fitted, mid = fit_clock(br)
     gaps = np.diff(mid)
-    k = np.round((mid - mid[0]) / np.median(gaps))
-    period, phase = np.polyfit(k, mid, 1)
-    fitted = phase + period * k
     outside = np.maximum(br[:, 0] - fitted, fitted - br[:, 1]).clip(min=0)
     width = br[:, 1] - br[:, 0]
     cost = np.median([b[1] - b[0] for b in reads])
