@@ -14,7 +14,6 @@ best, and the NVML constants' score.
 
 Usage: PYTHONPATH=build/python /usr/bin/python3 bench/gpu/counter_lag.py [traces.json ...]
 """
-import copy
 import glob
 import json
 import math
@@ -22,6 +21,7 @@ import os
 import sys
 
 import perseus
+from recorded_runs import as_sampled_now
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 LAGS_S = [i * 0.001 for i in range(0, 21)]
@@ -30,8 +30,7 @@ ORDERS = ("1f1b", "1f1b_bubbles")
 
 
 def stage_windows(paths):
-    """(name, trace as the client samples now) of every 1F1B window: runs a and b kept their
-    first read as a counter change (test_real_gpu_traces.py drops it too)."""
+    """(name, trace as the client samples now) of every 1F1B window."""
     for path in paths:
         with open(path) as f:
             data = json.load(f)
@@ -39,9 +38,7 @@ def stage_windows(paths):
             if not case.startswith("microbatch_"):
                 continue
             for order in ORDERS:
-                trace = copy.deepcopy(value["orders"][order]["trace"])
-                if data.get("first_read_is_a_change", True):
-                    trace["counter"] = trace["counter"][1:]
+                trace = as_sampled_now(data, value["orders"][order]["trace"])
                 yield f"{os.path.basename(path)} {case} {order}", trace
 
 

@@ -17,10 +17,14 @@ pooling error says so: not solved (README)."""
 import copy
 import json
 import os
+import sys
 
 import pytest
 
 import perseus
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu"))
+import recorded_runs  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data")
 TRANSFORMER = ("a", "b", "c")
@@ -38,15 +42,10 @@ RUNS = {run: load(run) for run in TRANSFORMER + MEMORY_BOUND}
 
 
 def as_sampled_now(data, trace, window_s=perseus.NVML_COUNTER_WINDOW_S):
-    """The window as the client attributes it now. Runs a and b were written by a sampler that
-    kept its first read as a counter change (a refresh up to 100 ms old, read just after the
-    window began); it now starts at the first change, so that read goes. The runs recorded
-    the counter's lag of their time (8 ms) or none; the NVML client now records its lag and
-    window with each window."""
-    t = copy.deepcopy(trace)
-    if data.get("first_read_is_a_change", True):
-        assert t["counter"][0][0] > t["known_from_s"], "the first entry is not the first read"
-        t["counter"] = t["counter"][1:]
+    """The window as the client attributes it now (recorded_runs.as_sampled_now). The runs
+    recorded the counter's lag of their time (8 ms) or none; the NVML client now records its lag
+    and window with each window."""
+    t = recorded_runs.as_sampled_now(data, trace)
     t["counter_lag_s"] = perseus.NVML_COUNTER_LAG_S
     t["counter_window_s"] = window_s
     return t
