@@ -8,6 +8,7 @@
 
 #include "perseus/baselines/envpipe.hpp"
 #include "perseus/profile/csv.hpp"
+#include "perseus/profile/measurement_error.hpp"
 #include "perseus/profile/plausibility.hpp"
 #include "perseus/schedule/catalog.hpp"
 #include "perseus/schedule/schedule_file.hpp"
@@ -53,6 +54,12 @@ profile::Profile read_profile(const std::string& path, bool allow_implausible) {
   profile::Profile prof = profile::read_profile_csv(path);
   unless_allowed(allow_implausible, [&] { profile::check_plausible(prof); });
   return prof;
+}
+
+void print_measurement_error(const profile::Profile& profile, const char* prefix) {
+  for (const std::string& line : profile::describe(profile::measurement_error(profile))) {
+    std::printf("%s%s\n", prefix, line.c_str());
+  }
 }
 
 void check_blocking_power(const profile::Profile& profile, double watts, bool allow_implausible) {

@@ -26,6 +26,9 @@ inline constexpr const char* kAllowImplausibleHelp =
 // Reads and validates a profile CSV and, unless `allow_implausible`, checks it is plausible for
 // one GPU (profile::check_plausible); the error then says how to insist.
 profile::Profile read_profile(const std::string& path, bool allow_implausible);
+// Prints how well a measured profile's energies are known (profile::describe), one line each
+// after `prefix`; nothing for a profile without error columns.
+void print_measurement_error(const profile::Profile& profile, const char* prefix);
 // The blocking power's plausibility against the profile (profile::check_blocking_power).
 void check_blocking_power(const profile::Profile& profile, double watts, bool allow_implausible);
 

@@ -108,6 +108,7 @@ void run_plan(const PlanArgs& a) {
       "wrote %s/{frontier.csv,plans.txt,meta.json}\n\n",
       frontier.points.size(), seconds, a.cost_model.c_str(), frontier.min_cuts,
       frontier.stop_reason.c_str(), a.out.c_str());
+  print_measurement_error(prof, "profile ");
   print_summary(plan::FrontierQuery(plan::read_frontier_rows(out)));
 }
 

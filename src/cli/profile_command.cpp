@@ -144,6 +144,7 @@ void run_check(const CheckArgs& a) {
   std::printf("  per stage and instruction: %s\n", clocks(r).c_str());
   std::printf("  time: %g..%g s, energy: %g..%g J\n", r.time.lo, r.time.hi, r.energy.lo,
               r.energy.hi);
+  print_measurement_error(prof, "  ");
 }
 
 void add_synth(CLI::App& parent) {

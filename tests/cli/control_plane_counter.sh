@@ -117,6 +117,18 @@ assert both >= 0.9, f"short: {both:.0%} of rows within 2 errors"
 PY
   fail "energy_stderr or energy_pooling_error malformed, or their errors too small"
 grep -q '"measured_s"' "$tmp/realistic/profile.csv.json" || fail "no profiling summary"
+# What the planner is told of a measured profile: its standard errors, and which instructions'
+# own energies pooling leaves unmeasured (short instructions: the last stage's forward and
+# backward share every counter interval).
+said=$("$perseus" plan --profile "$tmp/short/profile.csv" --microbatches 12 --blocking-power 70 \
+  --out-dir "$tmp/short-frontier")
+grep -Eq '^profile energy standard error: median [0-9.]+ %, worst [0-9.]+ % \(stage [0-9]+ (forward|backward) at [0-9]+ MHz, line [0-9]+\), [0-9]+ of [0-9]+ rows$' <<<"$said" ||
+  fail "perseus plan did not state the profile's standard error: $said"
+grep -Eq '^profile energy pooling error .*only the sum is measured, not each energy, of .*stage 3 forward \([0-9]+ of [0-9]+ rows, up to [0-9.]+ %\)' <<<"$said" ||
+  fail "perseus plan did not name the pooled instructions of the short case: $said"
+"$perseus" profile check --profile "$tmp/realistic/profile.csv" |
+  grep -q "^  energy pooling error (.*): none, every instruction's power fitted on its own$" ||
+  fail "profile check: the demo's profile, whose rows have powers of their own, read as pooled"
 
 saving() { value_of energy_saving_pct "$tmp/$1/summary.txt"; }
 awk -v a="$(saving realistic)" -v b="$(saving ideal)" 'BEGIN {d = a - b; if (d < 0) d = -d; exit !(d <= 0.5)}' ||

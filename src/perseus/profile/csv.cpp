@@ -9,6 +9,7 @@
 #include <fstream>
 #include <istream>
 #include <iterator>
+#include <optional>
 #include <ostream>
 #include <string_view>
 #include <vector>
@@ -25,27 +26,43 @@ enum Column { kStage, kInstruction, kFrequency, kTime, kEnergy, kNumColumns };
 constexpr std::array<const char*, kNumColumns> kColumnNames = {"stage", "instruction", "frequency",
                                                                "time", "energy"};
 
+// Columns a measured profile may carry, each read where present (an empty field: no value).
+enum OptionalColumn { kEnergyStderr, kEnergyPoolingError, kNumOptionalColumns };
+constexpr std::array<const char*, kNumOptionalColumns> kOptionalColumnNames = {
+    "energy_stderr", "energy_pooling_error"};
+
 struct Header {
   std::array<size_t, kNumColumns> index{};
+  std::array<std::optional<size_t>, kNumOptionalColumns> optional_index{};
   size_t num_fields = 0;
 };
+
+// Where column `name` is in the header; nullopt when it is absent. Throws when it is there twice.
+std::optional<size_t> find_column(const std::vector<std::string_view>& names, const char* name,
+                                  const std::string& source, long line_number) {
+  auto it = std::find(names.begin(), names.end(), name);
+  if (it == names.end()) return std::nullopt;
+  if (std::find(it + 1, names.end(), name) != names.end()) {
+    throw Error(located(source, line_number, "", std::string("duplicate column '") + name + "'"));
+  }
+  return static_cast<size_t>(it - names.begin());
+}
 
 Header parse_header(const std::vector<std::string_view>& names, const std::string& source,
                     long line_number) {
   Header header;
   header.num_fields = names.size();
   for (int c = 0; c < kNumColumns; ++c) {
-    auto it = std::find(names.begin(), names.end(), kColumnNames[c]);
-    if (it == names.end()) {
+    const std::optional<size_t> at = find_column(names, kColumnNames[c], source, line_number);
+    if (!at) {
       throw Error(located(source, line_number, "",
                           std::string("missing column '") + kColumnNames[c] +
                               "' (the header needs stage,instruction,frequency,time,energy)"));
     }
-    if (std::find(it + 1, names.end(), kColumnNames[c]) != names.end()) {
-      throw Error(located(source, line_number, "",
-                          std::string("duplicate column '") + kColumnNames[c] + "'"));
-    }
-    header.index[c] = static_cast<size_t>(it - names.begin());
+    header.index[c] = *at;
+  }
+  for (int c = 0; c < kNumOptionalColumns; ++c) {
+    header.optional_index[c] = find_column(names, kOptionalColumnNames[c], source, line_number);
   }
   return header;
 }
@@ -62,6 +79,13 @@ void add_row(Profile& profile, const Header& header, const csv::Row& row) {
   m.frequency_mhz = parse.integer(field(kFrequency), "frequency");
   m.time_s = parse.number(field(kTime), "time");
   m.energy_j = parse.number(field(kEnergy), "energy");
+  auto relative_error = [&](OptionalColumn c) -> std::optional<double> {
+    const std::optional<size_t> at = header.optional_index[c];
+    if (!at || row.fields[*at].empty()) return std::nullopt;
+    return parse.non_negative(row.fields[*at], kOptionalColumnNames[c]);
+  };
+  m.energy_stderr = relative_error(kEnergyStderr);
+  m.energy_pooling_error = relative_error(kEnergyPoolingError);
   m.line = row.line;
   profile.add(stage, std::string(field(kInstruction)), m);
 }
@@ -96,10 +120,28 @@ Profile parse_profile_csv(std::istream& in, const std::string& source) {
 
 void write_profile_csv(const Profile& profile, std::ostream& out,
                        const std::vector<ExtraColumn>& extra) {
+  // The relative errors of a measured profile, each where some row has one.
+  const std::array<std::optional<double> Measurement::*, kNumOptionalColumns> error_of = {
+      &Measurement::energy_stderr, &Measurement::energy_pooling_error};
+  std::array<bool, kNumOptionalColumns> written{};
+  for (const auto& [key, rows] : profile.all()) {
+    for (const Measurement& m : rows) {
+      for (int c = 0; c < kNumOptionalColumns; ++c) written[c] = written[c] || (m.*error_of[c]);
+    }
+  }
   out << "stage,instruction,frequency,time,energy";
+  for (int c = 0; c < kNumOptionalColumns; ++c) {
+    if (written[c]) out << "," << kOptionalColumnNames[c];
+  }
   for (const auto& column : extra) out << "," << column.name;
   out << "\n";
   char buf[128];
+  auto value = [&](const std::optional<double>& v) {
+    out << ",";
+    if (!v) return;
+    std::snprintf(buf, sizeof buf, "%.17g", *v);
+    out << buf;
+  };
   for (int stage = 0; stage < profile.num_stages(); ++stage) {
     for (const auto& instruction : profile.instructions(stage)) {
       std::vector<Measurement> rows = profile.rows(stage, instruction);
@@ -110,13 +152,10 @@ void write_profile_csv(const Profile& profile, std::ostream& out,
         std::snprintf(buf, sizeof buf, "%d,%s,%d,%.17g,%.17g", stage, instruction.c_str(),
                       m.frequency_mhz, m.time_s, m.energy_j);
         out << buf;
-        for (const auto& column : extra) {
-          auto v = column.value(stage, instruction, m.frequency_mhz);
-          out << ",";
-          if (!v) continue;
-          std::snprintf(buf, sizeof buf, "%.17g", *v);
-          out << buf;
+        for (int c = 0; c < kNumOptionalColumns; ++c) {
+          if (written[c]) value(m.*error_of[c]);
         }
+        for (const auto& column : extra) value(column.value(stage, instruction, m.frequency_mhz));
         out << "\n";
       }
     }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,9 @@ struct Measurement {
   double time_s = 0.0;
   double energy_j = 0.0;
   long line = 0;  // line in the source file (0 when synthesized)
+  // How well energy_j is known, relative to it, where the profile says: a measured profile's
+  // `energy_stderr` and `energy_pooling_error` columns (perseus/profile/measurement_error.hpp).
+  std::optional<double> energy_stderr{}, energy_pooling_error{};
 };
 
 // Instruction type names a profile may contain.

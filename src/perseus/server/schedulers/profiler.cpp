@@ -205,10 +205,10 @@ class Profiler : public Scheduler {
         row.frequency_mhz = mhz;
         row.time_s = mean.time_s;
         row.energy_j = mean.energy_j;
+        row.energy_stderr = relative(results[s].energy_stderr, label, mean.energy_j);
+        row.energy_pooling_error = relative(results[s].energy_pooling_error, label, mean.energy_j);
         profile_.add(stage, kind, row);
         const RowKey key{stage, kind, mhz};
-        keep_relative(results[s].energy_stderr, label, mean.energy_j, key, stderr_);
-        keep_relative(results[s].energy_pooling_error, label, mean.energy_j, key, pooling_);
         if (auto c = results[s].clocks.find(label); c != results[s].clocks.end()) {
           row_clocks_[key] = c->second;
           held_below = held_below || c->second.below(mhz);
@@ -228,16 +228,17 @@ class Profiler : public Scheduler {
 
   using RowKey = std::tuple<int, std::string, int>;  // (stage, instruction, clock)
 
-  // rows[key] = reported[label] / energy_j, when reported and the energy is positive.
-  static void keep_relative(const std::map<std::string, double>& reported, const std::string& label,
-                            double energy_j, const RowKey& key, std::map<RowKey, double>& rows) {
+  // reported[label] / energy_j, where reported and the energy is positive.
+  static std::optional<double> relative(const std::map<std::string, double>& reported,
+                                        const std::string& label, double energy_j) {
     auto it = reported.find(label);
-    if (it != reported.end() && energy_j > 0.0) rows[key] = it->second / energy_j;
+    if (it == reported.end() || !(energy_j > 0.0)) return std::nullopt;
+    return it->second / energy_j;
   }
 
-  // energy_stderr, energy_pooling_error when some client reported one, then measured_clock_mhz
-  // and clock_held_down when some client read clocks (a simulated GPU reads none), by (stage,
-  // instruction, clock).
+  // measured_clock_mhz and clock_held_down when some client read clocks (a simulated GPU reads
+  // none), by (stage, instruction, clock); the rows' own relative errors come before them
+  // (profile::write_profile_csv).
   std::vector<profile::ExtraColumn> extra_columns() const {
     // The column of value(rows[row]), empty where `rows` has no entry for the row.
     auto column = [](const char* name, const auto& rows, auto value) {
@@ -247,9 +248,7 @@ class Profiler : public Scheduler {
                                                             : std::optional(value(it->second));
                                   }};
     };
-    auto itself = [](double v) { return v; };
-    std::vector<profile::ExtraColumn> columns = {column("energy_stderr", stderr_, itself)};
-    if (!pooling_.empty()) columns.push_back(column("energy_pooling_error", pooling_, itself));
+    std::vector<profile::ExtraColumn> columns;
     if (!row_clocks_.empty()) {
       columns.push_back(column("measured_clock_mhz", row_clocks_,
                                [](const ClockObservation& c) { return c.mean_mhz; }));
@@ -387,7 +386,6 @@ class Profiler : public Scheduler {
   int rounds_ = 0;
   double measured_s_ = 0.0;    // seconds of measured iterations (one pipeline)
   double worst_stderr_ = 0.0;  // largest relative standard error kept in the profile
-  std::map<RowKey, double> stderr_, pooling_;      // relative, per row
   std::map<RowKey, ClockObservation> row_clocks_;  // per row
 };
 

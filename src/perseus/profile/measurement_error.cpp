@@ -1,0 +1,97 @@
+#include "perseus/profile/measurement_error.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace perseus::profile {
+
+namespace {
+
+struct Value {
+  double value;
+  RowAt at;
+};
+
+std::optional<ErrorColumn> summarize(std::vector<Value> values) {
+  if (values.empty()) return std::nullopt;
+  std::sort(values.begin(), values.end(),
+            [](const Value& a, const Value& b) { return a.value < b.value; });
+  const std::size_t n = values.size();
+  const double median =
+      n % 2 == 1 ? values[n / 2].value : 0.5 * (values[n / 2 - 1].value + values[n / 2].value);
+  return ErrorColumn{n, median, values.back().value, values.back().at};
+}
+
+std::string percent(double relative) {
+  if (relative > 0.0 && relative < 5e-5) return "< 0.01 %";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f %%", 100.0 * relative);
+  return buf;
+}
+
+// "stage 3 backward at 1410 MHz, line 57"
+std::string where(const RowAt& at) {
+  std::string text = "stage " + std::to_string(at.stage) + " " + at.instruction + " at " +
+                     std::to_string(at.frequency_mhz) + " MHz";
+  if (at.line > 0) text += ", line " + std::to_string(at.line);
+  return text;
+}
+
+std::string standard_error_line(const ErrorColumn& c, std::size_t rows) {
+  return "energy standard error: median " + percent(c.median) + ", worst " + percent(c.worst) +
+         " (" + where(c.worst_at) + "), " + std::to_string(c.rows) + " of " + std::to_string(rows) +
+         " rows";
+}
+
+std::string pooling_line(const ErrorColumn& c, const std::vector<Unsplit>& unsplit) {
+  const std::string what =
+      "energy pooling error (power shared with instructions the counter "
+      "could not tell apart): ";
+  if (!(c.worst > 0.0)) return what + "none, every instruction's power fitted on its own";
+  std::string text = what + "worst " + percent(c.worst) + " (" + where(c.worst_at) + ")";
+  if (unsplit.empty()) {
+    return text + "; every instruction's own energy within " + percent(kUnsplitPoolingError);
+  }
+  text += "; only the sum is measured, not each energy, of ";
+  for (std::size_t i = 0; i < unsplit.size(); ++i) {
+    const Unsplit& u = unsplit[i];
+    text += (i > 0 ? ", " : "") + std::string("stage ") + std::to_string(u.stage) + " " +
+            u.instruction + " (" + std::to_string(u.rows) + " of " + std::to_string(u.of) +
+            " rows, up to " + percent(u.worst) + ")";
+  }
+  return text;
+}
+
+}  // namespace
+
+MeasurementError measurement_error(const Profile& profile) {
+  MeasurementError out;
+  std::vector<Value> standard, pooling;
+  for (const auto& [key, rows] : profile.all()) {
+    Unsplit unsplit{key.first, key.second, 0, rows.size(), 0.0};
+    for (const Measurement& m : rows) {
+      const RowAt at{key.first, key.second, m.frequency_mhz, m.line};
+      out.rows += 1;
+      if (m.energy_stderr) standard.push_back({*m.energy_stderr, at});
+      if (!m.energy_pooling_error) continue;
+      pooling.push_back({*m.energy_pooling_error, at});
+      if (*m.energy_pooling_error > kUnsplitPoolingError) {
+        unsplit.rows += 1;
+        unsplit.worst = std::max(unsplit.worst, *m.energy_pooling_error);
+      }
+    }
+    if (unsplit.rows > 0) out.unsplit.push_back(unsplit);
+  }
+  out.standard_error = summarize(std::move(standard));
+  out.pooling_error = summarize(std::move(pooling));
+  return out;
+}
+
+std::vector<std::string> describe(const MeasurementError& error) {
+  std::vector<std::string> lines;
+  if (error.standard_error) lines.push_back(standard_error_line(*error.standard_error, error.rows));
+  if (error.pooling_error) lines.push_back(pooling_line(*error.pooling_error, error.unsplit));
+  return lines;
+}
+
+}  // namespace perseus::profile

@@ -1,0 +1,154 @@
+// A measured profile's error columns (energy_stderr, energy_pooling_error): read, written back,
+// kept by split_profile, refused when malformed, and summed up for the planner.
+#include <sstream>
+#include <string>
+
+#include "perseus/profile/csv.hpp"
+#include "perseus/profile/measurement_error.hpp"
+#include "perseus/profile/split.hpp"
+#include "perseus/util/error.hpp"
+#include "test_support.hpp"
+
+namespace perseus::profile {
+namespace {
+
+#define EXPECT_CONTAINS(text, part) \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) << "in: " << (text)
+
+// Stage 1's forward and backward pooled beyond kUnsplitPoolingError at one clock; one row (line
+// 5) without a standard error.
+const char* kMeasured =
+    "stage,instruction,frequency,time,energy,energy_stderr,energy_pooling_error,clock_held_down\n"
+    "0,forward,1410,0.05,24,0.004,0,0\n"
+    "0,forward,855,0.08,18,0.002,0,0\n"
+    "0,backward,1410,0.09,44,0.003,0,0\n"
+    "0,backward,855,0.14,33,,0.01,0\n"
+    "1,forward,1410,0.05,24,0.006,0.12,0\n"
+    "1,forward,855,0.08,18,0.001,0.02,0\n"
+    "1,backward,1410,0.09,44,0.009,0.08,0\n"
+    "1,backward,855,0.14,33,0.005,0.01,0\n";
+
+Profile parse(const std::string& text) {
+  std::istringstream in(text);
+  return parse_profile_csv(in, "measured.csv");
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error for:\n" << text;
+  return "";
+}
+
+TEST(MeasuredProfile, ReadsEachRowsRelativeErrors) {
+  const Profile p = parse(kMeasured);
+  EXPECT_EQ(p.at(1, "forward", 1410).energy_stderr, 0.006);
+  EXPECT_EQ(p.at(1, "forward", 1410).energy_pooling_error, 0.12);
+  EXPECT_FALSE(p.at(0, "backward", 855).energy_stderr.has_value());  // an empty field
+  EXPECT_EQ(p.at(0, "backward", 855).energy_pooling_error, 0.01);
+  const Profile plain = parse("stage,instruction,frequency,time,energy\n0,forward,1410,0.05,24\n");
+  EXPECT_FALSE(plain.at(0, "forward", 1410).energy_stderr.has_value());
+}
+
+TEST(MeasuredProfile, WritesTheErrorsBackOnlyWhereTheProfileHasThem) {
+  std::ostringstream out;
+  write_profile_csv(parse(kMeasured), out);
+  EXPECT_EQ(out.str().substr(0, out.str().find('\n')),
+            "stage,instruction,frequency,time,energy,energy_stderr,energy_pooling_error");
+  EXPECT_CONTAINS(out.str(), "0,backward,855,0.14000000000000001,33,,0.01\n");
+  const Profile again = parse(out.str());
+  EXPECT_EQ(again.at(1, "backward", 1410).energy_stderr, 0.009);
+  EXPECT_EQ(again.at(1, "backward", 1410).energy_pooling_error, 0.08);
+
+  std::ostringstream plain;
+  write_profile_csv(parse("stage,instruction,frequency,time,energy\n0,forward,1410,0.05,24\n"),
+                    plain);
+  EXPECT_EQ(plain.str(),
+            "stage,instruction,frequency,time,energy\n0,forward,1410,0.050000000000000003,24\n");
+}
+
+TEST(MeasuredProfile, SplittingKeepsTheRelativeErrors) {
+  SplitOptions o;
+  o.virtual_stages = 2;
+  o.split_backward = true;
+  const Profile split = split_profile(parse(kMeasured), o);
+  EXPECT_EQ(split.at(3, "backward_input", 1410).energy_stderr, 0.009);
+  EXPECT_EQ(split.at(2, "forward", 1410).energy_pooling_error, 0.12);
+  EXPECT_DOUBLE_EQ(split.at(2, "forward", 1410).energy_j, 12.0);
+}
+
+TEST(MeasuredProfile, RefusesAMalformedErrorNamingLineAndColumn) {
+  std::string text = kMeasured;
+  text.replace(text.find("0.006"), 5, "-0.01");
+  std::string e = error_of(text);
+  EXPECT_CONTAINS(e, "measured.csv:6");
+  EXPECT_CONTAINS(e, "energy_stderr");
+  text = kMeasured;
+  text.replace(text.find("0.12"), 4, "high");
+  e = error_of(text);
+  EXPECT_CONTAINS(e, "measured.csv:6");
+  EXPECT_CONTAINS(e, "energy_pooling_error");
+  EXPECT_CONTAINS(e, "high");
+  e = error_of(
+      "stage,instruction,frequency,time,energy,energy_stderr,energy_stderr\n"
+      "0,forward,1410,0.05,24,0.1,0.1\n");
+  EXPECT_CONTAINS(e, "measured.csv:1");
+  EXPECT_CONTAINS(e, "duplicate column 'energy_stderr'");
+}
+
+TEST(MeasuredProfile, SumsUpTheErrorsForThePlanner) {
+  const MeasurementError e = measurement_error(parse(kMeasured));
+  EXPECT_EQ(e.rows, 8u);
+  ASSERT_TRUE(e.standard_error.has_value());
+  EXPECT_EQ(e.standard_error->rows, 7u);
+  EXPECT_DOUBLE_EQ(e.standard_error->median, 0.004);
+  EXPECT_DOUBLE_EQ(e.standard_error->worst, 0.009);
+  EXPECT_EQ(e.standard_error->worst_at.stage, 1);
+  EXPECT_EQ(e.standard_error->worst_at.instruction, "backward");
+  EXPECT_EQ(e.standard_error->worst_at.line, 8);
+  ASSERT_TRUE(e.pooling_error.has_value());
+  EXPECT_DOUBLE_EQ(e.pooling_error->worst, 0.12);
+  ASSERT_EQ(e.unsplit.size(), 2u);  // stage 1's backward (0.08) and forward (0.12)
+  EXPECT_EQ(e.unsplit[0].instruction, "backward");
+  EXPECT_EQ(e.unsplit[0].rows, 1u);
+  EXPECT_EQ(e.unsplit[0].of, 2u);
+  EXPECT_DOUBLE_EQ(e.unsplit[1].worst, 0.12);
+
+  const std::vector<std::string> lines = describe(e);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0],
+            "energy standard error: median 0.40 %, worst 0.90 % (stage 1 backward at 1410 MHz, "
+            "line 8), 7 of 8 rows");
+  EXPECT_CONTAINS(lines[1], "worst 12.00 % (stage 1 forward at 1410 MHz, line 6)");
+  EXPECT_CONTAINS(lines[1],
+                  "only the sum is measured, not each energy, of stage 1 backward (1 of 2 rows, up "
+                  "to 8.00 %), stage 1 forward (1 of 2 rows, up to 12.00 %)");
+}
+
+TEST(MeasuredProfile, SaysOnlyWhatTheColumnsHold) {
+  const Profile plain = parse("stage,instruction,frequency,time,energy\n0,forward,1410,0.05,24\n");
+  EXPECT_TRUE(describe(measurement_error(plain)).empty());
+  std::string pooled_within = kMeasured;
+  pooled_within.replace(pooled_within.find("0.12"), 4, "0.03");
+  pooled_within.replace(pooled_within.find(",0.08,0\n"), 6, ",0.04,");
+  const std::vector<std::string> lines = describe(measurement_error(parse(pooled_within)));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_CONTAINS(lines[1], "worst 4.00 % (stage 1 backward at 1410 MHz, line 8)");
+  EXPECT_CONTAINS(lines[1], "every instruction's own energy within 5.00 %");
+
+  std::string unpooled =  // every row with a power of its own
+      "stage,instruction,frequency,time,energy,energy_stderr,energy_pooling_error\n"
+      "0,forward,1410,0.05,24,0.004,0\n"
+      "0,forward,855,0.08,18,0.002,0\n";
+  EXPECT_CONTAINS(describe(measurement_error(parse(unpooled)))[1],
+                  "none, every instruction's power fitted on its own");
+  unpooled.replace(unpooled.find("0.002,0\n"), 8, "0.002,1e-6\n");  // one barely pooled
+  EXPECT_CONTAINS(describe(measurement_error(parse(unpooled)))[1],
+                  "worst < 0.01 % (stage 0 forward at 855 MHz, line 3)");
+}
+
+}  // namespace
+}  // namespace perseus::profile
