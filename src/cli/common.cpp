@@ -126,12 +126,15 @@ schedule::Schedule resolve_schedule(const ScheduleOptions& o, const profile::Pro
   return options_schedule(o, num_stages, num_microbatches);
 }
 
-void print_comparison(const plan::Evaluation& ev, const plan::Evaluation& all_max, std::FILE* to) {
+void print_comparison(const plan::Evaluation& ev, const plan::Evaluation& all_max, std::FILE* to,
+                      std::optional<double> saving_stderr) {
   std::fprintf(to, "time_s %.6f\nenergy_j %.4f\nall_max_time_s %.6f\nall_max_energy_j %.4f\n",
                ev.time_s, ev.energy_j, all_max.time_s, all_max.energy_j);
-  std::fprintf(to, "energy_saving_percent %.3f\nslowdown_percent %.3f\n",
-               percent(all_max.energy_j - ev.energy_j, all_max.energy_j),
-               percent(ev.time_s - all_max.time_s, all_max.time_s));
+  std::fprintf(to, "energy_saving_percent %.3f\n",
+               percent(all_max.energy_j - ev.energy_j, all_max.energy_j));
+  if (saving_stderr)
+    std::fprintf(to, "energy_saving_stderr_percent %.3f\n", 100.0 * *saving_stderr);
+  std::fprintf(to, "slowdown_percent %.3f\n", percent(ev.time_s - all_max.time_s, all_max.time_s));
 }
 
 std::FILE* summary_stream(const std::string& out) {

@@ -79,9 +79,10 @@ schedule::Schedule resolve_schedule(const ScheduleOptions& o, const profile::Pro
 void require_microbatches(int microbatches, const ScheduleOptions& o, const std::string& what);
 
 // Prints time_s, energy_j, the all-max reference, the energy saving and the slowdown in %, one
-// `key value` line each.
+// `key value` line each, and where given the saving's standard error (a fraction, as
+// plan::saving_stderr returns it) as energy_saving_stderr_percent.
 void print_comparison(const plan::Evaluation& ev, const plan::Evaluation& all_max,
-                      std::FILE* to = stdout);
+                      std::FILE* to = stdout, std::optional<double> saving_stderr = std::nullopt);
 // Where a command's summary goes: stderr when its output file is "-" (standard output carries
 // the file), else stdout.
 std::FILE* summary_stream(const std::string& out);

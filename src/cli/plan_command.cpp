@@ -4,12 +4,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "perseus/plan/frontier_store.hpp"
 #include "perseus/plan/plan_io.hpp"
+#include "perseus/plan/saving_error.hpp"
 #include "perseus/plan/solver.hpp"
 #include "perseus/profile/csv.hpp"
 #include "perseus/util/error.hpp"
@@ -44,20 +46,28 @@ struct ExportArgs {
   std::optional<double> every;
 };
 
+// The standard error of stored plan i's saving (a fraction; nullopt: the profile has none).
+using SavingError = std::function<std::optional<double>(std::size_t)>;
+
 // All-max, the fastest plan, the cheapest within +1, +2, +5 and +10 % of all-max, and the plan
-// with the least energy: Pareto rows only.
-void print_summary(const plan::FrontierQuery& q) {
+// with the least energy: Pareto rows only; with each saving's standard error where the profile's
+// rows carry theirs.
+void print_summary(const plan::FrontierQuery& q, const SavingError& error) {
+  const bool with_error = error(q.fastest()).has_value();
   std::printf("%zu Pareto-optimal plans (evaluated time and energy)\n", q.pareto().size());
-  std::printf("%-22s %10s %12s %10s %10s\n", "plan", "time (s)", "energy (J)", "time +%",
-              "saving %");
+  std::printf("%-22s %10s %12s %10s %10s%s\n", "plan", "time (s)", "energy (J)", "time +%",
+              "saving %", with_error ? "   +- (std. error)" : "");
   const auto& all_max = q.all_max();
   std::printf("%-22s %10.4f %12.2f %10s %10s\n", "all-max", all_max.time_s, all_max.energy_j, "-",
               "-");
   auto row = [&](const std::string& name, std::size_t i) {
     const auto& r = q.row(i);
-    std::printf("%-22s %10.4f %12.2f %+10.2f %10.2f\n", (name + " #" + std::to_string(i)).c_str(),
+    std::printf("%-22s %10.4f %12.2f %+10.2f %10.2f", (name + " #" + std::to_string(i)).c_str(),
                 r.evaluated_time_s, r.evaluated_energy_j, 100.0 * q.slowdown(i),
                 100.0 * q.saving(i));
+    const std::optional<double> e = with_error ? error(i) : std::nullopt;
+    if (e) std::printf("   %.2f", 100.0 * *e);
+    std::printf("\n");
   };
   row("fastest", q.fastest());
   for (double pct : {1.0, 2.0, 5.0, 10.0}) {
@@ -98,8 +108,8 @@ void run_plan(const PlanArgs& a) {
                            {.threads = plan_threads(a.threads)});
   bar.finish();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  auto all_max_eval =
-      plan::evaluate(prof, sched, plan::all_max_plan(prof, sched), a.blocking_power);
+  const plan::FrequencyPlan all_max_clocks = plan::all_max_plan(prof, sched);
+  auto all_max_eval = plan::evaluate(prof, sched, all_max_clocks, a.blocking_power);
   plan::TimeEnergy all_max{all_max_eval.time_s, all_max_eval.energy_j};
   plan::write_frontier(out, problem, frontier, {a.profile, all_max, seconds});
   if (a.quiet) return;
@@ -109,7 +119,10 @@ void run_plan(const PlanArgs& a) {
       frontier.points.size(), seconds, a.cost_model.c_str(), frontier.min_cuts,
       frontier.stop_reason.c_str(), a.out.c_str());
   print_measurement_error(prof, "profile ");
-  print_summary(plan::FrontierQuery(plan::read_frontier_rows(out)));
+  const plan::StoredFrontier stored = plan::read_frontier(out);
+  print_summary(plan::FrontierQuery(stored), [&](std::size_t i) {
+    return plan::saving_stderr(prof, sched, stored.plans[i], all_max_clocks, a.blocking_power);
+  });
 }
 
 void run_evaluate(const EvaluateArgs& a) {
@@ -118,8 +131,10 @@ void run_evaluate(const EvaluateArgs& a) {
   auto [p, sched] = read_plan_for(a.plan, a.schedule, a.microbatches, prof);
   double blocking = plan_blocking_power(p, a.blocking_power, prof, a.allow_implausible);
   auto ev = naming(a.plan, [&] { return plan::evaluate(prof, sched, p.frequencies, blocking); });
-  auto base = plan::evaluate(prof, sched, plan::all_max_plan(prof, sched), blocking);
-  print_comparison(ev, base);
+  const plan::FrequencyPlan all_max_clocks = plan::all_max_plan(prof, sched);
+  auto base = plan::evaluate(prof, sched, all_max_clocks, blocking);
+  print_comparison(ev, base, stdout,
+                   plan::saving_stderr(prof, sched, p.frequencies, all_max_clocks, blocking));
 }
 
 // Writes plan i and says which plan it is (FrontierQuery::describe, then " -> file").

@@ -126,6 +126,21 @@ grep -Eq '^profile energy standard error: median [0-9.]+ %, worst [0-9.]+ % \(st
   fail "perseus plan did not state the profile's standard error: $said"
 grep -Eq '^profile energy pooling error .*only the sum is measured, not each energy, of .*stage 3 forward \([0-9]+ of [0-9]+ rows, up to [0-9.]+ %\)' <<<"$said" ||
   fail "perseus plan did not name the pooled instructions of the short case: $said"
+grep -Eq '^fastest #[0-9]+ +[0-9.]+ +[0-9.]+ +[-+][0-9.]+ +[0-9.]+ +[0-9.]+$' <<<"$said" ||
+  fail "perseus plan gave no standard error beside the fastest plan's saving: $said"
+# That error must cover what the profile's own errors cost the plan: the fastest plan's saving
+# on the measured profile against the same plan's on the simulated GPUs' profile.
+"$perseus" plan export --frontier "$tmp/short-frontier" --fastest --out-dir "$tmp/short-plan" >/dev/null
+evaluated() {  # profile -> "saving stderr" of the exported plan
+  "$perseus" plan evaluate --profile "$1" --plan "$tmp"/short-plan/*.json --blocking-power 70 |
+    awk '/^energy_saving_percent/ {s = $2} /^energy_saving_stderr_percent/ {e = $2} END {print s, e}'
+}
+read -r s_measured s_error <<<"$(evaluated "$tmp/short/profile.csv")"
+read -r s_true _ <<<"$(evaluated "$tmp/short/gpus.csv")"
+awk -v m="$s_measured" -v e="$s_error" -v t="$s_true" \
+  'BEGIN {d = m - t; if (d < 0) d = -d; exit !(e > 0 && d <= 3 * e)}' ||
+  fail "short: the fastest plan saves $s_measured +- $s_error % on the measured profile and" \
+    "$s_true % on the simulated GPUs' (more than 3 standard errors apart)"
 "$perseus" profile check --profile "$tmp/realistic/profile.csv" |
   grep -q "^  energy pooling error (.*): none, every instruction's power fitted on its own$" ||
   fail "profile check: the demo's profile, whose rows have powers of their own, read as pooled"
@@ -135,4 +150,5 @@ awk -v a="$(saving realistic)" -v b="$(saving ideal)" 'BEGIN {d = a - b; if (d <
   fail "saving with the realistic counter $(saving realistic) % vs ideal $(saving ideal) %"
 echo "ok: worst row $realistic % (deltas $deltas %), saving $(saving realistic) % vs ideal" \
   "$(saving ideal) %; short instructions: worst row $short_worst % (deltas $short_deltas %);" \
-  "windows lengthened: worst row $tiny_worst % (as reported: $as_reported %)"
+  "windows lengthened: worst row $tiny_worst % (as reported: $as_reported %); short fastest plan" \
+  "saves $s_measured +- $s_error % (on the simulated GPUs' profile $s_true %)"

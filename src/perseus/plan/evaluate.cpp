@@ -41,12 +41,12 @@ void check_plan_shape(const FrequencyPlan& plan, const schedule::Schedule& sched
   }
 }
 
-NodeCosts node_costs(const profile::Profile& profile, const schedule::Schedule& schedule,
-                     const schedule::Dag& dag, const FrequencyPlan& plan) {
+std::vector<const profile::Measurement*> node_rows(const profile::Profile& profile,
+                                                   const schedule::Schedule& schedule,
+                                                   const schedule::Dag& dag,
+                                                   const FrequencyPlan& plan) {
   check_plan_shape(plan, schedule, "");
-  NodeCosts costs;
-  costs.time_s.assign(static_cast<std::size_t>(dag.num_nodes()), 0.0);
-  costs.energy_j.assign(costs.time_s.size(), 0.0);
+  std::vector<const profile::Measurement*> rows(static_cast<std::size_t>(dag.num_nodes()), nullptr);
   for (int v = 1; v < dag.sink(); ++v) {
     const auto& node = dag.node(v);
     const std::string& type = schedule::type_name(node.instruction.type);
@@ -55,19 +55,30 @@ NodeCosts node_costs(const profile::Profile& profile, const schedule::Schedule& 
       throw Error(profile.source() + ": no '" + type + "' rows for stage " +
                   std::to_string(node.stage()));
     }
-    const profile::Measurement* m = nullptr;
     for (const auto& row : profile.rows(node.stage(), type)) {
-      if (row.frequency_mhz == mhz) m = &row;
+      if (row.frequency_mhz == mhz) rows[v] = &row;
     }
-    if (m == nullptr) {
+    if (rows[v] == nullptr) {
       throw Error("plan rank " + std::to_string(node.rank) + " position " +
                   std::to_string(node.position) + " (" + type + " of stage " +
                   std::to_string(node.stage()) + " microbatch " +
                   std::to_string(node.instruction.microbatch) + "): clock " + std::to_string(mhz) +
                   " MHz is not in profile " + profile.source());
     }
-    costs.time_s[v] = m->time_s;
-    costs.energy_j[v] = m->energy_j;
+  }
+  return rows;
+}
+
+NodeCosts node_costs(const profile::Profile& profile, const schedule::Schedule& schedule,
+                     const schedule::Dag& dag, const FrequencyPlan& plan) {
+  const std::vector<const profile::Measurement*> rows = node_rows(profile, schedule, dag, plan);
+  NodeCosts costs;
+  costs.time_s.assign(rows.size(), 0.0);
+  costs.energy_j.assign(rows.size(), 0.0);
+  for (std::size_t v = 0; v < rows.size(); ++v) {
+    if (rows[v] == nullptr) continue;
+    costs.time_s[v] = rows[v]->time_s;
+    costs.energy_j[v] = rows[v]->energy_j;
   }
   return costs;
 }

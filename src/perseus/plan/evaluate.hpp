@@ -39,13 +39,20 @@ Evaluation evaluate_nodes(const schedule::Dag& dag, int num_ranks,
 void check_plan_shape(const FrequencyPlan& plan, const schedule::Schedule& schedule,
                       const std::string& source);
 
+// The profile row every DAG node runs at under the plan (nullptr for source and sink). Throws
+// perseus::Error when the plan's shape does not match the schedule or a clock is not in the
+// profile for that stage and instruction (naming rank, position, action and clock).
+std::vector<const profile::Measurement*> node_rows(const profile::Profile& profile,
+                                                   const schedule::Schedule& schedule,
+                                                   const schedule::Dag& dag,
+                                                   const FrequencyPlan& plan);
+
 // Profiled time and energy of every DAG node at the plan's clock (0 for source and sink).
 struct NodeCosts {
   std::vector<double> time_s;
   std::vector<double> energy_j;
 };
-// Throws perseus::Error when the plan's shape does not match the schedule or a clock is not in
-// the profile for that stage and instruction (naming rank, position, action and clock).
+// Throws as node_rows.
 NodeCosts node_costs(const profile::Profile& profile, const schedule::Schedule& schedule,
                      const schedule::Dag& dag, const FrequencyPlan& plan);
 
