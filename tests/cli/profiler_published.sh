@@ -29,8 +29,8 @@ savings() {
   "$perseus" plan --profile "$1" --microbatches 8 --blocking-power "$2" --out-dir "$out" \
     > "$out.txt"
   local fastest cheapest
-  fastest=$(awk '/^fastest #/ { print $NF }' "$out.txt")
-  cheapest=$(awk '/^least energy #/ { print $NF }' "$out.txt")
+  fastest=$(awk '/^fastest #/ { print $6 }' "$out.txt")  # after plan, #, time, energy, time +%
+  cheapest=$(awk '/^least energy #/ { print $7 }' "$out.txt")
   echo "${fastest:-none}" "${cheapest:-none}" \
     "$(awk -F, 'NR > 1 && (lowest == "" || $3 < lowest) { lowest = $3 } END { print lowest }' "$1")"
 }

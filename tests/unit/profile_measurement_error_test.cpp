@@ -12,9 +12,6 @@
 namespace perseus::profile {
 namespace {
 
-#define EXPECT_CONTAINS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << "in: " << (text)
-
 // Stage 1's forward and backward pooled beyond kUnsplitPoolingError at one clock; one row (line
 // 5) without a standard error.
 const char* kMeasured =
@@ -34,13 +31,7 @@ Profile parse(const std::string& text) {
 }
 
 std::string error_of(const std::string& text) {
-  try {
-    parse(text);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error for:\n" << text;
-  return "";
+  return test::error_of([&] { parse(text); });
 }
 
 TEST(MeasuredProfile, ReadsEachRowsRelativeErrors) {
