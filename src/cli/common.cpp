@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "perseus/baselines/envpipe.hpp"
+#include "perseus/plan/saving_error.hpp"
 #include "perseus/profile/csv.hpp"
 #include "perseus/profile/measurement_error.hpp"
 #include "perseus/profile/plausibility.hpp"
@@ -124,6 +125,17 @@ schedule::Schedule resolve_schedule(const ScheduleOptions& o, const profile::Pro
     return baselines::envelope_schedule(profile, num_stages, num_microbatches);
   }
   return options_schedule(o, num_stages, num_microbatches);
+}
+
+SavingError saving_error_points(const profile::Profile& profile, const schedule::Schedule& schedule,
+                                const std::vector<plan::FrequencyPlan>& plans,
+                                double blocking_power_w) {
+  return [&profile, &schedule, &plans, blocking_power_w,
+          all_max = plan::all_max_plan(profile, schedule)](std::size_t i) -> std::optional<double> {
+    const std::optional<double> e =
+        plan::saving_stderr(profile, schedule, plans.at(i), all_max, blocking_power_w);
+    return e ? std::optional(100.0 * *e) : std::nullopt;
+  };
 }
 
 void print_comparison(const plan::Evaluation& ev, const plan::Evaluation& all_max, std::FILE* to,

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -77,6 +78,14 @@ schedule::Schedule resolve_schedule(const ScheduleOptions& o, const profile::Pro
 // --microbatches must be positive, or absent (0) when a --schedule-file gives the count; the error
 // says `what` needs it.
 void require_microbatches(int microbatches, const ScheduleOptions& o, const std::string& what);
+
+// The standard error of a frontier plan's saving against all-max, in points, by its index in
+// `plans` (plan::saving_stderr; nullopt where the profile's rows carry none). The profile,
+// schedule and plans must outlive it.
+using SavingError = std::function<std::optional<double>(std::size_t)>;
+SavingError saving_error_points(const profile::Profile& profile, const schedule::Schedule& schedule,
+                                const std::vector<plan::FrequencyPlan>& plans,
+                                double blocking_power_w);
 
 // Prints time_s, energy_j, the all-max reference, the energy saving and the slowdown in %, one
 // `key value` line each, and where given the saving's standard error (a fraction, as

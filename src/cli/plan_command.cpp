@@ -46,12 +46,9 @@ struct ExportArgs {
   std::optional<double> every;
 };
 
-// The standard error of stored plan i's saving (a fraction; nullopt: the profile has none).
-using SavingError = std::function<std::optional<double>(std::size_t)>;
-
 // All-max, the fastest plan, the cheapest within +1, +2, +5 and +10 % of all-max, and the plan
 // with the least energy: Pareto rows only; with each saving's standard error where the profile's
-// rows carry theirs.
+// rows carry theirs (in points).
 void print_summary(const plan::FrontierQuery& q, const SavingError& error) {
   const bool with_error = error(q.fastest()).has_value();
   std::printf("%zu Pareto-optimal plans (evaluated time and energy)\n", q.pareto().size());
@@ -66,7 +63,7 @@ void print_summary(const plan::FrontierQuery& q, const SavingError& error) {
                 r.evaluated_time_s, r.evaluated_energy_j, 100.0 * q.slowdown(i),
                 100.0 * q.saving(i));
     const std::optional<double> e = with_error ? error(i) : std::nullopt;
-    if (e) std::printf("   %.2f", 100.0 * *e);
+    if (e) std::printf("   %.2f", *e);
     std::printf("\n");
   };
   row("fastest", q.fastest());
@@ -120,9 +117,8 @@ void run_plan(const PlanArgs& a) {
       frontier.stop_reason.c_str(), a.out.c_str());
   print_measurement_error(prof, "profile ");
   const plan::StoredFrontier stored = plan::read_frontier(out);
-  print_summary(plan::FrontierQuery(stored), [&](std::size_t i) {
-    return plan::saving_stderr(prof, sched, stored.plans[i], all_max_clocks, a.blocking_power);
-  });
+  print_summary(plan::FrontierQuery(stored),
+                saving_error_points(prof, sched, stored.plans, a.blocking_power));
 }
 
 void run_evaluate(const EvaluateArgs& a) {

@@ -23,6 +23,7 @@
 #include "perseus/plan/frontier_store.hpp"
 #include "perseus/plan/solver.hpp"
 #include "perseus/profile/gpu_model.hpp"
+#include "perseus/profile/measurement_error.hpp"
 #include "perseus/report/html.hpp"
 #include "perseus/report/svg.hpp"
 #include "perseus/util/files.hpp"
@@ -98,9 +99,17 @@ report::FrontierChartData frontier_data(const Inputs& in, const plan::FrontierQu
   return d;
 }
 
+// Frontier plan i's row, with its saving's standard error.
+report::SavingRow perseus_row(const plan::FrontierQuery& q, const SavingError& error,
+                              const std::string& label, std::size_t i) {
+  report::SavingRow row{label, row_value(q, i), "frontier plan #" + std::to_string(i), false};
+  row.stderr_points = error(i);
+  return row;
+}
+
 // The cheapest plan within `bound_s`, or a row saying there is none.
-report::SavingRow perseus_within(const plan::FrontierQuery& q, const std::string& label,
-                                 double bound_s) {
+report::SavingRow perseus_within(const plan::FrontierQuery& q, const SavingError& error,
+                                 const std::string& label, double bound_s) {
   auto i = q.within(bound_s);
   if (!i) {
     return {label, std::nullopt,
@@ -108,22 +117,22 @@ report::SavingRow perseus_within(const plan::FrontierQuery& q, const std::string
                 " % slower than all-max",
             false};
   }
-  return {label, row_value(q, *i), "frontier plan #" + std::to_string(*i), false};
+  return perseus_row(q, error, label, *i);
 }
 
 // +0, +1, +2, +5, +10 % and the least energy; then each baseline above Perseus at its time.
 std::vector<report::SavingRow> saving_rows(const plan::FrontierQuery& q,
-                                           const report::FrontierChartData& d) {
+                                           const report::FrontierChartData& d,
+                                           const SavingError& error) {
   std::vector<report::SavingRow> rows;
   for (double pct : {0.0, 1.0, 2.0, 5.0, 10.0}) {
-    rows.push_back(perseus_within(q, "Perseus within +" + num(pct, 0) + " %",
+    rows.push_back(perseus_within(q, error, "Perseus within +" + num(pct, 0) + " %",
                                   q.all_max().time_s * (1.0 + pct / 100.0)));
   }
-  rows.push_back({"Perseus, least energy", row_value(q, q.min_energy()),
-                  "frontier plan #" + std::to_string(q.min_energy()), false});
+  rows.push_back(perseus_row(q, error, "Perseus, least energy", q.min_energy()));
   for (const auto& b : d.chosen_baselines()) {
     rows.push_back({b.name, b.value, b.note, true});
-    rows.push_back(perseus_within(q, "Perseus at " + b.name + "'s time", b.value.time_s));
+    rows.push_back(perseus_within(q, error, "Perseus at " + b.name + "'s time", b.value.time_s));
   }
   return rows;
 }
@@ -160,11 +169,13 @@ report::ReportData report_data(const ReportArgs& a, const Inputs& in, const plan
       {"time unit", num(f.unit_time_s * 1e3, 3) + " ms"},
       {"frontier source", a.frontier.empty() ? "planned now (convex-hull cost model)" : a.frontier},
       {"Zeus cost", "η·E + (1 − η)·P_max·T, η = " + num(a.eta, 2)}};
+  d.profile_error = profile::describe(profile::measurement_error(in.profile));
   d.schedule = f.schedule;
   d.num_stages = f.num_stages;
   d.num_microbatches = f.num_microbatches;
   d.frontier = frontier_data(in, q, a.eta, shown);
-  d.savings = saving_rows(q, d.frontier);
+  d.savings = saving_rows(
+      q, d.frontier, saving_error_points(in.profile, in.schedule, f.plans, in.blocking_power_w));
   d.fastest = {plan_name(fastest, fastest), row_value(q, fastest),
                shown == fastest ? "the frontier's fastest plan, drawn in the timeline"
                                 : "the frontier's fastest plan"};

@@ -36,4 +36,21 @@ size=$(stat -c %s "$screenshot")
 ((size > 10240)) || fail "screenshot is only $size bytes"
 [[ $(head -c 8 "$screenshot" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] ||
   fail "screenshot is not a PNG"
-echo "ok (screenshot $size bytes)"
+
+# A measured profile (the instruction profiler's error columns): the page also says how well it
+# was measured, and gives each Perseus saving its standard error.
+"$perseus" profile synth --gpu a100 --stages 4 --out "$tmp/synth.csv" > /dev/null
+awk -F, -v OFS=, 'NR == 1 {print $0, "energy_stderr", "energy_pooling_error"; next}
+  {print $0, 0.004, ($1 == 3 && $2 == "forward") ? 0.08 : 0}' "$tmp/synth.csv" > "$tmp/measured.csv"
+measured=$tmp/measured/report.html
+"$perseus" report --profile "$tmp/measured.csv" --blocking-power 83.64 --microbatches 6 \
+  --out "$measured" --quiet
+/usr/bin/python3 "$here/../browser/check_report.py" "$measured" "$tmp/measured.png" ||
+  fail "the browser check of $measured failed"
+grep -q '<li>Measured profile: energy standard error: median 0.40 %, worst 0.40 %' "$measured" ||
+  fail "the measured profile's report does not state its standard error"
+grep -q 'only the sum is measured, not each energy, of stage 3 forward (' "$measured" ||
+  fail "the measured profile's report does not name the pooled rows"
+grep -Eq '>[0-9.]+ ± [0-9.]+ % at [-+0-9.]+ % time<' "$tmp/measured/saving.svg" ||
+  fail "the measured profile's saving chart gives no standard error"
+echo "ok (screenshot $size bytes; measured profile's report checked)"

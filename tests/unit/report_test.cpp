@@ -299,6 +299,21 @@ TEST(ReportHtml, SavingsShowEachBoundAndBaselineWithItsSavingAndSlowdown) {
   EXPECT_CONTAINS(render_report(d), "(assumed: give --gpus or --pipelines for your cluster)");
 }
 
+TEST(ReportHtml, AMeasuredProfileShowsItsErrorsAndEachSavingsStandardError) {
+  ReportData d = small_report();
+  std::string html = render_report(d);
+  EXPECT_EQ(html.find("<ul class=\"profile-error\">"), std::string::npos);  // no error columns
+  EXPECT_EQ(html.find("std. error"), std::string::npos);
+  d.savings[1].stderr_points = 0.06;
+  d.profile_error = {"energy standard error: median 0.05 %", "energy pooling error: none"};
+  EXPECT_CONTAINS(saving_chart(d.savings, d.frontier.all_max), "20 ± 0.06 % at +4 % time");
+  html = render_report(d);
+  EXPECT_EQ(count(html, "<li>Measured profile: energy "), 2u);
+  EXPECT_CONTAINS(html, "<ul class=\"profile-error\">");
+  EXPECT_CONTAINS(html, "plan #3; saving ± 0.06 points (std. error)");
+  EXPECT_EQ(tag_balance(html), "");
+}
+
 TEST(ReportHtml, HasNoNetworkReferences) {
   std::string html = render_report(small_report());
   // The only URL is the SVG namespace, which browsers never fetch.

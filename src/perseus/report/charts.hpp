@@ -54,6 +54,8 @@ struct SavingRow {
   std::optional<plan::TimeEnergy> value;
   std::string note;
   bool baseline = false;  // drawn grey, above the Perseus row it is compared with
+  // The saving's standard error in points (plan::saving_stderr), where the profile has errors.
+  std::optional<double> stderr_points{};
 };
 
 std::string frontier_chart(const FrontierChartData& data);

@@ -1,6 +1,7 @@
 #include "perseus/report/html.hpp"
 
 #include <cmath>
+#include <optional>
 
 #include "perseus/report/svg.hpp"
 
@@ -22,6 +23,7 @@ dl.settings { display: grid; grid-template-columns: max-content 1fr max-content 
   gap: 2px 16px; margin: 0; font-size: 13.5px; }
 dl.settings dt { color: #666; }
 dl.settings dd { margin: 0; }
+ul.profile-error { font-size: 13.5px; color: #444; margin: 8px 0 0; padding-left: 18px; }
 figure { margin: 0; }
 svg.chart { display: block; width: 100%; height: auto; }
 figcaption { font-size: 13.5px; color: #444; margin-top: 6px; }
@@ -118,7 +120,10 @@ Element savings_table(const ReportData& d) {
       rows.push_back(row({r.label, "–", "–", "–", "–", r.note}));
       continue;
     }
-    rows.push_back(plan_row({r.label, *r.value, r.note}, ref, r.baseline ? "baseline" : ""));
+    const std::string note =
+        r.stderr_points ? r.note + "; saving ± " + num(*r.stderr_points, 2) + " points (std. error)"
+                        : r.note;
+    rows.push_back(plan_row({r.label, *r.value, note}, ref, r.baseline ? "baseline" : ""));
   }
   return table(
       "savings",
@@ -162,6 +167,15 @@ Element settings_list(const ReportData& d) {
                        std::to_string(d.num_microbatches) + " microbatches");
   item("frontier", std::to_string(d.frontier.frontier.size()) + " plans");
   return dl;
+}
+
+// The measured profile's errors under the settings (none for a profile without them).
+std::optional<Element> profile_error_list(const ReportData& d) {
+  if (d.profile_error.empty()) return std::nullopt;
+  Element ul("ul");
+  ul.attr("class", "profile-error");
+  for (const auto& line : d.profile_error) ul.add(Element("li").text("Measured profile: " + line));
+  return ul;
 }
 
 std::string cluster_text(const ReportData& d) {
@@ -223,7 +237,10 @@ Charts render_charts(const ReportData& data) {
 
 std::string render_report(const ReportData& d, const Charts& charts) {
   Element main("main");
-  main.add(Element("header").add(Element("h1").text(d.title)).add(settings_list(d)));
+  Element header("header");
+  header.add(Element("h1").text(d.title)).add(settings_list(d));
+  if (auto errors = profile_error_list(d)) header.add(std::move(*errors));
+  main.add(std::move(header));
   main.add(section("saving", "What each slowdown saves")
                .add(figure(charts.saving, saving_caption()))
                .add(savings_table(d)));

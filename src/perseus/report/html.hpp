@@ -18,6 +18,9 @@ struct ReportData {
   std::string title = "Perseus report";
   // Shown under the title as "key: value" (profile, GPU, time unit, ...), in order.
   std::vector<std::pair<std::string, std::string>> settings;
+  // How well a measured profile's energies are known (profile::describe), one line each; shown
+  // under the settings.
+  std::vector<std::string> profile_error;
   std::string schedule;
   int num_stages = 0;
   int num_microbatches = 0;

@@ -21,7 +21,9 @@ double saving(const SavingRow& r, const plan::TimeEnergy& all_max) {
 
 std::string bar_label(const SavingRow& r, const plan::TimeEnergy& all_max) {
   if (!r.value) return r.note;
-  return num(saving(r, all_max), 2) + " % at " + (r.value->time_s >= all_max.time_s ? "+" : "") +
+  const std::string error = r.stderr_points ? " ± " + num(*r.stderr_points, 2) : "";
+  return num(saving(r, all_max), 2) + error + " % at " +
+         (r.value->time_s >= all_max.time_s ? "+" : "") +
          num(100.0 * (r.value->time_s / all_max.time_s - 1.0), 2) + " % time";
 }
 
