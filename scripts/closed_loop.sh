@@ -11,7 +11,8 @@
 # --gpu GPU`) with a realistic energy counter (100 ms refresh, 4 ms reads). Environment:
 # PERSEUS_SIM_OPTS adds options to every `simulate-training` (e.g. "--counter ideal" or
 # "--attribution deltas"), PERSEUS_SYNTH_OPTS to `profile synth` (e.g. "--forward-time 0.003",
-# or "--virtual-stages 2 --split-backward" for the schedules below), PERSEUS_PROFILER_ARGS fields
+# or "--virtual-stages 2 --split-backward" for the schedules below), PERSEUS_GPUS_PROFILE a
+# profile CSV the simulated GPUs run instead of the synthetic one, PERSEUS_PROFILER_ARGS fields
 # to the profiler's arguments (e.g. '"target_stderr": 0.005'), PERSEUS_SCHEDULE the pipeline
 # schedule of every step (default 1f1b; e.g. zbv, with its default stages per GPU).
 set -euo pipefail
@@ -31,8 +32,12 @@ url=$(grep -o 'http://[0-9.:]*' "$out/server.log")
 echo "server        $url (store $out/store.sqlite)"
 
 # The simulated GPUs: the embedded default profile (what a real cluster would be measured as).
-"$perseus" profile synth --gpu "$gpu" --stages "$gpus" --out "$out/gpus.csv" \
-  ${PERSEUS_SYNTH_OPTS:-} >/dev/null
+if [[ -n ${PERSEUS_GPUS_PROFILE:-} ]]; then
+  cp "$PERSEUS_GPUS_PROFILE" "$out/gpus.csv"
+else
+  "$perseus" profile synth --gpu "$gpu" --stages "$gpus" --out "$out/gpus.csv" \
+    ${PERSEUS_SYNTH_OPTS:-} >/dev/null
+fi
 simulate() {  # scheduler, scheduler args (JSON), output file, extra options...
   "$perseus" simulate-training --server "$url" --profile "$out/gpus.csv" \
     --microbatches "$microbatches" --blocking-power "${blocking[$gpu]}" --quiet \

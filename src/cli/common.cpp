@@ -127,25 +127,27 @@ schedule::Schedule resolve_schedule(const ScheduleOptions& o, const profile::Pro
   return options_schedule(o, num_stages, num_microbatches);
 }
 
-SavingError saving_error_points(const profile::Profile& profile, const schedule::Schedule& schedule,
-                                const std::vector<plan::FrequencyPlan>& plans,
-                                double blocking_power_w) {
+SavingErrorOf saving_error_of(const profile::Profile& profile, const schedule::Schedule& schedule,
+                              const std::vector<plan::FrequencyPlan>& plans,
+                              double blocking_power_w) {
   return [&profile, &schedule, &plans, blocking_power_w,
-          all_max = plan::all_max_plan(profile, schedule)](std::size_t i) -> std::optional<double> {
-    const std::optional<double> e =
-        plan::saving_stderr(profile, schedule, plans.at(i), all_max, blocking_power_w);
-    return e ? std::optional(100.0 * *e) : std::nullopt;
+          all_max = plan::all_max_plan(profile, schedule)](std::size_t i) {
+    return plan::saving_error(profile, schedule, plans.at(i), all_max, blocking_power_w);
   };
 }
 
 void print_comparison(const plan::Evaluation& ev, const plan::Evaluation& all_max, std::FILE* to,
-                      std::optional<double> saving_stderr) {
+                      const plan::SavingError& error) {
   std::fprintf(to, "time_s %.6f\nenergy_j %.4f\nall_max_time_s %.6f\nall_max_energy_j %.4f\n",
                ev.time_s, ev.energy_j, all_max.time_s, all_max.energy_j);
   std::fprintf(to, "energy_saving_percent %.3f\n",
                percent(all_max.energy_j - ev.energy_j, all_max.energy_j));
-  if (saving_stderr)
-    std::fprintf(to, "energy_saving_stderr_percent %.3f\n", 100.0 * *saving_stderr);
+  if (error.standard_error) {
+    std::fprintf(to, "energy_saving_stderr_percent %.3f\n", 100.0 * *error.standard_error);
+  }
+  if (error.pooling_bound) {
+    std::fprintf(to, "energy_saving_pooling_bound_percent %.3f\n", 100.0 * *error.pooling_bound);
+  }
   std::fprintf(to, "slowdown_percent %.3f\n", percent(ev.time_s - all_max.time_s, all_max.time_s));
 }
 

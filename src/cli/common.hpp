@@ -12,6 +12,7 @@
 #include "perseus/plan/evaluate.hpp"
 #include "perseus/plan/frontier_query.hpp"
 #include "perseus/plan/plan_io.hpp"
+#include "perseus/plan/saving_error.hpp"
 #include "perseus/profile/profile.hpp"
 #include "perseus/schedule/catalog.hpp"
 #include "perseus/schedule/schedule.hpp"
@@ -79,19 +80,19 @@ schedule::Schedule resolve_schedule(const ScheduleOptions& o, const profile::Pro
 // says `what` needs it.
 void require_microbatches(int microbatches, const ScheduleOptions& o, const std::string& what);
 
-// The standard error of a frontier plan's saving against all-max, in points, by its index in
-// `plans` (plan::saving_stderr; nullopt where the profile's rows carry none). The profile,
+// How far each frontier plan's saving against all-max may be off given its profile's
+// measurement errors (plan::saving_error, fractions), by its index in `plans`. The profile,
 // schedule and plans must outlive it.
-using SavingError = std::function<std::optional<double>(std::size_t)>;
-SavingError saving_error_points(const profile::Profile& profile, const schedule::Schedule& schedule,
-                                const std::vector<plan::FrequencyPlan>& plans,
-                                double blocking_power_w);
+using SavingErrorOf = std::function<plan::SavingError(std::size_t)>;
+SavingErrorOf saving_error_of(const profile::Profile& profile, const schedule::Schedule& schedule,
+                              const std::vector<plan::FrequencyPlan>& plans,
+                              double blocking_power_w);
 
 // Prints time_s, energy_j, the all-max reference, the energy saving and the slowdown in %, one
-// `key value` line each, and where given the saving's standard error (a fraction, as
-// plan::saving_stderr returns it) as energy_saving_stderr_percent.
+// `key value` line each, and where known how far the saving may be off
+// (energy_saving_stderr_percent, energy_saving_pooling_bound_percent).
 void print_comparison(const plan::Evaluation& ev, const plan::Evaluation& all_max,
-                      std::FILE* to = stdout, std::optional<double> saving_stderr = std::nullopt);
+                      std::FILE* to = stdout, const plan::SavingError& error = {});
 // Where a command's summary goes: stderr when its output file is "-" (standard output carries
 // the file), else stdout.
 std::FILE* summary_stream(const std::string& out);

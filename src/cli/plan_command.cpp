@@ -46,32 +46,50 @@ struct ExportArgs {
   std::optional<double> every;
 };
 
+// A fraction in points with two decimals ("-" when unknown).
+std::string points(std::optional<double> fraction) {
+  if (!fraction) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", 100.0 * *fraction);
+  return buf;
+}
+
 // All-max, the fastest plan, the cheapest within +1, +2, +5 and +10 % of all-max, and the plan
-// with the least energy: Pareto rows only; with each saving's standard error where the profile's
-// rows carry theirs (in points).
-void print_summary(const plan::FrontierQuery& q, const SavingError& error) {
-  const bool with_error = error(q.fastest()).has_value();
+// with the least energy: Pareto rows only; with how far each saving may be off where the
+// profile's rows say (points): its standard error, and the bound pooled rows put on it.
+void print_summary(const plan::FrontierQuery& q, const SavingErrorOf& error_of) {
+  std::vector<std::pair<std::string, std::size_t>> shown = {{"fastest", q.fastest()}};
+  for (double pct : {1.0, 2.0, 5.0, 10.0}) {
+    auto i = q.within(q.all_max().time_s * (1.0 + pct / 100.0));
+    if (i && *i != q.fastest()) {
+      shown.emplace_back("within +" + std::to_string(static_cast<int>(pct)) + "%", *i);
+    }
+  }
+  shown.emplace_back("least energy", q.min_energy());
+  std::vector<plan::SavingError> errors;
+  bool with_stderr = false, with_pooling = false;
+  for (const auto& [name, i] : shown) {
+    errors.push_back(error_of(i));
+    with_stderr = with_stderr || errors.back().standard_error;
+    with_pooling = with_pooling || errors.back().pooling_bound.value_or(0.0) > 0.0;
+  }
   std::printf("%zu Pareto-optimal plans (evaluated time and energy)\n", q.pareto().size());
-  std::printf("%-22s %10s %12s %10s %10s%s\n", "plan", "time (s)", "energy (J)", "time +%",
-              "saving %", with_error ? "   +- (std. error)" : "");
+  std::printf("%-22s %10s %12s %10s %10s%s%s\n", "plan", "time (s)", "energy (J)", "time +%",
+              "saving %", with_stderr ? "  +- std. error" : "",
+              with_pooling ? "  +- pooled rows (bound)" : "");
   const auto& all_max = q.all_max();
   std::printf("%-22s %10.4f %12.2f %10s %10s\n", "all-max", all_max.time_s, all_max.energy_j, "-",
               "-");
-  auto row = [&](const std::string& name, std::size_t i) {
+  for (std::size_t k = 0; k < shown.size(); ++k) {
+    const auto& [name, i] = shown[k];
     const auto& r = q.row(i);
     std::printf("%-22s %10.4f %12.2f %+10.2f %10.2f", (name + " #" + std::to_string(i)).c_str(),
                 r.evaluated_time_s, r.evaluated_energy_j, 100.0 * q.slowdown(i),
                 100.0 * q.saving(i));
-    const std::optional<double> e = with_error ? error(i) : std::nullopt;
-    if (e) std::printf("   %.2f", *e);
+    if (with_stderr) std::printf(" %15s", points(errors[k].standard_error).c_str());
+    if (with_pooling) std::printf(" %24s", points(errors[k].pooling_bound).c_str());
     std::printf("\n");
-  };
-  row("fastest", q.fastest());
-  for (double pct : {1.0, 2.0, 5.0, 10.0}) {
-    auto i = q.within(all_max.time_s * (1.0 + pct / 100.0));
-    if (i && *i != q.fastest()) row("within +" + std::to_string(static_cast<int>(pct)) + "%", *i);
   }
-  row("least energy", q.min_energy());
 }
 
 void run_plan(const PlanArgs& a) {
@@ -118,7 +136,7 @@ void run_plan(const PlanArgs& a) {
   print_measurement_error(prof, "profile ");
   const plan::StoredFrontier stored = plan::read_frontier(out);
   print_summary(plan::FrontierQuery(stored),
-                saving_error_points(prof, sched, stored.plans, a.blocking_power));
+                saving_error_of(prof, sched, stored.plans, a.blocking_power));
 }
 
 void run_evaluate(const EvaluateArgs& a) {
@@ -130,7 +148,7 @@ void run_evaluate(const EvaluateArgs& a) {
   const plan::FrequencyPlan all_max_clocks = plan::all_max_plan(prof, sched);
   auto base = plan::evaluate(prof, sched, all_max_clocks, blocking);
   print_comparison(ev, base, stdout,
-                   plan::saving_stderr(prof, sched, p.frequencies, all_max_clocks, blocking));
+                   plan::saving_error(prof, sched, p.frequencies, all_max_clocks, blocking));
 }
 
 // Writes plan i and says which plan it is (FrontierQuery::describe, then " -> file").

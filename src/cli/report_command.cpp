@@ -100,15 +100,18 @@ report::FrontierChartData frontier_data(const Inputs& in, const plan::FrontierQu
 }
 
 // Frontier plan i's row, with its saving's standard error.
-report::SavingRow perseus_row(const plan::FrontierQuery& q, const SavingError& error,
+report::SavingRow perseus_row(const plan::FrontierQuery& q, const SavingErrorOf& error,
                               const std::string& label, std::size_t i) {
   report::SavingRow row{label, row_value(q, i), "frontier plan #" + std::to_string(i), false};
-  row.stderr_points = error(i);
+  const plan::SavingError e = error(i);
+  auto points = [](std::optional<double> f) { return f ? std::optional(100.0 * *f) : f; };
+  row.stderr_points = points(e.standard_error);
+  row.pooling_points = points(e.pooling_bound);
   return row;
 }
 
 // The cheapest plan within `bound_s`, or a row saying there is none.
-report::SavingRow perseus_within(const plan::FrontierQuery& q, const SavingError& error,
+report::SavingRow perseus_within(const plan::FrontierQuery& q, const SavingErrorOf& error,
                                  const std::string& label, double bound_s) {
   auto i = q.within(bound_s);
   if (!i) {
@@ -123,7 +126,7 @@ report::SavingRow perseus_within(const plan::FrontierQuery& q, const SavingError
 // +0, +1, +2, +5, +10 % and the least energy; then each baseline above Perseus at its time.
 std::vector<report::SavingRow> saving_rows(const plan::FrontierQuery& q,
                                            const report::FrontierChartData& d,
-                                           const SavingError& error) {
+                                           const SavingErrorOf& error) {
   std::vector<report::SavingRow> rows;
   for (double pct : {0.0, 1.0, 2.0, 5.0, 10.0}) {
     rows.push_back(perseus_within(q, error, "Perseus within +" + num(pct, 0) + " %",
@@ -174,8 +177,8 @@ report::ReportData report_data(const ReportArgs& a, const Inputs& in, const plan
   d.num_stages = f.num_stages;
   d.num_microbatches = f.num_microbatches;
   d.frontier = frontier_data(in, q, a.eta, shown);
-  d.savings = saving_rows(
-      q, d.frontier, saving_error_points(in.profile, in.schedule, f.plans, in.blocking_power_w));
+  d.savings = saving_rows(q, d.frontier,
+                          saving_error_of(in.profile, in.schedule, f.plans, in.blocking_power_w));
   d.fastest = {plan_name(fastest, fastest), row_value(q, fastest),
                shown == fastest ? "the frontier's fastest plan, drawn in the timeline"
                                 : "the frontier's fastest plan"};

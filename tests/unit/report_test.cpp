@@ -306,8 +306,16 @@ TEST(ReportHtml, AMeasuredProfileShowsItsErrorsAndEachSavingsStandardError) {
   EXPECT_EQ(html.find("std. error"), std::string::npos);
   d.savings[1].stderr_points = 0.06;
   d.profile_error = {"energy standard error: median 0.05 %", "energy pooling error: none"};
-  EXPECT_CONTAINS(saving_chart(d.savings, d.frontier.all_max), "20 ± 0.06 % at +4 % time");
+  std::string chart = saving_chart(d.savings, d.frontier.all_max);
+  EXPECT_CONTAINS(chart, "20 ± 0.06 % at +4 % time");
+  EXPECT_EQ(count(chart, "class=\"pooling-bound\""), 0u);
+  d.savings[1].pooling_points = 1.5;  // a whisker from 18.5 to 21.5 %
+  chart = saving_chart(d.savings, d.frontier.all_max);
+  EXPECT_EQ(count(chart, "<path class=\"pooling-bound\""), 1u);
+  EXPECT_CONTAINS(chart, "may move this saving by up to ± 1.5 points");
   html = render_report(d);
+  EXPECT_CONTAINS(html, "Whiskers: how far the profile");
+  EXPECT_CONTAINS(html, "saving ± 0.06 points (std. error), up to ± 1.5 from pooled rows");
   EXPECT_EQ(count(html, "<li>Measured profile: energy "), 2u);
   EXPECT_CONTAINS(html, "<ul class=\"profile-error\">");
   EXPECT_CONTAINS(html, "plan #3; saving ± 0.06 points (std. error)");

@@ -1,5 +1,5 @@
-// The standard error of a plan's saving from its profile rows' standard errors
-// (perseus/plan/saving_error.hpp).
+// How far a plan's saving may be off given its profile's measurement errors
+// (perseus/plan/saving_error.hpp): the standard error and the pooling bound.
 #include "perseus/plan/saving_error.hpp"
 
 #include <cmath>
@@ -10,19 +10,22 @@
 namespace perseus::plan {
 namespace {
 
-// One stage, forward and backward at 1000 and 500 MHz, each row with its relative standard error.
-profile::Profile measured(bool backward_at_500_has_error = true) {
+// One stage, forward and backward at 1000 and 500 MHz, each row with its relative standard
+// error and pooling error (the backward at 500 MHz without them when `complete` is false).
+profile::Profile measured(bool complete = true) {
   profile::Profile p("measured.csv");
-  auto row = [](int mhz, double time, double energy, std::optional<double> rse) {
+  auto row = [](int mhz, double time, double energy, std::optional<double> rse,
+                std::optional<double> pooling) {
     profile::Measurement m{mhz, time, energy, 0};
     m.energy_stderr = rse;
+    m.energy_pooling_error = pooling;
     return m;
   };
-  p.add(0, "forward", row(1000, 0.1, 10.0, 0.01));
-  p.add(0, "forward", row(500, 0.2, 8.0, 0.02));
-  p.add(0, "backward", row(1000, 0.2, 20.0, 0.01));
-  p.add(0, "backward",
-        row(500, 0.4, 16.0, backward_at_500_has_error ? 0.03 : std::optional<double>()));
+  p.add(0, "forward", row(1000, 0.1, 10.0, 0.01, 0.1));
+  p.add(0, "forward", row(500, 0.2, 8.0, 0.02, 0.1));
+  p.add(0, "backward", row(1000, 0.2, 20.0, 0.01, 0.05));
+  const std::optional<double> none;
+  p.add(0, "backward", row(500, 0.4, 16.0, complete ? 0.03 : none, complete ? 0.0 : none));
   return p;
 }
 
@@ -31,8 +34,9 @@ FrequencyPlan clocks(int forward, int backward) {
   return {{forward, backward, forward, backward}};
 }
 
-TEST(SavingError, PropagatesEachRowsErrorToTheSaving) {
-  const schedule::Schedule sched = schedule::make_1f1b(1, 2);
+const schedule::Schedule kSchedule = schedule::make_1f1b(1, 2);
+
+TEST(SavingError, PropagatesEachRowsStandardErrorToTheSaving) {
   // All-max: 2 x 10 + 2 x 20 = 60 J; the plan, forwards at 500 MHz: 2 x 8 + 2 x 20 = 56 J.
   // Variances (J^2): forward 1000 (0.1)^2, forward 500 (0.16)^2, backward 1000 (0.2)^2, each
   // row's count squared: Var(E_plan) = 4 x 0.0256 + 4 x 0.04, Var(E_max) = 4 x 0.01 + 4 x 0.04,
@@ -40,27 +44,41 @@ TEST(SavingError, PropagatesEachRowsErrorToTheSaving) {
   // method: Var(E_plan)/60^2 + 56^2 Var(E_max)/60^4 - 2 x 56 Cov/60^3.
   const double expected =
       std::sqrt(0.2624 / 3600.0 + 3136.0 * 0.2 / 12960000.0 - 2.0 * 56.0 * 0.16 / 216000.0);
-  const std::optional<double> e =
-      saving_stderr(measured(), sched, clocks(500, 1000), clocks(1000, 1000), 0.0);
-  ASSERT_TRUE(e.has_value());
-  EXPECT_NEAR(*e, expected, 1e-12);
-  EXPECT_NEAR(*e, 0.00619, 1e-5);
+  const SavingError e =
+      saving_error(measured(), kSchedule, clocks(500, 1000), clocks(1000, 1000), 0.0);
+  ASSERT_TRUE(e.standard_error.has_value());
+  EXPECT_NEAR(*e.standard_error, expected, 1e-12);
+  EXPECT_NEAR(*e.standard_error, 0.00619, 1e-5);
+}
+
+TEST(SavingError, BoundsWhatPooledRowsMayMoveTheSaving) {
+  // A row moving by d moves the saving by d (n_plan - 56/60 n_max) / 60: the forwards at 1000
+  // MHz (bound 1 J) by 1.8667 d / 60, at 500 MHz (0.8 J) by 2 d / 60, the shared backwards at
+  // 1000 MHz (1 J) by only 0.1333 d / 60: (1.8667 + 1.6 + 0.1333) / 60 = 0.06.
+  const SavingError e =
+      saving_error(measured(), kSchedule, clocks(500, 1000), clocks(1000, 1000), 0.0);
+  ASSERT_TRUE(e.pooling_bound.has_value());
+  EXPECT_NEAR(*e.pooling_bound, 0.06, 1e-12);
 }
 
 TEST(SavingError, IsNoneForThePlanAgainstItself) {
   // Every row shared: the two energies err together, and the saving (0) not at all.
-  const schedule::Schedule sched = schedule::make_1f1b(1, 2);
-  const std::optional<double> e =
-      saving_stderr(measured(), sched, clocks(500, 500), clocks(500, 500), 50.0);
-  ASSERT_TRUE(e.has_value());
-  EXPECT_NEAR(*e, 0.0, 1e-12);
+  const SavingError e =
+      saving_error(measured(), kSchedule, clocks(500, 500), clocks(500, 500), 50.0);
+  ASSERT_TRUE(e.standard_error && e.pooling_bound);
+  EXPECT_NEAR(*e.standard_error, 0.0, 1e-12);
+  EXPECT_NEAR(*e.pooling_bound, 0.0, 1e-12);
 }
 
 TEST(SavingError, IsUnknownWhereARowThePlanRunsAtHasNone) {
-  const schedule::Schedule sched = schedule::make_1f1b(1, 2);
-  EXPECT_FALSE(saving_stderr(measured(false), sched, clocks(500, 500), clocks(1000, 1000), 0.0));
+  SavingError e =
+      saving_error(measured(false), kSchedule, clocks(500, 500), clocks(1000, 1000), 0.0);
+  EXPECT_FALSE(e.standard_error);
+  EXPECT_FALSE(e.pooling_bound);
   // A row no plan runs at does not matter.
-  EXPECT_TRUE(saving_stderr(measured(false), sched, clocks(500, 1000), clocks(1000, 1000), 0.0));
+  e = saving_error(measured(false), kSchedule, clocks(500, 1000), clocks(1000, 1000), 0.0);
+  EXPECT_TRUE(e.standard_error);
+  EXPECT_TRUE(e.pooling_bound);
 }
 
 }  // namespace

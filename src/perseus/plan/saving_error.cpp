@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <utility>
 
 namespace perseus::plan {
 
@@ -29,39 +30,45 @@ RowUse row_use(const profile::Profile& profile, const schedule::Schedule& schedu
   return use;
 }
 
-// The variance of one row's energy (J^2); nullopt without a standard error.
-std::optional<double> row_variance(const profile::Measurement& row) {
-  if (!row.energy_stderr) return std::nullopt;
-  const double sd = *row.energy_stderr * row.energy_j;
-  return sd * sd;
+// The sum over the rows of term(row error in J, count in the plan, count in the baseline);
+// nullopt when a row has no such error.
+template <typename Term>
+std::optional<double> over_rows(
+    const std::map<const profile::Measurement*, std::pair<double, double>>& counts,
+    std::optional<double> profile::Measurement::*relative_error, const Term& term) {
+  double sum = 0.0;
+  for (const auto& [row, n] : counts) {
+    const std::optional<double> relative = row->*relative_error;
+    if (!relative) return std::nullopt;
+    sum += term(*relative * row->energy_j, n.first, n.second);
+  }
+  return sum;
 }
 
 }  // namespace
 
-std::optional<double> saving_stderr(const profile::Profile& profile,
-                                    const schedule::Schedule& schedule, const FrequencyPlan& plan,
-                                    const FrequencyPlan& baseline, double blocking_power_w) {
+SavingError saving_error(const profile::Profile& profile, const schedule::Schedule& schedule,
+                         const FrequencyPlan& plan, const FrequencyPlan& baseline,
+                         double blocking_power_w) {
   const schedule::Dag dag(schedule);
   const RowUse p = row_use(profile, schedule, dag, plan, blocking_power_w);
   const RowUse b = row_use(profile, schedule, dag, baseline, blocking_power_w);
-  // Var(E_p), Var(E_b) and Cov(E_p, E_b): each row's variance times the counts that use it.
   std::map<const profile::Measurement*, std::pair<double, double>> counts;
   for (const auto& [row, n] : p.count) counts[row].first = n;
   for (const auto& [row, n] : b.count) counts[row].second = n;
-  double var_p = 0.0, var_b = 0.0, cov = 0.0;
-  for (const auto& [row, n] : counts) {
-    const std::optional<double> v = row_variance(*row);
-    if (!v) return std::nullopt;
-    var_p += n.first * n.first * *v;
-    var_b += n.second * n.second * *v;
-    cov += n.first * n.second * *v;
-  }
   const double ep = p.evaluation.energy_j, eb = b.evaluation.energy_j;
-  if (!(eb > 0.0)) return std::nullopt;
-  // s = 1 - E_p / E_b: ds/dE_p = -1 / E_b, ds/dE_b = E_p / E_b^2.
-  const double gp = -1.0 / eb, gb = ep / (eb * eb);
-  const double variance = gp * gp * var_p + gb * gb * var_b + 2.0 * gp * gb * cov;
-  return std::sqrt(std::max(0.0, variance));
+  if (!(eb > 0.0)) return {};
+  // s = 1 - E_p / E_b: a row whose energy moves by d moves s by -d (n_p - (E_p / E_b) n_b) / E_b.
+  auto weight = [&](double np, double nb) { return (np - ep / eb * nb) / eb; };
+  SavingError out;
+  const std::optional<double> variance =
+      over_rows(counts, &profile::Measurement::energy_stderr,
+                [&](double sd, double np, double nb) { return std::pow(sd * weight(np, nb), 2); });
+  if (variance) out.standard_error = std::sqrt(*variance);
+  out.pooling_bound = over_rows(
+      counts, &profile::Measurement::energy_pooling_error,
+      [&](double bound, double np, double nb) { return bound * std::abs(weight(np, nb)); });
+  return out;
 }
 
 }  // namespace perseus::plan

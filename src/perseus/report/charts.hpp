@@ -54,8 +54,9 @@ struct SavingRow {
   std::optional<plan::TimeEnergy> value;
   std::string note;
   bool baseline = false;  // drawn grey, above the Perseus row it is compared with
-  // The saving's standard error in points (plan::saving_stderr), where the profile has errors.
-  std::optional<double> stderr_points{};
+  // How far the saving may be off, in points, where the profile has errors (plan::SavingError):
+  // its standard error, and the bound pooled rows put on it (shown when above 0).
+  std::optional<double> stderr_points{}, pooling_points{};
 };
 
 std::string frontier_chart(const FrontierChartData& data);

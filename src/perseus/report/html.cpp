@@ -1,5 +1,6 @@
 #include "perseus/report/html.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -120,9 +121,11 @@ Element savings_table(const ReportData& d) {
       rows.push_back(row({r.label, "–", "–", "–", "–", r.note}));
       continue;
     }
-    const std::string note =
-        r.stderr_points ? r.note + "; saving ± " + num(*r.stderr_points, 2) + " points (std. error)"
-                        : r.note;
+    std::string note = r.note;
+    if (r.stderr_points) note += "; saving ± " + num(*r.stderr_points, 2) + " points (std. error)";
+    if (r.pooling_points.value_or(0.0) > 0.0) {
+      note += ", up to ± " + num(*r.pooling_points, 2) + " from pooled rows";
+    }
     rows.push_back(plan_row({r.label, *r.value, note}, ref, r.baseline ? "baseline" : ""));
   }
   return table(
@@ -187,10 +190,22 @@ std::string cluster_text(const ReportData& d) {
          (d.cluster_assumed ? " (assumed: give --gpus or --pipelines for your cluster)" : "");
 }
 
-std::string saving_caption() {
-  return "Blue: the cheapest Perseus frontier plan within each slowdown of all-max's iteration "
-         "time, and the plan with the least energy. Grey: each baseline, directly above Perseus "
-         "at that baseline's own iteration time, so every pair runs equally fast.";
+std::string saving_caption(const ReportData& d) {
+  std::string caption =
+      "Blue: the cheapest Perseus frontier plan within each slowdown of all-max's iteration "
+      "time, and the plan with the least energy. Grey: each baseline, directly above Perseus "
+      "at that baseline's own iteration time, so every pair runs equally fast.";
+  if (std::any_of(d.savings.begin(), d.savings.end(),
+                  [](const SavingRow& r) { return r.stderr_points.has_value(); })) {
+    caption += " ±: the saving's standard error from the measured profile's rows.";
+  }
+  if (std::any_of(d.savings.begin(), d.savings.end(),
+                  [](const SavingRow& r) { return r.pooling_points.value_or(0.0) > 0.0; })) {
+    caption +=
+        " Whiskers: how far the profile's pooled rows (instructions the energy counter "
+        "could not tell apart) may move the saving, a bound rather than a spread.";
+  }
+  return caption;
 }
 
 Element figure(const std::string& chart, std::string_view caption) {
@@ -242,7 +257,7 @@ std::string render_report(const ReportData& d, const Charts& charts) {
   if (auto errors = profile_error_list(d)) header.add(std::move(*errors));
   main.add(std::move(header));
   main.add(section("saving", "What each slowdown saves")
-               .add(figure(charts.saving, saving_caption()))
+               .add(figure(charts.saving, saving_caption(d)))
                .add(savings_table(d)));
   if (!d.measured.empty()) {
     main.add(section("measured", "Measured in the closed loop")
