@@ -25,7 +25,7 @@ profile::Profile measured(bool complete = true) {
   p.add(0, "forward", row(500, 0.2, 8.0, 0.02, 0.1));
   p.add(0, "backward", row(1000, 0.2, 20.0, 0.01, 0.05));
   const std::optional<double> none;
-  p.add(0, "backward", row(500, 0.4, 16.0, complete ? 0.03 : none, complete ? 0.0 : none));
+  p.add(0, "backward", row(500, 0.4, 16.0, complete ? 0.03 : none, complete ? 0.05 : none));
   return p;
 }
 
@@ -52,13 +52,20 @@ TEST(SavingError, PropagatesEachRowsStandardErrorToTheSaving) {
 }
 
 TEST(SavingError, BoundsWhatPooledRowsMayMoveTheSaving) {
-  // A row moving by d moves the saving by d (n_plan - 56/60 n_max) / 60: the forwards at 1000
-  // MHz (bound 1 J) by 1.8667 d / 60, at 500 MHz (0.8 J) by 2 d / 60, the shared backwards at
-  // 1000 MHz (1 J) by only 0.1333 d / 60: (1.8667 + 1.6 + 0.1333) / 60 = 0.06.
-  const SavingError e =
-      saving_error(measured(), kSchedule, clocks(500, 1000), clocks(1000, 1000), 0.0);
+  // A row moving by d moves the saving by d (n_plan - 56/60 n_max) / 60. Pooling takes from the
+  // forward at a clock what it gives the backward (d_F = -d_B), each within its bound (forwards
+  // 1 J at 1000 MHz and 0.8 J at 500, backwards 1 J and 0.8 J): at 1000 MHz the forwards weigh
+  // -1.8667 / 60 and the backwards 0.1333 / 60, so at most 1 x 2 / 60; at 500 MHz the forwards
+  // 2 / 60 and the backwards none, at most 0.8 x 2 / 60. Together 3.6 / 60 = 0.06.
+  SavingError e = saving_error(measured(), kSchedule, clocks(500, 1000), clocks(1000, 1000), 0.0);
   ASSERT_TRUE(e.pooling_bound.has_value());
   EXPECT_NEAR(*e.pooling_bound, 0.06, 1e-12);
+  // A plan that keeps each clock's forwards and backwards together: what pooling takes from one
+  // it gives the other at the same weight, and the saving does not move (each row alone within
+  // its bound: 6.4 / 60).
+  e = saving_error(measured(), kSchedule, clocks(500, 500), clocks(1000, 1000), 0.0);
+  ASSERT_TRUE(e.pooling_bound.has_value());
+  EXPECT_NEAR(*e.pooling_bound, 0.0, 1e-12);
 }
 
 TEST(SavingError, IsNoneForThePlanAgainstItself) {

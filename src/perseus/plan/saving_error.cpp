@@ -30,17 +30,73 @@ RowUse row_use(const profile::Profile& profile, const schedule::Schedule& schedu
   return use;
 }
 
-// The sum over the rows of term(row error in J, count in the plan, count in the baseline);
-// nullopt when a row has no such error.
-template <typename Term>
-std::optional<double> over_rows(
-    const std::map<const profile::Measurement*, std::pair<double, double>>& counts,
-    std::optional<double> profile::Measurement::*relative_error, const Term& term) {
+// The standard error: the root of the sum of (row's standard error in J x its weight)^2;
+// nullopt when a used row has none.
+std::optional<double> standard_error(const std::map<const profile::Measurement*, double>& weight) {
+  double variance = 0.0;
+  for (const auto& [row, w] : weight) {
+    if (!row->energy_stderr) return std::nullopt;
+    variance += std::pow(*row->energy_stderr * row->energy_j * w, 2);
+  }
+  return std::sqrt(variance);
+}
+
+// One row of a pooling group: its weight in the saving and its pooling error in J.
+struct Member {
+  double weight, bound;
+};
+
+// The most sum(weight x d) can be over |d| <= bound with sum(d) = 0: by LP duality the least
+// over lambda of sum(bound |weight - lambda|), reached at the bound-weighted median of the
+// weights. O(members log members).
+double group_bound(std::vector<Member> members) {
+  std::sort(members.begin(), members.end(),
+            [](const Member& a, const Member& b) { return a.weight < b.weight; });
+  double total = 0.0;
+  for (const Member& m : members) total += m.bound;
+  double below = 0.0, lambda = 0.0;
+  for (const Member& m : members) {
+    below += m.bound;
+    lambda = m.weight;
+    if (below >= 0.5 * total) break;
+  }
   double sum = 0.0;
-  for (const auto& [row, n] : counts) {
-    const std::optional<double> relative = row->*relative_error;
-    if (!relative) return std::nullopt;
-    sum += term(*relative * row->energy_j, n.first, n.second);
+  for (const Member& m : members) sum += m.bound * std::abs(m.weight - lambda);
+  return sum;
+}
+
+// The pooling bound over every (rank, clock) group of profile rows, given each used row's
+// weight in the saving; nullopt when a used row has no pooling error. A group whose rows all
+// carry one was measured in windows that ran each of its instructions equally often (once per
+// microbatch), where a pooled power takes from one instruction what it gives another: their
+// errors in J sum to 0. A group with a row without one gets no such constraint.
+std::optional<double> pooling_bound(const profile::Profile& profile,
+                                    const schedule::Schedule& schedule,
+                                    const std::map<const profile::Measurement*, double>& weight) {
+  std::map<std::pair<int, int>, std::vector<Member>> groups;
+  std::map<std::pair<int, int>, bool> constrained;
+  for (const auto& [key, rows] : profile.all()) {
+    if (key.first >= static_cast<int>(schedule.stage_rank.size())) continue;
+    for (const profile::Measurement& row : rows) {
+      const std::pair<int, int> group{schedule.stage_rank[key.first], row.frequency_mhz};
+      const auto w = weight.find(&row);
+      const double used = w == weight.end() ? 0.0 : w->second;
+      constrained.try_emplace(group, true);
+      if (!row.energy_pooling_error) {
+        if (w != weight.end()) return std::nullopt;
+        constrained[group] = false;
+        continue;
+      }
+      groups[group].push_back({used, *row.energy_pooling_error * row.energy_j});
+    }
+  }
+  double sum = 0.0;
+  for (auto& [group, members] : groups) {
+    if (constrained[group]) {
+      sum += group_bound(std::move(members));
+      continue;
+    }
+    for (const Member& m : members) sum += m.bound * std::abs(m.weight);
   }
   return sum;
 }
@@ -53,22 +109,14 @@ SavingError saving_error(const profile::Profile& profile, const schedule::Schedu
   const schedule::Dag dag(schedule);
   const RowUse p = row_use(profile, schedule, dag, plan, blocking_power_w);
   const RowUse b = row_use(profile, schedule, dag, baseline, blocking_power_w);
-  std::map<const profile::Measurement*, std::pair<double, double>> counts;
-  for (const auto& [row, n] : p.count) counts[row].first = n;
-  for (const auto& [row, n] : b.count) counts[row].second = n;
   const double ep = p.evaluation.energy_j, eb = b.evaluation.energy_j;
   if (!(eb > 0.0)) return {};
-  // s = 1 - E_p / E_b: a row whose energy moves by d moves s by -d (n_p - (E_p / E_b) n_b) / E_b.
-  auto weight = [&](double np, double nb) { return (np - ep / eb * nb) / eb; };
-  SavingError out;
-  const std::optional<double> variance =
-      over_rows(counts, &profile::Measurement::energy_stderr,
-                [&](double sd, double np, double nb) { return std::pow(sd * weight(np, nb), 2); });
-  if (variance) out.standard_error = std::sqrt(*variance);
-  out.pooling_bound = over_rows(
-      counts, &profile::Measurement::energy_pooling_error,
-      [&](double bound, double np, double nb) { return bound * std::abs(weight(np, nb)); });
-  return out;
+  // s = 1 - E_p / E_b: a row whose energy moves by d moves s by -d (n_p - (E_p / E_b) n_b) / E_b,
+  // which the rows the two plans share correlate.
+  std::map<const profile::Measurement*, double> weight;
+  for (const auto& [row, n] : p.count) weight[row] += n / eb;
+  for (const auto& [row, n] : b.count) weight[row] -= ep / eb * n / eb;
+  return {standard_error(weight), pooling_bound(profile, schedule, weight)};
 }
 
 }  // namespace perseus::plan

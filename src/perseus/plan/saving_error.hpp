@@ -11,16 +11,22 @@
 // blocking power's own error is left out).
 //
 // Pooling bound: a pooled row's energy may lie anywhere within its pooling error of its own
-// (a bound, not a spread, that more measuring does not shrink); the bound is the farthest the
-// saving moves with every row at the end of its range that moves it most (first order). Pooling
-// errs alike at every occurrence, and not at all in a plan that runs a pooled group's
-// instructions as the measured windows did (every clock alike), so it matters where the plan
-// gives them different clocks: on a simulated H100 last stage whose forward draws 23 % more than
-// its backward (pooled, -12 % / +8 %), the plan with those forwards at 1410 MHz and backwards at
-// 1980 read 12.14 +- 0.04 % (bound 2.2) against 12.39 % (tests/cli/control_plane_counter.sh),
-// and in a profiling run of 8 microbatches frontier plans that slowed only those forwards read up
-// to 1.1 points too high, 18 of 37 beyond 3 standard errors, all within the bound.
-// Complexity: O(instructions) per plan.
+// (a bound, not a spread, that more measuring does not shrink), but the rows of one rank at one
+// clock were measured together, each instruction once per microbatch, and a pooled power takes
+// from one what it gives another: their errors in J sum to 0. The bound is the farthest the
+// saving moves under both (first order; per group the least over lambda of sum(bound x |weight -
+// lambda|), LP duality, at the bound-weighted median). So a plan that runs a pooled group's
+// instructions at one clock, as the profiling windows did, is not moved at all; pooling matters
+// where the plan gives them different clocks: on a simulated H100 last stage whose forward draws
+// 23 % more than its backward (pooled, -12 % / +8 %), the plan with those forwards at 1410 MHz
+// and backwards at 1980 read 12.14 +- 0.04 % (bound 2.2) against 12.39 %
+// (tests/cli/control_plane_counter.sh), and in a profiling run of 8 microbatches frontier plans
+// that slowed only those forwards read up to 1.1 points too high, 18 of 37 beyond 3 standard
+// errors, all within the bound (bench/saving_error_bench.sh). The bound takes each clock's
+// error as its own; a GPU whose forward-to-backward power ratio is the same at every clock errs
+// alike at each, and then far less (profiled with 12 microbatches: 0.14 points at most, a tenth
+// of the bound).
+// Complexity: O(instructions + profile rows) per plan.
 #pragma once
 
 #include <optional>
@@ -35,7 +41,8 @@ struct SavingError {
   // nullopt when some such row has no standard error.
   std::optional<double> standard_error;
   // The farthest pooling may move the saving (a fraction; 0 where no row either plan runs at is
-  // pooled); nullopt when some such row has no pooling error.
+  // pooled, or where each pooled group runs at one clock); nullopt when some such row has no
+  // pooling error.
   std::optional<double> pooling_bound;
 };
 
