@@ -134,7 +134,7 @@ void run_plan(const PlanArgs& a) {
       frontier.points.size(), seconds, a.cost_model.c_str(), frontier.min_cuts,
       frontier.stop_reason.c_str(), a.out.c_str());
   print_measurement_error(prof, "profile ");
-  const plan::StoredFrontier stored = plan::read_frontier(out);
+  const plan::StoredFrontier stored = plan::stored_frontier(problem, frontier, all_max);
   print_summary(plan::FrontierQuery(stored),
                 saving_error_of(prof, sched, stored.plans, a.blocking_power));
 }
