@@ -41,7 +41,7 @@ size=$(stat -c %s "$screenshot")
 # was measured, and gives each Perseus saving its standard error.
 "$perseus" profile synth --gpu a100 --stages 4 --out "$tmp/synth.csv" > /dev/null
 awk -F, -v OFS=, 'NR == 1 {print $0, "energy_stderr", "energy_pooling_error"; next}
-  {print $0, 0.004, ($1 == 3 && $2 == "forward") ? 0.08 : 0}' "$tmp/synth.csv" > "$tmp/measured.csv"
+  {print $0, 0.004, $1 != 3 ? 0 : $2 == "forward" ? 0.08 : 0.05}' "$tmp/synth.csv" > "$tmp/measured.csv"
 measured=$tmp/measured/report.html
 "$perseus" report --profile "$tmp/measured.csv" --blocking-power 83.64 --microbatches 6 \
   --out "$measured" --quiet
