@@ -43,10 +43,23 @@ plan::TimeEnergy time_energy(const plan::Evaluation& e) {
   return {e.time_s, e.energy_j};
 }
 
+// A saving's error in points, as the report shows it.
+report::SavingErrorPoints in_points(const plan::SavingError& e) {
+  auto points = [](std::optional<double> f) { return f ? std::optional(100.0 * *f) : f; };
+  return {points(e.standard_error), points(e.pooling_bound)};
+}
+
+// How far a baseline's saving may be off given the profile's errors (none without them).
+report::SavingErrorPoints baseline_error(const Inputs& in, const plan::FrequencyPlan& plan) {
+  return in_points(plan::saving_error(in.profile, in.schedule, plan,
+                                      plan::all_max_plan(in.profile, in.schedule),
+                                      in.blocking_power_w));
+}
+
 report::NamedPoint envpipe_point(const Inputs& in, baselines::EnvPipePolicy policy,
                                  const std::string& name) {
   auto r = baselines::envpipe(in.profile, in.schedule, in.blocking_power_w, policy);
-  return {name, time_energy(r.evaluation), r.stop_reason};
+  return {name, time_energy(r.evaluation), r.stop_reason, baseline_error(in, r.plan)};
 }
 
 using ZeusFn = baselines::ZeusSweep (*)(const profile::Profile&, const schedule::Schedule&, double,
@@ -64,6 +77,7 @@ report::NamedCurve zeus_curve(const Inputs& in, double eta, ZeusFn fn, const std
                                        : num(*lo, 0) + "-" + num(*hi, 0) + " W";
     c.note = "power limit " + range + ", chosen by η = " + num(eta, 2) + " among " +
              std::to_string(sweep.points.size()) + " limits";
+    c.chosen_error = baseline_error(in, sweep.points[sweep.chosen].plan);
   }
   return c;
 }
@@ -88,7 +102,7 @@ report::FrontierChartData frontier_data(const Inputs& in, const plan::FrontierQu
   d.baselines = {
       {"Uniform",
        time_energy(plan::evaluate(in.profile, in.schedule, uniform, in.blocking_power_w)),
-       "every instruction at its lowest-energy clock"}};
+       "every instruction at its lowest-energy clock", baseline_error(in, uniform)}};
   if (baselines::envpipe_applies(in.schedule)) {  // else the report leaves it out
     d.baselines.push_back(envpipe_point(in, baselines::EnvPipePolicy::kGreedy, "EnvPipe greedy"));
     d.baselines.push_back(
@@ -99,15 +113,11 @@ report::FrontierChartData frontier_data(const Inputs& in, const plan::FrontierQu
   return d;
 }
 
-// Frontier plan i's row, with its saving's standard error.
+// Frontier plan i's row, with how far its saving may be off.
 report::SavingRow perseus_row(const plan::FrontierQuery& q, const SavingErrorOf& error,
                               const std::string& label, std::size_t i) {
-  report::SavingRow row{label, row_value(q, i), "frontier plan #" + std::to_string(i), false};
-  const plan::SavingError e = error(i);
-  auto points = [](std::optional<double> f) { return f ? std::optional(100.0 * *f) : f; };
-  row.stderr_points = points(e.standard_error);
-  row.pooling_points = points(e.pooling_bound);
-  return row;
+  return {label, row_value(q, i), "frontier plan #" + std::to_string(i), false,
+          in_points(error(i))};
 }
 
 // The cheapest plan within `bound_s`, or a row saying there is none.
@@ -134,7 +144,7 @@ std::vector<report::SavingRow> saving_rows(const plan::FrontierQuery& q,
   }
   rows.push_back(perseus_row(q, error, "Perseus, least energy", q.min_energy()));
   for (const auto& b : d.chosen_baselines()) {
-    rows.push_back({b.name, b.value, b.note, true});
+    rows.push_back({b.name, b.value, b.note, true, b.error});
     rows.push_back(perseus_within(q, error, "Perseus at " + b.name + "'s time", b.value.time_s));
   }
   return rows;

@@ -51,6 +51,8 @@ grep -q '<li>Measured profile: energy standard error: median 0.40 %, worst 0.40 
   fail "the measured profile's report does not state its standard error"
 grep -q 'only the sum is measured, not each energy, of stage 3 forward (' "$measured" ||
   fail "the measured profile's report does not name the pooled rows"
+grep -q 'every instruction at its lowest-energy clock; saving ± [0-9.]* points (std. error)' \
+  "$measured" || fail "the measured profile's report gives the Uniform baseline no standard error"
 grep -Eq '>[0-9.]+ ± [0-9.]+ % at [-+0-9.]+ % time<' "$tmp/measured/saving.svg" &&
   grep -q '<path class="pooling-bound"' "$tmp/measured/saving.svg" ||
   fail "the measured profile's saving chart gives no standard error and pooling bound"

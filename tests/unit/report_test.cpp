@@ -304,12 +304,12 @@ TEST(ReportHtml, AMeasuredProfileShowsItsErrorsAndEachSavingsStandardError) {
   std::string html = render_report(d);
   EXPECT_EQ(html.find("<ul class=\"profile-error\">"), std::string::npos);  // no error columns
   EXPECT_EQ(html.find("std. error"), std::string::npos);
-  d.savings[1].stderr_points = 0.06;
+  d.savings[1].error.standard_error = 0.06;
   d.profile_error = {"energy standard error: median 0.05 %", "energy pooling error: none"};
   std::string chart = saving_chart(d.savings, d.frontier.all_max);
   EXPECT_CONTAINS(chart, "20 ± 0.06 % at +4 % time");
   EXPECT_EQ(count(chart, "class=\"pooling-bound\""), 0u);
-  d.savings[1].pooling_points = 1.5;  // a whisker from 18.5 to 21.5 %
+  d.savings[1].error.pooling_bound = 1.5;  // a whisker from 18.5 to 21.5 %
   chart = saving_chart(d.savings, d.frontier.all_max);
   EXPECT_EQ(count(chart, "<path class=\"pooling-bound\""), 1u);
   EXPECT_CONTAINS(chart, "may move this saving by up to ± 1.5 points");

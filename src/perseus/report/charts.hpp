@@ -21,11 +21,19 @@
 
 namespace perseus::report {
 
+// How far a plan's saving against all-max may be off, in points, where the profile has errors
+// (plan::SavingError): its standard error, and the bound pooled rows put on it (shown when
+// above 0).
+struct SavingErrorPoints {
+  std::optional<double> standard_error, pooling_bound;
+};
+
 // One plan scored by the evaluator, e.g. a baseline.
 struct NamedPoint {
   std::string name;
   plan::TimeEnergy value;
-  std::string note;  // shown in the table (e.g. EnvPipe's stop reason)
+  std::string note;           // shown in the table (e.g. EnvPipe's stop reason)
+  SavingErrorPoints error{};  // of its saving (baselines on a measured profile)
 };
 
 // A family of plans explored in order (e.g. Zeus' power limits), one of which was chosen.
@@ -34,6 +42,7 @@ struct NamedCurve {
   std::vector<plan::TimeEnergy> points;
   std::size_t chosen = 0;  // index into points
   std::string note;
+  SavingErrorPoints chosen_error{};  // of the chosen point's saving
 };
 
 struct FrontierChartData {
@@ -54,9 +63,7 @@ struct SavingRow {
   std::optional<plan::TimeEnergy> value;
   std::string note;
   bool baseline = false;  // drawn grey, above the Perseus row it is compared with
-  // How far the saving may be off, in points, where the profile has errors (plan::SavingError):
-  // its standard error, and the bound pooled rows put on it (shown when above 0).
-  std::optional<double> stderr_points{}, pooling_points{};
+  SavingErrorPoints error{};
 };
 
 std::string frontier_chart(const FrontierChartData& data);

@@ -155,7 +155,9 @@ std::vector<LegendEntry> legend_entries(const FrontierChartData& d) {
 std::vector<NamedPoint> FrontierChartData::chosen_baselines() const {
   std::vector<NamedPoint> out = baselines;
   for (const auto& c : curves) {
-    if (c.chosen < c.points.size()) out.push_back({c.name, c.points[c.chosen], c.note});
+    if (c.chosen < c.points.size()) {
+      out.push_back({c.name, c.points[c.chosen], c.note, c.chosen_error});
+    }
   }
   return out;
 }

@@ -122,9 +122,11 @@ Element savings_table(const ReportData& d) {
       continue;
     }
     std::string note = r.note;
-    if (r.stderr_points) note += "; saving ± " + num(*r.stderr_points, 2) + " points (std. error)";
-    if (r.pooling_points.value_or(0.0) > 0.0) {
-      note += ", up to ± " + num(*r.pooling_points, 2) + " from pooled rows";
+    const SavingErrorPoints& e = r.error;
+    if (e.standard_error)
+      note += "; saving ± " + num(*e.standard_error, 2) + " points (std. error)";
+    if (e.pooling_bound.value_or(0.0) > 0.0) {
+      note += ", up to ± " + num(*e.pooling_bound, 2) + " from pooled rows";
     }
     rows.push_back(plan_row({r.label, *r.value, note}, ref, r.baseline ? "baseline" : ""));
   }
@@ -196,11 +198,11 @@ std::string saving_caption(const ReportData& d) {
       "time, and the plan with the least energy. Grey: each baseline, directly above Perseus "
       "at that baseline's own iteration time, so every pair runs equally fast.";
   if (std::any_of(d.savings.begin(), d.savings.end(),
-                  [](const SavingRow& r) { return r.stderr_points.has_value(); })) {
+                  [](const SavingRow& r) { return r.error.standard_error.has_value(); })) {
     caption += " ±: the saving's standard error from the measured profile's rows.";
   }
   if (std::any_of(d.savings.begin(), d.savings.end(),
-                  [](const SavingRow& r) { return r.pooling_points.value_or(0.0) > 0.0; })) {
+                  [](const SavingRow& r) { return r.error.pooling_bound.value_or(0.0) > 0.0; })) {
     caption +=
         " Whiskers: how far the profile's pooled rows (instructions the energy counter "
         "could not tell apart) may move the saving, a bound rather than a spread.";

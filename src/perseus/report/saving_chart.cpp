@@ -23,7 +23,8 @@ double saving(const SavingRow& r, const plan::TimeEnergy& all_max) {
 
 std::string bar_label(const SavingRow& r, const plan::TimeEnergy& all_max) {
   if (!r.value) return r.note;
-  const std::string error = r.stderr_points ? " ± " + num(*r.stderr_points, 2) : "";
+  const auto& se = r.error.standard_error;
+  const std::string error = se ? " ± " + num(*se, 2) : "";
   return num(saving(r, all_max), 2) + error + " % at " +
          (r.value->time_s >= all_max.time_s ? "+" : "") +
          num(100.0 * (r.value->time_s / all_max.time_s - 1.0), 2) + " % time";
@@ -31,7 +32,7 @@ std::string bar_label(const SavingRow& r, const plan::TimeEnergy& all_max) {
 
 // How far pooled rows may move the row's saving, in points (0: not at all, or not known).
 double pooling(const SavingRow& r) {
-  return r.value ? r.pooling_points.value_or(0.0) : 0.0;
+  return r.value ? r.error.pooling_bound.value_or(0.0) : 0.0;
 }
 
 // The pooling bound as a whisker across the bar's end, from saving - bound to saving + bound.
