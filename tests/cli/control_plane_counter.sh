@@ -184,6 +184,9 @@ done | awk '{d = $1 - $4; if (d < 0) d = -d; n++; if (d <= 3 * $2 + $3) covered+
 read -r plans covered <<<"$pooled_counts"
 ((plans >= 10 && covered == plans)) ||
   fail "pooled: $covered of $plans plans' savings within 3 standard errors + the pooling bound"
+grep -q 'warn.*energy pooling error .*only the sum is measured, not each energy, of .*stage 3 forward' \
+  "$tmp/short/server.log" ||
+  fail "short: the server's log does not name the pooled instructions: $(grep -i pool "$tmp/short/server.log")"
 "$perseus" profile check --profile "$tmp/realistic/profile.csv" |
   grep -q "^  energy pooling error (.*): none, every instruction's power fitted on its own$" ||
   fail "profile check: the demo's profile, whose rows have powers of their own, read as pooled"

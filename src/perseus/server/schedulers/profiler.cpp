@@ -21,7 +21,8 @@
 // the blocking power measured over every window at the highest clock (`<csv>.blocking_power`) and a
 // summary (`<csv>.json`: rounds, measured seconds, worst error, why it stopped and each GPU's
 // lowest-energy clock, and the rows whose clock the GPU did not reach, e.g. held down by its power
-// limit, which the server also logs as a warning).
+// limit, which the server also logs as a warning). The instructions pooled beyond 5 %, whose own
+// energies the counter could not tell apart, get a warning in the log too.
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -30,6 +31,7 @@
 #include <tuple>
 
 #include "perseus/profile/csv.hpp"
+#include "perseus/profile/measurement_error.hpp"
 #include "perseus/profile/plausibility.hpp"
 #include "perseus/profile/profile.hpp"
 #include "perseus/server/schedulers/schedulers.hpp"
@@ -349,6 +351,10 @@ class Profiler : public Scheduler {
                   "or heat): their time and energy are those of the lower clock (" +
                   output_.string() + ".json, clocks_not_reached)");
       }
+      // Instructions whose own energies the counter could not tell apart: said where the
+      // operator looks first (perseus plan says it again).
+      const profile::MeasurementError error = profile::measurement_error(profile_);
+      if (!error.unsplit.empty()) log::warn(context_ + ": " + profile::describe(error).back());
       if (const auto blocking_w = blocking_power_w()) write_blocking_power(*blocking_w);
       log::info(context_ + ": wrote " + output_.string() + ": " + std::to_string(measured_) +
                 " clocks in " + std::to_string(rounds_) + " rounds (" + num(measured_s_, 1) +
