@@ -17,6 +17,7 @@
 #include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
 #include "perseus/util/progress.hpp"
+#include "perseus/util/text.hpp"
 
 namespace perseus::cli {
 
@@ -48,10 +49,7 @@ struct ExportArgs {
 
 // A fraction in points with two decimals ("-" when unknown).
 std::string points(std::optional<double> fraction) {
-  if (!fraction) return "-";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", 100.0 * *fraction);
-  return buf;
+  return fraction ? fixed(100.0 * *fraction, 2) : "-";
 }
 
 // All-max, the fastest plan, the cheapest within +1, +2, +5 and +10 % of all-max, and the plan

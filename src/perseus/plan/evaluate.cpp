@@ -71,7 +71,10 @@ std::vector<const profile::Measurement*> node_rows(const profile::Profile& profi
 
 NodeCosts node_costs(const profile::Profile& profile, const schedule::Schedule& schedule,
                      const schedule::Dag& dag, const FrequencyPlan& plan) {
-  const std::vector<const profile::Measurement*> rows = node_rows(profile, schedule, dag, plan);
+  return costs_of(node_rows(profile, schedule, dag, plan));
+}
+
+NodeCosts costs_of(const std::vector<const profile::Measurement*>& rows) {
   NodeCosts costs;
   costs.time_s.assign(rows.size(), 0.0);
   costs.energy_j.assign(rows.size(), 0.0);

@@ -52,6 +52,8 @@ struct NodeCosts {
   std::vector<double> time_s;
   std::vector<double> energy_j;
 };
+// The time and energy of node_rows' rows (0 where a node has none).
+NodeCosts costs_of(const std::vector<const profile::Measurement*>& rows);
 // Throws as node_rows.
 NodeCosts node_costs(const profile::Profile& profile, const schedule::Schedule& schedule,
                      const schedule::Dag& dag, const FrequencyPlan& plan);

@@ -18,15 +18,13 @@ struct RowUse {
 RowUse row_use(const profile::Profile& profile, const schedule::Schedule& schedule,
                const schedule::Dag& dag, const FrequencyPlan& plan, double blocking_power_w) {
   RowUse use;
-  std::vector<double> time(static_cast<std::size_t>(dag.num_nodes()), 0.0), energy(time);
   const std::vector<const profile::Measurement*> rows = node_rows(profile, schedule, dag, plan);
-  for (std::size_t v = 0; v < rows.size(); ++v) {
-    if (rows[v] == nullptr) continue;
-    use.count[rows[v]] += 1.0;
-    time[v] = rows[v]->time_s;
-    energy[v] = rows[v]->energy_j;
+  for (const profile::Measurement* row : rows) {
+    if (row != nullptr) use.count[row] += 1.0;
   }
-  use.evaluation = evaluate_nodes(dag, schedule.num_ranks(), time, energy, blocking_power_w);
+  const NodeCosts costs = costs_of(rows);
+  use.evaluation =
+      evaluate_nodes(dag, schedule.num_ranks(), costs.time_s, costs.energy_j, blocking_power_w);
   return use;
 }
 

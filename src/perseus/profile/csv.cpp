@@ -27,9 +27,15 @@ constexpr std::array<const char*, kNumColumns> kColumnNames = {"stage", "instruc
                                                                "time", "energy"};
 
 // Columns a measured profile may carry, each read where present (an empty field: no value).
-enum OptionalColumn { kEnergyStderr, kEnergyPoolingError, kNumOptionalColumns };
-constexpr std::array<const char*, kNumOptionalColumns> kOptionalColumnNames = {
-    "energy_stderr", "energy_pooling_error"};
+struct OptionalColumn {
+  const char* name;
+  std::optional<double> Measurement::*field;
+};
+constexpr std::size_t kNumOptionalColumns = 2;
+constexpr std::array<OptionalColumn, kNumOptionalColumns> kOptionalColumns = {{
+    {"energy_stderr", &Measurement::energy_stderr},
+    {"energy_pooling_error", &Measurement::energy_pooling_error},
+}};
 
 struct Header {
   std::array<size_t, kNumColumns> index{};
@@ -61,8 +67,8 @@ Header parse_header(const std::vector<std::string_view>& names, const std::strin
     }
     header.index[c] = *at;
   }
-  for (int c = 0; c < kNumOptionalColumns; ++c) {
-    header.optional_index[c] = find_column(names, kOptionalColumnNames[c], source, line_number);
+  for (std::size_t c = 0; c < kNumOptionalColumns; ++c) {
+    header.optional_index[c] = find_column(names, kOptionalColumns[c].name, source, line_number);
   }
   return header;
 }
@@ -79,13 +85,11 @@ void add_row(Profile& profile, const Header& header, const csv::Row& row) {
   m.frequency_mhz = parse.integer(field(kFrequency), "frequency");
   m.time_s = parse.number(field(kTime), "time");
   m.energy_j = parse.number(field(kEnergy), "energy");
-  auto relative_error = [&](OptionalColumn c) -> std::optional<double> {
+  for (std::size_t c = 0; c < kNumOptionalColumns; ++c) {
     const std::optional<size_t> at = header.optional_index[c];
-    if (!at || row.fields[*at].empty()) return std::nullopt;
-    return parse.non_negative(row.fields[*at], kOptionalColumnNames[c]);
-  };
-  m.energy_stderr = relative_error(kEnergyStderr);
-  m.energy_pooling_error = relative_error(kEnergyPoolingError);
+    if (!at || row.fields[*at].empty()) continue;
+    m.*kOptionalColumns[c].field = parse.non_negative(row.fields[*at], kOptionalColumns[c].name);
+  }
   m.line = row.line;
   profile.add(stage, std::string(field(kInstruction)), m);
 }
@@ -121,17 +125,17 @@ Profile parse_profile_csv(std::istream& in, const std::string& source) {
 void write_profile_csv(const Profile& profile, std::ostream& out,
                        const std::vector<ExtraColumn>& extra) {
   // The relative errors of a measured profile, each where some row has one.
-  const std::array<std::optional<double> Measurement::*, kNumOptionalColumns> error_of = {
-      &Measurement::energy_stderr, &Measurement::energy_pooling_error};
   std::array<bool, kNumOptionalColumns> written{};
   for (const auto& [key, rows] : profile.all()) {
     for (const Measurement& m : rows) {
-      for (int c = 0; c < kNumOptionalColumns; ++c) written[c] = written[c] || (m.*error_of[c]);
+      for (std::size_t c = 0; c < kNumOptionalColumns; ++c) {
+        written[c] = written[c] || (m.*kOptionalColumns[c].field).has_value();
+      }
     }
   }
   out << "stage,instruction,frequency,time,energy";
-  for (int c = 0; c < kNumOptionalColumns; ++c) {
-    if (written[c]) out << "," << kOptionalColumnNames[c];
+  for (std::size_t c = 0; c < kNumOptionalColumns; ++c) {
+    if (written[c]) out << "," << kOptionalColumns[c].name;
   }
   for (const auto& column : extra) out << "," << column.name;
   out << "\n";
@@ -152,8 +156,8 @@ void write_profile_csv(const Profile& profile, std::ostream& out,
         std::snprintf(buf, sizeof buf, "%d,%s,%d,%.17g,%.17g", stage, instruction.c_str(),
                       m.frequency_mhz, m.time_s, m.energy_j);
         out << buf;
-        for (int c = 0; c < kNumOptionalColumns; ++c) {
-          if (written[c]) value(m.*error_of[c]);
+        for (std::size_t c = 0; c < kNumOptionalColumns; ++c) {
+          if (written[c]) value(m.*kOptionalColumns[c].field);
         }
         for (const auto& column : extra) value(column.value(stage, instruction, m.frequency_mhz));
         out << "\n";

@@ -1,7 +1,8 @@
 #include "perseus/profile/measurement_error.hpp"
 
 #include <algorithm>
-#include <cstdio>
+
+#include "perseus/util/text.hpp"
 
 namespace perseus::profile {
 
@@ -24,9 +25,7 @@ std::optional<ErrorColumn> summarize(std::vector<Value> values) {
 
 std::string percent(double relative) {
   if (relative > 0.0 && relative < 5e-5) return "< 0.01 %";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f %%", 100.0 * relative);
-  return buf;
+  return fixed(100.0 * relative, 2) + " %";
 }
 
 // "stage 3 backward at 1410 MHz, line 57"
