@@ -119,6 +119,68 @@ TEST(MeasuredProfile, SumsUpTheErrorsForThePlanner) {
                   "to 8.00 %), stage 1 forward (1 of 2 rows, up to 12.00 %)");
 }
 
+// Stage 1 split by the profiler's split-clock rounds: its 855 MHz rows measured as differences
+// from its 1410 MHz rows, which refer to themselves.
+const char* kSplit =
+    "stage,instruction,frequency,time,energy,energy_stderr,energy_pooling_error,"
+    "energy_pooling_reference_mhz\n"
+    "0,forward,1410,0.05,24,0.004,0,\n"
+    "0,forward,855,0.08,18,0.002,0,\n"
+    "0,backward,1410,0.09,44,0.003,0,\n"
+    "0,backward,855,0.14,33,0.005,0,\n"
+    "1,forward,1410,0.05,24,0.006,0.125,1410\n"
+    "1,forward,855,0.08,18,0.009,0.16666666666666666,1410\n"
+    "1,backward,1410,0.09,44,0.009,0.068181818181818177,1410\n"
+    "1,backward,855,0.14,33,0.009,0.090909090909090912,1410\n";
+
+TEST(MeasuredProfile, ReadsAndWritesTheClockAPooledRowWasMeasuredFrom) {
+  const Profile p = parse(kSplit);
+  EXPECT_EQ(p.at(1, "forward", 855).energy_pooling_reference_mhz, 1410);
+  EXPECT_FALSE(p.at(0, "forward", 855).energy_pooling_reference_mhz);
+  std::ostringstream out;
+  write_profile_csv(p, out);
+  EXPECT_EQ(out.str().substr(0, out.str().find('\n')),
+            "stage,instruction,frequency,time,energy,energy_stderr,energy_pooling_error,"
+            "energy_pooling_reference_mhz");
+  EXPECT_CONTAINS(out.str(), ",0.16666666666666666,1410\n");
+  EXPECT_EQ(parse(out.str()).at(1, "backward", 855).energy_pooling_reference_mhz, 1410);
+  // Each such row's own energy is measured up to its reference's offset, not merely the sum.
+  const MeasurementError e = measurement_error(p);
+  EXPECT_TRUE(e.unsplit.empty());
+  ASSERT_EQ(e.offset.size(), 2u);
+  EXPECT_EQ(e.offset[1].instruction, "forward");
+  EXPECT_EQ(e.offset[1].rows, 2u);
+  EXPECT_CONTAINS(describe(e)[1],
+                  "measured as a difference from its row at one clock, whose error in J its rows "
+                  "share (split-clock rounds: it does not move a plan that runs only such rows), "
+                  "of stage 1 backward (2 of 2 rows, up to 9.09 %), stage 1 forward (2 of 2 "
+                  "rows, up to 16.67 %)");
+}
+
+TEST(MeasuredProfile, RefusesAPoolingReferenceThatDoesNotHold) {
+  auto refused = [](const std::string& from, const std::string& to) {
+    std::string text = kSplit;
+    text.replace(text.find(from), from.size(), to);
+    return error_of(text);
+  };
+  std::string e = refused("0.125,1410", "0.125,fast");
+  EXPECT_CONTAINS(e, "measured.csv:6");
+  EXPECT_CONTAINS(e, "energy_pooling_reference_mhz");
+  EXPECT_CONTAINS(e, "fast");
+  e = refused("0.16666666666666666,1410", "0.16666666666666666,700");
+  EXPECT_CONTAINS(e,
+                  "measured.csv:7: field 'energy_pooling_reference_mhz': 700 MHz: no row for "
+                  "stage 1 instruction 'forward' at that clock");
+  e = refused("0.16666666666666666,1410", ",1410");
+  EXPECT_CONTAINS(e, "measured.csv:7");
+  EXPECT_CONTAINS(e, "the row has no energy_pooling_error to share");
+  e = refused("0.006,0.125,1410", "0.006,,");
+  EXPECT_CONTAINS(e, "measured.csv:7");
+  EXPECT_CONTAINS(e, "its row has no energy_pooling_error (line 6)");
+  e = refused("0.006,0.125,1410", "0.006,0.125,855");
+  EXPECT_CONTAINS(e, "its row refers to another clock");
+}
+
 TEST(MeasuredProfile, SaysOnlyWhatTheColumnsHold) {
   const Profile plain = parse("stage,instruction,frequency,time,energy\n0,forward,1410,0.05,24\n");
   EXPECT_TRUE(describe(measurement_error(plain)).empty());

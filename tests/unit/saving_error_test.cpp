@@ -68,6 +68,34 @@ TEST(SavingError, BoundsWhatPooledRowsMayMoveTheSaving) {
   EXPECT_NEAR(*e.pooling_bound, 0.0, 1e-12);
 }
 
+TEST(SavingError, LetsAnOffsetSharedByEveryClockCancel) {
+  // The 500 MHz rows measured as differences from the 1000 MHz ones (the profiler's split-clock
+  // rounds): each instruction errs by one offset in J at both clocks, forwards +d and backwards
+  // -d. Forwards and backwards each weigh 0.1333 / 60 over their two rows, so d cancels where the
+  // per-clock groups bounded the same plan by 0.06.
+  const profile::Profile per_clock = measured();
+  profile::Profile p("split.csv");
+  for (const auto& [key, rows] : per_clock.all()) {
+    for (profile::Measurement row : rows) {
+      row.energy_pooling_error = 1.0 / row.energy_j;  // the 1000 MHz rows' bound, 1 J
+      row.energy_pooling_reference_mhz = 1000;
+      p.add(key.first, key.second, row);
+    }
+  }
+  p.validate();
+  const SavingError e = saving_error(p, kSchedule, clocks(500, 1000), clocks(1000, 1000), 0.0);
+  ASSERT_TRUE(e.pooling_bound.has_value());
+  EXPECT_NEAR(*e.pooling_bound, 0.0, 1e-12);
+  // Whatever the two plans: each runs every instruction once per microbatch.
+  const SavingError against_500 =
+      saving_error(p, kSchedule, clocks(1000, 500), clocks(500, 500), 0.0);
+  ASSERT_TRUE(against_500.pooling_bound.has_value());
+  EXPECT_NEAR(*against_500.pooling_bound, 0.0, 1e-12);
+  EXPECT_GT(
+      *saving_error(measured(), kSchedule, clocks(1000, 500), clocks(500, 500), 0.0).pooling_bound,
+      0.0);
+}
+
 TEST(SavingError, IsNoneForThePlanAgainstItself) {
   // Every row shared: the two energies err together, and the saving (0) not at all.
   const SavingError e =

@@ -39,9 +39,10 @@ std::optional<double> standard_error(const std::map<const profile::Measurement*,
   return std::sqrt(variance);
 }
 
-// One row of a pooling group: its weight in the saving and its pooling error in J.
+// One instruction of a pooling group: its rows' weight in the saving and their pooling error in
+// J (one offset shared by the rows).
 struct Member {
-  double weight, bound;
+  double weight = 0.0, bound = 0.0;
 };
 
 // The most sum(weight x d) can be over |d| <= bound with sum(d) = 0: by LP duality the least
@@ -63,33 +64,40 @@ double group_bound(std::vector<Member> members) {
   return sum;
 }
 
-// The pooling bound over every (rank, clock) group of profile rows, given each used row's
-// weight in the saving; nullopt when a used row has no pooling error. A group whose rows all
-// carry one was measured in windows that ran each of its instructions equally often (once per
-// microbatch), where a pooled power takes from one instruction what it gives another: their
-// errors in J sum to 0. A group with a row without one gets no such constraint.
+// The pooling bound over every group of profile rows pooled together, given each used row's
+// weight in the saving; nullopt when a used row has no pooling error. A group is a rank's rows at
+// one clock, with the rows that were measured as differences from them (an instruction's rows
+// referring to its row at that clock share its offset in J: one member). A group whose rows all
+// carry a pooling error was measured in windows that ran each of its instructions equally often
+// (once per microbatch), where a pooled power takes from one instruction what it gives another:
+// their offsets in J sum to 0. A group with a row without one gets no such constraint.
 std::optional<double> pooling_bound(const profile::Profile& profile,
                                     const schedule::Schedule& schedule,
                                     const std::map<const profile::Measurement*, double>& weight) {
-  std::map<std::pair<int, int>, std::vector<Member>> groups;
-  std::map<std::pair<int, int>, bool> constrained;
+  using Group = std::pair<int, int>;  // (rank, clock)
+  std::map<Group, std::map<std::pair<int, std::string>, Member>> groups;
+  std::map<Group, bool> constrained;
   for (const auto& [key, rows] : profile.all()) {
     if (key.first >= static_cast<int>(schedule.stage_rank.size())) continue;
     for (const profile::Measurement& row : rows) {
-      const std::pair<int, int> group{schedule.stage_rank[key.first], row.frequency_mhz};
+      const Group group{schedule.stage_rank[key.first],
+                        row.energy_pooling_reference_mhz.value_or(row.frequency_mhz)};
       const auto w = weight.find(&row);
-      const double used = w == weight.end() ? 0.0 : w->second;
       constrained.try_emplace(group, true);
       if (!row.energy_pooling_error) {
         if (w != weight.end()) return std::nullopt;
         constrained[group] = false;
         continue;
       }
-      groups[group].push_back({used, *row.energy_pooling_error * row.energy_j});
+      Member& m = groups[group][key];
+      m.weight += w == weight.end() ? 0.0 : w->second;
+      m.bound = std::max(m.bound, *row.energy_pooling_error * row.energy_j);
     }
   }
   double sum = 0.0;
-  for (auto& [group, members] : groups) {
+  for (const auto& [group, by_instruction] : groups) {
+    std::vector<Member> members;
+    for (const auto& [instruction, m] : by_instruction) members.push_back(m);
     if (constrained[group]) {
       sum += group_bound(std::move(members));
       continue;

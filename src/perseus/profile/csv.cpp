@@ -26,15 +26,22 @@ enum Column { kStage, kInstruction, kFrequency, kTime, kEnergy, kNumColumns };
 constexpr std::array<const char*, kNumColumns> kColumnNames = {"stage", "instruction", "frequency",
                                                                "time", "energy"};
 
-// Columns a measured profile may carry, each read where present (an empty field: no value).
+// Columns a measured profile may carry, each read where present (an empty field: no value): a
+// relative error (a number >= 0) or a clock (an integer MHz, checked by Profile::validate).
 struct OptionalColumn {
   const char* name;
-  std::optional<double> Measurement::*field;
+  std::optional<double> Measurement::*error = nullptr;
+  std::optional<int> Measurement::*clock = nullptr;
+
+  bool has_value(const Measurement& m) const {
+    return error ? (m.*error).has_value() : (m.*clock).has_value();
+  }
 };
-constexpr std::size_t kNumOptionalColumns = 2;
+constexpr std::size_t kNumOptionalColumns = 3;
 constexpr std::array<OptionalColumn, kNumOptionalColumns> kOptionalColumns = {{
     {"energy_stderr", &Measurement::energy_stderr},
     {"energy_pooling_error", &Measurement::energy_pooling_error},
+    {"energy_pooling_reference_mhz", nullptr, &Measurement::energy_pooling_reference_mhz},
 }};
 
 struct Header {
@@ -88,7 +95,12 @@ void add_row(Profile& profile, const Header& header, const csv::Row& row) {
   for (std::size_t c = 0; c < kNumOptionalColumns; ++c) {
     const std::optional<size_t> at = header.optional_index[c];
     if (!at || row.fields[*at].empty()) continue;
-    m.*kOptionalColumns[c].field = parse.non_negative(row.fields[*at], kOptionalColumns[c].name);
+    const OptionalColumn& column = kOptionalColumns[c];
+    if (column.error) {
+      m.*column.error = parse.non_negative(row.fields[*at], column.name);
+    } else {
+      m.*column.clock = parse.integer(row.fields[*at], column.name);
+    }
   }
   m.line = row.line;
   profile.add(stage, std::string(field(kInstruction)), m);
@@ -129,7 +141,7 @@ void write_profile_csv(const Profile& profile, std::ostream& out,
   for (const auto& [key, rows] : profile.all()) {
     for (const Measurement& m : rows) {
       for (std::size_t c = 0; c < kNumOptionalColumns; ++c) {
-        written[c] = written[c] || (m.*kOptionalColumns[c].field).has_value();
+        written[c] = written[c] || kOptionalColumns[c].has_value(m);
       }
     }
   }
@@ -157,7 +169,14 @@ void write_profile_csv(const Profile& profile, std::ostream& out,
                       m.frequency_mhz, m.time_s, m.energy_j);
         out << buf;
         for (std::size_t c = 0; c < kNumOptionalColumns; ++c) {
-          if (written[c]) value(m.*kOptionalColumns[c].field);
+          if (!written[c]) continue;
+          const OptionalColumn& column = kOptionalColumns[c];
+          if (column.error) {
+            value(m.*column.error);
+          } else {
+            const std::optional<int>& mhz = m.*column.clock;
+            value(mhz ? std::optional<double>(*mhz) : std::nullopt);
+          }
         }
         for (const auto& column : extra) value(column.value(stage, instruction, m.frequency_mhz));
         out << "\n";

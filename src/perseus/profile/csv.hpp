@@ -1,7 +1,7 @@
 // Reading and writing profile CSV files (`stage,instruction,frequency,time,energy`; a measured
-// profile's `energy_stderr` and `energy_pooling_error` are read into each Measurement, other extra
-// columns ignored), with full validation: every malformed input is rejected with a one-line
-// perseus::Error that names the file, line and field.
+// profile's `energy_stderr`, `energy_pooling_error` and `energy_pooling_reference_mhz` are read
+// into each Measurement, other extra columns ignored), with full validation: every malformed input
+// is rejected with a one-line perseus::Error that names the file, line and field.
 #pragma once
 
 #include <functional>
@@ -25,8 +25,8 @@ struct ExtraColumn {
   std::function<std::optional<double>(int stage, const std::string& instruction, int mhz)> value;
 };
 // Writes the profile in the canonical column order, sorted by stage, instruction, clock, then
-// energy_stderr and energy_pooling_error where some row has one, then the extra columns
-// (readers ignore columns they do not know).
+// energy_stderr, energy_pooling_error and energy_pooling_reference_mhz where some row has one,
+// then the extra columns (readers ignore columns they do not know).
 void write_profile_csv(const Profile& profile, std::ostream& out,
                        const std::vector<ExtraColumn>& extra = {});
 

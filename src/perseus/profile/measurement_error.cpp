@@ -42,21 +42,35 @@ std::string standard_error_line(const ErrorColumn& c, std::size_t rows) {
          " rows";
 }
 
-std::string pooling_line(const ErrorColumn& c, const std::vector<Unsplit>& unsplit) {
+// "stage 3 forward (57 of 58 rows, up to 14.57 %), ..."
+std::string listed(const std::vector<Unsplit>& instructions) {
+  std::string text;
+  for (std::size_t i = 0; i < instructions.size(); ++i) {
+    const Unsplit& u = instructions[i];
+    text += (i > 0 ? ", " : "") + std::string("stage ") + std::to_string(u.stage) + " " +
+            u.instruction + " (" + std::to_string(u.rows) + " of " + std::to_string(u.of) +
+            " rows, up to " + percent(u.worst) + ")";
+  }
+  return text;
+}
+
+std::string pooling_line(const MeasurementError& e) {
+  const ErrorColumn& c = *e.pooling_error;
   const std::string what =
       "energy pooling error (power shared with instructions the counter "
       "could not tell apart): ";
   if (!(c.worst > 0.0)) return what + "none, every instruction's power fitted on its own";
   std::string text = what + "worst " + percent(c.worst) + " (" + where(c.worst_at) + ")";
-  if (unsplit.empty()) {
+  if (e.unsplit.empty() && e.offset.empty()) {
     return text + "; every instruction's own energy within " + percent(kUnsplitPoolingError);
   }
-  text += "; only the sum is measured, not each energy, of ";
-  for (std::size_t i = 0; i < unsplit.size(); ++i) {
-    const Unsplit& u = unsplit[i];
-    text += (i > 0 ? ", " : "") + std::string("stage ") + std::to_string(u.stage) + " " +
-            u.instruction + " (" + std::to_string(u.rows) + " of " + std::to_string(u.of) +
-            " rows, up to " + percent(u.worst) + ")";
+  if (!e.unsplit.empty())
+    text += "; only the sum is measured, not each energy, of " + listed(e.unsplit);
+  if (!e.offset.empty()) {
+    text +=
+        "; measured as a difference from its row at one clock, whose error in J its rows "
+        "share (split-clock rounds: it does not move a plan that runs only such rows), of " +
+        listed(e.offset);
   }
   return text;
 }
@@ -67,7 +81,7 @@ MeasurementError measurement_error(const Profile& profile) {
   MeasurementError out;
   std::vector<Value> standard, pooling;
   for (const auto& [key, rows] : profile.all()) {
-    Unsplit unsplit{key.first, key.second, 0, rows.size(), 0.0};
+    Unsplit unsplit{key.first, key.second, 0, rows.size(), 0.0}, offset = unsplit;
     for (const Measurement& m : rows) {
       const RowAt at{key.first, key.second, m.frequency_mhz, m.line};
       out.rows += 1;
@@ -75,11 +89,13 @@ MeasurementError measurement_error(const Profile& profile) {
       if (!m.energy_pooling_error) continue;
       pooling.push_back({*m.energy_pooling_error, at});
       if (*m.energy_pooling_error > kUnsplitPoolingError) {
-        unsplit.rows += 1;
-        unsplit.worst = std::max(unsplit.worst, *m.energy_pooling_error);
+        Unsplit& u = m.energy_pooling_reference_mhz ? offset : unsplit;
+        u.rows += 1;
+        u.worst = std::max(u.worst, *m.energy_pooling_error);
       }
     }
     if (unsplit.rows > 0) out.unsplit.push_back(unsplit);
+    if (offset.rows > 0) out.offset.push_back(offset);
   }
   out.standard_error = summarize(std::move(standard));
   out.pooling_error = summarize(std::move(pooling));
@@ -89,7 +105,7 @@ MeasurementError measurement_error(const Profile& profile) {
 std::vector<std::string> describe(const MeasurementError& error) {
   std::vector<std::string> lines;
   if (error.standard_error) lines.push_back(standard_error_line(*error.standard_error, error.rows));
-  if (error.pooling_error) lines.push_back(pooling_line(*error.pooling_error, error.unsplit));
+  if (error.pooling_error) lines.push_back(pooling_line(error));
   return lines;
 }
 

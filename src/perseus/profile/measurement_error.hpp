@@ -44,7 +44,12 @@ struct Unsplit {
 struct MeasurementError {
   std::size_t rows = 0;                                      // all rows
   std::optional<ErrorColumn> standard_error, pooling_error;  // absent: no row carries the column
-  std::vector<Unsplit> unsplit;                              // by stage, then instruction
+  // By stage, then instruction: rows whose own energy is not measured, only their sum with the
+  // instructions pooled with them.
+  std::vector<Unsplit> unsplit;
+  // The same of rows measured as differences from a reference row (energy_pooling_reference_mhz):
+  // their pooling error is one offset in J shared by the instruction's rows at every clock.
+  std::vector<Unsplit> offset;
 };
 
 // O(rows log rows).

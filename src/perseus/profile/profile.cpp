@@ -98,6 +98,30 @@ void check_monotone(const std::string& source, const Key& key,
                           std::to_string(low->frequency_mhz) + " MHz" + line_note("", low->line)));
 }
 
+// A row measured as a difference from the row at its energy_pooling_reference_mhz shares that
+// row's pooling error: both carry one, and the reference row refers to no other.
+void check_pooling_references(const std::string& source, const Key& key,
+                              const std::vector<Measurement>& rows) {
+  for (const Measurement& m : rows) {
+    if (!m.energy_pooling_reference_mhz) continue;
+    const int mhz = *m.energy_pooling_reference_mhz;
+    auto reject = [&](const std::string& problem) {
+      throw Error(located(source, m.line, "energy_pooling_reference_mhz",
+                          std::to_string(mhz) + " MHz: " + problem));
+    };
+    if (!m.energy_pooling_error) reject("the row has no energy_pooling_error to share");
+    const Measurement* reference = find(rows, mhz);
+    if (reference == nullptr)
+      reject("no row for " + what(key.first, key.second) + " at that clock");
+    if (!reference->energy_pooling_error) {
+      reject("its row has no energy_pooling_error" + line_note("", reference->line));
+    }
+    if (reference->energy_pooling_reference_mhz.value_or(mhz) != mhz) {
+      reject("its row refers to another clock" + line_note("", reference->line));
+    }
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& known_instructions() {
@@ -141,6 +165,7 @@ void Profile::validate() const {
   for (const auto& [key, rows] : rows_) {
     check_duplicates(source_, key, rows);
     check_monotone(source_, key, rows);
+    check_pooling_references(source_, key, rows);
   }
 }
 

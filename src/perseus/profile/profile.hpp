@@ -19,6 +19,11 @@ struct Measurement {
   // How well energy_j is known, relative to it, where the profile says: a measured profile's
   // `energy_stderr` and `energy_pooling_error` columns (perseus/profile/measurement_error.hpp).
   std::optional<double> energy_stderr{}, energy_pooling_error{};
+  // `energy_pooling_reference_mhz`: energy_j was measured as a difference from the same
+  // instruction's row at this clock (the instruction profiler's split-clock rounds), so its
+  // pooling error is that row's, the same joules: one offset shared by the instruction's rows at
+  // every clock that refer to it (plan::saving_error).
+  std::optional<int> energy_pooling_reference_mhz{};
 };
 
 // Instruction type names a profile may contain.

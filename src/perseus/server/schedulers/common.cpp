@@ -73,6 +73,11 @@ std::string ArgReader::text(const std::string& name, std::optional<std::string> 
   return fields_.text_at(args_, parent_, name, true);
 }
 
+bool ArgReader::boolean(const std::string& name, bool fallback) const {
+  if (!has(name)) return fallback;
+  return fields_.as_bool(at(name), path(name));
+}
+
 ArgReader ArgReader::object(const std::string& name, std::vector<std::string> known) const {
   return ArgReader(*this, name, std::move(known));
 }

@@ -12,17 +12,22 @@
 // the clock: in the published BLOOM profile of an A40 a GPU's energy wanders up to 1.4 % above its
 // lowest at one clock and 0.6 % at three in a row from 1740 to 1020 MHz, where it is lowest (21 %
 // below 1740's); without a margin the sweep stopped at 1590 MHz. The published profiler (Zeus's
-// InstructionProfiler) never stops early: it sweeps every clock down to 850 MHz. The profiler
+// InstructionProfiler) never stops early: it sweeps every clock down to 850 MHz. Where a client
+// pooled a GPU's instructions beyond 5 % at a clock (the counter saw only their sum), the sweep
+// is followed by split-clock rounds (split_rounds.hpp; `split_pooled`, default true) that measure
+// each one's energy there as a difference from the GPU's best-measured clock. The profiler
 // then writes the profile CSV (with an `energy_stderr` column, relative, and where clients
 // report it `energy_pooling_error`, relative: how far a row may be from its own energy where the
 // attribution pooled its power with other instructions', apart from the standard error, which
-// more windows shrink and this does not; from clients that read clocks, `measured_clock_mhz` and
-// `clock_held_down`: the SM clock each row really ran at and how often the driver held it down),
-// the blocking power measured over every window at the highest clock (`<csv>.blocking_power`) and a
-// summary (`<csv>.json`: rounds, measured seconds, worst error, why it stopped and each GPU's
-// lowest-energy clock, and the rows whose clock the GPU did not reach, e.g. held down by its power
-// limit, which the server also logs as a warning). The instructions pooled beyond 5 %, whose own
-// energies the counter could not tell apart, get a warning in the log too.
+// more windows shrink and this does not, and `energy_pooling_reference_mhz` where that error is
+// one offset shared with the row at that clock; from clients that read clocks, `measured_clock_mhz`
+// and `clock_held_down`: the SM clock each row really ran at and how often the driver held it
+// down), the blocking power measured over every window at the highest clock
+// (`<csv>.blocking_power`) and a summary (`<csv>.json`: rounds, split-clock rounds, measured
+// seconds, worst error, why it stopped and each GPU's lowest-energy clock, and the rows whose clock
+// the GPU did not reach, e.g. held down by its power limit, which the server also logs as a
+// warning). The instructions still pooled beyond 5 %, whose own energies the counter could not tell
+// apart, get a warning in the log too.
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -35,6 +40,8 @@
 #include "perseus/profile/plausibility.hpp"
 #include "perseus/profile/profile.hpp"
 #include "perseus/server/schedulers/schedulers.hpp"
+#include "perseus/server/schedulers/split_rounds.hpp"
+#include "perseus/server/schedulers/sweep_stop.hpp"
 #include "perseus/util/files.hpp"
 #include "perseus/util/log.hpp"
 #include "perseus/util/text.hpp"
@@ -105,31 +112,32 @@ struct Blocked {
 class Profiler : public Scheduler {
  public:
   explicit Profiler(const JobSpec& job) : context_(context_of("profiler")) {
-    ArgReader args(
-        context_, job.args,
-        with_schedule_args({"output", "patience", "rise_margin", "min_frequency", "max_frequency",
-                            "skip_iterations", "target_stderr", "max_windows", "min_window"}));
+    ArgReader args(context_, job.args,
+                   with_schedule_args({"output", "patience", "rise_margin", "min_frequency",
+                                       "max_frequency", "skip_iterations", "target_stderr",
+                                       "max_windows", "min_window", "split_pooled"}));
     sched_ = schedule_arg(args, job.pp_degree);
     max_clock_ = max_clock(context_, job);
     clocks_ = sweep_clocks(args, job);
-    patience_ = args.integer("patience", 1, 3);
-    rise_margin_ = args.number("rise_margin", non_negative, "a number >= 0", kRiseMargin);
+    stop_ = SweepStop(static_cast<std::size_t>(job.pp_degree), args.integer("patience", 1, 3),
+                      args.number("rise_margin", non_negative, "a number >= 0", kRiseMargin));
     skip_ = static_cast<std::size_t>(args.integer("skip_iterations", 0, 1));
     target_stderr_ = args.number("target_stderr", positive, "a number > 0", 0.01);
     max_windows_ = args.integer("max_windows", 1, 10);
     windows_ = WindowLength(args);
+    split_pooled_ = args.boolean("split_pooled", true);
     output_ = output_path(args, "output", job, args.text("output", "profile.csv"));
     args.naming("output", [&] {
       ensure_writable_dir(output_.parent_path().empty() ? fs::path(".") : output_.parent_path());
     });
-    profile_ = profile::Profile(output_.string());
-    descents_.assign(static_cast<std::size_t>(job.pp_degree), Descent{});
+    rows_.resize(static_cast<std::size_t>(job.pp_degree));
   }
 
   Round next() override {
     Round r;
     r.done = done_;
-    r.stages = uniform_plans(sched_, done_ ? max_clock_ : clocks_[measured_]);
+    r.stages = split_ && !done_ ? split_->plans()
+                                : uniform_plans(sched_, done_ ? max_clock_ : clocks_[measured_]);
     r.report_every = windows_.report_every();
     return r;
   }
@@ -140,33 +148,48 @@ class Profiler : public Scheduler {
     for (const auto& w : windows)
       measured_s_ += w.iter_time_s / static_cast<double>(results.size());
     ++rounds_;
-    if (windows_.measure_again(results)) return;  // measure this clock again
-    if (measured_ == 0) blocked_.add(windows);    // every window at the highest clock
+    if (windows_.measure_again(results)) return;  // measure this round again
+    if (split_) {
+      ++split_rounds_;
+      split_->observe(windows);
+      if (split_->done()) finish();
+      return;
+    }
+    if (measured_ == 0) blocked_.add(windows);  // every window at the highest clock
     const double error = worst_relative_stderr(results, windows);
     if (error > target_stderr_ && ++repeats_ < max_windows_) return;  // measure this clock again
     worst_stderr_ = std::max(worst_stderr_, error);
     repeats_ = 0;
+    const int mhz = clocks_[measured_];
+    std::vector<LabelRows> rows;
     try {
-      record(windows, results, clocks_[measured_]);
+      rows = rows_of(windows, results, mhz);
     } catch (const Error& e) {
       throw Error(context_ + ": " + e.what());
     }
+    track_descent(rows, mhz);
+    for (std::size_t s = 0; s < rows.size(); ++s) rows_[s][mhz] = std::move(rows[s]);
     ++measured_;
-    if (past_minimum() || measured_ == clocks_.size()) finish();
+    if (!stop_.past_minimum() && measured_ < clocks_.size()) return;
+    split_.emplace(sched_, rows_, split_pooled_);
+    if (split_->rounds() == 0) finish();  // else split the pooled rows first
   }
 
   nlohmann::json status() const override {
     const std::optional<double> blocking_w = blocking_power_w();
     return {
-        {"frequency", done_ ? max_clock_ : clocks_[measured_]},
+        {"frequency", measured_ < clocks_.size() ? clocks_[measured_] : max_clock_},
         {"measured", measured_},
         {"rounds", rounds_},
+        {"split_rounds", split_rounds_},
         {"measured_s", measured_s_},
         {"output", output_.string()},
         {"blocking_power_w", blocking_w ? nlohmann::json(*blocking_w) : nlohmann::json(nullptr)},
         {"clocks_not_reached", clocks_not_reached().size()},
         {"report_every", windows_.status()},
-        {"state", done_ ? "done" : "profiling"}};
+        {"state", done_    ? "done"
+                  : split_ ? "splitting"
+                           : "profiling"}};
   }
 
  private:
@@ -190,45 +213,70 @@ class Profiler : public Scheduler {
     return worst;
   }
 
-  // Adds the clock's rows to the profile and tracks each GPU's energy against its lowest. A GPU
-  // that did not reach the clock (its power limit holds its top clocks at one speed) counts no
-  // rise: its energy there differs from the last clock's by noise only, and stopping on noise
-  // would leave the profile without a clock it really ran at.
-  void record(const std::vector<StageWindow>& windows, const std::vector<StageResult>& results,
-              int mhz) {
+  // The clock's rows per rank, by instruction label; notes the clocks each row ran at.
+  std::vector<LabelRows> rows_of(const std::vector<StageWindow>& windows,
+                                 const std::vector<StageResult>& results, int mhz) {
+    std::vector<LabelRows> rows(windows.size());
     for (std::size_t s = 0; s < windows.size(); ++s) {
-      double energy = 0.0;
-      bool held_below = false;
       for (const auto& [label, mean] : windows[s].instructions) {
-        // A GPU running several stages labels its instructions with their stage.
-        auto [kind, stage] = wire::parse_instruction_label(label);
-        if (stage < 0) stage = static_cast<int>(s);
-        profile::Measurement row;
+        profile::Measurement& row = rows[s][label];
         row.frequency_mhz = mhz;
         row.time_s = mean.time_s;
         row.energy_j = mean.energy_j;
         row.energy_stderr = relative(results[s].energy_stderr, label, mean.energy_j);
         row.energy_pooling_error = relative(results[s].energy_pooling_error, label, mean.energy_j);
-        profile_.add(stage, kind, row);
-        const RowKey key{stage, kind, mhz};
         if (auto c = results[s].clocks.find(label); c != results[s].clocks.end()) {
-          row_clocks_[key] = c->second;
-          held_below = held_below || c->second.below(mhz);
+          row_clocks_[row_key(s, label, mhz)] = c->second;
         }
-        energy += mean.energy_j;
       }
-      Descent& d = descents_[s];
-      if (measured_ == 0 || energy < d.lowest_j) {
-        d = {energy, mhz, 0};
-      } else if (energy <= d.lowest_j * (1.0 + rise_margin_)) {
-        d.rises = 0;  // within the margin: no rise, and the clocks in a row start again
-      } else if (!held_below) {
-        ++d.rises;
+    }
+    return rows;
+  }
+
+  // Each GPU's energy at the clock, for where the sweep stops.
+  void track_descent(const std::vector<LabelRows>& rows, int mhz) {
+    for (std::size_t s = 0; s < rows.size(); ++s) {
+      double energy = 0.0;
+      bool held_below = false;
+      for (const auto& [label, row] : rows[s]) {
+        energy += row.energy_j;
+        auto c = row_clocks_.find(row_key(s, label, mhz));
+        held_below = held_below || (c != row_clocks_.end() && c->second.below(mhz));
       }
+      stop_.add(s, mhz, energy, held_below);
     }
   }
 
+  // The profile of the sweep's rows, split where the split-clock rounds could; their failures
+  // are logged.
+  profile::Profile profile_of(const SplitRounds& split) const {
+    for (const auto& [rank, mhz] : split.failed()) {
+      log::warn(context_ + ": GPU " + std::to_string(rank) + "'s split-clock rounds at " +
+                std::to_string(mhz) +
+                " MHz gave an energy at or below 0 (noise beyond the measurement's); its rows "
+                "there are kept as pooled");
+    }
+    profile::Profile profile(output_.string());
+    const RankRows rows = split.rows();
+    for (std::size_t s = 0; s < rows.size(); ++s) {
+      for (const auto& [mhz, labels] : rows[s]) {
+        for (const auto& [label, row] : labels) {
+          const RowKey key = row_key(s, label, mhz);
+          profile.add(std::get<0>(key), std::get<1>(key), row);
+        }
+      }
+    }
+    return profile;
+  }
+
   using RowKey = std::tuple<int, std::string, int>;  // (stage, instruction, clock)
+
+  // A rank's label as a row: a GPU running several stages labels its instructions with their
+  // stage.
+  static RowKey row_key(std::size_t rank, const std::string& label, int mhz) {
+    auto [kind, stage] = wire::parse_instruction_label(label);
+    return {stage < 0 ? static_cast<int>(rank) : stage, kind, mhz};
+  }
 
   // reported[label] / energy_j, where reported and the energy is positive.
   static std::optional<double> relative(const std::map<std::string, double>& reported,
@@ -305,30 +353,9 @@ class Profiler : public Scheduler {
     }
   }
 
-  // Why the sweep ended, for the log: past every GPU's minimum (and where it was), or out of
-  // clocks.
-  std::string stop_reason() const {
-    if (!past_minimum()) return "at the last clock";
-    const std::vector<int> clocks = lowest_energy_clocks();
-    const auto [lo, hi] = std::minmax_element(clocks.begin(), clocks.end());
-    return "past every GPU's energy minimum (at " +
-           (*lo == *hi ? std::to_string(*lo) : std::to_string(*lo) + "-" + std::to_string(*hi)) +
-           " MHz)";
-  }
-
-  bool past_minimum() const {
-    return std::all_of(descents_.begin(), descents_.end(),
-                       [&](const Descent& d) { return d.rises >= patience_; });
-  }
-
-  std::vector<int> lowest_energy_clocks() const {
-    std::vector<int> clocks;
-    for (const Descent& d : descents_) clocks.push_back(d.lowest_mhz);
-    return clocks;
-  }
-
   void finish() {
     try {
+      profile_ = profile_of(*split_);
       profile_.validate();
       std::ostringstream csv;
       profile::write_profile_csv(profile_, csv, extra_columns());
@@ -337,13 +364,14 @@ class Profiler : public Scheduler {
       nlohmann::json summary = {
           {"clocks", measured_},
           {"rounds", rounds_},
+          {"split_rounds", split_rounds_},
           {"measured_s", measured_s_},
           {"target_stderr", target_stderr_},
           {"worst_stderr", worst_stderr_},
           {"clocks_not_reached", clocks_not_reached()},
           {"report_every", windows_.status()},
-          {"stopped", past_minimum() ? "past the energy minimum" : "last clock"},
-          {"lowest_energy_clock_mhz", lowest_energy_clocks()}};
+          {"stopped", stop_.past_minimum() ? "past the energy minimum" : "last clock"},
+          {"lowest_energy_clock_mhz", stop_.lowest_energy_clocks()}};
       write_file_atomic(output_.string() + ".json", summary.dump(2) + "\n");
       if (const auto& below = summary["clocks_not_reached"]; !below.empty()) {
         log::warn(context_ + ": " + std::to_string(below.size()) +
@@ -357,8 +385,9 @@ class Profiler : public Scheduler {
       if (!error.unsplit.empty()) log::warn(context_ + ": " + profile::describe(error).back());
       if (const auto blocking_w = blocking_power_w()) write_blocking_power(*blocking_w);
       log::info(context_ + ": wrote " + output_.string() + ": " + std::to_string(measured_) +
-                " clocks in " + std::to_string(rounds_) + " rounds (" + num(measured_s_, 1) +
-                " s of training), stopped " + stop_reason());
+                " clocks in " + std::to_string(rounds_) + " rounds (" +
+                std::to_string(split_rounds_) + " of them split-clock; " + num(measured_s_, 1) +
+                " s of training), stopped " + stop_.reason());
     } catch (const Error& e) {
       throw Error(context_ + ": " + e.what());
     }
@@ -369,19 +398,10 @@ class Profiler : public Scheduler {
   schedule::Schedule sched_;
   int max_clock_ = 0;
   std::vector<int> clocks_;  // to sweep, highest first
-  int patience_ = 3;
-  double rise_margin_ = kRiseMargin;
   std::size_t skip_ = 1;
   fs::path output_;
   profile::Profile profile_;
-  // Per GPU: its lowest energy so far, at which clock, and the clocks in a row since that rose
-  // more than rise_margin_ above it.
-  struct Descent {
-    double lowest_j = 0.0;
-    int lowest_mhz = 0;
-    int rises = 0;
-  };
-  std::vector<Descent> descents_;
+  SweepStop stop_;
   std::size_t measured_ = 0;
   Blocked blocked_;  // at the highest clock
   bool done_ = false;
@@ -393,6 +413,10 @@ class Profiler : public Scheduler {
   double measured_s_ = 0.0;    // seconds of measured iterations (one pipeline)
   double worst_stderr_ = 0.0;  // largest relative standard error kept in the profile
   std::map<RowKey, ClockObservation> row_clocks_;  // per row
+  RankRows rows_;                                  // the sweep's, per rank and clock
+  std::optional<SplitRounds> split_;               // after the sweep (split_rounds.hpp)
+  bool split_pooled_ = true;                       // run them
+  int split_rounds_ = 0;                           // rounds spent in them
 };
 
 }  // namespace

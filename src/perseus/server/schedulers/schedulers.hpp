@@ -52,6 +52,8 @@ class ArgReader {
   // A finite number satisfying `ok` (described by `requirement`, e.g. "a number > 0").
   double number(const std::string& name, bool (*ok)(double), const std::string& requirement,
                 std::optional<double> fallback = {}) const;
+  // true or false; `fallback` when absent.
+  bool boolean(const std::string& name, bool fallback) const;
   // A non-empty string.
   std::string text(const std::string& name, std::optional<std::string> fallback = {}) const;
   // A sub-object read with the same context; its fields are named "name.field".
