@@ -19,40 +19,48 @@ using perseus::test::TempDir;
 constexpr std::size_t kPooledStage = 3;
 constexpr double kPoolingError = 0.2;  // relative, what the client says of each pooled row
 
-// The GPUs: the synthetic A100s with forwards drawing 23 % more than backwards (as a
-// memory-bound model did on real H100s).
-const profile::Profile& truth() {
-  static const profile::Profile p = [] {
-    profile::Profile out("forward-heavy");
-    for (const auto& [key, rows] : a100_profile().all()) {
-      for (profile::Measurement row : rows) {
-        row.energy_j *= key.second == "forward" ? 1.12 : 0.9;
-        out.add(key.first, key.second, row);
-      }
+// `p` with forwards drawing 23 % more than backwards (as a memory-bound model did on real H100s).
+profile::Profile forward_heavy(const profile::Profile& p) {
+  profile::Profile out("forward-heavy");
+  for (const auto& [key, rows] : p.all()) {
+    for (profile::Measurement row : rows) {
+      row.energy_j *= key.second == "forward" ? 1.12 : 0.9;
+      out.add(key.first, key.second, row);
     }
-    return out;
-  }();
+  }
+  return out;
+}
+
+// The GPUs: the synthetic A100s, forward-heavy.
+const profile::Profile& truth() {
+  static const profile::Profile p = forward_heavy(a100_profile());
   return p;
 }
 
 // Every rank's standard error (1e-4 relative) and pooling error (0) as a Perseus client reports
-// them; the pooled stage's energies replaced by the window's pooled power times each time, with
+// them; rank `pooled`'s energies replaced by the window's pooled power times each time, with
 // kPoolingError, except in a uniform round at `told_apart_mhz`. `split_scale` scales the pooled
-// stage's energies in rounds that run it at two clocks (a split round gone wrong).
-std::vector<StageResult> pooled_client(const Round& round, std::optional<int> told_apart_mhz = {},
-                                       double split_scale = 1.0) {
-  std::vector<StageResult> results = results_of(round, from_profile(truth()));
+// rank's energies in rounds that run it at two clocks (a split round gone wrong).
+struct Client {
+  const profile::Profile& gpus = truth();
+  std::size_t pooled = kPooledStage;
+  std::optional<int> told_apart_mhz = std::nullopt;
+  double split_scale = 1.0;
+};
+
+std::vector<StageResult> pooled_client(const Round& round, const Client& c = {}) {
+  std::vector<StageResult> results = results_of(round, from_profile(c.gpus));
   for (StageResult& r : results) {
     for (const auto& [label, energies] : r.energy_breakdown) {
       r.energy_stderr[label] = 1e-4 * energies[1][0];
       r.energy_pooling_error[label] = 0.0;
     }
   }
-  const auto& clocks = round.stages[kPooledStage].frequencies;
+  const auto& clocks = round.stages[c.pooled].frequencies;
   const bool uniform = std::all_of(clocks.begin(), clocks.end(),
-                                   [&](const auto& c) { return c.second == clocks[0].second; });
-  if (uniform && clocks[0].second == told_apart_mhz) return results;
-  StageResult& r = results[kPooledStage];
+                                   [&](const auto& f) { return f.second == clocks[0].second; });
+  if (uniform && clocks[0].second == c.told_apart_mhz) return results;
+  StageResult& r = results[c.pooled];
   double energy = 0.0, time = 0.0;
   for (const auto& [label, iterations] : r.energy_breakdown) {
     for (std::size_t k = 0; k < iterations.size(); ++k) {
@@ -62,7 +70,7 @@ std::vector<StageResult> pooled_client(const Round& round, std::optional<int> to
       }
     }
   }
-  const double power = energy / time * (uniform ? 1.0 : split_scale);
+  const double power = energy / time * (uniform ? 1.0 : c.split_scale);
   for (auto& [label, iterations] : r.energy_breakdown) {
     for (std::size_t k = 0; k < iterations.size(); ++k) {
       for (std::size_t i = 0; i < iterations[k].size(); ++i) {
@@ -82,11 +90,11 @@ struct Profiled {
 };
 
 Profiled profile_with(const std::function<std::vector<StageResult>(const Round&)>& client,
-                      json args = {}) {
+                      json args = {}, int gpus = 4) {
   TempDir dir;
   args["microbatches"] = 4;
   args["min_frequency"] = 1305;
-  JobSpec job = job_with(args);
+  JobSpec job = job_with(args, gpus);
   job.output_dir = dir.path();
   const fs::path log_path = dir.path() / "server.log";
   log::configure(log::Level::warn, log_path.string());
@@ -132,8 +140,38 @@ TEST(SchedulerProfilerSplit, SplitsPooledRowsUpToOneOffsetPerInstructionSharedBy
               1e-9);
 }
 
+// A GPU of two stages with split backwards (interleaved zero bubble): six instructions pooled,
+// five split-clock rounds per clock, each instruction off by one offset at every clock.
+TEST(SchedulerProfilerSplit, SplitsEveryInstructionOfAGpuThatRunsSeveralStages) {
+  static const profile::Profile gpus = forward_heavy(profile::split_profile(
+      profile::synthesize_profile(a100(), profile::default_model(2)), {2, true, 0.5}));
+  const Profiled p = profile_with(
+      [](const Round& round) { return pooled_client(round, {.gpus = gpus, .pooled = 1}); },
+      {{"schedule", "interleaved-zero-bubble"}}, 2);
+  const std::size_t clocks = p.profile.rows(1, "forward").size();
+  EXPECT_EQ(p.split_rounds, static_cast<int>(5 * (clocks - 1)));
+  double sum = 0.0;
+  for (int stage : {1, 3}) {  // GPU 1's
+    for (const char* name : {"forward", "backward_input", "backward_weight"}) {
+      SCOPED_TRACE(std::to_string(stage) + name);
+      const auto& rows = p.profile.rows(stage, name);
+      ASSERT_TRUE(rows[0].energy_pooling_reference_mhz);
+      const int reference = *rows[0].energy_pooling_reference_mhz;
+      const double offset =
+          p.profile.at(stage, name, reference).energy_j - gpus.at(stage, name, reference).energy_j;
+      sum += offset;
+      for (const profile::Measurement& row : rows) {
+        EXPECT_NEAR(row.energy_j - gpus.at(stage, name, row.frequency_mhz).energy_j, offset, 1e-9)
+            << row.frequency_mhz;
+      }
+    }
+  }
+  EXPECT_NEAR(sum, 0.0, 1e-9);
+}
+
 TEST(SchedulerProfilerSplit, RecoversEveryRowWhereOneClockWasToldApart) {
-  const Profiled p = profile_with([](const Round& round) { return pooled_client(round, 1335); });
+  const Profiled p = profile_with(
+      [](const Round& round) { return pooled_client(round, {.told_apart_mhz = 1335}); });
   for (const char* instruction : {"forward", "backward"}) {
     for (const profile::Measurement& row : p.profile.rows(kPooledStage, instruction)) {
       SCOPED_TRACE(std::string(instruction) + " " + std::to_string(row.frequency_mhz));
@@ -176,7 +214,7 @@ TEST(SchedulerProfilerSplit, LeavesNoPoolingBoundOnAPlanThatSplitsThePooledInstr
 
 TEST(SchedulerProfilerSplit, KeepsTheRowsPooledWhereASplitComesOutAtOrBelowZero) {
   const Profiled p =
-      profile_with([](const Round& round) { return pooled_client(round, std::nullopt, 0.01); });
+      profile_with([](const Round& round) { return pooled_client(round, {.split_scale = 0.01}); });
   EXPECT_GT(p.split_rounds, 0);
   for (const profile::Measurement& row : p.profile.rows(kPooledStage, "forward")) {
     EXPECT_FALSE(row.energy_pooling_reference_mhz) << row.frequency_mhz;
