@@ -158,7 +158,6 @@ class Profiler : public Scheduler {
     if (measured_ == 0) blocked_.add(windows);  // every window at the highest clock
     const double error = worst_relative_stderr(results, windows);
     if (error > target_stderr_ && ++repeats_ < max_windows_) return;  // measure this clock again
-    worst_stderr_ = std::max(worst_stderr_, error);
     repeats_ = 0;
     const int mhz = clocks_[measured_];
     std::vector<LabelRows> rows;
@@ -178,7 +177,10 @@ class Profiler : public Scheduler {
   nlohmann::json status() const override {
     const std::optional<double> blocking_w = blocking_power_w();
     return {
-        {"frequency", measured_ < clocks_.size() ? clocks_[measured_] : max_clock_},
+        // The clock the sweep measures; none while splitting; the highest once done.
+        {"frequency", done_    ? nlohmann::json(max_clock_)
+                      : split_ ? nlohmann::json(nullptr)
+                               : nlohmann::json(clocks_[measured_])},
         {"measured", measured_},
         {"rounds", rounds_},
         {"split_rounds", split_rounds_},
@@ -355,19 +357,20 @@ class Profiler : public Scheduler {
 
   void finish() {
     try {
-      profile_ = profile_of(*split_);
-      profile_.validate();
+      const profile::Profile profile = profile_of(*split_);
+      profile.validate();
       std::ostringstream csv;
-      profile::write_profile_csv(profile_, csv, extra_columns());
+      profile::write_profile_csv(profile, csv, extra_columns());
       write_file_atomic(output_, csv.str());
       warn_if_implausible(csv.str());
+      const profile::MeasurementError error = profile::measurement_error(profile);
       nlohmann::json summary = {
           {"clocks", measured_},
           {"rounds", rounds_},
           {"split_rounds", split_rounds_},
           {"measured_s", measured_s_},
           {"target_stderr", target_stderr_},
-          {"worst_stderr", worst_stderr_},
+          {"worst_stderr", error.standard_error ? error.standard_error->worst : 0.0},
           {"clocks_not_reached", clocks_not_reached()},
           {"report_every", windows_.status()},
           {"stopped", stop_.past_minimum() ? "past the energy minimum" : "last clock"},
@@ -381,7 +384,6 @@ class Profiler : public Scheduler {
       }
       // Instructions whose own energies the counter could not tell apart: said where the
       // operator looks first (perseus plan says it again).
-      const profile::MeasurementError error = profile::measurement_error(profile_);
       if (!error.unsplit.empty()) log::warn(context_ + ": " + profile::describe(error).back());
       if (const auto blocking_w = blocking_power_w()) write_blocking_power(*blocking_w);
       log::info(context_ + ": wrote " + output_.string() + ": " + std::to_string(measured_) +
@@ -400,7 +402,6 @@ class Profiler : public Scheduler {
   std::vector<int> clocks_;  // to sweep, highest first
   std::size_t skip_ = 1;
   fs::path output_;
-  profile::Profile profile_;
   SweepStop stop_;
   std::size_t measured_ = 0;
   Blocked blocked_;  // at the highest clock
@@ -410,8 +411,7 @@ class Profiler : public Scheduler {
   WindowLength windows_;
   int repeats_ = 0;  // extra rounds of the current clock so far
   int rounds_ = 0;
-  double measured_s_ = 0.0;    // seconds of measured iterations (one pipeline)
-  double worst_stderr_ = 0.0;  // largest relative standard error kept in the profile
+  double measured_s_ = 0.0;                        // seconds of measured iterations (one pipeline)
   std::map<RowKey, ClockObservation> row_clocks_;  // per row
   RankRows rows_;                                  // the sweep's, per rank and clock
   std::optional<SplitRounds> split_;               // after the sweep (split_rounds.hpp)
