@@ -39,14 +39,28 @@ const profile::Profile& truth() {
 
 // Every rank's standard error (1e-4 relative) and pooling error (0) as a Perseus client reports
 // them; rank `pooled`'s energies replaced by the window's pooled power times each time, with
-// kPoolingError, except in a uniform round at `told_apart_mhz`. `split_scale` scales the pooled
-// rank's energies in rounds that run it at two clocks (a split round gone wrong).
+// kPoolingError, except in a uniform round at one of `told_apart_mhz`. At `wrongly_mhz`, one of
+// them, the forward is told apart 8 % too high (the backward, the rest of the sum, too low) with
+// the least standard error of all. `split_scale` scales the pooled rank's energies in rounds that
+// run it at two clocks (a split round gone wrong).
 struct Client {
   const profile::Profile& gpus = truth();
   std::size_t pooled = kPooledStage;
-  std::optional<int> told_apart_mhz = std::nullopt;
+  std::vector<int> told_apart_mhz = {};
+  int wrongly_mhz = 0;
   double split_scale = 1.0;
 };
+
+// Rank `r`'s forwards 8 % too high and its backwards as much too low in J, standard errors 1e-5.
+void told_apart_wrongly(StageResult& r) {
+  const double shift = 0.08 * r.energy_breakdown.at("forward")[1][0];
+  for (auto& [label, iterations] : r.energy_breakdown) {
+    for (auto& occurrences : iterations) {
+      for (double& e : occurrences) e += label == "forward" ? shift : -shift;
+    }
+    r.energy_stderr[label] = 1e-5 * iterations[1][0];
+  }
+}
 
 std::vector<StageResult> pooled_client(const Round& round, const Client& c = {}) {
   std::vector<StageResult> results = results_of(round, from_profile(c.gpus));
@@ -59,7 +73,11 @@ std::vector<StageResult> pooled_client(const Round& round, const Client& c = {})
   const auto& clocks = round.stages[c.pooled].frequencies;
   const bool uniform = std::all_of(clocks.begin(), clocks.end(),
                                    [&](const auto& f) { return f.second == clocks[0].second; });
-  if (uniform && clocks[0].second == c.told_apart_mhz) return results;
+  const auto& apart = c.told_apart_mhz;
+  if (uniform && std::find(apart.begin(), apart.end(), clocks[0].second) != apart.end()) {
+    if (clocks[0].second == c.wrongly_mhz) told_apart_wrongly(results[c.pooled]);
+    return results;
+  }
   StageResult& r = results[c.pooled];
   double energy = 0.0, time = 0.0;
   for (const auto& [label, iterations] : r.energy_breakdown) {
@@ -171,7 +189,7 @@ TEST(SchedulerProfilerSplit, SplitsEveryInstructionOfAGpuThatRunsSeveralStages) 
 
 TEST(SchedulerProfilerSplit, RecoversEveryRowWhereOneClockWasToldApart) {
   const Profiled p = profile_with(
-      [](const Round& round) { return pooled_client(round, {.told_apart_mhz = 1335}); });
+      [](const Round& round) { return pooled_client(round, {.told_apart_mhz = {1335}}); });
   for (const char* instruction : {"forward", "backward"}) {
     for (const profile::Measurement& row : p.profile.rows(kPooledStage, instruction)) {
       SCOPED_TRACE(std::string(instruction) + " " + std::to_string(row.frequency_mhz));
@@ -181,6 +199,27 @@ TEST(SchedulerProfilerSplit, RecoversEveryRowWhereOneClockWasToldApart) {
       EXPECT_GT(*row.energy_stderr, 0.0);
     }
   }
+}
+
+// Three clocks told apart, the one measured best (the reference) wrongly: the split rows, and the
+// reference's, rest on the median of what the three say, and the log says they disagree.
+TEST(SchedulerProfilerSplit, OutvotesAClockToldApartWrongly) {
+  const Profiled p = profile_with([](const Round& round) {
+    return pooled_client(round, {.told_apart_mhz = {1380, 1350, 1320}, .wrongly_mhz = 1350});
+  });
+  for (const char* instruction : {"forward", "backward"}) {
+    for (const profile::Measurement& row : p.profile.rows(kPooledStage, instruction)) {
+      SCOPED_TRACE(std::string(instruction) + " " + std::to_string(row.frequency_mhz));
+      EXPECT_NEAR(offset_j(p.profile, instruction, row.frequency_mhz), 0.0, 1e-9);
+    }
+  }
+  EXPECT_CONTAINS(p.log,
+                  "GPU 3's split-clock rounds: the clocks where the counter told its instructions "
+                  "apart (1350, ");
+  EXPECT_CONTAINS(p.log, "disagree beyond 3 standard errors");
+  // One round per pooled clock, and per clock told apart but the reference.
+  EXPECT_EQ(p.split_rounds,
+            static_cast<int>(p.profile.rows(kPooledStage, "forward").size()) - 3 + 2);
 }
 
 // A plan that gives the pooled forwards and backwards different clocks: on the pooled profile

@@ -249,15 +249,10 @@ class Profiler : public Scheduler {
     }
   }
 
-  // The profile of the sweep's rows, split where the split-clock rounds could; their failures
-  // are logged.
+  // The profile of the sweep's rows, split where the split-clock rounds could; what went wrong
+  // there is logged.
   profile::Profile profile_of(const SplitRounds& split) const {
-    for (const auto& [rank, mhz] : split.failed()) {
-      log::warn(context_ + ": GPU " + std::to_string(rank) + "'s split-clock rounds at " +
-                std::to_string(mhz) +
-                " MHz gave an energy at or below 0 (noise beyond the measurement's); its rows "
-                "there are kept as pooled");
-    }
+    for (const std::string& warning : split.warnings()) log::warn(context_ + ": " + warning);
     profile::Profile profile(output_.string());
     const RankRows rows = split.rows();
     for (std::size_t s = 0; s < rows.size(); ++s) {

@@ -1,10 +1,13 @@
 #include "perseus/server/schedulers/split_rounds.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <tuple>
 
 #include "perseus/plan/evaluate.hpp"
 #include "perseus/profile/measurement_error.hpp"
+#include "perseus/util/text.hpp"
 
 namespace perseus::server::schedulers {
 
@@ -32,26 +35,41 @@ std::optional<double> worst(const LabelRows& rows, std::optional<double> profile
   return most;
 }
 
-// The clock a rank's rows were measured best at: the least pooling error, then the least
-// standard error, then the highest clock; nullopt when no clock's rows all carry a pooling error.
-std::optional<int> reference_clock(const std::map<int, LabelRows>& clocks) {
-  std::optional<std::tuple<double, double, int>> best;
+// A rank's clocks whose rows all carry a pooling error, best measured first: the least pooling
+// error, then the least standard error, then the highest clock; and how many of them have none
+// (the counter told every instruction apart there).
+std::pair<std::vector<int>, std::size_t> best_measured(const std::map<int, LabelRows>& clocks) {
+  std::vector<std::tuple<double, double, int>> keys;
   for (const auto& [mhz, rows] : clocks) {
     const std::optional<double> pooling = worst(rows, &profile::Measurement::energy_pooling_error);
     if (!pooling) continue;
-    const auto key = std::make_tuple(
-        *pooling, worst(rows, &profile::Measurement::energy_stderr).value_or(0.0), -mhz);
-    if (!best || key < *best) best = key;
+    keys.emplace_back(*pooling, worst(rows, &profile::Measurement::energy_stderr).value_or(0.0),
+                      -mhz);
   }
-  if (!best) return std::nullopt;
-  return -std::get<2>(*best);
+  std::sort(keys.begin(), keys.end());
+  std::vector<int> best;
+  std::size_t apart = 0;
+  for (const auto& [pooling, error, mhz] : keys) {
+    best.push_back(-mhz);
+    if (pooling == 0.0) ++apart;
+  }
+  return {best, apart};
+}
+
+// The labels of `at_clock` the reference has rows for, least energy first: the one of most
+// energy gets the sum less the others', and with it the sum's error, which weighs least on it
+// (the first clock of a simulated 1F1B last stage of 2 ms forwards and 4 ms backwards, its sum
+// 3.5 % of a forward off: forward 3.9 % off when last, backward 1.6 %).
+std::vector<std::string> by_energy(std::vector<std::string> labels, const LabelRows& at_clock) {
+  std::stable_sort(labels.begin(), labels.end(), [&](const std::string& a, const std::string& b) {
+    return at_clock.at(a).energy_j < at_clock.at(b).energy_j;
+  });
+  return labels;
 }
 
 // The labels to split at a clock: those pooled there (pooling error above 0) where one is pooled
-// beyond kUnsplitPoolingError and the reference has a row for it; none when fewer than two. The
-// one of most energy last: it gets the pooled sum less the others', and with it the sum's error,
-// which weighs least on it (the first clock of a simulated 1F1B last stage of 2 ms forwards and
-// 4 ms backwards, its sum 3.5 % of a forward off: forward 3.9 % off when last, backward 1.6 %).
+// beyond kUnsplitPoolingError and the reference has a row for it, by energy; none when fewer
+// than two.
 std::vector<std::string> pooled_labels(const LabelRows& reference, const LabelRows& at_clock) {
   const bool beyond = std::any_of(at_clock.begin(), at_clock.end(), [](const auto& entry) {
     return entry.second.energy_pooling_error.value_or(0.0) > profile::kUnsplitPoolingError;
@@ -64,10 +82,34 @@ std::vector<std::string> pooled_labels(const LabelRows& reference, const LabelRo
     }
   }
   if (labels.size() < 2) labels.clear();
-  std::stable_sort(labels.begin(), labels.end(), [&](const std::string& a, const std::string& b) {
-    return at_clock.at(a).energy_j < at_clock.at(b).energy_j;
-  });
-  return labels;
+  return by_energy(std::move(labels), at_clock);
+}
+
+// The labels of `at_clock` that `reference` has rows for, by energy.
+std::vector<std::string> shared_labels(const LabelRows& reference, const LabelRows& at_clock) {
+  std::vector<std::string> labels;
+  for (const auto& [label, row] : at_clock) {
+    if (reference.count(label) > 0) labels.push_back(label);
+  }
+  return by_energy(std::move(labels), at_clock);
+}
+
+// The medoid of `points` under sum |x_l - y_l| (x_l: J per iteration): with three, the middle
+// one, whichever one lies away from the other two.
+std::size_t medoid(const std::vector<std::map<std::string, double>>& points) {
+  std::size_t best = 0;
+  double least = std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    double total = 0.0;
+    for (const auto& other : points) {
+      for (const auto& [label, x] : points[i]) total += std::abs(x - other.at(label));
+    }
+    if (total < least) {
+      least = total;
+      best = i;
+    }
+  }
+  return best;
 }
 
 }  // namespace
@@ -77,17 +119,24 @@ SplitRounds::SplitRounds(const schedule::Schedule& sched, RankRows rows, bool sp
   for (std::size_t s = 0; split && s < rows_.size() && s < sched.ranks.size(); ++s) {
     Rank& rank = ranks_[s];
     for (const auto& inst : sched.ranks[s]) rank.count[instruction_label(sched, inst)] += 1.0;
-    const std::optional<int> reference = reference_clock(rows_[s]);
-    if (!reference) continue;
-    rank.reference_mhz = *reference;
-    const LabelRows& at_reference = rows_[s].at(*reference);
-    for (auto it = rows_[s].rbegin(); it != rows_[s].rend(); ++it) {  // highest clock first
-      if (it->first == *reference) continue;
-      std::vector<std::string> labels = pooled_labels(at_reference, it->second);
-      if (labels.empty()) continue;
+    const auto [best, apart] = best_measured(rows_[s]);
+    if (best.empty()) continue;
+    rank.reference_mhz = best[0];
+    const LabelRows& at_reference = rows_[s].at(best[0]);
+    auto add = [&](int mhz, std::vector<std::string> labels) {
       for (std::size_t j = 0; j + 1 < labels.size(); ++j)
-        rank.tasks.push_back({it->first, labels[j], 0.0});
-      rank.pooled[it->first] = std::move(labels);
+        rank.tasks.push_back({mhz, labels[j], 0.0});
+      rank.pooled[mhz] = std::move(labels);
+    };
+    for (auto it = rows_[s].rbegin(); it != rows_[s].rend(); ++it) {  // highest clock first
+      if (it->first == best[0]) continue;
+      std::vector<std::string> labels = pooled_labels(at_reference, it->second);
+      if (!labels.empty()) add(it->first, std::move(labels));
+    }
+    if (rank.pooled.empty()) continue;
+    for (std::size_t a = 1; a < std::min(apart, kAnchors); ++a) {
+      rank.anchors.push_back(best[a]);
+      add(best[a], shared_labels(at_reference, rows_[s].at(best[a])));
     }
     rounds_ = std::max(rounds_, rank.tasks.size());
   }
@@ -176,33 +225,93 @@ std::optional<LabelRows> SplitRounds::split(std::size_t rank, int mhz) const {
   return rows;
 }
 
+SplitRounds::Correction SplitRounds::correction(std::size_t rank) const {
+  const Rank& r = ranks_[rank];
+  const LabelRows& reference = rows_[rank].at(r.reference_mhz);
+  // Per anchor, reference first: what its rows measured less what the split puts there (J per
+  // iteration), and the most that is in standard errors.
+  std::vector<int> clocks = {r.reference_mhz};
+  std::vector<std::map<std::string, double>> offsets(1);
+  for (const auto& [label, row] : reference) offsets[0][label] = 0.0;
+  double worst_z = 0.0, worst_share = 0.0;
+  for (int mhz : r.anchors) {
+    const std::optional<LabelRows> split_rows = split(rank, mhz);
+    if (!split_rows) continue;
+    std::map<std::string, double> offset;
+    for (const auto& [label, row] : rows_[rank].at(mhz)) {
+      const profile::Measurement& split_row = split_rows->at(label);
+      const double d = row.energy_j - split_row.energy_j;
+      offset[label] = r.count.at(label) * d;
+      const double error =
+          std::hypot(stderr_j(row).value_or(0.0), stderr_j(split_row).value_or(0.0));
+      if (error > 0.0) worst_z = std::max(worst_z, std::abs(d) / error);
+      worst_share = std::max(worst_share, std::abs(d) / row.energy_j);
+    }
+    clocks.push_back(mhz);
+    offsets.push_back(std::move(offset));
+  }
+  const std::size_t chosen = medoid(offsets);
+  Correction c;
+  for (const auto& [label, per_iteration] : offsets[chosen]) {
+    c.energy_j[label] = per_iteration / r.count.at(label);
+  }
+  if (worst_z > kAnchorAgreement) {
+    std::string listed;
+    for (int mhz : clocks) listed += (listed.empty() ? "" : ", ") + std::to_string(mhz);
+    c.note = "the clocks where the counter told its instructions apart (" + listed +
+             " MHz) disagree beyond " + fixed(kAnchorAgreement, 0) + " standard errors (up to " +
+             fixed(100.0 * worst_share, 1) +
+             " % of a row): one was told apart wrongly; the split "
+             "rows rest on " +
+             std::to_string(clocks[chosen]) + " MHz's, the median";
+  }
+  return c;
+}
+
 RankRows SplitRounds::rows() const {
   RankRows out = rows_;
   for (std::size_t s = 0; s < ranks_.size(); ++s) {
+    const Rank& r = ranks_[s];
+    if (r.pooled.empty()) continue;
+    const Correction c = correction(s);
+    auto corrected = [&](profile::Measurement row, const std::string& label) {
+      row.energy_j += c.energy_j.count(label) > 0 ? c.energy_j.at(label) : 0.0;
+      return row;
+    };
     bool referred = false;
-    for (const auto& [mhz, labels] : ranks_[s].pooled) {
+    for (const auto& [mhz, labels] : r.pooled) {
+      if (std::find(r.anchors.begin(), r.anchors.end(), mhz) != r.anchors.end()) continue;
       std::optional<LabelRows> rows = split(s, mhz);
       if (!rows) continue;
+      for (auto& [label, row] : *rows) row = corrected(row, label);
       out[s][mhz] = std::move(*rows);
       referred = true;
     }
     if (!referred) continue;
     // The reference rows' offsets are the ones the split rows share.
-    const int reference = ranks_[s].reference_mhz;
-    for (auto& [label, row] : out[s][reference]) {
-      if (row.energy_pooling_error.value_or(0.0) > 0.0)
-        row.energy_pooling_reference_mhz = reference;
+    for (auto& [label, row] : out[s][r.reference_mhz]) {
+      row = corrected(row, label);
+      if (row.energy_pooling_error.value_or(0.0) > 0.0) {
+        row.energy_pooling_reference_mhz = r.reference_mhz;
+      }
     }
   }
   return out;
 }
 
-std::vector<std::pair<int, int>> SplitRounds::failed() const {
-  std::vector<std::pair<int, int>> out;
+std::vector<std::string> SplitRounds::warnings() const {
+  std::vector<std::string> out;
   for (std::size_t s = 0; s < ranks_.size(); ++s) {
+    const std::string gpu = "GPU " + std::to_string(s) + "'s split-clock rounds";
     for (const auto& [mhz, labels] : ranks_[s].pooled) {
-      if (!split(s, mhz)) out.emplace_back(static_cast<int>(s), mhz);
+      if (split(s, mhz)) continue;
+      out.push_back(gpu + " at " + std::to_string(mhz) +
+                    " MHz gave an energy at or below 0 (noise beyond the measurement's); its rows "
+                    "there are kept as they were measured");
     }
+    if (ranks_[s].pooled.empty()) continue;
+    const std::string note = correction(s).note;
+    if (!note.empty()) out.push_back(gpu + ": " + note);
   }
   return out;
 }

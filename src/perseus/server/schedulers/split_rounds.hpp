@@ -9,15 +9,21 @@
 //
 // The reference clock of a rank is the one its rows were measured best at: where the counter told
 // its instructions apart (no pooling error; on a simulated H100 last stage whose forward draws
-// 23 % more than its backward, the clocks below 1275 MHz at 12 microbatches), else its least
-// pooled one. Split energies resting on an unpooled reference carry no pooling error. Resting on
-// a pooled one, each errs by exactly what the instruction's reference row errs by, the same joules
-// at every clock (Measurement::energy_pooling_reference_mhz); a plan runs each of a rank's
-// instructions once per microbatch, so those errors, which sum to 0 over the reference group,
-// cancel in every plan's energy that runs only such rows (plan::saving_error).
+// 23 % more than its backward, the clocks below 1275 MHz in one run at 12 microbatches, one clock
+// at 8), else its least pooled one. Split energies resting on an unpooled reference carry no
+// pooling error. A per-instruction fit can be wrong, though (README "Measuring energy": 6-9 % off
+// in 10 % of windows with long histories), and a wrong reference would move every split row: so
+// up to kAnchors clocks told apart are split too, and the split rows rest on the medoid of what
+// each says (each one's rows less their split energies, the reference's 0): one wrong among three
+// is outvoted, and a disagreement beyond kAnchorAgreement standard errors is logged. Resting on a
+// pooled reference, each split energy errs by exactly what the instruction's reference row errs
+// by, the same joules at every clock (Measurement::energy_pooling_reference_mhz); a plan runs each
+// of a rank's instructions once per microbatch, so those errors, which sum to 0 over the
+// reference group, cancel in every plan's energy that runs only such rows (plan::saving_error).
 //
-// Cost: K - 1 rounds per pooled clock of a rank with K pooled instructions, every rank split in
-// the same rounds (a rank with fewer runs at its reference clock meanwhile). Assumes that an
+// Cost: K - 1 rounds per pooled clock of a rank with K pooled instructions, and per clock told
+// apart beyond the reference (at most kAnchors - 1), every rank split in the same rounds (a rank
+// with fewer runs at its reference clock meanwhile). Assumes that an
 // instruction's energy at a clock does not depend on the clock of the instruction before it (a
 // plan switches clocks between instructions the same way) and that the GPU draws what it drew
 // during the sweep (no drift in between).
@@ -43,6 +49,9 @@ using RankRows = std::vector<std::map<int, LabelRows>>;
 
 class SplitRounds {
  public:
+  static constexpr std::size_t kAnchors = 3;
+  static constexpr double kAnchorAgreement = 3.0;  // standard errors
+
   // The rounds that split the pooled rows of `rows` (the sweep's). A rank's clock is split where
   // some row there is pooled beyond profile::kUnsplitPoolingError and every row at the rank's
   // reference clock carries a pooling error; its pooled instructions are those whose pooling
@@ -58,9 +67,10 @@ class SplitRounds {
 
   // The sweep's rows with the pooled ones replaced by their split energies (time, standard error
   // and clocks as in the sweep), once done(). A clock whose split gives an energy at or below 0
-  // (noise beyond the measurement's) keeps its pooled rows and is listed in failed().
+  // (noise beyond the measurement's) keeps its pooled rows.
   RankRows rows() const;
-  std::vector<std::pair<int, int>> failed() const;  // (rank, clock)
+  // What the log should say of rows(): such clocks, and clocks told apart that disagree.
+  std::vector<std::string> warnings() const;
 
  private:
   // One round of one rank: instruction `label` at `mhz`, the rank's others at its reference.
@@ -73,8 +83,16 @@ class SplitRounds {
     int reference_mhz = 0;
     std::map<std::string, double> count;             // occurrences per iteration, by label
     std::map<int, std::vector<std::string>> pooled;  // per split clock: its pooled labels
-    std::vector<Task> tasks;                         // in round order
+    std::vector<int> anchors;  // clocks told apart, split too (not the reference)
+    std::vector<Task> tasks;   // in round order
   };
+  // What the anchors say the split rows are off by (J per occurrence, by label), and what to log
+  // of them.
+  struct Correction {
+    std::map<std::string, double> energy_j;
+    std::string note;
+  };
+  Correction correction(std::size_t rank) const;
   // The split rows of one rank at one clock; nullopt where an energy came out at or below 0.
   std::optional<LabelRows> split(std::size_t rank, int mhz) const;
   // The standard error (J) of what the rank's instructions spent per iteration at the clock in the
