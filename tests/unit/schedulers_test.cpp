@@ -74,6 +74,9 @@ TEST(SchedulerArgs, RejectsBadProfilerArguments) {
       {"profiler",
        {{"microbatches", 4}, {"min_frequency", 1411}, {"max_frequency", 1500}},
        "field 'min_frequency': leaves no available frequency up to max_frequency"},
+      {"profiler",
+       {{"microbatches", 4}, {"split_pooled", "yes"}},
+       "scheduler 'profiler': field 'split_pooled': must be true or false, got \"yes\""},
   });
 }
 
