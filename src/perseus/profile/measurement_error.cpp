@@ -105,8 +105,13 @@ MeasurementError measurement_error(const Profile& profile) {
 std::vector<std::string> describe(const MeasurementError& error) {
   std::vector<std::string> lines;
   if (error.standard_error) lines.push_back(standard_error_line(*error.standard_error, error.rows));
-  if (error.pooling_error) lines.push_back(pooling_line(error));
+  if (auto pooling = describe_pooling(error)) lines.push_back(*pooling);
   return lines;
+}
+
+std::optional<std::string> describe_pooling(const MeasurementError& error) {
+  if (!error.pooling_error) return std::nullopt;
+  return pooling_line(error);
 }
 
 }  // namespace perseus::profile

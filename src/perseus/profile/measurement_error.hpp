@@ -55,7 +55,10 @@ struct MeasurementError {
 // O(rows log rows).
 MeasurementError measurement_error(const Profile& profile);
 
-// One line per column the profile carries (none for a profile without them).
+// One line per column the profile carries (none for a profile without them): the standard
+// error's, then the pooling error's.
 std::vector<std::string> describe(const MeasurementError& error);
+// The pooling error's line alone; nullopt for a profile without the column.
+std::optional<std::string> describe_pooling(const MeasurementError& error);
 
 }  // namespace perseus::profile

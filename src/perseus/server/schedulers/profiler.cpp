@@ -379,7 +379,7 @@ class Profiler : public Scheduler {
       }
       // Instructions whose own energies the counter could not tell apart: said where the
       // operator looks first (perseus plan says it again).
-      if (!error.unsplit.empty()) log::warn(context_ + ": " + profile::describe(error).back());
+      if (!error.unsplit.empty()) log::warn(context_ + ": " + *profile::describe_pooling(error));
       if (const auto blocking_w = blocking_power_w()) write_blocking_power(*blocking_w);
       log::info(context_ + ": wrote " + output_.string() + ": " + std::to_string(measured_) +
                 " clocks in " + std::to_string(rounds_) + " rounds (" +
