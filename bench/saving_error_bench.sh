@@ -8,7 +8,8 @@
 # false). Prints, per case: the profiler's rounds (split-clock among them) and seconds of
 # training, plans, how many differ by more than 3 standard errors, how many lie within 3
 # standard errors plus the pooling bound, the largest difference and the largest ratio of a
-# difference to its 3 standard errors plus bound.
+# difference to its 3 standard errors plus bound. PERSEUS_SIM_OPTS reaches the simulated GPUs
+# (scripts/closed_loop.sh), e.g. "--counter-noise 0.01 --counter-seed 3".
 # Usage: bash bench/saving_error_bench.sh [build dir=build]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
