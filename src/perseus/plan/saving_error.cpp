@@ -39,6 +39,10 @@ std::optional<double> standard_error(const std::map<const profile::Measurement*,
   return std::sqrt(variance);
 }
 
+// Weights equal but for rounding (an instruction's rows' weights summed in another order) leave
+// this much of the unconstrained bound (relative); less is 0.
+constexpr double kWeightRounding = 1e-9;
+
 // One instruction of a pooling group: its rows' weight in the saving and their pooling error in
 // J (one offset shared by the rows).
 struct Member {
@@ -59,9 +63,12 @@ double group_bound(std::vector<Member> members) {
     lambda = m.weight;
     if (below >= 0.5 * total) break;
   }
-  double sum = 0.0;
-  for (const Member& m : members) sum += m.bound * std::abs(m.weight - lambda);
-  return sum;
+  double sum = 0.0, scale = 0.0;
+  for (const Member& m : members) {
+    sum += m.bound * std::abs(m.weight - lambda);
+    scale += m.bound * std::abs(m.weight);
+  }
+  return sum <= kWeightRounding * scale ? 0.0 : sum;
 }
 
 // The pooling bound over every group of profile rows pooled together, given each used row's
