@@ -16,6 +16,7 @@
 #include "perseus/pipeline_sim/job.hpp"
 #include "perseus/profile/csv.hpp"
 #include "perseus/profile/gpu_model.hpp"
+#include "perseus/server/scheduler.hpp"
 #include "perseus/util/files.hpp"
 #include "perseus/wire/protocol.hpp"
 
@@ -70,6 +71,21 @@ void check_args(const SimulateArgs& a) {
   }
 }
 
+// The simulated job's instruction order, where the scheduler's arguments do not give it: the
+// microbatches, and the schedule by name (a schedule file, or EnvPipe's envelope, which needs the
+// profile, has no name the server can build; give those in --scheduler-args).
+void with_instruction_order(nlohmann::json& args, const SimulateArgs& a) {
+  if (!args.contains("microbatches")) args["microbatches"] = a.microbatches;
+  const std::string& name = a.schedule.name;
+  if (!args.contains("schedule") && a.schedule.file.empty() && !name.empty() &&
+      name != "envelope") {
+    args["schedule"] = name;
+  }
+  if (!args.contains("virtual_stages") && a.schedule.virtual_stages > 0) {
+    args["virtual_stages"] = a.schedule.virtual_stages;
+  }
+}
+
 Setup make_setup(const SimulateArgs& a) {
   Setup s;
   int stages = a.stages;
@@ -116,6 +132,9 @@ Setup make_setup(const SimulateArgs& a) {
     o.scheduler_args =
         naming("--scheduler-args", [&] { return wire::parse_json(a.scheduler_args); });
     require(o.scheduler_args.is_object(), "--scheduler-args must be a JSON object");
+  }
+  if (!a.scheduler.empty() && server::takes_instruction_order(a.scheduler)) {
+    with_instruction_order(o.scheduler_args, a);
   }
   return s;
 }
@@ -324,8 +343,9 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--scheduler", a->scheduler, "Scheduler of this job (default: the server's)");
   cmd->add_option(
       "--scheduler-args", a->scheduler_args,
-      "Scheduler arguments, a JSON object (e.g. {\"microbatches\": 8} for schedulers that need "
-      "the instruction order)");
+      "Scheduler arguments, a JSON object (e.g. {\"output\": \"profile.csv\"}); the instruction "
+      "order (microbatches, schedule, virtual_stages) is filled in from this job's for the "
+      "schedulers that take it");
   cmd->add_option("--job-metadata", a->job_metadata, "Free-form job metadata sent to the server");
   cmd->add_option("--out", a->out,
                   "Write per-iteration pipeline time and summed energy (and the job id) as JSON");

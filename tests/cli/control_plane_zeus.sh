@@ -2,7 +2,8 @@
 # The online Zeus baselines on a running job: perseus simulate-training (one client process per
 # rank, simulated GPUs under power limits) runs until the scheduler has swept its limits and
 # settled; the final schedule sets power limits (one for all stages, or one per stage), and the
-# settled job is cheaper than the sweep's first, highest-limit round.
+# settled job is cheaper than the sweep's first, highest-limit round. zeus-per-stage is given no
+# "microbatches": simulate-training fills in its own instruction order.
 set -euo pipefail
 perseus=$1
 tmp=$(mktemp -d)
@@ -12,11 +13,13 @@ source "$(dirname "$0")/lib.sh"
 
 start_server 0
 
+limits='"power_limits": {"max_w": 450, "min_w": 250, "step_w": 50}, "eta": 0.5'
 for scheduler in zeus-global zeus-per-stage; do
+  args="{\"microbatches\": 4, $limits}"
+  [[ $scheduler == zeus-per-stage ]] && args="{$limits}"
   "$perseus" simulate-training --server "$url" --stages 4 --microbatches 4 --blocking-power 83.64 \
-    --until-done --quiet --out "$tmp/$scheduler.json" --scheduler "$scheduler" --scheduler-args \
-    '{"microbatches": 4, "power_limits": {"max_w": 450, "min_w": 250, "step_w": 50}, "eta": 0.5}' ||
-    fail "$scheduler run failed"
+    --until-done --quiet --out "$tmp/$scheduler.json" --scheduler "$scheduler" \
+    --scheduler-args "$args" || fail "$scheduler run failed"
   /usr/bin/python3 - "$url" "$tmp/$scheduler.json" "$scheduler" <<'PY' || fail "$scheduler check"
 import json, sys, urllib.request
 url, run, name = sys.argv[1], json.load(open(sys.argv[2])), sys.argv[3]

@@ -110,10 +110,13 @@ class StageCountMismatch : public Error {
 // (naming the argument).
 std::unique_ptr<Scheduler> make_scheduler(const std::string& name, const JobSpec& job);
 const std::vector<std::string>& scheduler_names();
-// Whether make_scheduler knows `name` (a name above or a Zeus class-name alias).
 // "expected one of point-solution, ...; Zeus aliases PointSolution, ..." for error messages.
 std::string scheduler_choices();
+// Whether make_scheduler knows `name` (a name above or a Zeus class-name alias).
 bool known_scheduler(const std::string& name);
+// Whether scheduler `name` takes the instruction order as arguments ("microbatches", "schedule",
+// "virtual_stages"): every one but `frontier`, whose frontier holds it; false for unknown names.
+bool takes_instruction_order(const std::string& name);
 
 // Checks a scheduler's name and arguments before any rank registered, by building it for `job`
 // with every plausible SM clock (kMinClockMhz..kMaxClockMhz) available, since the ranks' clocks
