@@ -34,7 +34,7 @@ std::optional<double> standard_error(const std::map<const profile::Measurement*,
   double variance = 0.0;
   for (const auto& [row, w] : weight) {
     if (!row->energy_stderr) return std::nullopt;
-    variance += std::pow(*row->energy_stderr * row->energy_j * w, 2);
+    variance += std::pow(*row->energy_stderr_j() * w, 2);
   }
   return std::sqrt(variance);
 }
@@ -98,7 +98,7 @@ std::optional<double> pooling_bound(const profile::Profile& profile,
       }
       Member& m = groups[group][key];
       m.weight += w == weight.end() ? 0.0 : w->second;
-      m.bound = std::max(m.bound, *row.energy_pooling_error * row.energy_j);
+      m.bound = std::max(m.bound, *row.energy_pooling_error_j());
     }
   }
   double sum = 0.0;

@@ -24,6 +24,15 @@ struct Measurement {
   // pooling error is that row's, the same joules: one offset shared by the instruction's rows at
   // every clock that refer to it (plan::saving_error).
   std::optional<int> energy_pooling_reference_mhz{};
+
+  // The relative errors above in J; nullopt where the row has none.
+  std::optional<double> energy_stderr_j() const { return in_joules(energy_stderr); }
+  std::optional<double> energy_pooling_error_j() const { return in_joules(energy_pooling_error); }
+
+ private:
+  std::optional<double> in_joules(const std::optional<double>& relative) const {
+    return relative ? std::optional(*relative * energy_j) : std::nullopt;
+  }
 };
 
 // Instruction type names a profile may contain.

@@ -150,7 +150,6 @@ class Profiler : public Scheduler {
     ++rounds_;
     if (windows_.measure_again(results)) return;  // measure this round again
     if (split_) {
-      ++split_rounds_;
       split_->observe(windows);
       if (split_->done()) finish();
       return;
@@ -183,7 +182,7 @@ class Profiler : public Scheduler {
                                : nlohmann::json(clocks_[measured_])},
         {"measured", measured_},
         {"rounds", rounds_},
-        {"split_rounds", split_rounds_},
+        {"split_rounds", split_rounds()},
         {"measured_s", measured_s_},
         {"output", output_.string()},
         {"blocking_power_w", blocking_w ? nlohmann::json(*blocking_w) : nlohmann::json(nullptr)},
@@ -195,6 +194,9 @@ class Profiler : public Scheduler {
   }
 
  private:
+  // Rounds spent in the split-clock rounds so far.
+  std::size_t split_rounds() const { return split_ ? split_->observed() : 0; }
+
   // Known once the highest clock is measured.
   std::optional<double> blocking_power_w() const {
     return measured_ > 0 ? blocked_.power_w() : std::nullopt;
@@ -252,9 +254,10 @@ class Profiler : public Scheduler {
   // The profile of the sweep's rows, split where the split-clock rounds could; what went wrong
   // there is logged.
   profile::Profile profile_of(const SplitRounds& split) const {
-    for (const std::string& warning : split.warnings()) log::warn(context_ + ": " + warning);
+    const SplitRounds::Result split_rows = split.result();
+    for (const std::string& warning : split_rows.warnings) log::warn(context_ + ": " + warning);
     profile::Profile profile(output_.string());
-    const RankRows rows = split.rows();
+    const RankRows& rows = split_rows.rows;
     for (std::size_t s = 0; s < rows.size(); ++s) {
       for (const auto& [mhz, labels] : rows[s]) {
         for (const auto& [label, row] : labels) {
@@ -362,7 +365,7 @@ class Profiler : public Scheduler {
       nlohmann::json summary = {
           {"clocks", measured_},
           {"rounds", rounds_},
-          {"split_rounds", split_rounds_},
+          {"split_rounds", split_rounds()},
           {"measured_s", measured_s_},
           {"target_stderr", target_stderr_},
           {"worst_stderr", error.standard_error ? error.standard_error->worst : 0.0},
@@ -383,7 +386,7 @@ class Profiler : public Scheduler {
       if (const auto blocking_w = blocking_power_w()) write_blocking_power(*blocking_w);
       log::info(context_ + ": wrote " + output_.string() + ": " + std::to_string(measured_) +
                 " clocks in " + std::to_string(rounds_) + " rounds (" +
-                std::to_string(split_rounds_) + " of them split-clock; " + num(measured_s_, 1) +
+                std::to_string(split_rounds()) + " of them split-clock; " + num(measured_s_, 1) +
                 " s of training), stopped " + stop_.reason());
     } catch (const Error& e) {
       throw Error(context_ + ": " + e.what());
@@ -411,7 +414,6 @@ class Profiler : public Scheduler {
   RankRows rows_;                                  // the sweep's, per rank and clock
   std::optional<SplitRounds> split_;               // after the sweep (split_rounds.hpp)
   bool split_pooled_ = true;                       // run them
-  int split_rounds_ = 0;                           // rounds spent in them
 };
 
 }  // namespace

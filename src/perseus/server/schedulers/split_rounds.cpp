@@ -13,12 +13,6 @@ namespace perseus::server::schedulers {
 
 namespace {
 
-// The row's standard error in J; nullopt when it has none.
-std::optional<double> stderr_j(const profile::Measurement& row) {
-  if (!row.energy_stderr) return std::nullopt;
-  return *row.energy_stderr * row.energy_j;
-}
-
 // a + n b, unknown when either is.
 std::optional<double> plus(std::optional<double> a, double n, std::optional<double> b) {
   if (!a || !b) return std::nullopt;
@@ -67,31 +61,28 @@ std::vector<std::string> by_energy(std::vector<std::string> labels, const LabelR
   return labels;
 }
 
-// The labels to split at a clock: those pooled there (pooling error above 0) where one is pooled
-// beyond kUnsplitPoolingError and the reference has a row for it, by energy; none when fewer
-// than two.
+// The labels of `at_clock` that `reference` has rows for, by energy; `pooled_only`: only those
+// pooled there (pooling error above 0).
+std::vector<std::string> shared_labels(const LabelRows& reference, const LabelRows& at_clock,
+                                       bool pooled_only = false) {
+  std::vector<std::string> labels;
+  for (const auto& [label, row] : at_clock) {
+    const bool pooled = row.energy_pooling_error.value_or(0.0) > 0.0;
+    if (reference.count(label) > 0 && (pooled || !pooled_only)) labels.push_back(label);
+  }
+  return by_energy(std::move(labels), at_clock);
+}
+
+// The labels to split at a clock: the pooled ones the reference has rows for, where one is pooled
+// beyond kUnsplitPoolingError; none when fewer than two.
 std::vector<std::string> pooled_labels(const LabelRows& reference, const LabelRows& at_clock) {
   const bool beyond = std::any_of(at_clock.begin(), at_clock.end(), [](const auto& entry) {
     return entry.second.energy_pooling_error.value_or(0.0) > profile::kUnsplitPoolingError;
   });
-  std::vector<std::string> labels;
-  if (!beyond) return labels;
-  for (const auto& [label, row] : at_clock) {
-    if (row.energy_pooling_error.value_or(0.0) > 0.0 && reference.count(label) > 0) {
-      labels.push_back(label);
-    }
-  }
+  if (!beyond) return {};
+  std::vector<std::string> labels = shared_labels(reference, at_clock, true);
   if (labels.size() < 2) labels.clear();
-  return by_energy(std::move(labels), at_clock);
-}
-
-// The labels of `at_clock` that `reference` has rows for, by energy.
-std::vector<std::string> shared_labels(const LabelRows& reference, const LabelRows& at_clock) {
-  std::vector<std::string> labels;
-  for (const auto& [label, row] : at_clock) {
-    if (reference.count(label) > 0) labels.push_back(label);
-  }
-  return by_energy(std::move(labels), at_clock);
+  return labels;
 }
 
 // The medoid of `points` under sum |x_l - y_l| (x_l: J per iteration): with three, the middle
@@ -153,6 +144,10 @@ std::vector<StagePlan> SplitRounds::plans() const {
       }));
 }
 
+std::size_t SplitRounds::observed() const {
+  return round_;
+}
+
 void SplitRounds::observe(const std::vector<StageWindow>& windows) {
   for (std::size_t s = 0; s < ranks_.size(); ++s) {
     if (round_ >= ranks_[s].tasks.size()) continue;
@@ -165,7 +160,7 @@ void SplitRounds::observe(const std::vector<StageWindow>& windows) {
 std::optional<double> SplitRounds::sum_error(std::size_t rank, int mhz) const {
   std::optional<double> error = 0.0;
   for (const auto& [label, row] : rows_[rank].at(mhz)) {
-    error = plus(error, ranks_[rank].count.at(label), stderr_j(row));
+    error = plus(error, ranks_[rank].count.at(label), row.energy_stderr_j());
   }
   return error;
 }
@@ -179,7 +174,7 @@ std::pair<double, std::optional<double>> SplitRounds::difference(std::size_t ran
   for (const auto& [label, n] : r.count) {
     if (label == task.label) continue;
     others += n * reference.at(label).energy_j;
-    error = plus(error, n, stderr_j(reference.at(label)));
+    error = plus(error, n, reference.at(label).energy_stderr_j());
   }
   const double n = r.count.at(task.label);
   if (error) *error /= n;
@@ -198,13 +193,13 @@ std::optional<LabelRows> SplitRounds::split(std::size_t rank, int mhz) const {
   for (const std::string& label : pooled) {
     const double n = r.count.at(label);
     rest += n * at_clock.at(label).energy_j;
-    rest_error = plus(rest_error, n, stderr_j(at_clock.at(label)));
+    rest_error = plus(rest_error, n, at_clock.at(label).energy_stderr_j());
   }
   // The row's split energy; its pooling error is its reference row's, the same joules.
   auto set = [&](const std::string& label, double energy_j, std::optional<double> error_j) {
     profile::Measurement& row = rows.at(label);
     const profile::Measurement& ref = reference.at(label);
-    const double offset_j = *ref.energy_pooling_error * ref.energy_j;
+    const double offset_j = *ref.energy_pooling_error_j();
     row.energy_j = energy_j;
     row.energy_stderr = error_j ? std::optional(*error_j / energy_j) : std::nullopt;
     row.energy_pooling_error = offset_j / energy_j;
@@ -242,8 +237,8 @@ SplitRounds::Correction SplitRounds::correction(std::size_t rank) const {
       const profile::Measurement& split_row = split_rows->at(label);
       const double d = row.energy_j - split_row.energy_j;
       offset[label] = r.count.at(label) * d;
-      const double error =
-          std::hypot(stderr_j(row).value_or(0.0), stderr_j(split_row).value_or(0.0));
+      const double error = std::hypot(row.energy_stderr_j().value_or(0.0),
+                                      split_row.energy_stderr_j().value_or(0.0));
       if (error > 0.0) worst_z = std::max(worst_z, std::abs(d) / error);
       worst_share = std::max(worst_share, std::abs(d) / row.energy_j);
     }
@@ -260,19 +255,18 @@ SplitRounds::Correction SplitRounds::correction(std::size_t rank) const {
     for (int mhz : clocks) listed += (listed.empty() ? "" : ", ") + std::to_string(mhz);
     c.note = "the clocks where the counter told its instructions apart (" + listed +
              " MHz) disagree beyond " + fixed(kAnchorAgreement, 0) + " standard errors (up to " +
-             fixed(100.0 * worst_share, 1) +
-             " % of a row): one was told apart wrongly; the split "
-             "rows rest on " +
-             std::to_string(clocks[chosen]) + " MHz's, the median";
+             fixed(100.0 * worst_share, 1) + " % of a row): one was told apart wrongly; the " +
+             "split rows rest on " + std::to_string(clocks[chosen]) + " MHz's, the median";
   }
   return c;
 }
 
-RankRows SplitRounds::rows() const {
-  RankRows out = rows_;
+SplitRounds::Result SplitRounds::result() const {
+  Result out{rows_, {}};
   for (std::size_t s = 0; s < ranks_.size(); ++s) {
     const Rank& r = ranks_[s];
     if (r.pooled.empty()) continue;
+    const std::string gpu = "GPU " + std::to_string(s) + "'s split-clock rounds";
     const Correction c = correction(s);
     auto corrected = [&](profile::Measurement row, const std::string& label) {
       row.energy_j += c.energy_j.count(label) > 0 ? c.energy_j.at(label) : 0.0;
@@ -280,38 +274,27 @@ RankRows SplitRounds::rows() const {
     };
     bool referred = false;
     for (const auto& [mhz, labels] : r.pooled) {
-      if (std::find(r.anchors.begin(), r.anchors.end(), mhz) != r.anchors.end()) continue;
       std::optional<LabelRows> rows = split(s, mhz);
-      if (!rows) continue;
+      if (!rows) {
+        out.warnings.push_back(gpu + " at " + std::to_string(mhz) +
+                               " MHz gave an energy at or below 0 (noise beyond the "
+                               "measurement's); its rows there are kept as they were measured");
+        continue;
+      }
+      if (std::find(r.anchors.begin(), r.anchors.end(), mhz) != r.anchors.end()) continue;
       for (auto& [label, row] : *rows) row = corrected(row, label);
-      out[s][mhz] = std::move(*rows);
+      out.rows[s][mhz] = std::move(*rows);
       referred = true;
     }
+    if (!c.note.empty()) out.warnings.push_back(gpu + ": " + c.note);
     if (!referred) continue;
     // The reference rows' offsets are the ones the split rows share.
-    for (auto& [label, row] : out[s][r.reference_mhz]) {
+    for (auto& [label, row] : out.rows[s][r.reference_mhz]) {
       row = corrected(row, label);
       if (row.energy_pooling_error.value_or(0.0) > 0.0) {
         row.energy_pooling_reference_mhz = r.reference_mhz;
       }
     }
-  }
-  return out;
-}
-
-std::vector<std::string> SplitRounds::warnings() const {
-  std::vector<std::string> out;
-  for (std::size_t s = 0; s < ranks_.size(); ++s) {
-    const std::string gpu = "GPU " + std::to_string(s) + "'s split-clock rounds";
-    for (const auto& [mhz, labels] : ranks_[s].pooled) {
-      if (split(s, mhz)) continue;
-      out.push_back(gpu + " at " + std::to_string(mhz) +
-                    " MHz gave an energy at or below 0 (noise beyond the measurement's); its rows "
-                    "there are kept as they were measured");
-    }
-    if (ranks_[s].pooled.empty()) continue;
-    const std::string note = correction(s).note;
-    if (!note.empty()) out.push_back(gpu + ": " + note);
   }
   return out;
 }

@@ -67,12 +67,18 @@ class SplitRounds {
   // The next round's windows, one per rank.
   void observe(const std::vector<StageWindow>& windows);
 
+  // Rounds observed so far.
+  std::size_t observed() const;
+
   // The sweep's rows with the pooled ones replaced by their split energies (time, standard error
   // and clocks as in the sweep), once done(). A clock whose split gives an energy at or below 0
-  // (noise beyond the measurement's) keeps its pooled rows.
-  RankRows rows() const;
-  // What the log should say of rows(): such clocks, and clocks told apart that disagree.
-  std::vector<std::string> warnings() const;
+  // (noise beyond the measurement's) keeps its pooled rows. The warnings are what the log should
+  // say of them: such clocks, and clocks told apart that disagree.
+  struct Result {
+    RankRows rows;
+    std::vector<std::string> warnings;
+  };
+  Result result() const;
 
  private:
   // One round of one rank: instruction `label` at `mhz`, the rank's others at its reference.
