@@ -125,6 +125,10 @@ class PipelineFrequencyOptimizer:
         retries: retries per request after the first attempt.
         stall_bound: the most seconds one reporting window may block training on the server
             (every request, retry and barrier wait together), whatever the server does.
+        shutdown_bound: the most seconds :meth:`close` may block on the GPU driver (restoring
+            the default clock and power limit, stopping the sampler and clock threads); a driver
+            that does not answer by then (a GPU fallen off the bus) is left behind with one
+            warning, so that the process can end.
         token: the server's cluster token (default: the PERSEUS_TOKEN environment variable).
         ca_file: for an ``https://`` server_url, the CA certificate (PEM) its certificate must
             chain to (default: PERSEUS_CA_FILE, else the system's trusted certificates).
@@ -145,7 +149,7 @@ class PipelineFrequencyOptimizer:
                  retries=3, log=None, share_job_id=None, counter="realistic",
                  counter_options=None, observe=False, attribution="busy-overlap",
                  sampler_period=0.0, stall_bound=10.0, max_skipped_windows=32, token=None,
-                 ca_file=None):
+                 ca_file=None, shutdown_bound=5.0):
         self._opt = None
         self.device_id = device_id
         self._sync = False
@@ -186,6 +190,7 @@ class PipelineFrequencyOptimizer:
             max_skipped_windows=int(max_skipped_windows),
             token=str(token or ""),
             ca_file=str(ca_file or ""),
+            shutdown_bound=float(shutdown_bound),
         )
 
     def _make_backend(self, gpu, device_id, pp_rank, profile, stage, blocking_power,

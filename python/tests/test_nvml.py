@@ -183,3 +183,53 @@ def test_cuda_uuid_leaves_the_choice_to_cuda_visible_devices_where_torch_cannot_
         raise AssertionError("Invalid device id")
     monkeypatch.setattr(torch.cuda, "get_device_properties", no_such_device)
     assert cuda_uuid(3) is None
+
+
+HANGING_RUN = """
+import sys, time
+import perseus
+
+hang, library = sys.argv[1], sys.argv[2]
+opt = perseus.PipelineFrequencyOptimizer(
+    0, 0, 0, 0, 0, 1, 1, 1, 1, None, gpu=perseus.NvmlGpu(0, library=library), report_every=2,
+    shutdown_bound=0.5, log=lambda line: print("warning:", line, flush=True))
+
+def train(iterations):
+    for _ in range(iterations):
+        with opt.step():
+            for name in ("forward", "backward"):
+                with opt.instruction(name):
+                    time.sleep(0.01)
+
+train(2)
+open(hang, "w").close()  # from now on every NVML device call blocks
+start = time.monotonic()
+train(10)
+print("training", time.monotonic() - start, flush=True)
+start = time.monotonic()
+opt.close()
+print("close", time.monotonic() - start, flush=True)
+"""
+
+
+@needs_fake
+def test_a_driver_that_stops_answering_lets_the_process_end(tmp_path):
+    """NVML on a GPU that has fallen off the bus blocks its callers for good (the fake: while a
+    file exists). A training process that uses the client goes on at full speed, close() gives up
+    on the driver after shutdown_bound with one warning, and the process ends."""
+    hang = tmp_path / "hang"
+    env = dict(os.environ, FAKE_NVML_HANG_FILE=str(hang))
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, "-c", HANGING_RUN, str(hang), FAKE], env=env,
+                         capture_output=True, text=True, timeout=60)
+    elapsed = time.monotonic() - started
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    times = {line.split()[0]: float(line.split()[1]) for line in lines
+             if line.startswith(("training ", "close "))}
+    assert times["training"] < 10 * 0.02 + 0.5, run.stdout  # the hooks never wait on NVML
+    assert times["close"] < 0.5 + 1.0, run.stdout
+    exits = [line for line in lines if "at exit, the GPU driver did not return from" in line]
+    assert len(exits) == 1, run.stdout
+    assert "within shutdown_bound_s = 0.5 s" in exits[0]
+    assert elapsed < 30, f"the process took {elapsed:.1f} s to end"

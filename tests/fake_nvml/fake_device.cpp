@@ -153,6 +153,9 @@ Device* device_of(const void* handle) {
 }
 
 int check_device(const void* handle) {
+  if (const char* hang = std::getenv("FAKE_NVML_HANG_FILE"); hang != nullptr) {
+    while (::access(hang, F_OK) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   if (!in_session()) return kUninitialized;
   const Device* d = device_of(handle);
   if (d == nullptr) return kInvalidArgument;

@@ -42,6 +42,7 @@ Device* device_of(const void* handle);
 // kSuccess when a session is open and `handle` is one of its devices; kGpuIsLost once the
 // session is $FAKE_NVML_LOST_AFTER_MS old (read when the session starts; unset: never), and
 // always for the device whose index is $FAKE_NVML_LOST_DEVICE (read at each call; unset: none).
+// While the file $FAKE_NVML_HANG_FILE names exists (read at each call), it first blocks.
 int check_device(const void* handle);
 
 // The power draw is at or above the device's power limit.

@@ -12,6 +12,9 @@
 // separated), as on a machine of mixed GPUs; the devices it does not name keep the default name.
 // $FAKE_NVML_LOST_DEVICE (read at each call) is the index of one device every query of which
 // fails with NVML_ERROR_GPU_IS_LOST, as one GPU of a machine that has fallen off the bus.
+// While the file that $FAKE_NVML_HANG_FILE (read at each call) names exists, every device query
+// and setting blocks (polling the file every 10 ms), as the driver of a GPU that has fallen off the
+// bus can block its callers for good.
 // Read when a session starts (the first nvmlInit_v2, or the first after the last nvmlShutdown):
 //   FAKE_NVML_DEVICES     number of devices (default 1, at most 16), all alike
 //   FAKE_NVML_LOST_AFTER_MS  from this many milliseconds into the session on, every device query

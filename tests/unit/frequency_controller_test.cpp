@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <set>
@@ -25,6 +26,7 @@ class RecordingBackend : public GpuBackend {
  public:
   std::vector<int> supported_clocks() const override { return {1000, 800, 600}; }
   void lock_clock(int mhz) override {
+    while (hold) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(30));
     if (fail_lock) throw Error("lock denied");
     add("lock " + std::to_string(mhz));
@@ -45,6 +47,7 @@ class RecordingBackend : public GpuBackend {
   }
 
   std::atomic<bool> slow{false}, fail_lock{false};
+  std::atomic<bool> hold{false};  // lock_clock blocks while set (a driver that stops answering)
 
  private:
   void add(const std::string& call) {
@@ -110,6 +113,26 @@ TEST(ClientFrequencyController, ReportsDriverFailuresAndRetriesTheSetting) {
   EXPECT_EQ(gpu.calls(), (std::vector<std::string>{"lock 800"}));
   std::lock_guard lock(m);
   EXPECT_EQ(errors, (std::vector<std::string>{"lock denied"}));
+}
+
+// A clock change that blocks in the driver: stop_until gives up at its deadline and names the
+// call; once the driver answers, the change is applied and the thread stops.
+TEST(ClientFrequencyController, StopGivesUpOnADriverCallThatDoesNotReturn) {
+  RecordingBackend gpu;
+  gpu.hold = true;
+  FrequencyController c(gpu);
+  c.lock_clock(800);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(c.stop_until(start + std::chrono::milliseconds(50)));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
+  const auto call = c.running_call();
+  ASSERT_TRUE(call.has_value());
+  EXPECT_EQ(call->what, "a clock change");
+  EXPECT_GT(call->running_s, 0.0);
+  gpu.hold = false;
+  EXPECT_TRUE(c.stop_until(std::chrono::steady_clock::now() + std::chrono::seconds(10)));
+  EXPECT_FALSE(c.running_call().has_value());
+  EXPECT_EQ(gpu.calls(), (std::vector<std::string>{"lock 800"}));
 }
 
 }  // namespace

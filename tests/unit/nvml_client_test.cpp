@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "fake_nvml_fixture.hpp"
 #include "optimizer_harness.hpp"
@@ -133,3 +136,63 @@ TEST_F(Nvml, SaysOnceWhenTheGpuRunsBelowItsLockedClock) {
 }
 
 }  // namespace
+
+namespace {
+
+// Seconds `f` takes.
+template <typename F>
+double seconds_of(F&& f) {
+  const auto start = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+// A driver that stops answering (the fake blocks every device call while a file exists, as NVML
+// does on a GPU that has fallen off the bus): the training loop goes on at full speed, the stuck
+// counter read is said once at a window boundary, and the client's destructor gives up on the
+// driver after shutdown_bound_s with one warning instead of blocking the process's exit for good.
+// Without the hang the same client stops at once and says nothing (the checks can fail). The hang
+// runs in a child process: the NVML session it leaves behind would outlive the test.
+TEST_F(Nvml, ADriverThatStopsAnsweringHoldsNeitherTheTrainingLoopNorItsExit) {
+  perseus::test::TempDir dir;
+  const std::filesystem::path hang = dir.path() / "hang";
+  env_.set("FAKE_NVML_HANG_FILE", hang.string());
+  auto run = [&](bool hangs) {
+    Warnings warnings;
+    perseus::client::OptimizerOptions o = fake_client_options("", false, warnings);
+    o.report_every = 4;
+    o.shutdown_bound_s = 0.3;
+    auto opt = std::make_unique<perseus::client::PipelineFrequencyOptimizer>(
+        o, std::make_unique<NvmlGpu>(0, FAKE_NVML_LIBRARY));
+    iterate(*opt, 4, {"forward", "backward"}, 5ms);
+    if (hangs) std::ofstream(hang.string()) << "hang";
+    std::this_thread::sleep_for(50ms);  // a read begun before the hang returns before window 2
+    // 12 iterations of 2 x 100 ms: 2.4 s, past kDriverCallStuckS; the hooks take no part of it.
+    const double training = seconds_of([&] { iterate(*opt, 12, {"forward", "backward"}, 100ms); });
+    EXPECT_LT(training, 2.4 + 0.5) << hangs;
+    EXPECT_EQ(opt->last_window().measured, !hangs);
+    const double exit = seconds_of([&] { opt.reset(); });
+    EXPECT_LT(exit, 0.3 + 1.0) << hangs;
+    const std::vector<std::string> said = warnings.said();
+    if (!hangs) {
+      EXPECT_TRUE(said.empty()) << said.front();
+      return;
+    }
+    ASSERT_EQ(said.size(), 3u);
+    // Window 2 (0.8 s into the hang) is unmeasured; window 4 (2.4 s) finds the read stuck.
+    EXPECT_CONTAINS(said[0], "the GPU's energy counter did not change during a reporting window");
+    EXPECT_CONTAINS(said[1], "the GPU driver has not returned from an energy counter read in 2 s");
+    EXPECT_CONTAINS(said[2], "at exit, the GPU driver did not return from an energy counter read");
+    EXPECT_CONTAINS(said[2], "within shutdown_bound_s = 0.3 s");
+    EXPECT_CONTAINS(said[2], "nvidia-smi -rgc");
+  };
+  run(false);
+  EXPECT_EXIT(
+      {
+        run(true);
+        std::_Exit(::testing::Test::HasFailure() ? 1 : 0);  // the calls left behind still block
+      },
+      ::testing::ExitedWithCode(0), "");
+}

@@ -83,17 +83,27 @@ std::unique_ptr<EnergySampler> GpuBackend::start_energy_sampler(
 
 ThreadSampler::ThreadSampler(GpuBackend& gpu, SamplerOptions options,
                              std::function<void(const std::string&)> on_error)
-    : gpu_(gpu), options_(options), on_error_(std::move(on_error)), series_(options.capacity) {
-  thread_ = std::thread([this] { run(); });
-}
+    : gpu_(gpu),
+      options_(options),
+      on_error_(std::move(on_error)),
+      series_(options.capacity),
+      thread_([this] { run(); }) {}
 
 ThreadSampler::~ThreadSampler() {
+  request_stop();
+}  // thread_ joins first
+
+void ThreadSampler::request_stop() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
-  thread_.join();
+}
+
+bool ThreadSampler::stop_until(std::chrono::steady_clock::time_point deadline) {
+  request_stop();
+  return thread_.join_until(deadline);
 }
 
 void ThreadSampler::run() {
@@ -123,6 +133,7 @@ void ThreadSampler::run() {
 std::string ThreadSampler::read_counter(bool after_gap) {
   double begin = 0.0, value = 0.0, end = 0.0;
   try {
+    const DriverCallWatch::Scope call(calls_, "an energy counter read");
     begin = gpu_.now_s();
     value = gpu_.total_energy_j();
     end = gpu_.now_s();
@@ -151,9 +162,14 @@ void ThreadSampler::report_went_down(double before_j, double after_j) {
 void ThreadSampler::read_clock() {
   if (!read_clocks_ || std::chrono::steady_clock::now() < clock_retry_at_) return;
   try {
-    const double begin = gpu_.now_s();
-    const std::optional<ClockReading> clock = gpu_.read_clock();
-    const double end = gpu_.now_s();
+    double begin = 0.0, end = 0.0;
+    std::optional<ClockReading> clock;
+    {
+      const DriverCallWatch::Scope call(calls_, "an SM clock read");
+      begin = gpu_.now_s();
+      clock = gpu_.read_clock();
+      end = gpu_.now_s();
+    }
     if (!clock) {
       read_clocks_ = false;  // this backend cannot tell
       return;

@@ -17,15 +17,18 @@
 // (SimGpu::start_energy_sampler).
 #pragma once
 
-#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
+
+#include "perseus/client/driver_call_watch.hpp"
+#include "perseus/util/bounded_thread.hpp"
 
 namespace perseus::client {
 
@@ -112,6 +115,11 @@ class EnergySampler {
   virtual void forget_before(double t_s) = 0;
   // The clock samples with from_s <= t <= to_s, oldest first (empty: the backend reports none).
   virtual std::vector<ClockSample> clocks(double /*from_s*/, double /*to_s*/) { return {}; }
+  // Stops sampling by `deadline`; false when a read still blocks in the driver then (the sampler
+  // and its backend must then stay alive for good: BoundedThread). Default: nothing to stop.
+  virtual bool stop_until(std::chrono::steady_clock::time_point /*deadline*/) { return true; }
+  // The driver call the sampler is blocked in now (nullopt: none).
+  virtual std::optional<RunningCall> running_call() const { return std::nullopt; }
 };
 
 // Retries of a read that failed (a transient driver error, or a GPU that is lost): after
@@ -149,8 +157,11 @@ class ThreadSampler : public EnergySampler {
   std::vector<CounterSample> series(double from_s, double to_s) override;
   void forget_before(double t_s) override;
   std::vector<ClockSample> clocks(double from_s, double to_s) override;
+  bool stop_until(std::chrono::steady_clock::time_point deadline) override;
+  std::optional<RunningCall> running_call() const override { return calls_.running(); }
 
  private:
+  void request_stop();
   void run();
   // One counter read (then a clock read) into the series (`after_gap`: the first after failed
   // reads); the read's error, else "".
@@ -174,7 +185,8 @@ class ThreadSampler : public EnergySampler {
   ReadBackoff counter_backoff_, clock_backoff_;
   std::chrono::steady_clock::time_point clock_retry_at_;
   bool stopping_ = false;
-  std::thread thread_;
+  DriverCallWatch calls_;
+  BoundedThread thread_;  // last: joined before the members it uses go
 };
 
 }  // namespace perseus::client

@@ -8,9 +8,7 @@ namespace perseus::client {
 
 FrequencyController::FrequencyController(GpuBackend& gpu,
                                          std::function<void(const std::string&)> on_error)
-    : gpu_(gpu), on_error_(std::move(on_error)) {
-  thread_ = std::thread([this] { run(); });
-}
+    : gpu_(gpu), on_error_(std::move(on_error)), thread_([this] { run(); }) {}
 
 FrequencyController::~FrequencyController() {
   stop();
@@ -60,13 +58,22 @@ void FrequencyController::flush() {
   done_.wait(lock, [&] { return completed_ >= target || stopped_; });
 }
 
-void FrequencyController::stop() {
+void FrequencyController::request_stop() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_one();
-  if (thread_.joinable()) thread_.join();
+}
+
+void FrequencyController::stop() {
+  request_stop();
+  thread_.join();
+}
+
+bool FrequencyController::stop_until(std::chrono::steady_clock::time_point deadline) {
+  request_stop();
+  return thread_.join_until(deadline);
 }
 
 std::uint64_t FrequencyController::applied_changes() const {
@@ -89,9 +96,10 @@ void FrequencyController::run() {
     // `known` / `applied` are only touched by this thread.
     std::vector<std::string> errors;
     std::uint64_t changes = 0;
-    auto apply = [&](auto& setting, const auto& wanted, auto&& call) {
+    auto apply = [&](auto& setting, const auto& wanted, const char* what, auto&& call) {
       if (setting.known && setting.applied == wanted) return;
       try {
+        const DriverCallWatch::Scope watched(calls_, what);
         call();
         setting.known = true;
         setting.applied = wanted;
@@ -102,7 +110,7 @@ void FrequencyController::run() {
       }
     };
     if (do_limit) {
-      apply(limit_, limit, [&] {
+      apply(limit_, limit, "a power-limit change", [&] {
         if (limit) {
           gpu_.set_power_limit(*limit);
         } else {
@@ -111,7 +119,7 @@ void FrequencyController::run() {
       });
     }
     if (do_clock) {
-      apply(clock_, clock, [&] {
+      apply(clock_, clock, "a clock change", [&] {
         if (clock) {
           gpu_.lock_clock(*clock);
         } else {

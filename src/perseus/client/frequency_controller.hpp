@@ -10,15 +10,17 @@
 // the next request for it is tried again.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
+#include "perseus/client/driver_call_watch.hpp"
 #include "perseus/client/gpu_backend.hpp"
+#include "perseus/util/bounded_thread.hpp"
 
 namespace perseus::client {
 
@@ -41,6 +43,11 @@ class FrequencyController {
   void flush();
   // Applies pending requests and stops the thread; later requests are ignored. Idempotent.
   void stop();
+  // stop(), giving up at `deadline`: false when a driver call still blocks then (the controller
+  // and its backend must then stay alive for good: BoundedThread).
+  bool stop_until(std::chrono::steady_clock::time_point deadline);
+  // The driver call the clock thread is blocked in now (nullopt: none).
+  std::optional<RunningCall> running_call() const { return calls_.running(); }
 
   // Number of driver calls made so far (clock and power-limit changes), for tests and stats.
   std::uint64_t applied_changes() const;
@@ -57,6 +64,7 @@ class FrequencyController {
 
   void run();
   void request(std::unique_lock<std::mutex>& lock);
+  void request_stop();
 
   GpuBackend& gpu_;
   std::function<void(const std::string&)> on_error_;
@@ -66,7 +74,8 @@ class FrequencyController {
   Setting<double> limit_;
   std::uint64_t requested_ = 0, completed_ = 0, changes_ = 0;
   bool stopping_ = false, stopped_ = false;
-  std::thread thread_;
+  DriverCallWatch calls_;
+  BoundedThread thread_;  // last: joined before the members it uses go
 };
 
 }  // namespace perseus::client

@@ -1,5 +1,7 @@
 #include "perseus/client/optimizer.hpp"
 
+#include <chrono>
+#include <mutex>
 #include <utility>
 
 #include "perseus/client/frequency_controller.hpp"
@@ -9,6 +11,7 @@
 #include "perseus/client/server_session.hpp"
 #include "perseus/client/window_checks.hpp"
 #include "perseus/util/error.hpp"
+#include "perseus/util/steady_time.hpp"
 #include "perseus/wire/protocol.hpp"
 
 namespace perseus::client {
@@ -141,6 +144,7 @@ struct PipelineFrequencyOptimizer::Impl {
 
   // Attributes the window's energy; returns its measurements.
   WindowMeasurements close_window() {
+    check_driver_calls();
     WindowMeasurements m = window->close();
     if (!m.iter_time.empty()) last_window = m;
     for (std::size_t i = 0; i < m.iter_time.size(); ++i) {
@@ -235,6 +239,40 @@ struct PipelineFrequencyOptimizer::Impl {
     return clock.mhz;
   }
 
+  // ---- a driver that does not answer ----
+
+  // Driver calls blocked for kDriverCallStuckS on the sampler or clock thread, said once each.
+  void check_driver_calls() {
+    auto check = [&](const std::optional<RunningCall>& call, const char* meanwhile) {
+      if (!call || call->running_s < kDriverCallStuckS) return;
+      problems->warn_once("the GPU driver has not returned from " + call->what + " in " +
+                          number(kDriverCallStuckS) +
+                          " s (a GPU that has fallen off the bus blocks NVML's callers): training "
+                          "goes on, " +
+                          meanwhile);
+    };
+    check(sampler->running_call(),
+          "and windows without a counter change are reported as unmeasured meanwhile");
+    check(controller->running_call(), "at whatever clock and power limit the GPU has meanwhile");
+  }
+
+  // At destruction `call` (or another) did not return within shutdown_bound_s: says so and
+  // silences the log for the calls that may still return.
+  void leave_behind(const std::optional<RunningCall>& call) {
+    std::string message =
+        "at exit, the GPU driver did not return from " +
+        (call ? call->what + " (blocked for " + number(call->running_s) + " s)" : "a call") +
+        " within shutdown_bound_s = " + number(opt.shutdown_bound_s) +
+        " s; the client leaves it behind so that the process can end";
+    if (!opt.observe) {
+      message +=
+          ": the GPU may keep the clock and power limit the plan set (nvidia-smi -rgc and "
+          "-pl restore them)";
+    }
+    problems->log(message);
+    problems->silence();
+  }
+
   void check_iteration_length() {
     if (!follower->step_end_departs()) return;
     default_clock();
@@ -270,17 +308,22 @@ PipelineFrequencyOptimizer::PipelineFrequencyOptimizer(OptimizerOptions options,
 
 PipelineFrequencyOptimizer::~PipelineFrequencyOptimizer() {
   Impl& m = *impl_;
-  m.sampler.reset();
-  m.controller->stop();
-  if (m.opt.observe) return;
-  try {
-    m.gpu->reset_clock();
-  } catch (...) {  // restoring is best effort; never throw from a destructor
+  // Restored on the clock thread, so that a driver that does not answer is bounded too.
+  if (!m.opt.observe) {
+    m.controller->reset_clock();
+    m.controller->reset_power_limit();
   }
-  try {
-    m.gpu->reset_power_limit();
-  } catch (...) {
-  }
+  const auto deadline = std::chrono::steady_clock::now() + steady_duration(m.opt.shutdown_bound_s);
+  const bool sampler_stopped = m.sampler->stop_until(deadline);
+  const bool clocks_stopped = m.controller->stop_until(deadline);
+  if (sampler_stopped && clocks_stopped) return;
+  m.leave_behind(sampler_stopped ? m.controller->running_call() : m.sampler->running_call());
+  // The calls left behind may still return into the client's objects: keep them for good
+  // (reachable, so that leak checkers do not count them).
+  static auto* kept = new std::vector<std::unique_ptr<Impl>>;
+  static auto* kept_mutex = new std::mutex;
+  std::lock_guard lock(*kept_mutex);
+  kept->push_back(std::move(impl_));
 }
 
 void PipelineFrequencyOptimizer::on_step_begin() {

@@ -7,7 +7,7 @@
 // unreachable, slow or answers garbage, the client retries with bounded exponential backoff, then
 // logs one warning and runs at the default clock (and tries again at the next reporting window).
 // Only in strict mode do such failures throw into the caller. On destruction the GPU's default
-// clocks and power limit are restored (the backend does it).
+// clocks and power limit are restored, within `shutdown_bound_s`.
 //
 // Protocol (perseus/wire/protocol.hpp): rank 0 registers the job unless a job id is given; every
 // rank registers itself and fetches round 0's schedule (a barrier over the job's ranks). Each
@@ -31,6 +31,11 @@
 // Bounded stall: whatever the server does (no answer, one byte a second, a 1 GiB answer), one
 // window boundary blocks the training loop at most `stall_bound_s`, and after a failure the
 // client skips a growing number of windows before it contacts the server again.
+//
+// A driver that stops answering (NVML blocks its callers for good on a GPU that has fallen off
+// the bus) never blocks the training thread: the counter and the clocks are driven from their own
+// threads. A call blocked for kDriverCallStuckS is warned of at the next window boundary, and the
+// destructor leaves such calls behind after `shutdown_bound_s` (they keep the client's objects).
 //
 // Warnings: one when the client starts running at the default clock (with the server's answer
 // or the transport error, and the number of attempts); retries at later window boundaries stay
@@ -81,6 +86,10 @@ struct OptimizerOptions {
   // The most one window boundary (or the constructor) may block on the server: every request,
   // retry, back-off delay and barrier wait of the exchange together.
   double stall_bound_s = 10.0;
+  // The most the destructor may block on the GPU driver (restoring the default clock and power
+  // limit, stopping the sampler and clock threads). A driver that does not answer by then (NVML
+  // on a GPU that has fallen off the bus) is left behind: one warning, and the process may end.
+  double shutdown_bound_s = 5.0;
   // After a failed exchange the client leaves the server alone for 1, 2, 4, ... windows, at
   // most this many (the circuit breaker); one success closes it again.
   int max_skipped_windows = 32;

@@ -46,6 +46,7 @@ void OptimizerOptions::validate() const {
   seconds("barrier_timeout_s", o.barrier_timeout_s, false);
   seconds("backoff_s", o.backoff_s, true);
   seconds("stall_bound_s", o.stall_bound_s, false);
+  seconds("shutdown_bound_s", o.shutdown_bound_s, true);
   if (o.max_skipped_windows < 0) {
     throw bad("max_skipped_windows", "must be >= 0, got " + std::to_string(o.max_skipped_windows));
   }

@@ -8,6 +8,10 @@
 namespace perseus::client {
 
 void ProblemLog::log(const std::string& message) const {
+  {
+    std::lock_guard lock(mutex_);
+    if (silenced_) return;
+  }
   if (sink_) {
     sink_(message);
     return;
@@ -38,6 +42,11 @@ void ProblemLog::clock_error(const std::string& message) {
     return;
   }
   warn_once(text);
+}
+
+void ProblemLog::silence() {
+  std::lock_guard lock(mutex_);
+  silenced_ = true;
 }
 
 void ProblemLog::rethrow_clock_error() {

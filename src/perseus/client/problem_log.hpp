@@ -29,11 +29,15 @@ class ProblemLog {
   void clock_error(const std::string& message);
   // Strict: throws the kept clock-thread failure, if any (on the training thread).
   void rethrow_clock_error();
+  // Drops every later message: for a thread left behind in a driver call, which may return after
+  // the sink's owner is gone (the Python interpreter at exit).
+  void silence();
 
  private:
   std::function<void(const std::string&)> sink_;
   bool strict_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
+  bool silenced_ = false;
   std::set<std::string> logged_;
   std::string pending_;  // strict: a clock-thread failure to throw on the training thread
 };

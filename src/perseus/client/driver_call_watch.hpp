@@ -1,0 +1,48 @@
+// Which driver call a background thread (the energy sampler, the clock thread) is blocked in and
+// for how long, read from other threads: a driver that stops answering (NVML on a GPU that has
+// fallen off the bus blocks its callers for good) is said to the user, not waited for.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace perseus::client {
+
+// A call that has not returned: what it is ("an energy counter read") and for how long.
+struct RunningCall {
+  std::string what;
+  double running_s = 0.0;
+};
+
+// A driver call that runs this long has stopped answering (NVML's calls take milliseconds).
+inline constexpr double kDriverCallStuckS = 2.0;
+
+class DriverCallWatch {
+ public:
+  // The calling thread starts `what` (a string literal) / returned from it.
+  void begin(const char* what);
+  void end();
+  // The call running now (nullopt: none).
+  std::optional<RunningCall> running() const;
+
+  // begin() and end() around one call.
+  class Scope {
+   public:
+    Scope(DriverCallWatch& watch, const char* what) : watch_(watch) { watch_.begin(what); }
+    ~Scope() { watch_.end(); }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    DriverCallWatch& watch_;
+  };
+
+ private:
+  mutable std::mutex mutex_;
+  const char* what_ = nullptr;  // nullptr: no call running
+  std::chrono::steady_clock::time_point began_;
+};
+
+}  // namespace perseus::client
