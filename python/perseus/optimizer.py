@@ -168,30 +168,24 @@ class PipelineFrequencyOptimizer:
         share = share_job_id
         if share is None and job_id is None and _torch_distributed() is not None:
             share = _broadcast_job_id
-        self._opt = _perseus._Optimizer(
-            backend, int(rank), int(dp_rank), int(pp_rank), int(tp_rank), int(dp_degree),
-            int(pp_degree), int(tp_degree), int(world_size),
-            server_url=str(server_url or ""),
-            job_metadata=job_metadata,
-            job_id=str(job_id or ""),
-            scheduler=str(scheduler or ""),
-            scheduler_args=scheduler_args,
-            report_every=int(report_every),
-            strict=bool(strict),
-            request_timeout=float(request_timeout),
-            barrier_timeout=float(barrier_timeout),
-            retries=int(retries),
-            log=log if log is not None else _default_log,
-            share_job_id=share,
-            observe=bool(observe),
-            attribution=str(attribution),
-            sampler_period=float(sampler_period),
-            stall_bound=float(stall_bound),
-            max_skipped_windows=int(max_skipped_windows),
-            token=str(token or ""),
-            ca_file=str(ca_file or ""),
-            shutdown_bound=float(shutdown_bound),
-        )
+        options = _perseus._OptimizerOptions()
+        fields = dict(
+            rank=int(rank), dp_rank=int(dp_rank), pp_rank=int(pp_rank), tp_rank=int(tp_rank),
+            dp_degree=int(dp_degree), pp_degree=int(pp_degree), tp_degree=int(tp_degree),
+            world_size=int(world_size), server_url=str(server_url or ""),
+            job_metadata=job_metadata, job_id=str(job_id or ""), scheduler=str(scheduler or ""),
+            report_every=int(report_every), strict=bool(strict),
+            request_timeout_s=float(request_timeout), barrier_timeout_s=float(barrier_timeout),
+            retries=int(retries), log=log if log is not None else _default_log,
+            share_job_id=share, observe=bool(observe), attribution=str(attribution),
+            sampler_period_s=float(sampler_period), stall_bound_s=float(stall_bound),
+            shutdown_bound_s=float(shutdown_bound), max_skipped_windows=int(max_skipped_windows),
+            token=str(token or ""), ca_file=str(ca_file or ""))
+        if scheduler_args is not None:
+            fields["scheduler_args"] = scheduler_args
+        for name, value in fields.items():
+            setattr(options, name, value)
+        self._opt = _perseus._Optimizer(backend, options)
 
     def _make_backend(self, gpu, device_id, pp_rank, profile, stage, blocking_power,
                       real_time, time_scale, counter, counter_options):

@@ -4,6 +4,7 @@
 //   PerseusError    perseus::Error (a RuntimeError subclass)
 //   SimGpu          the simulated GPU (profile CSV + stage), drivable from Python
 //   NvmlGpu         the NVML backend (device index, optional library path)
+//   _OptimizerOptions  OptimizerOptions, filled by perseus/optimizer.py
 //   _Optimizer      PipelineFrequencyOptimizer over a SimGpu, an NvmlGpu or any Python object
 //                   with the GpuBackend methods
 // Every call that may block (HTTP, the schedule barrier, real-time simulated instructions,
@@ -185,63 +186,59 @@ py::dict window_dict(const perseus::client::WindowMeasurements& w) {
 
 using OptimizerClass = py::class_<Optimizer>;
 
-// _Optimizer(gpu, rank, ...): every OptimizerOptions field by keyword (perseus/optimizer.py).
+// _OptimizerOptions: OptimizerOptions as perseus/optimizer.py fills it, field by field under its
+// C++ name; `attribution` by name, `scheduler_args` a dict, `log` and `share_job_id` callables.
+void add_optimizer_options(py::module_& m) {
+  using O = OptimizerOptions;
+  py::class_<O>(m, "_OptimizerOptions")
+      .def(py::init<>())
+      .def_readwrite("server_url", &O::server_url)
+      .def_readwrite("rank", &O::rank)
+      .def_readwrite("dp_rank", &O::dp_rank)
+      .def_readwrite("pp_rank", &O::pp_rank)
+      .def_readwrite("tp_rank", &O::tp_rank)
+      .def_readwrite("dp_degree", &O::dp_degree)
+      .def_readwrite("pp_degree", &O::pp_degree)
+      .def_readwrite("tp_degree", &O::tp_degree)
+      .def_readwrite("world_size", &O::world_size)
+      .def_readwrite("job_id", &O::job_id)
+      .def_readwrite("job_metadata", &O::job_metadata)
+      .def_readwrite("token", &O::token)
+      .def_readwrite("ca_file", &O::ca_file)
+      .def_readwrite("scheduler", &O::scheduler)
+      .def_readwrite("report_every", &O::report_every)
+      .def_readwrite("request_timeout_s", &O::request_timeout_s)
+      .def_readwrite("barrier_timeout_s", &O::barrier_timeout_s)
+      .def_readwrite("retries", &O::retries)
+      .def_readwrite("backoff_s", &O::backoff_s)
+      .def_readwrite("stall_bound_s", &O::stall_bound_s)
+      .def_readwrite("shutdown_bound_s", &O::shutdown_bound_s)
+      .def_readwrite("max_skipped_windows", &O::max_skipped_windows)
+      .def_readwrite("strict", &O::strict)
+      .def_readwrite("observe", &O::observe)
+      .def_readwrite("sampler_period_s", &O::sampler_period_s)
+      .def_property(
+          "attribution", [](const O& o) { return perseus::client::to_string(o.attribution); },
+          [](O& o, const std::string& name) {
+            o.attribution = perseus::client::parse_attribution(name);
+          })
+      .def_property(
+          "scheduler_args", [](const O& o) { return o.scheduler_args.dump(); },
+          [](O& o, const py::dict& args) { o.scheduler_args = perseus::python::to_json(args); })
+      .def_property("log", py::cpp_function(),
+                    [](O& o, py::object log) { o.log = perseus::python::make_log(std::move(log)); })
+      .def_property("share_job_id", py::cpp_function(), [](O& o, py::object share) {
+        o.share_job_id = perseus::python::make_share(std::move(share));
+      });
+}
+
+// _Optimizer(gpu, options): the backend as perseus::python::make_backend takes it.
 void add_optimizer_init(OptimizerClass& cls) {
-  cls.def(
-      py::init([](py::object gpu, int rank, int dp_rank, int pp_rank, int tp_rank, int dp_degree,
-                  int pp_degree, int tp_degree, int world_size, std::string server_url,
-                  py::object job_metadata, std::string job_id, std::string scheduler,
-                  py::object scheduler_args, int report_every, bool strict, double request_timeout,
-                  double barrier_timeout, int retries, double backoff, py::object log,
-                  py::object share_job_id, bool observe, const std::string& attribution,
-                  double sampler_period, double stall_bound, int max_skipped_windows,
-                  std::string token, std::string ca_file, double shutdown_bound) {
-        OptimizerOptions o;
-        o.observe = observe;
-        o.attribution = perseus::client::parse_attribution(attribution);
-        o.sampler_period_s = sampler_period;
-        o.rank = rank;
-        o.dp_rank = dp_rank;
-        o.pp_rank = pp_rank;
-        o.tp_rank = tp_rank;
-        o.dp_degree = dp_degree;
-        o.pp_degree = pp_degree;
-        o.tp_degree = tp_degree;
-        o.world_size = world_size;
-        o.server_url = std::move(server_url);
-        if (!job_metadata.is_none()) o.job_metadata = job_metadata.cast<std::string>();
-        o.job_id = std::move(job_id);
-        o.scheduler = std::move(scheduler);
-        if (!scheduler_args.is_none()) {
-          o.scheduler_args = perseus::python::to_json(scheduler_args);
-          if (!o.scheduler_args.is_object()) throw perseus::Error("scheduler_args must be a dict");
-        }
-        o.report_every = report_every;
-        o.strict = strict;
-        o.request_timeout_s = request_timeout;
-        o.barrier_timeout_s = barrier_timeout;
-        o.retries = retries;
-        o.backoff_s = backoff;
-        o.stall_bound_s = stall_bound;
-        o.shutdown_bound_s = shutdown_bound;
-        o.token = std::move(token);
-        o.ca_file = std::move(ca_file);
-        o.max_skipped_windows = max_skipped_windows;
-        o.log = perseus::python::make_log(std::move(log));
-        o.share_job_id = perseus::python::make_share(std::move(share_job_id));
-        std::unique_ptr<GpuBackend> backend = perseus::python::make_backend(std::move(gpu));
-        return std::make_unique<Optimizer>(std::move(o), std::move(backend));
-      }),
-      py::arg("gpu"), py::arg("rank"), py::arg("dp_rank"), py::arg("pp_rank"), py::arg("tp_rank"),
-      py::arg("dp_degree"), py::arg("pp_degree"), py::arg("tp_degree"), py::arg("world_size"),
-      py::arg("server_url") = "", py::arg("job_metadata") = py::none(), py::arg("job_id") = "",
-      py::arg("scheduler") = "", py::arg("scheduler_args") = py::none(),
-      py::arg("report_every") = 5, py::arg("strict") = false, py::arg("request_timeout") = 5.0,
-      py::arg("barrier_timeout") = 10.0, py::arg("retries") = 3, py::arg("backoff") = 0.2,
-      py::arg("log") = py::none(), py::arg("share_job_id") = py::none(), py::arg("observe") = false,
-      py::arg("attribution") = "busy-overlap", py::arg("sampler_period") = 0.0,
-      py::arg("stall_bound") = 10.0, py::arg("max_skipped_windows") = 32, py::arg("token") = "",
-      py::arg("ca_file") = "", py::arg("shutdown_bound") = 5.0);
+  cls.def(py::init([](py::object gpu, OptimizerOptions options) {
+            std::unique_ptr<GpuBackend> backend = perseus::python::make_backend(std::move(gpu));
+            return std::make_unique<Optimizer>(std::move(options), std::move(backend));
+          }),
+          py::arg("gpu"), py::arg("options"));
 }
 
 // The training loop's hooks; each releases the GIL (the barrier may wait for the server).
@@ -357,6 +354,7 @@ PYBIND11_MODULE(_perseus, m) {
 
   bind_sim_gpu(m);
   bind_nvml_gpu(m);
+  add_optimizer_options(m);
   OptimizerClass optimizer(m, "_Optimizer");
   add_optimizer_init(optimizer);
   add_optimizer_hooks(optimizer);
