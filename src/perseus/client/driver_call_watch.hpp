@@ -19,6 +19,13 @@ struct RunningCall {
 // A driver call that runs this long has stopped answering (NVML's calls take milliseconds).
 inline constexpr double kDriverCallStuckS = 2.0;
 
+// The warning for `call`, stuck for kDriverCallStuckS; `meanwhile`: how training goes on.
+std::string stuck_call_warning(const RunningCall& call, const std::string& meanwhile);
+// The warning for `call` (nullopt: some call) not returned within `bound_s` at exit, left behind;
+// `restoring`: the client was to restore the clock and power limit.
+std::string left_behind_warning(const std::optional<RunningCall>& call, double bound_s,
+                                bool restoring);
+
 class DriverCallWatch {
  public:
   // The calling thread starts `what` (a string literal) / returned from it.

@@ -125,23 +125,6 @@ struct PipelineFrequencyOptimizer::Impl {
 
   // ---- the reporting window ----
 
-  // The window's measurements as the result body of the round in use.
-  std::string result_body(WindowMeasurements& m) {
-    wire::ProfilingResult result;
-    result.rank = opt.rank;
-    result.iter_time = m.iter_time;
-    result.iter_energy = m.iter_energy;
-    result.round = follower->schedule()->round;
-    result.time_breakdown = std::move(m.time_breakdown);
-    result.energy_breakdown = std::move(m.energy_breakdown);
-    result.energy_stderr = std::move(m.energy_stderr_j);
-    result.energy_pooling_error = std::move(m.energy_pooling_error_j);
-    result.attribution = to_string(m.method);
-    for (const auto& [name, c] : m.clocks) result.clocks[name] = c;
-    result.energy_measured = m.measured;
-    return wire::to_json(result).dump();
-  }
-
   // Attributes the window's energy; returns its measurements.
   WindowMeasurements close_window() {
     check_driver_calls();
@@ -219,7 +202,9 @@ struct PipelineFrequencyOptimizer::Impl {
   void window_boundary() {
     WindowMeasurements m = close_window();
     if (!session || done || job_failed) return;
-    if (follower->schedule() && !degraded) session->queue_result(result_body(m));
+    if (follower->schedule() && !degraded) {
+      session->queue_result(std::move(m), follower->schedule()->round);
+    }
     if (session->backing_off()) return;  // the circuit breaker is open: no request this window
     exchange();
   }
@@ -239,17 +224,20 @@ struct PipelineFrequencyOptimizer::Impl {
     return clock.mhz;
   }
 
+  void check_iteration_length() {
+    if (!follower->step_end_departs()) return;
+    default_clock();
+    sync();
+  }
+
   // ---- a driver that does not answer ----
 
   // Driver calls blocked for kDriverCallStuckS on the sampler or clock thread, said once each.
   void check_driver_calls() {
     auto check = [&](const std::optional<RunningCall>& call, const char* meanwhile) {
-      if (!call || call->running_s < kDriverCallStuckS) return;
-      problems->warn_once("the GPU driver has not returned from " + call->what + " in " +
-                          number(kDriverCallStuckS) +
-                          " s (a GPU that has fallen off the bus blocks NVML's callers): training "
-                          "goes on, " +
-                          meanwhile);
+      if (call && call->running_s >= kDriverCallStuckS) {
+        problems->warn_once(stuck_call_warning(*call, meanwhile));
+      }
     };
     check(sampler->running_call(),
           "and windows without a counter change are reported as unmeasured meanwhile");
@@ -259,24 +247,8 @@ struct PipelineFrequencyOptimizer::Impl {
   // At destruction `call` (or another) did not return within shutdown_bound_s: says so and
   // silences the log for the calls that may still return.
   void leave_behind(const std::optional<RunningCall>& call) {
-    std::string message =
-        "at exit, the GPU driver did not return from " +
-        (call ? call->what + " (blocked for " + number(call->running_s) + " s)" : "a call") +
-        " within shutdown_bound_s = " + number(opt.shutdown_bound_s) +
-        " s; the client leaves it behind so that the process can end";
-    if (!opt.observe) {
-      message +=
-          ": the GPU may keep the clock and power limit the plan set (nvidia-smi -rgc and "
-          "-pl restore them)";
-    }
-    problems->log(message);
+    problems->log(left_behind_warning(call, opt.shutdown_bound_s, !opt.observe));
     problems->silence();
-  }
-
-  void check_iteration_length() {
-    if (!follower->step_end_departs()) return;
-    default_clock();
-    sync();
   }
 };
 

@@ -240,6 +240,22 @@ wire::FrequencySchedule ServerSession::fetch_schedule(int round) {
 
 // Posts the unacknowledged result (reports are idempotent on the server); throws
 // ServerFailure and keeps it when the server does not take it.
+void ServerSession::queue_result(WindowMeasurements m, int round) {
+  wire::ProfilingResult result;
+  result.rank = opt_.rank;
+  result.iter_time = std::move(m.iter_time);
+  result.iter_energy = std::move(m.iter_energy);
+  result.round = round;
+  result.time_breakdown = std::move(m.time_breakdown);
+  result.energy_breakdown = std::move(m.energy_breakdown);
+  result.energy_stderr = std::move(m.energy_stderr_j);
+  result.energy_pooling_error = std::move(m.energy_pooling_error_j);
+  result.attribution = to_string(m.method);
+  for (const auto& [name, c] : m.clocks) result.clocks[name] = c;
+  result.energy_measured = m.measured;
+  unsent_result_ = wire::to_json(result).dump();
+}
+
 void ServerSession::post_pending() {
   if (!unsent_result_) return;
   call(true, wire::kResultPath + job_id_, *unsent_result_, opt_.request_timeout_s,

@@ -61,8 +61,9 @@ class ServerSession {
   void ensure_registered(const std::vector<int>& clocks);
   // The schedule of `round` (blocks in the server's barrier). Throws ServerFailure.
   wire::FrequencySchedule fetch_schedule(int round);
-  // Queues a result body; post_pending() sends it.
-  void queue_result(std::string body) { unsent_result_ = std::move(body); }
+  // Queues a window's measurements as this rank's result for `round` (replacing one not sent);
+  // post_pending() sends it.
+  void queue_result(WindowMeasurements m, int round);
   // Sends the queued result, if any; keeps it and throws ServerFailure when not acknowledged.
   void post_pending();
   const std::string& job_id() const { return job_id_; }
