@@ -11,12 +11,14 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "fake_nvml_fixture.hpp"
 #include "perseus/client/gpu_probe.hpp"
+#include "perseus/client/nvml_restore.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -188,6 +190,28 @@ TEST_F(Nvml, RestoresClocksAndPowerLimitWhenKilledBySignal) {
             "nvmlDeviceSetPowerManagementLimit 250000\n"
             "nvmlDeviceResetGpuLockedClocks\n"
             "nvmlDeviceSetPowerManagementLimit 400000\n");
+}
+
+// The same with a driver that stops answering (the fake blocks every device call while a file
+// exists): the handler gives up on the reset after kSignalRestoreBoundS and the process still dies
+// of the signal, instead of hanging in the handler for good.
+TEST_F(Nvml, ASignalStillEndsTheProcessWhenTheDriverDoesNotAnswer) {
+  perseus::test::TempDir dir;
+  const std::string hang = (dir.path() / "hang").string();
+  env_.set("FAKE_NVML_HANG_FILE", hang);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EXIT(
+      {
+        NvmlGpu gpu(0, FAKE_NVML_LIBRARY);
+        gpu.lock_clock(1395);
+        std::ofstream(hang) << "hang";
+        std::raise(SIGTERM);
+        std::_Exit(0);  // not reached
+      },
+      ::testing::KilledBySignal(SIGTERM), "");
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took.count(), perseus::client::nvml::kSignalRestoreBoundS - 1.0);  // it did wait
+  EXPECT_LT(took.count(), perseus::client::nvml::kSignalRestoreBoundS + 5.0);
 }
 
 TEST_F(Nvml, FailsClearlyWithoutALibraryASymbolOrADevice) {

@@ -16,7 +16,11 @@
 // the handler is a deliberate, best-effort trade-off (a GPU left at a low clock or power limit
 // outlives the process and slows the next job). The handler allocates nothing, takes no locks and
 // only reads atomics and pointers prepared outside it; in a forked child (a data-loader worker)
-// it leaves the parent's devices alone. If the process goes on after a chained handler (Python
+// it leaves the parent's devices alone. A restore that blocks in the driver (NVML on a GPU that has
+// fallen off the bus blocks its callers for good) is given up after kSignalRestoreBoundS (an
+// alarm; SIGALRM's action and pending alarm are put back after a restore that returns): the
+// process then ends by its signal, as it would have without Perseus (a chained handler does not
+// run). If the process goes on after a chained handler (Python
 // turns SIGINT into KeyboardInterrupt, which a loop may catch), the device runs at its defaults
 // until the client next asks for a different clock or limit.
 #pragma once

@@ -23,6 +23,10 @@ struct RestoreRecord {
   std::atomic<unsigned> default_limit_mw{0};  // 0: not known yet
 };
 
+// The most the signal handler waits for the driver to restore the devices (an alarm, in seconds):
+// past it the process ends by its signal as it would have without Perseus.
+inline constexpr unsigned kSignalRestoreBoundS = 2;
+
 // Adds a live device to the registry (the first call installs the signal handlers), and removes
 // it. With more live devices than the registry's 64 slots, the extra ones are restored on normal
 // exit only.
