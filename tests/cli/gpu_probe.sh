@@ -46,6 +46,22 @@ within "$(value_of counter_power_w "$tmp/probe.txt")" 250 0.02 ||
 grep -qx "sm_clock_mhz 1410 (min 1410, max 1410)" "$tmp/probe.txt" || fail "SM clock: $(cat "$tmp/probe.txt")"
 grep -qx "clock_event_reasons none" "$tmp/probe.txt" || fail "reasons: $(cat "$tmp/probe.txt")"
 grep -qx "power_limit_w 400.0 (default 400.0)" "$tmp/probe.txt" || fail "limit: $(cat "$tmp/probe.txt")"
+# A driver that does not answer (the fake blocks device calls while the file exists): one line on
+# stderr and exit 1 once --timeout has passed after --duration, instead of hanging for good.
+touch "$tmp/hang"
+start=$(date +%s.%N)
+if FAKE_NVML_HANG_FILE=$tmp/hang "$perseus" gpu probe --library "$lib" --duration 0.2 --timeout 1 \
+  > "$tmp/hung.txt" 2> "$tmp/hung.err"; then
+  fail "gpu probe with a hung driver succeeded: $(cat "$tmp/hung.txt")"
+fi
+took=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { print e - s }')
+awk -v t="$took" 'BEGIN { exit !(t >= 1.1 && t < 10) }' || fail "hung probe took $took s"
+[[ $(wc -l < "$tmp/hung.err") == 1 ]] || fail "hung probe stderr: $(cat "$tmp/hung.err")"
+grep -q "error: gpu probe: the GPU driver did not answer: the probe had not finished 1 s after" \
+  "$tmp/hung.err" || fail "hung probe message: $(cat "$tmp/hung.err")"
+rm "$tmp/hang"
+out=$("$perseus" gpu probe --library "$lib" --timeout 0 2>&1) && fail "--timeout 0 accepted"
+[[ $out == *"--timeout must be a positive number of seconds"* ]] || fail "--timeout 0: $out"
 # At the power limit (the fake's is 400 W) the driver says the power cap holds the clock.
 FAKE_NVML_POWER_W=450 "$perseus" gpu probe --library "$lib" --duration 0.2 > "$tmp/capped.txt"
 grep -qx "clock_event_reasons sw_power_cap" "$tmp/capped.txt" || fail "capped: $(cat "$tmp/capped.txt")"
