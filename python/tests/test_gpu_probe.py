@@ -3,6 +3,8 @@
 --json`, measurements that match the fake's configured counter, and no mutating NVML call."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -73,3 +75,38 @@ def test_probe_errors_raise(fake_env, monkeypatch):
 def test_probe_without_a_library_raises():
     with pytest.raises(perseus.PerseusError, match="cannot load NVML"):
         perseus.gpu_probe(library="/nonexistent/libnvidia-ml.so.1", duration=0.1)
+
+
+HUNG_PROBE = """
+import sys, time
+import perseus
+
+start = time.monotonic()
+try:
+    perseus.gpu_probe(library=sys.argv[1], duration=0.1, timeout=0.5)
+except perseus.PerseusError as error:
+    print("raised", time.monotonic() - start, error, flush=True)
+"""
+
+
+@needs_fake
+def test_a_driver_that_does_not_answer_raises_after_the_timeout(fake_env, tmp_path):
+    """The fake blocks every device call while the hang file exists, as NVML does on a GPU that
+    has fallen off the bus: the probe raises once `timeout` has passed after `duration`, and the
+    process still ends (the blocked call stays on a daemon thread). In a child process: the call
+    left behind keeps its NVML session open."""
+    hang = tmp_path / "hang"
+    hang.touch()
+    env = dict(os.environ, FAKE_NVML_HANG_FILE=str(hang))
+    run = subprocess.run([sys.executable, "-c", HUNG_PROBE, FAKE], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("raised "), run.stdout + run.stderr
+    took = float(run.stdout.split()[1])
+    assert 0.6 <= took < 5, run.stdout
+    assert "the GPU driver did not answer: the probe had not finished 0.5 s after" in run.stdout
+
+
+def test_a_bad_timeout_is_refused():
+    with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
+        perseus.gpu_probe(timeout=0)
