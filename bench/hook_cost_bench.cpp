@@ -107,11 +107,12 @@ std::vector<double> time_old_hooks(const std::string& library, int iterations) {
 }
 
 // A reporting window with the client's whole history (MeasurementWindow keeps 120 s): a 1F1B
-// stage of 8 microbatches (forwards 20 ms at 450 W, backwards 40 ms at 400 W, 1 ms gaps, 60 ms
-// bubbles at 80 W), its clock changing every 10 s as in the profiler's sweep; the counter
+// stage of `microbatches` (forwards 160 ms / microbatches at 450 W, backwards twice as long at
+// 400 W, 1 ms gaps, 60 ms bubbles at 80 W; 8 microbatches: 20 and 40 ms), its clock changing every
+// 10 s as in the profiler's sweep; the counter
 // refreshed every 100 ms, reporting the energy 10 ms before averaged over 20 ms, seen by reads
 // 4 ms apart (an H100's, measured).
-AttributionInput history_window(double seconds) {
+AttributionInput history_window(double seconds, int microbatches) {
   AttributionInput in;
   perseus::client::PowerTrace trace(80.0);
   double t = 0.0;
@@ -123,8 +124,9 @@ AttributionInput history_window(double seconds) {
   while (t < seconds) {
     const double begin = t;
     const std::size_t clock = 2 * (static_cast<std::size_t>(t / 10.0) % 4);
-    for (int m = 0; m < 8; ++m) busy(0.020, 450.0 - 10.0 * clock, clock);
-    for (int m = 0; m < 8; ++m) busy(0.040, 400.0 - 10.0 * clock, clock + 1);
+    const double forward_s = 0.160 / microbatches;
+    for (int m = 0; m < microbatches; ++m) busy(forward_s, 450.0 - 10.0 * clock, clock);
+    for (int m = 0; m < microbatches; ++m) busy(2 * forward_s, 400.0 - 10.0 * clock, clock + 1);
     in.iterations.emplace_back(begin, t);
     t += 0.060;
   }
@@ -182,15 +184,17 @@ int main(int argc, char** argv) {
     std::printf(
         "hook median %.3f us p99 %.3f us | old design (counter read in the hook) median %.1f us\n",
         hook.median, hook.p99, before.median);
-    const AttributionInput window = history_window(120.0);
-    const auto used = perseus::client::attribute(window, AttributionMethod::kBusyOverlap);
-    std::printf(
-        "window close: attributing 120 s of history (%zu instructions, %zu counter changes) "
-        "takes %.1f ms with busy-overlap (%s, %s), %.1f ms with fit\n",
-        window.spans.size(), window.counter.size(),
-        attribution_ms(window, AttributionMethod::kBusyOverlap, 5), to_string(used.method).c_str(),
-        used.per_key_powers ? "per-key powers" : "pooled",
-        attribution_ms(window, AttributionMethod::kFit, 5));
+    for (int microbatches : {8, 64}) {
+      const AttributionInput window = history_window(120.0, microbatches);
+      const auto used = perseus::client::attribute(window, AttributionMethod::kBusyOverlap);
+      std::printf(
+          "window close: attributing 120 s of history (%d microbatches: %zu instructions, %zu "
+          "counter changes) takes %.1f ms with busy-overlap (%s, %s), %.1f ms with fit\n",
+          microbatches, window.spans.size(), window.counter.size(),
+          attribution_ms(window, AttributionMethod::kBusyOverlap, 5),
+          to_string(used.method).c_str(), used.per_key_powers ? "per-key powers" : "pooled",
+          attribution_ms(window, AttributionMethod::kFit, 5));
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hook_cost_bench: %s\n", e.what());
     return 1;
