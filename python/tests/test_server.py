@@ -237,9 +237,15 @@ def test_nvml_backend_locks_planned_clock(server, tmp_path, monkeypatch):
     # Windows of microseconds may see no counter change (said once); nothing else is wrong.
     assert not [m for m in logs if "energy counter did not change" not in m], logs
     assert opt.round == 0 and opt.done and not opt.degraded
+    # The clock thread applies the lock on its own time (close() drops a lock still pending:
+    # it would be reset at once); wait for it.
+    lock = f"nvmlDeviceSetGpuLockedClocks {top} {top}"
+    deadline = time.monotonic() + 10
+    while lock not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.01)
     opt.close()
     text = log.read_text()
-    assert f"nvmlDeviceSetGpuLockedClocks {top} {top}" in text
+    assert lock in text
     lines = text.splitlines()
     last_lock = max(i for i, line in enumerate(lines)
                     if line.startswith("nvmlDeviceSetGpuLockedClocks"))

@@ -280,7 +280,8 @@ PipelineFrequencyOptimizer::PipelineFrequencyOptimizer(OptimizerOptions options,
 
 PipelineFrequencyOptimizer::~PipelineFrequencyOptimizer() {
   Impl& m = *impl_;
-  // Restored on the clock thread, so that a driver that does not answer is bounded too.
+  // Restored on the clock thread, so that a driver that does not answer is bounded too (a clock
+  // or power limit still pending there is replaced, not applied first).
   if (!m.opt.observe) {
     m.controller->reset_clock();
     m.controller->reset_power_limit();
