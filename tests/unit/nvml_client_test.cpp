@@ -183,6 +183,7 @@ TEST_F(Nvml, ADriverThatStopsAnsweringHoldsNeitherTheTrainingLoopNorItsExit) {
     ASSERT_EQ(said.size(), 3u);
     // Window 2 (0.8 s into the hang) is unmeasured; window 4 (2.4 s) finds the read stuck.
     EXPECT_CONTAINS(said[0], "the GPU's energy counter did not change during a reporting window");
+    EXPECT_CONTAINS(said[0], ": an energy counter read has been blocked in the driver for ");
     EXPECT_CONTAINS(said[1], "the GPU driver has not returned from an energy counter read in 2 s");
     EXPECT_CONTAINS(said[2], "at exit, the GPU driver did not return from an energy counter read");
     EXPECT_CONTAINS(said[2], "within shutdown_bound_s = 0.3 s");

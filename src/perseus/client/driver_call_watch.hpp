@@ -18,6 +18,9 @@ struct RunningCall {
 
 // A driver call that runs this long has stopped answering (NVML's calls take milliseconds).
 inline constexpr double kDriverCallStuckS = 2.0;
+// A driver call that runs this long is blocked, not slow: what a window without a counter change
+// blames on the read in flight (an H100's counter read takes about 4 ms).
+inline constexpr double kDriverCallBlockedS = 0.25;
 
 // The warning for `call`, stuck for kDriverCallStuckS; `meanwhile`: how training goes on.
 std::string stuck_call_warning(const RunningCall& call, const std::string& meanwhile);

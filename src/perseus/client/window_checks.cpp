@@ -1,5 +1,6 @@
 #include "perseus/client/window_checks.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -16,19 +17,32 @@ double sum(const std::vector<double>& values) {
 
 }  // namespace
 
-void WindowChecks::check(const WindowMeasurements& m) {
+void WindowChecks::check(const WindowMeasurements& m,
+                         const std::optional<RunningCall>& counter_read) {
   if (m.iter_time.empty()) return;
   if (locks_clocks_) check_clocks(m.clocks);
-  check_changed(m);
+  check_changed(m, counter_read);
   check_power(m);
 }
 
-void WindowChecks::check_changed(const WindowMeasurements& m) {
+void WindowChecks::check_changed(const WindowMeasurements& m,
+                                 const std::optional<RunningCall>& counter_read) {
   if (m.measured || unmeasured_said_) return;
   unmeasured_said_ = true;
-  problems_.log("the GPU's energy counter did not change during a reporting window of " +
-                number(sum(m.iter_time)) +
-                " s (real counters refresh about every 100 ms); its energies are unknown and "
+  const double window_s = sum(m.iter_time);
+  const std::string unchanged =
+      "the GPU's energy counter did not change during a reporting window "
+      "of " +
+      number(window_s) + " s";
+  // The read in flight began before the window did, and is blocked, not just slow.
+  if (counter_read && counter_read->running_s >= std::max(window_s, kDriverCallBlockedS)) {
+    problems_.log(unchanged + ": " + counter_read->what + " has been blocked in the driver for " +
+                  number(counter_read->running_s) +
+                  " s; its energies are unknown and reported as unmeasured");
+    return;
+  }
+  problems_.log(unchanged +
+                " (real counters refresh about every 100 ms); its energies are unknown and "
                 "reported as unmeasured: report over more iterations (report_every; the profiler "
                 "asks for more by itself)");
 }

@@ -5,10 +5,12 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
 
+#include "perseus/client/driver_call_watch.hpp"
 #include "perseus/client/measurement_window.hpp"
 #include "perseus/client/problem_log.hpp"
 
@@ -23,10 +25,12 @@ class WindowChecks {
   // `locks_clocks`: the client locks clocks (not observe-only), so a clock not reached is said.
   WindowChecks(ProblemLog& problems, bool locks_clocks)
       : problems_(problems), locks_clocks_(locks_clocks) {}
-  void check(const WindowMeasurements& m);
+  // `counter_read`: the energy-counter read the sampler is blocked in as the window closes, if any
+  // (a window without a counter change then says so, not that it was too short).
+  void check(const WindowMeasurements& m, const std::optional<RunningCall>& counter_read = {});
 
  private:
-  void check_changed(const WindowMeasurements& m);
+  void check_changed(const WindowMeasurements& m, const std::optional<RunningCall>& counter_read);
   void check_power(const WindowMeasurements& m);
   void check_clocks(const std::map<std::string, ClockSummary>& clocks);
 
