@@ -31,9 +31,8 @@ void WindowChecks::check_changed(const WindowMeasurements& m,
   unmeasured_said_ = true;
   const double window_s = sum(m.iter_time);
   const std::string unchanged =
-      "the GPU's energy counter did not change during a reporting window "
-      "of " +
-      number(window_s) + " s";
+      "the GPU's energy counter did not change during a reporting window of " + number(window_s) +
+      " s";
   // The read in flight began before the window did, and is blocked, not just slow.
   if (counter_read && counter_read->running_s >= std::max(window_s, kDriverCallBlockedS)) {
     problems_.log(unchanged + ": " + counter_read->what + " has been blocked in the driver for " +
