@@ -14,7 +14,6 @@ clock while probed, e.g. ``["sw_power_cap"]``) and ``power_limit_w`` (``{"enforc
 """
 
 import json
-import threading
 
 from perseus import _perseus
 
@@ -27,26 +26,7 @@ def gpu_probe(device=0, library=None, duration=1.5, timeout=10.0):
     ``library`` is the NVML library to load (default: the driver's libnvidia-ml.so.1). A driver
     that has not answered ``timeout`` seconds after ``duration`` (NVML blocks its callers for good
     on a GPU that has fallen off the bus) raises perseus.PerseusError too; the blocked call is
-    left behind on a daemon thread.
+    left behind on a thread of its own.
     """
-    if not float(timeout) > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
-    outcome = {}
-
-    def probe():
-        try:
-            outcome["text"] = _perseus._gpu_probe(int(device), library or DEFAULT_LIBRARY,
-                                                  float(duration))
-        except Exception as error:  # raised on the caller's thread below
-            outcome["error"] = error
-
-    thread = threading.Thread(target=probe, name="perseus-gpu-probe", daemon=True)
-    thread.start()
-    thread.join(max(float(duration), 0.0) + float(timeout))
-    if thread.is_alive():
-        raise _perseus.PerseusError(
-            f"gpu probe: the GPU driver did not answer: the probe had not finished {timeout} s "
-            "after its duration (a GPU that has fallen off the bus blocks NVML's callers)")
-    if "error" in outcome:
-        raise outcome["error"]
-    return json.loads(outcome["text"])
+    return json.loads(_perseus._gpu_probe(int(device), library or DEFAULT_LIBRARY,
+                                          float(duration), float(timeout)))

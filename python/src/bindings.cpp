@@ -303,11 +303,12 @@ void bind_tools(py::module_& m) {
   // only; the GIL is released while the counter is polled.
   m.def(
       "_gpu_probe",
-      [](int device, const std::string& library, double duration) {
+      [](int device, const std::string& library, double duration, double timeout) {
         perseus::client::ProbeOptions options;
         options.device = device;
         options.library = library;
         options.duration_s = duration;
+        options.timeout_s = timeout;
         perseus::client::GpuProbe probe;
         {
           py::gil_scoped_release nogil;
@@ -315,7 +316,7 @@ void bind_tools(py::module_& m) {
         }
         return perseus::client::to_json(probe).dump();
       },
-      py::arg("device") = 0, py::arg("library") = "libnvidia-ml.so.1", py::arg("duration") = 1.5);
+      py::arg("device"), py::arg("library"), py::arg("duration"), py::arg("timeout"));
 
   // Attributing a recorded window again (perseus.attribute): trace JSON text in, attribution
   // JSON text out; a malformed trace raises PerseusError naming the field.

@@ -93,7 +93,7 @@ except perseus.PerseusError as error:
 def test_a_driver_that_does_not_answer_raises_after_the_timeout(fake_env, tmp_path):
     """The fake blocks every device call while the hang file exists, as NVML does on a GPU that
     has fallen off the bus: the probe raises once `timeout` has passed after `duration`, and the
-    process still ends (the blocked call stays on a daemon thread). In a child process: the call
+    process still ends (the blocked call stays on a thread of its own). In a child process: the call
     left behind keeps its NVML session open."""
     hang = tmp_path / "hang"
     hang.touch()
@@ -108,5 +108,6 @@ def test_a_driver_that_does_not_answer_raises_after_the_timeout(fake_env, tmp_pa
 
 
 def test_a_bad_timeout_is_refused():
-    with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
+    with pytest.raises(perseus.PerseusError,
+                       match="probe timeout must be a positive number of seconds, got 0"):
         perseus.gpu_probe(timeout=0)

@@ -5,18 +5,14 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
-#include <thread>
 #include <type_traits>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "perseus/client/gpu_probe.hpp"
-#include "perseus/util/error.hpp"
 #include "perseus/util/progress.hpp"
-#include "perseus/util/steady_time.hpp"
 
 namespace perseus::cli {
 
@@ -25,24 +21,7 @@ namespace {
 struct ProbeArgs {
   client::ProbeOptions options;
   bool json = false;
-  double timeout_s = 10.0;  // beyond options.duration_s
 };
-
-// Ends the process with a one-line error unless it ended by itself `timeout_s` after the probe's
-// `duration_s`: NVML blocks its callers for good on a GPU that has fallen off the bus (as
-// nvidia-smi does there), and a probe must not hang the shell or script that runs it.
-void end_after(double duration_s, double timeout_s) {
-  std::thread([duration_s, timeout_s] {
-    std::this_thread::sleep_for(steady_duration(duration_s + timeout_s));
-    std::fprintf(stderr,
-                 "perseus: error: gpu probe: the GPU driver did not answer: the probe had not "
-                 "finished %s s after its --duration (a GPU that has fallen off the bus blocks "
-                 "NVML's callers; --timeout sets the wait)\n",
-                 number(timeout_s).c_str());
-    std::fflush(stderr);
-    std::_Exit(1);
-  }).detach();
-}
 
 // The values separated by blanks (numbers or strings).
 template <typename Range>
@@ -103,9 +82,6 @@ void print_probe(const client::GpuProbe& p) {
 }
 
 void run_probe(ProbeArgs a) {
-  require(a.timeout_s > 0.0 && std::isfinite(a.timeout_s),
-          "--timeout must be a positive number of seconds");
-  end_after(a.options.duration_s, a.timeout_s);
   ProgressBar bar("gpu probe: polling the energy counter", 100);
   a.options.progress = [&bar](double done) { bar.update(std::lround(done * 100.0)); };
   client::GpuProbe probe = client::probe_gpu(a.options);
@@ -130,7 +106,7 @@ void add_probe(CLI::App& parent) {
   cmd->add_option("--duration", a->options.duration_s,
                   "Seconds to poll the energy counter (at most 600)")
       ->capture_default_str();
-  cmd->add_option("--timeout", a->timeout_s,
+  cmd->add_option("--timeout", a->options.timeout_s,
                   "Give up (exit 1) when the driver has not answered this many seconds after "
                   "--duration")
       ->capture_default_str();

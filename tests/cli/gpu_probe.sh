@@ -61,7 +61,7 @@ grep -q "error: gpu probe: the GPU driver did not answer: the probe had not fini
   "$tmp/hung.err" || fail "hung probe message: $(cat "$tmp/hung.err")"
 rm "$tmp/hang"
 out=$("$perseus" gpu probe --library "$lib" --timeout 0 2>&1) && fail "--timeout 0 accepted"
-[[ $out == *"--timeout must be a positive number of seconds"* ]] || fail "--timeout 0: $out"
+[[ $out == *"probe timeout must be a positive number of seconds, got 0"* ]] || fail "--timeout 0: $out"
 # At the power limit (the fake's is 400 W) the driver says the power cap holds the clock.
 FAKE_NVML_POWER_W=450 "$perseus" gpu probe --library "$lib" --duration 0.2 > "$tmp/capped.txt"
 grep -qx "clock_event_reasons sw_power_cap" "$tmp/capped.txt" || fail "capped: $(cat "$tmp/capped.txt")"

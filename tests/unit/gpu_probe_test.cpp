@@ -4,8 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "fake_nvml_fixture.hpp"
 #include "perseus/client/nvml_gpu.hpp"
@@ -117,12 +124,60 @@ TEST_F(Nvml, ProbeWithTooShortADurationReportsNoRefreshPeriod) {
   EXPECT_TRUE(j["power_w"]["counter_slope"].is_null());
 }
 
+// Progress reaches the caller on its own thread (the NVML calls run on another), from 0 to 1.
+TEST_F(Nvml, ProbeReportsProgressOnTheCallersThread) {
+  perseus::client::ProbeOptions options;
+  options.library = FAKE_NVML_LIBRARY;
+  options.duration_s = 0.4;
+  std::vector<double> done;
+  bool elsewhere = false;
+  options.progress = [&, caller = std::this_thread::get_id()](double fraction) {
+    elsewhere = elsewhere || std::this_thread::get_id() != caller;
+    done.push_back(fraction);
+  };
+  perseus::client::probe_gpu(options);
+  EXPECT_FALSE(elsewhere);
+  ASSERT_GE(done.size(), 3u);
+  EXPECT_TRUE(std::is_sorted(done.begin(), done.end()));
+  EXPECT_GT(done.back(), 0.5);
+  EXPECT_LE(done.back(), 1.0);
+}
+
+// A driver that stops answering (the fake blocks every device call while a file exists) does not
+// hold the probe: it throws once `timeout_s` has passed after `duration_s`. In a child process:
+// the blocked call is left behind with its NVML session.
+TEST_F(Nvml, ProbeGivesUpOnADriverThatDoesNotAnswer) {
+  perseus::test::TempDir dir;
+  const std::string hang = (dir.path() / "hang").string();
+  std::ofstream(hang) << "hang";
+  env_.set("FAKE_NVML_HANG_FILE", hang);
+  EXPECT_EXIT(
+      {
+        perseus::client::ProbeOptions options;
+        options.library = FAKE_NVML_LIBRARY;
+        options.duration_s = 0.1;
+        options.timeout_s = 0.3;
+        const auto start = std::chrono::steady_clock::now();
+        const std::string error = error_of([&] { perseus::client::probe_gpu(options); });
+        const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+        std::fprintf(stderr, "%s\n", error.c_str());
+        std::_Exit(took.count() >= 0.4 && took.count() < 1.5 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0),
+      "gpu probe: the GPU driver did not answer: the probe had not finished 0.3 s after its "
+      "duration");
+}
+
 TEST_F(Nvml, ProbeRejectsBadOptions) {
   EXPECT_CONTAINS(error_of([] { probe_fake(0.0); }),
-                  "probe duration must be a number of seconds in (0, 600]");
+                  "probe duration must be a number of seconds in (0, 600], got 0");
   perseus::client::ProbeOptions options;
   options.library = FAKE_NVML_LIBRARY;
   options.duration_s = 0.01;
+  options.timeout_s = -1.0;
+  EXPECT_CONTAINS(error_of([&] { perseus::client::probe_gpu(options); }),
+                  "probe timeout must be a positive number of seconds, got -1");
+  options.timeout_s = 10.0;
   options.device = 3;
   EXPECT_CONTAINS(error_of([&] { perseus::client::probe_gpu(options); }), "NVML device 3");
 }

@@ -1,12 +1,16 @@
 #include "perseus/client/gpu_probe.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <exception>
+#include <memory>
 #include <thread>
 #include <utility>
 
 #include "perseus/client/nvml_gpu.hpp"
+#include "perseus/util/bounded_thread.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/steady_time.hpp"
 
@@ -21,6 +25,8 @@ constexpr double kMaxDurationS = 600.0;
 // Reads that return faster than this are spaced out to it: enough resolution for counters
 // refreshed every few milliseconds, without flooding a driver whose reads cost nothing.
 constexpr auto kMinReadSpacing = std::chrono::milliseconds(1);
+// How often the caller's thread passes the polling's progress on while it waits for the probe.
+constexpr auto kProgressPeriod = std::chrono::milliseconds(50);
 
 double seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
@@ -111,13 +117,19 @@ json number_or_null(const std::optional<double>& value) {
   return value ? json(*value) : json(nullptr);
 }
 
-}  // namespace
-
-GpuProbe probe_gpu(const ProbeOptions& options) {
+void validate(const ProbeOptions& options) {
   if (!(options.duration_s > 0.0 && options.duration_s <= kMaxDurationS)) {
     throw Error("probe duration must be a number of seconds in (0, 600], got " +
-                std::to_string(options.duration_s));
+                number(options.duration_s));
   }
+  if (!(options.timeout_s > 0.0 && std::isfinite(options.timeout_s))) {
+    throw Error("probe timeout must be a positive number of seconds, got " +
+                number(options.timeout_s));
+  }
+}
+
+// The probe's NVML calls, on the thread that probe_gpu waits for.
+GpuProbe probe_now(const ProbeOptions& options) {
   NvmlGpu gpu(options.device, options.library);
   GpuProbe probe;
   probe.name = gpu.name();
@@ -150,6 +162,50 @@ GpuProbe probe_gpu(const ProbeOptions& options) {
   probe.clock_error = polled.clock_error;
   probe.reasons_error = polled.reasons_error;
   return probe;
+}
+
+// What the probing thread shares with its caller; kept for good when the thread does not return.
+struct ProbeRun {
+  ProbeOptions options;
+  std::atomic<double> done{0.0};
+  std::optional<GpuProbe> probe;
+  std::exception_ptr error;
+  std::optional<BoundedThread> thread;
+};
+
+Error driver_did_not_answer(double timeout_s) {
+  return Error("gpu probe: the GPU driver did not answer: the probe had not finished " +
+               number(timeout_s) +
+               " s after its duration (a GPU that has fallen off the bus blocks NVML's callers; "
+               "the probe's timeout sets the wait)");
+}
+
+}  // namespace
+
+GpuProbe probe_gpu(const ProbeOptions& options) {
+  validate(options);
+  auto run = std::make_shared<ProbeRun>();
+  ProbeRun& r = *run;
+  r.options = options;
+  r.options.progress = [&r](double done) { r.done = done; };
+  r.thread.emplace([&r] {
+    try {
+      r.probe = probe_now(r.options);
+    } catch (...) {
+      r.error = std::current_exception();
+    }
+  });
+  const auto deadline =
+      Clock::now() + steady_duration(options.duration_s) + steady_duration(options.timeout_s);
+  while (!r.thread->join_until(std::min(deadline, Clock::now() + kProgressPeriod))) {
+    if (Clock::now() >= deadline) {
+      keep_for_good(std::move(run));
+      throw driver_did_not_answer(options.timeout_s);
+    }
+    if (options.progress) options.progress(r.done);
+  }
+  if (r.error) std::rethrow_exception(r.error);
+  return std::move(*r.probe);
 }
 
 json to_json(const GpuProbe& probe) {

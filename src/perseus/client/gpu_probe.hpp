@@ -18,7 +18,11 @@ struct ProbeOptions {
   int device = 0;  // CUDA device index (CUDA_VISIBLE_DEVICES applies, as in NvmlGpu)
   std::string library = "libnvidia-ml.so.1";
   double duration_s = 1.5;  // how long to poll the energy counter, in (0, 600]
-  // Called while polling with the fraction of `duration_s` done (optional).
+  // How long after `duration_s` the probe waits for the driver before giving up (> 0): NVML
+  // blocks its callers for good on a GPU that has fallen off the bus, as nvidia-smi does there.
+  double timeout_s = 10.0;
+  // Called on the caller's thread while polling, with the fraction of `duration_s` done
+  // (optional).
   std::function<void(double)> progress;
 };
 
@@ -54,7 +58,9 @@ struct GpuProbe {
 };
 
 // Opens the device read-only and polls its energy counter for `options.duration_s`. Throws
-// perseus::Error (one line) for bad options, a missing library or device, or a failed NVML call.
+// perseus::Error (one line) for bad options, a missing library or device, a failed NVML call, or
+// a driver that has not answered `timeout_s` after `duration_s`. The NVML calls run on a thread of
+// their own; one that does not return is left behind, blocked, for the rest of the process.
 GpuProbe probe_gpu(const ProbeOptions& options);
 
 // {"name", "driver", "uuid", "nvml_index", "cuda_index", "sm_clocks_mhz": [...], "duration_s",

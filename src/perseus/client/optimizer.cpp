@@ -1,7 +1,6 @@
 #include "perseus/client/optimizer.hpp"
 
 #include <chrono>
-#include <mutex>
 #include <utility>
 
 #include "perseus/client/frequency_controller.hpp"
@@ -10,6 +9,7 @@
 #include "perseus/client/schedule_follower.hpp"
 #include "perseus/client/server_session.hpp"
 #include "perseus/client/window_checks.hpp"
+#include "perseus/util/bounded_thread.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/steady_time.hpp"
 #include "perseus/wire/protocol.hpp"
@@ -291,12 +291,8 @@ PipelineFrequencyOptimizer::~PipelineFrequencyOptimizer() {
   const bool clocks_stopped = m.controller->stop_until(deadline);
   if (sampler_stopped && clocks_stopped) return;
   m.leave_behind(sampler_stopped ? m.controller->running_call() : m.sampler->running_call());
-  // The calls left behind may still return into the client's objects: keep them for good
-  // (reachable, so that leak checkers do not count them).
-  static auto* kept = new std::vector<std::unique_ptr<Impl>>;
-  static auto* kept_mutex = new std::mutex;
-  std::lock_guard lock(*kept_mutex);
-  kept->push_back(std::move(impl_));
+  // The calls left behind may still return into the client's objects.
+  keep_for_good(std::shared_ptr<Impl>(std::move(impl_)));
 }
 
 void PipelineFrequencyOptimizer::on_step_begin() {

@@ -1,6 +1,7 @@
 #include "perseus/util/bounded_thread.hpp"
 
 #include <utility>
+#include <vector>
 
 namespace perseus {
 
@@ -31,6 +32,13 @@ bool BoundedThread::join_until(std::chrono::steady_clock::time_point deadline) {
   }
   thread_.join();
   return true;
+}
+
+void keep_for_good(std::shared_ptr<void> object) {
+  static auto* kept = new std::vector<std::shared_ptr<void>>;
+  static auto* kept_mutex = new std::mutex;
+  std::lock_guard lock(*kept_mutex);
+  kept->push_back(std::move(object));
 }
 
 }  // namespace perseus

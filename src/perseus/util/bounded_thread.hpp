@@ -39,4 +39,8 @@ class BoundedThread {
   std::thread thread_;
 };
 
+// Keeps `object` alive, and reachable (so that leak checkers do not count it), for the rest of the
+// process: what a thread that join_until gave up on may still touch when its call returns.
+void keep_for_good(std::shared_ptr<void> object);
+
 }  // namespace perseus
