@@ -39,13 +39,13 @@
 #include "perseus/profile/measurement_error.hpp"
 #include "perseus/profile/plausibility.hpp"
 #include "perseus/profile/profile.hpp"
+#include "perseus/server/schedulers/row_clocks.hpp"
 #include "perseus/server/schedulers/schedulers.hpp"
 #include "perseus/server/schedulers/split_rounds.hpp"
 #include "perseus/server/schedulers/sweep_stop.hpp"
 #include "perseus/util/files.hpp"
 #include "perseus/util/log.hpp"
 #include "perseus/util/text.hpp"
-#include "perseus/wire/protocol.hpp"
 
 namespace perseus::server::schedulers {
 
@@ -186,7 +186,7 @@ class Profiler : public Scheduler {
         {"measured_s", measured_s_},
         {"output", output_.string()},
         {"blocking_power_w", blocking_w ? nlohmann::json(*blocking_w) : nlohmann::json(nullptr)},
-        {"clocks_not_reached", clocks_not_reached().size()},
+        {"clocks_not_reached", row_clocks_.not_reached().size()},
         {"report_every", windows_.status()},
         {"state", done_    ? "done"
                   : split_ ? "splitting"
@@ -230,7 +230,7 @@ class Profiler : public Scheduler {
         row.energy_stderr = relative(results[s].energy_stderr, label, mean.energy_j);
         row.energy_pooling_error = relative(results[s].energy_pooling_error, label, mean.energy_j);
         if (auto c = results[s].clocks.find(label); c != results[s].clocks.end()) {
-          row_clocks_[row_key(s, label, mhz)] = c->second;
+          row_clocks_.note(row_key(s, label, mhz), c->second);
         }
       }
     }
@@ -244,8 +244,7 @@ class Profiler : public Scheduler {
       bool held_below = false;
       for (const auto& [label, row] : rows[s]) {
         energy += row.energy_j;
-        auto c = row_clocks_.find(row_key(s, label, mhz));
-        held_below = held_below || (c != row_clocks_.end() && c->second.below(mhz));
+        held_below = held_below || row_clocks_.below(row_key(s, label, mhz));
       }
       stop_.add(s, mhz, energy, held_below);
     }
@@ -269,58 +268,12 @@ class Profiler : public Scheduler {
     return profile;
   }
 
-  using RowKey = std::tuple<int, std::string, int>;  // (stage, instruction, clock)
-
-  // A rank's label as a row: a GPU running several stages labels its instructions with their
-  // stage.
-  static RowKey row_key(std::size_t rank, const std::string& label, int mhz) {
-    auto [kind, stage] = wire::parse_instruction_label(label);
-    return {stage < 0 ? static_cast<int>(rank) : stage, kind, mhz};
-  }
-
   // reported[label] / energy_j, where reported and the energy is positive.
   static std::optional<double> relative(const std::map<std::string, double>& reported,
                                         const std::string& label, double energy_j) {
     auto it = reported.find(label);
     if (it == reported.end() || !(energy_j > 0.0)) return std::nullopt;
     return it->second / energy_j;
-  }
-
-  // measured_clock_mhz and clock_held_down when some client read clocks (a simulated GPU reads
-  // none), by (stage, instruction, clock); the rows' own relative errors come before them
-  // (profile::write_profile_csv).
-  std::vector<profile::ExtraColumn> extra_columns() const {
-    // The column of value(rows[row]), empty where `rows` has no entry for the row.
-    auto column = [](const char* name, const auto& rows, auto value) {
-      return profile::ExtraColumn{name, [&rows, value](int s, const std::string& i, int mhz) {
-                                    auto it = rows.find(RowKey{s, i, mhz});
-                                    return it == rows.end() ? std::optional<double>()
-                                                            : std::optional(value(it->second));
-                                  }};
-    };
-    std::vector<profile::ExtraColumn> columns;
-    if (!row_clocks_.empty()) {
-      columns.push_back(column("measured_clock_mhz", row_clocks_,
-                               [](const ClockObservation& c) { return c.mean_mhz; }));
-      columns.push_back(column("clock_held_down", row_clocks_,
-                               [](const ClockObservation& c) { return c.held_down_share; }));
-    }
-    return columns;
-  }
-
-  // The rows the GPU ran below their clock (ClockObservation::below).
-  nlohmann::json clocks_not_reached() const {
-    nlohmann::json rows = nlohmann::json::array();
-    for (const auto& [key, c] : row_clocks_) {
-      const auto& [stage, instruction, mhz] = key;
-      if (!c.below(mhz)) continue;
-      rows.push_back({{"stage", stage},
-                      {"instruction", instruction},
-                      {"mhz", mhz},
-                      {"measured_mhz", c.mean_mhz},
-                      {"held_down_share", c.held_down_share}});
-    }
-    return rows;
   }
 
   // `<output>.blocking_power`: the measured power, or 0 W (with a warning) when it came out
@@ -358,7 +311,7 @@ class Profiler : public Scheduler {
       const profile::Profile profile = profile_of(*split_);
       profile.validate();
       std::ostringstream csv;
-      profile::write_profile_csv(profile, csv, extra_columns());
+      profile::write_profile_csv(profile, csv, row_clocks_.columns());
       write_file_atomic(output_, csv.str());
       warn_if_implausible(csv.str());
       const profile::MeasurementError error = profile::measurement_error(profile);
@@ -369,7 +322,7 @@ class Profiler : public Scheduler {
           {"measured_s", measured_s_},
           {"target_stderr", target_stderr_},
           {"worst_stderr", error.standard_error ? error.standard_error->worst : 0.0},
-          {"clocks_not_reached", clocks_not_reached()},
+          {"clocks_not_reached", row_clocks_.not_reached()},
           {"report_every", windows_.status()},
           {"stopped", stop_.past_minimum() ? "past the energy minimum" : "last clock"},
           {"lowest_energy_clock_mhz", stop_.lowest_energy_clocks()}};
@@ -409,11 +362,11 @@ class Profiler : public Scheduler {
   WindowLength windows_;
   int repeats_ = 0;  // extra rounds of the current clock so far
   int rounds_ = 0;
-  double measured_s_ = 0.0;                        // seconds of measured iterations (one pipeline)
-  std::map<RowKey, ClockObservation> row_clocks_;  // per row
-  RankRows rows_;                                  // the sweep's, per rank and clock
-  std::optional<SplitRounds> split_;               // after the sweep (split_rounds.hpp)
-  bool split_pooled_ = true;                       // run them
+  double measured_s_ = 0.0;  // seconds of measured iterations (one pipeline)
+  RowClocks row_clocks_;
+  RankRows rows_;                     // the sweep's, per rank and clock
+  std::optional<SplitRounds> split_;  // after the sweep (split_rounds.hpp)
+  bool split_pooled_ = true;          // run them
 };
 
 }  // namespace
