@@ -38,13 +38,8 @@ std::string joined(const Range& values) {
   return out;
 }
 
-void print_probe(const client::GpuProbe& p) {
-  std::printf("name %s\n", p.name.c_str());
-  std::printf("uuid %s\n", p.uuid.c_str());
-  std::printf("driver %s\n", p.driver.c_str());
-  std::printf("cuda_index %d\n", p.cuda_index);
-  std::printf("nvml_index %d\n", p.nvml_index);
-  std::printf("sm_clocks_mhz %s (%zu clocks)\n", joined(p.clocks_mhz).c_str(), p.clocks_mhz.size());
+// The energy counter's lines: its changes, refresh period and read cost.
+void print_counter(const client::GpuProbe& p) {
   std::printf("counter_changes %d (in %d reads over %.2f s)\n", p.counter_changes, p.counter_reads,
               p.duration_s);
   if (p.refresh) {
@@ -56,6 +51,20 @@ void print_probe(const client::GpuProbe& p) {
         "--duration)\n");
   }
   std::printf("read_cost_ms %.3f (max %.3f)\n", p.read_mean_s * 1e3, p.read_max_s * 1e3);
+}
+
+void print_probe(const client::GpuProbe& p) {
+  std::printf("name %s\n", p.name.c_str());
+  std::printf("uuid %s\n", p.uuid.c_str());
+  std::printf("driver %s\n", p.driver.c_str());
+  std::printf("cuda_index %d\n", p.cuda_index);
+  std::printf("nvml_index %d\n", p.nvml_index);
+  std::printf("sm_clocks_mhz %s (%zu clocks)\n", joined(p.clocks_mhz).c_str(), p.clocks_mhz.size());
+  if (!p.counter_error.empty()) {
+    std::printf("energy_counter none (%s)\n", p.counter_error.c_str());
+  } else {
+    print_counter(p);
+  }
   std::printf("power_w %.1f (mean of %d NVML power readings)\n", p.power_mean_w, p.power_readings);
   if (p.counter_power_w) {
     std::printf("counter_power_w %.1f (energy counter slope)\n", *p.counter_power_w);

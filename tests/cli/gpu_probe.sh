@@ -46,6 +46,13 @@ within "$(value_of counter_power_w "$tmp/probe.txt")" 250 0.02 ||
 grep -qx "sm_clock_mhz 1410 (min 1410, max 1410)" "$tmp/probe.txt" || fail "SM clock: $(cat "$tmp/probe.txt")"
 grep -qx "clock_event_reasons none" "$tmp/probe.txt" || fail "reasons: $(cat "$tmp/probe.txt")"
 grep -qx "power_limit_w 400.0 (default 400.0)" "$tmp/probe.txt" || fail "limit: $(cat "$tmp/probe.txt")"
+# A GPU without an energy counter (before Volta) is still probed: the counter's line says why.
+FAKE_NVML_NO_ENERGY_COUNTER=1 "$perseus" gpu probe --library "$lib" --duration 0.2 \
+  > "$tmp/no_counter.txt" 2>&1 || fail "probe without a counter failed: $(cat "$tmp/no_counter.txt")"
+grep -qx "energy_counter none (this GPU has no energy counter (NVML nvmlDeviceGetTotalEnergyConsumption: Not Supported, as on GPUs before Volta and some virtual GPUs))" \
+  "$tmp/no_counter.txt" || fail "no counter: $(cat "$tmp/no_counter.txt")"
+! grep -q "read_cost_ms" "$tmp/no_counter.txt" || fail "read cost without a counter: $(cat "$tmp/no_counter.txt")"
+within "$(value_of power_w "$tmp/no_counter.txt")" 250 0.02 || fail "power: $(cat "$tmp/no_counter.txt")"
 # A driver that does not answer (the fake blocks device calls while the file exists): one line on
 # stderr and exit 1 once --timeout has passed after --duration, instead of hanging for good.
 touch "$tmp/hang"

@@ -6,7 +6,8 @@
 // each, the call name first, so tests can check what was (and was not) asked of the driver.
 // $FAKE_NVML_NO_POWER_LIMIT and $FAKE_NVML_NO_CLOCK_REASONS (read at each call) fail
 // nvmlDeviceGetEnforcedPowerLimit and the clock event reasons with NVML_ERROR_NOT_SUPPORTED, as
-// devices without power management and some virtual GPUs do.
+// devices without power management and some virtual GPUs do; $FAKE_NVML_NO_ENERGY_COUNTER fails
+// nvmlDeviceGetTotalEnergyConsumption so, as GPUs before Volta do.
 // $FAKE_NVML_DENY_LOCK (read at each call) fails nvmlDeviceSetGpuLockedClocks with
 // NVML_ERROR_NO_PERMISSION. $FAKE_NVML_NAMES (read at each call) names devices 0, 1, ... (comma-
 // separated), as on a machine of mixed GPUs; the devices it does not name keep the default name.
@@ -254,6 +255,7 @@ int nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device, unsigned long lo
 int nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long* energy_mj_out) {
   record("nvmlDeviceGetTotalEnergyConsumption");
   if (int rc = check_device(device); rc != kSuccess) return rc;
+  if (std::getenv("FAKE_NVML_NO_ENERGY_COUNTER") != nullptr) return kNotSupported;
   if (energy_mj_out == nullptr) return kInvalidArgument;
   return read_energy_mj(device, energy_mj_out);
 }

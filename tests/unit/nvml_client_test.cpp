@@ -135,6 +135,48 @@ TEST_F(Nvml, SaysOnceWhenTheGpuRunsBelowItsLockedClock) {
   }
 }
 
+// A GPU without an energy counter (NVML: Not Supported, as before Volta): the sampler says so
+// once, in one warning that names the cause, and reads the counter no more; the windows go to the
+// server unmeasured and the schedule's clocks are still set. Nothing advises longer windows.
+TEST_F(Nvml, AGpuWithoutAnEnergyCounterIsSaidOnceAndTheScheduleStillFollowed) {
+  env_.set("FAKE_NVML_NO_ENERGY_COUNTER", "1");
+  perseus::test::ScriptedServer server(std::vector<nlohmann::json>{
+      perseus::test::clocks(1395, 1005), perseus::test::clocks(1380, 1005),
+      perseus::test::clocks(1380, 1005)});
+  CallLog log;
+  Warnings warnings;
+  {
+    perseus::client::PipelineFrequencyOptimizer opt(
+        fake_client_options(server.http->url(), false, warnings),
+        std::make_unique<NvmlGpu>(0, FAKE_NVML_LIBRARY));
+    // The sampler's first read, before the first window closes (a loaded machine may start its
+    // thread late).
+    for (int i = 0; i < 500 && warnings.said().empty(); ++i) std::this_thread::sleep_for(10ms);
+    iterate(opt, 4, {"forward", "backward"}, 5ms);
+    EXPECT_EQ(opt.round(), 2);
+    EXPECT_FALSE(opt.degraded());
+  }
+  ASSERT_EQ(server.result_count(), 2u);
+  for (const nlohmann::json& body : server.results) {
+    EXPECT_FALSE(perseus::wire::parse_profiling_result(body).energy_measured) << body;
+  }
+  const std::vector<std::string> said = warnings.said();
+  ASSERT_EQ(said.size(), 1u) << said.back();
+  EXPECT_CONTAINS(said[0],
+                  "this GPU has no energy counter (NVML nvmlDeviceGetTotalEnergyConsumption: Not "
+                  "Supported, as on GPUs before Volta and some virtual GPUs): Perseus measures no "
+                  "energy on it");
+  const std::string calls = log.text();
+  EXPECT_CONTAINS(calls, "nvmlDeviceSetGpuLockedClocks 1395 1395");
+  EXPECT_CONTAINS(calls, "nvmlDeviceSetGpuLockedClocks 1380 1380");
+  std::istringstream lines(calls);
+  int reads = 0;
+  for (std::string line; std::getline(lines, line);) {
+    reads += line == "nvmlDeviceGetTotalEnergyConsumption" ? 1 : 0;
+  }
+  EXPECT_EQ(reads, 1);
+}
+
 }  // namespace
 
 namespace {

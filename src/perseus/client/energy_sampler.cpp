@@ -111,6 +111,7 @@ void ThreadSampler::run() {
   while (true) {
     const auto started = clock::now();
     const std::string failure = read_counter(counter_backoff_.wait_s() > 0.0);
+    if (no_counter_) return without_counter(no_counter_why_);
     if (!failure.empty()) {
       if (counter_backoff_.failed() && on_error_) {
         on_error_("energy counter read failed: " + failure + "; " + ReadBackoff::policy() +
@@ -137,6 +138,10 @@ std::string ThreadSampler::read_counter(bool after_gap) {
     begin = gpu_.now_s();
     value = gpu_.total_energy_j();
     end = gpu_.now_s();
+  } catch (const NoEnergyCounter& e) {
+    no_counter_why_ = e.what();
+    no_counter_ = true;
+    return "";
   } catch (const std::exception& e) {
     return e.what()[0] == '\0' ? "unknown error" : e.what();
   }
@@ -149,6 +154,16 @@ std::string ThreadSampler::read_counter(bool after_gap) {
     report_went_down(before, value);
   }
   return "";
+}
+
+void ThreadSampler::without_counter(const std::string& why) {
+  if (on_error_) {
+    on_error_(why +
+              ": Perseus measures no energy on it, and every reporting window is reported "
+              "unmeasured (the clocks a schedule plans are still set)");
+  }
+  std::unique_lock lock(mutex_);
+  wake_.wait(lock, [&] { return stopping_; });
 }
 
 void ThreadSampler::report_went_down(double before_j, double after_j) {

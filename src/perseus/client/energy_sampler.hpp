@@ -17,6 +17,7 @@
 // (SimGpu::start_energy_sampler).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -120,6 +121,9 @@ class EnergySampler {
   virtual bool stop_until(std::chrono::steady_clock::time_point /*deadline*/) { return true; }
   // The driver call the sampler is blocked in now (nullopt: none).
   virtual std::optional<RunningCall> running_call() const { return std::nullopt; }
+  // True once the sampler found that its GPU has no energy counter (NoEnergyCounter): nothing
+  // is measured, and the sampler has said why.
+  virtual bool no_counter() const { return false; }
 };
 
 // Retries of a read that failed (a transient driver error, or a GPU that is lost): after
@@ -143,6 +147,7 @@ class ReadBackoff {
 // Reads `gpu.total_energy_j()` (timed by `gpu.now_s()`) on its own thread until destroyed, and
 // `gpu.read_clock()` after each read. A failing counter or clock read is retried (ReadBackoff);
 // the first failure of a streak and the first read that works again are passed to `on_error`.
+// A GPU without an energy counter (NoEnergyCounter) is passed to it once, and no longer read.
 // The energy spent across a gap in the counter reads is in the interval from the last change
 // before it to the first after it. A counter that goes down starts the series again
 // (CounterSeries::add_read); the first time, that is passed to `on_error` too.
@@ -159,13 +164,16 @@ class ThreadSampler : public EnergySampler {
   std::vector<ClockSample> clocks(double from_s, double to_s) override;
   bool stop_until(std::chrono::steady_clock::time_point deadline) override;
   std::optional<RunningCall> running_call() const override { return calls_.running(); }
+  bool no_counter() const override { return no_counter_; }
 
  private:
   void request_stop();
   void run();
   // One counter read (then a clock read) into the series (`after_gap`: the first after failed
-  // reads); the read's error, else "".
+  // reads); the read's error, else "" (also when the GPU has no counter: no_counter_).
   std::string read_counter(bool after_gap);
+  // Says that the GPU has no counter, then waits to be stopped.
+  void without_counter(const std::string& why);
   // One clock read after a counter read (the lock is taken only to keep it); none once the
   // backend reported no clock (read_clocks_), nor while a failed one waits for its retry.
   void read_clock();
@@ -185,6 +193,8 @@ class ThreadSampler : public EnergySampler {
   ReadBackoff counter_backoff_, clock_backoff_;
   std::chrono::steady_clock::time_point clock_retry_at_;
   bool stopping_ = false;
+  std::atomic<bool> no_counter_ = false;
+  std::string no_counter_why_;  // sampler thread only
   DriverCallWatch calls_;
   BoundedThread thread_;  // last: joined before the members it uses go
 };

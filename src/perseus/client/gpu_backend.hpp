@@ -10,8 +10,16 @@
 #include <vector>
 
 #include "perseus/client/energy_sampler.hpp"
+#include "perseus/util/error.hpp"
 
 namespace perseus::client {
+
+// The GPU has no energy counter (NVML: Not Supported, as on GPUs before Volta and some virtual
+// GPUs). Unlike a read that failed, asking again cannot help: the sampler says so once and stops.
+class NoEnergyCounter : public Error {
+ public:
+  using Error::Error;
+};
 
 class GpuBackend {
  public:
@@ -27,7 +35,8 @@ class GpuBackend {
   // One read of the energy counter, in joules (a running total; NVML's is in millijoules). On a
   // real GPU it blocks for milliseconds and changes only every ~100 ms: the client never calls it
   // on the training thread, only from the energy sampler. A value below the last one is taken as
-  // a counter that started again (ThreadSampler), and a power no GPU draws is warned of.
+  // a counter that started again (ThreadSampler), and a power no GPU draws is warned of. Throws
+  // NoEnergyCounter when the GPU has none, anything else for a read that failed.
   virtual double total_energy_j() = 0;
   // The SM clock now and whether the driver holds it down (ClockReading; read-only and cheap on
   // NVML, ~10 us). Read by the default energy sampler beside each counter read, never on the
@@ -38,7 +47,8 @@ class GpuBackend {
   virtual CounterResponse counter_response() const { return {}; }
   // Starts sampling the energy counter (perseus/client/energy_sampler.hpp). Default: a thread
   // that calls total_energy_j() back to back (at most every options.min_period_s), and
-  // read_clock() after each read. Read failures stop the sampling and go to `on_error`.
+  // read_clock() after each read. Failed reads are retried and said through `on_error`; a GPU
+  // without a counter is said once and no longer read.
   virtual std::unique_ptr<EnergySampler> start_energy_sampler(
       const SamplerOptions& options, std::function<void(const std::string&)> on_error);
   // Called by the client around each instruction, after the clock for it was applied. A real GPU

@@ -47,6 +47,7 @@ struct Polling {
   std::vector<double> sm_clock_mhz;
   std::set<std::string> clock_event_reasons;
   std::string clock_error, reasons_error;  // set when the device does not answer the query
+  std::string counter_error;               // set when the device has no energy counter
 };
 
 // f(), or nullopt with NVML's message in `error` (kept from the first failure) when the device
@@ -67,13 +68,19 @@ Polling poll_counter(NvmlGpu& gpu, const ProbeOptions& options) {
   const auto end = start + steady_duration(options.duration_s);
   double last = 0.0;
   for (Clock::time_point t0 = start; t0 < end; t0 = Clock::now()) {
-    const double energy = gpu.total_energy_j();
-    const Clock::time_point t1 = Clock::now();
-    if (!p.read_costs_s.empty() && energy != last) {
-      p.changes.push_back({seconds(t0 - start) + seconds(t1 - t0) / 2.0, energy});
+    if (p.counter_error.empty()) {
+      try {
+        const double energy = gpu.total_energy_j();
+        const Clock::time_point t1 = Clock::now();
+        if (!p.read_costs_s.empty() && energy != last) {
+          p.changes.push_back({seconds(t0 - start) + seconds(t1 - t0) / 2.0, energy});
+        }
+        p.read_costs_s.push_back(seconds(t1 - t0));
+        last = energy;
+      } catch (const NoEnergyCounter& e) {
+        p.counter_error = e.what();
+      }
     }
-    p.read_costs_s.push_back(seconds(t1 - t0));
-    last = energy;
     p.power_w.push_back(gpu.power_usage_w());
     if (p.clock_error.empty()) {
       auto mhz = unless_unanswered([&] { return gpu.sm_clock_mhz(); }, p.clock_error);
@@ -83,7 +90,9 @@ Polling poll_counter(NvmlGpu& gpu, const ProbeOptions& options) {
       auto reasons = unless_unanswered([&] { return gpu.clock_event_reasons(); }, p.reasons_error);
       if (reasons) p.clock_event_reasons.insert(reasons->begin(), reasons->end());
     }
-    if (options.progress) options.progress(std::min(1.0, seconds(t1 - start) / options.duration_s));
+    if (options.progress) {
+      options.progress(std::min(1.0, seconds(Clock::now() - start) / options.duration_s));
+    }
     std::this_thread::sleep_until(t0 + kMinReadSpacing);
   }
   p.elapsed_s = seconds(Clock::now() - start);
@@ -146,8 +155,11 @@ GpuProbe probe_now(const ProbeOptions& options) {
   const Polling polled = poll_counter(gpu, options);
   probe.duration_s = polled.elapsed_s;
   probe.counter_reads = static_cast<int>(polled.read_costs_s.size());
-  probe.read_mean_s = mean(polled.read_costs_s);
-  probe.read_max_s = *std::max_element(polled.read_costs_s.begin(), polled.read_costs_s.end());
+  probe.counter_error = polled.counter_error;
+  if (!polled.read_costs_s.empty()) {
+    probe.read_mean_s = mean(polled.read_costs_s);
+    probe.read_max_s = *std::max_element(polled.read_costs_s.begin(), polled.read_costs_s.end());
+  }
   probe.power_readings = static_cast<int>(polled.power_w.size());
   probe.power_mean_w = mean(polled.power_w);
   summarize_changes(polled.changes, probe);
@@ -222,26 +234,30 @@ json to_json(const GpuProbe& probe) {
                {"min", probe.refresh->min_s},
                {"max", probe.refresh->max_s}};
   }
-  return {{"name", probe.name},
-          {"driver", probe.driver},
-          {"uuid", probe.uuid},
-          {"nvml_index", probe.nvml_index},
-          {"cuda_index", probe.cuda_index},
-          {"sm_clocks_mhz", probe.clocks_mhz},
-          {"duration_s", probe.duration_s},
-          {"counter_reads", probe.counter_reads},
-          {"counter_changes", probe.counter_changes},
-          {"refresh_period_s", refresh},
-          {"read_cost_s", {{"mean", probe.read_mean_s}, {"max", probe.read_max_s}}},
-          {"power_w",
-           {{"readings", probe.power_readings},
-            {"mean", probe.power_mean_w},
-            {"counter_slope", number_or_null(probe.counter_power_w)}}},
-          {"power_limit_w",
-           {{"enforced", number_or_null(probe.power_limit_w)},
-            {"default", number_or_null(probe.default_power_limit_w)}}},
-          {"sm_clock_mhz", sm_clock},
-          {"clock_event_reasons", reasons}};
+  return {
+      {"name", probe.name},
+      {"driver", probe.driver},
+      {"uuid", probe.uuid},
+      {"nvml_index", probe.nvml_index},
+      {"cuda_index", probe.cuda_index},
+      {"sm_clocks_mhz", probe.clocks_mhz},
+      {"duration_s", probe.duration_s},
+      {"counter_reads", probe.counter_reads},
+      {"counter_changes", probe.counter_changes},
+      {"refresh_period_s", refresh},
+      {"read_cost_s", probe.counter_reads > 0
+                          ? json{{"mean", probe.read_mean_s}, {"max", probe.read_max_s}}
+                          : json(nullptr)},
+      {"counter_error", probe.counter_error.empty() ? json(nullptr) : json(probe.counter_error)},
+      {"power_w",
+       {{"readings", probe.power_readings},
+        {"mean", probe.power_mean_w},
+        {"counter_slope", number_or_null(probe.counter_power_w)}}},
+      {"power_limit_w",
+       {{"enforced", number_or_null(probe.power_limit_w)},
+        {"default", number_or_null(probe.default_power_limit_w)}}},
+      {"sm_clock_mhz", sm_clock},
+      {"clock_event_reasons", reasons}};
 }
 
 }  // namespace perseus::client

@@ -32,7 +32,10 @@ struct GpuProbe {
   std::vector<int> clocks_mhz;  // supported SM clocks, highest first
   double duration_s = 0.0;      // how long the counter was polled
   int counter_reads = 0;        // energy-counter reads while polling
-  int counter_changes = 0;      // reads that returned a new value
+  // Why there were none: the device has no energy counter (NoEnergyCounter); the probe goes on
+  // without it.
+  std::string counter_error;
+  int counter_changes = 0;  // reads that returned a new value
   // Seconds between consecutive observed counter changes (empty with fewer than two changes).
   struct Intervals {
     double mean_s = 0.0, min_s = 0.0, max_s = 0.0;
@@ -65,7 +68,8 @@ GpuProbe probe_gpu(const ProbeOptions& options);
 
 // {"name", "driver", "uuid", "nvml_index", "cuda_index", "sm_clocks_mhz": [...], "duration_s",
 //  "counter_reads", "counter_changes", "refresh_period_s": {"mean", "min", "max"} or null,
-//  "read_cost_s": {"mean", "max"}, "power_w": {"readings", "mean", "counter_slope" (or null)},
+//  "read_cost_s": {"mean", "max"} (null without reads), "counter_error" (null, or why the device
+//  has no counter), "power_w": {"readings", "mean", "counter_slope" (or null)},
 //  "power_limit_w": {"enforced", "default"} (each null when unknown),
 //  "sm_clock_mhz": {"mean", "min", "max"} or null, "clock_event_reasons": [...] or null}
 nlohmann::json to_json(const GpuProbe& probe);

@@ -8,6 +8,7 @@ namespace perseus::client::nvml {
 using nvmlReturn_t = int;
 using nvmlDevice_t = struct nvmlDevice_st*;
 constexpr nvmlReturn_t kNvmlSuccess = 0;
+constexpr nvmlReturn_t kNvmlErrorNotSupported = 3;  // NVML_ERROR_NOT_SUPPORTED
 
 using InitFn = nvmlReturn_t (*)();
 using ErrorStringFn = const char* (*)(nvmlReturn_t);

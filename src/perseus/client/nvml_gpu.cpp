@@ -247,8 +247,13 @@ void NvmlGpu::reset_clock() {
 
 double NvmlGpu::total_energy_j() {
   unsigned long long millijoules = 0;
-  impl_->check(impl_->total_energy(impl_->device, &millijoules),
-               "nvmlDeviceGetTotalEnergyConsumption");
+  const nvmlReturn_t rc = impl_->total_energy(impl_->device, &millijoules);
+  if (rc == kNvmlErrorNotSupported) {
+    throw NoEnergyCounter(
+        "this GPU has no energy counter (NVML nvmlDeviceGetTotalEnergyConsumption: Not "
+        "Supported, as on GPUs before Volta and some virtual GPUs)");
+  }
+  impl_->check(rc, "nvmlDeviceGetTotalEnergyConsumption");
   return static_cast<double>(millijoules) / 1000.0;
 }
 

@@ -133,7 +133,7 @@ struct PipelineFrequencyOptimizer::Impl {
     for (std::size_t i = 0; i < m.iter_time.size(); ++i) {
       iterations.push_back({m.iter_time[i], m.iter_energy[i]});
     }
-    checks->check(m, sampler->running_call());
+    checks->check(m, *sampler);
     return m;
   }
 

@@ -17,18 +17,18 @@ double sum(const std::vector<double>& values) {
 
 }  // namespace
 
-void WindowChecks::check(const WindowMeasurements& m,
-                         const std::optional<RunningCall>& counter_read) {
+void WindowChecks::check(const WindowMeasurements& m, const EnergySampler& sampler) {
   if (m.iter_time.empty()) return;
   if (locks_clocks_) check_clocks(m.clocks);
-  check_changed(m, counter_read);
+  check_changed(m, sampler);
   check_power(m);
 }
 
-void WindowChecks::check_changed(const WindowMeasurements& m,
-                                 const std::optional<RunningCall>& counter_read) {
+void WindowChecks::check_changed(const WindowMeasurements& m, const EnergySampler& sampler) {
   if (m.measured || unmeasured_said_) return;
   unmeasured_said_ = true;
+  if (sampler.no_counter()) return;
+  const std::optional<RunningCall> counter_read = sampler.running_call();
   const double window_s = sum(m.iter_time);
   const std::string unchanged =
       "the GPU's energy counter did not change during a reporting window of " + number(window_s) +

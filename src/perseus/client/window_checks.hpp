@@ -10,7 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "perseus/client/driver_call_watch.hpp"
+#include "perseus/client/energy_sampler.hpp"
 #include "perseus/client/measurement_window.hpp"
 #include "perseus/client/problem_log.hpp"
 
@@ -25,12 +25,13 @@ class WindowChecks {
   // `locks_clocks`: the client locks clocks (not observe-only), so a clock not reached is said.
   WindowChecks(ProblemLog& problems, bool locks_clocks)
       : problems_(problems), locks_clocks_(locks_clocks) {}
-  // `counter_read`: the energy-counter read the sampler is blocked in as the window closes, if any
-  // (a window without a counter change then says so, not that it was too short).
-  void check(const WindowMeasurements& m, const std::optional<RunningCall>& counter_read = {});
+  // `sampler`: the window's energy sampler. A window without a counter change while it is blocked
+  // in a read says so, not that the window was too short; with a GPU that has no counter, the
+  // sampler has said why already.
+  void check(const WindowMeasurements& m, const EnergySampler& sampler);
 
  private:
-  void check_changed(const WindowMeasurements& m, const std::optional<RunningCall>& counter_read);
+  void check_changed(const WindowMeasurements& m, const EnergySampler& sampler);
   void check_power(const WindowMeasurements& m);
   void check_clocks(const std::map<std::string, ClockSummary>& clocks);
 
