@@ -58,9 +58,9 @@ bool WindowLength::unmeasured(const std::vector<StageResult>& results) {
               std::to_string(kMaxUnmeasuredRounds) + " reporting windows in a row, the last " +
               number(longest_s(results)) +
               " s long: a counter refreshed less often than that (a real GPU's, about every "
-              "100 ms: min_window asks for longer windows), a counter that is stuck, or a client "
-              "whose counter reads fail (its log says why); the energies of such windows are "
-              "unknown, not 0 J");
+              "100 ms: min_window asks for longer windows), a counter that is stuck, a client "
+              "whose counter reads fail, or a GPU without an energy counter (before Volta; the "
+              "client's log says which); the energies of such windows are unknown, not 0 J");
 }
 
 nlohmann::json WindowLength::status() const {
