@@ -1,14 +1,30 @@
-"""Shared fixtures: the perseus binary (PERSEUS_BIN), synthetic profiles, a closed port."""
+"""Shared fixtures: the perseus binary (PERSEUS_BIN), synthetic profiles, a closed port; and a
+clean start for each test after a failed one (pytest_runtest_setup)."""
 
 import csv
+import gc
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 
 import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Frees what the last failed test's traceback holds before the next test sets up (pytest
+    keeps it in sys.last_traceback for post-mortem debugging until the next test's body runs): a
+    GPU backend kept alive there keeps its NVML session open, and the next test would share that
+    session, with the failed test's fake configuration, and fail for a reason not its own."""
+    if getattr(sys, "last_traceback", None) is None:
+        return
+    for name in ("last_type", "last_value", "last_traceback"):
+        setattr(sys, name, None)
+    gc.collect()
 
 
 def _perseus_bin():

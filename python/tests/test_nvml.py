@@ -2,6 +2,7 @@
 ($PERSEUS_FAKE_NVML; those tests are skipped without it)."""
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -233,3 +234,40 @@ def test_a_driver_that_stops_answering_lets_the_process_end(tmp_path):
     assert len(exits) == 1, run.stdout
     assert "within shutdown_bound_s = 0.5 s" in exits[0]
     assert elapsed < 30, f"the process took {elapsed:.1f} s to end"
+
+
+FAILING_PAIR = '''
+import os
+import shutil
+import pytest
+import perseus
+
+FAKE = os.environ["PERSEUS_FAKE_NVML"]
+
+
+def test_fails_holding_a_gpu(monkeypatch):
+    monkeypatch.setenv("FAKE_NVML_DEVICES", "2")
+    gpu = perseus.NvmlGpu(1, library=FAKE)
+    assert gpu is None  # fails, with the GPU in the traceback's frame
+
+
+def test_starts_a_fresh_session():
+    with pytest.raises(perseus.PerseusError, match="NVML device 1"):
+        perseus.NvmlGpu(1, library=FAKE)
+'''
+
+
+@needs_fake
+def test_a_failed_test_does_not_leave_its_nvml_session_to_the_next(tmp_path):
+    """This suite's conftest frees what a failed test's traceback holds before the next test: an
+    NvmlGpu kept there would keep the fake's session (two devices) open for the next test. Run in
+    a pytest of its own, with this suite's conftest."""
+    shutil.copy(os.path.join(os.path.dirname(__file__), "conftest.py"), tmp_path)
+    (tmp_path / "test_pair.py").write_text(FAILING_PAIR)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          str(tmp_path / "test_pair.py")], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120,
+                         env=dict(os.environ, PERSEUS_FAKE_NVML=FAKE,
+                                  PYTHONPATH=os.path.dirname(os.path.dirname(perseus.__file__))))
+    assert "1 failed, 1 passed" in run.stdout, run.stdout + run.stderr
+    assert "FAILED test_pair.py::test_fails_holding_a_gpu" in run.stdout, run.stdout
