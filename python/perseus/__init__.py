@@ -22,7 +22,7 @@ The package imports without torch; torch is imported lazily, only when it is use
 """
 
 from perseus._perseus import NVML_COUNTER_LAG_S, NVML_COUNTER_WINDOW_S
-from perseus._perseus import NvmlGpu, PerseusError, SimGpu
+from perseus._perseus import NoEnergyCounter, NvmlGpu, PerseusError, SimGpu
 from perseus._perseus import __version__
 from perseus.attribution import attribute
 from perseus.optimizer import PerseusWarning, PipelineFrequencyOptimizer
@@ -32,6 +32,7 @@ from perseus.sync import sync_device
 __all__ = [
     "NVML_COUNTER_LAG_S",
     "NVML_COUNTER_WINDOW_S",
+    "NoEnergyCounter",
     "NvmlGpu",
     "PerseusError",
     "PerseusWarning",

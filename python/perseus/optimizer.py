@@ -93,7 +93,8 @@ class PipelineFrequencyOptimizer:
             any object with the GpuBackend methods (supported_clocks, lock_clock, reset_clock,
             set_power_limit, reset_power_limit, now_s: monotonic seconds, total_energy_j: a
             running total in joules; pynvml's counter is in millijoules, and a power no GPU
-            draws is warned of once).
+            draws is warned of once; on a GPU without an energy counter it raises
+            :class:`perseus.NoEnergyCounter`, which the client says once and stops reading).
         profile: profile CSV for ``gpu="sim"`` (required there).
         stage: profile stage the simulated GPU runs (default: ``pp_rank``), or a list of them
             for a GPU that runs several (interleaved and V-shaped schedules).

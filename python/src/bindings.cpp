@@ -2,6 +2,7 @@
 // Python. The user-facing API lives in the pure-Python package (perseus/optimizer.py); this
 // module exposes:
 //   PerseusError    perseus::Error (a RuntimeError subclass)
+//   NoEnergyCounter client::NoEnergyCounter (a PerseusError subclass)
 //   SimGpu          the simulated GPU (profile CSV + stage), drivable from Python
 //   NvmlGpu         the NVML backend (device index, optional library path)
 //   _OptimizerOptions  OptimizerOptions, filled by perseus/optimizer.py
@@ -352,6 +353,13 @@ PYBIND11_MODULE(_perseus, m) {
   m.attr("PerseusError").attr("__doc__") =
       "An error from the Perseus client library: bad input, unusable arguments, or (strict "
       "mode) a failed server request.";
+  // After PerseusError: pybind11 tries the translator registered last first.
+  py::register_exception<perseus::client::NoEnergyCounter>(m, "NoEnergyCounter",
+                                                           m.attr("PerseusError"));
+  m.attr("NoEnergyCounter").attr("__doc__") =
+      "The GPU has no energy counter (NVML: Not Supported, as before Volta). NvmlGpu's "
+      "total_energy_j raises it; a Python GPU backend raises it from total_energy_j so that the "
+      "client says so once and stops reading, instead of retrying a failed read.";
 
   bind_sim_gpu(m);
   bind_nvml_gpu(m);

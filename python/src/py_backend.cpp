@@ -48,9 +48,19 @@ class SharedBackend : public GpuBackend {
   std::shared_ptr<GpuBackend> gpu_;
 };
 
+// A Python exception raised by a backend's `method` as the client's error: perseus.NoEnergyCounter
+// (a GPU without one) as client::NoEnergyCounter, anything else as perseus::Error.
+[[noreturn]] void rethrow(const char* method, py::error_already_set& e) {
+  const std::string message = std::string("gpu backend ") + method + ": ";
+  if (e.matches(py::module_::import("perseus._perseus").attr("NoEnergyCounter"))) {
+    throw client::NoEnergyCounter(message + py::str(e.value()).cast<std::string>());
+  }
+  throw perseus::Error(message + e.what());
+}
+
 // Any Python object with the GpuBackend methods (supported_clocks, lock_clock, reset_clock,
 // set_power_limit, reset_power_limit, now_s, total_energy_j; optionally instruction_begin,
-// instruction_end, synchronous_clocks). Python exceptions become perseus::Error.
+// instruction_end, synchronous_clocks). Python exceptions become perseus::Error (rethrow).
 class PyBackend : public GpuBackend {
  public:
   explicit PyBackend(py::object obj) : obj_(std::move(obj)) {
@@ -90,7 +100,7 @@ class PyBackend : public GpuBackend {
     try {
       return obj_.attr(method)(std::forward<Args>(args)...).template cast<T>();
     } catch (py::error_already_set& e) {
-      throw perseus::Error(std::string("gpu backend ") + method + ": " + e.what());
+      rethrow(method, e);
     } catch (py::cast_error& e) {
       throw perseus::Error(std::string("gpu backend ") + method +
                            ": bad return value: " + e.what());
@@ -102,7 +112,7 @@ class PyBackend : public GpuBackend {
     try {
       obj_.attr(method)(std::forward<Args>(args)...);
     } catch (py::error_already_set& e) {
-      throw perseus::Error(std::string("gpu backend ") + method + ": " + e.what());
+      rethrow(method, e);
     }
   }
   void call_optional(const char* method, const std::string& name) const {
@@ -111,7 +121,7 @@ class PyBackend : public GpuBackend {
     try {
       obj_.attr(method)(name);
     } catch (py::error_already_set& e) {
-      throw perseus::Error(std::string("gpu backend ") + method + ": " + e.what());
+      rethrow(method, e);
     }
   }
   bool call_bool(const char* method) const {

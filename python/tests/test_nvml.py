@@ -236,6 +236,15 @@ def test_a_driver_that_stops_answering_lets_the_process_end(tmp_path):
     assert elapsed < 30, f"the process took {elapsed:.1f} s to end"
 
 
+@needs_fake
+def test_nvml_gpu_without_an_energy_counter_raises_no_energy_counter(monkeypatch):
+    monkeypatch.setenv("FAKE_NVML_NO_ENERGY_COUNTER", "1")
+    gpu = perseus.NvmlGpu(0, library=FAKE)
+    with pytest.raises(perseus.NoEnergyCounter, match="this GPU has no energy counter"):
+        gpu.total_energy_j()
+    assert gpu.power_usage_w() > 0  # the rest of the device still answers
+
+
 FAILING_PAIR = '''
 import os
 import shutil

@@ -241,6 +241,37 @@ def test_python_backend_object(profile2):
     opt.close()
 
 
+class CounterlessBackend(PyBackend):
+    """A Python backend on a GPU without an energy counter (pynvml answers Not Supported before
+    Volta): it says so with perseus.NoEnergyCounter."""
+
+    def __init__(self):
+        super().__init__()
+        self.reads = 0
+
+    def total_energy_j(self):
+        self.reads += 1
+        raise perseus.NoEnergyCounter("pynvml: Not Supported")
+
+
+def test_python_backend_without_an_energy_counter_is_said_once(profile2):
+    """The client says it once, naming the backend's reason, and reads the counter no more; a
+    plain exception from the same backend would be retried as a failed read."""
+    assert issubclass(perseus.NoEnergyCounter, perseus.PerseusError)
+    gpu = CounterlessBackend()
+    said = []
+    opt = make(profile2, gpu=gpu, profile=None, log=said.append)
+    deadline = time.monotonic() + 10.0
+    while not said and time.monotonic() < deadline:
+        time.sleep(0.01)  # the sampler thread's first read
+    train(opt, 4)
+    opt.close()
+    assert said == ["gpu backend total_energy_j: pynvml: Not Supported: Perseus measures no energy "
+                    "on it, and every reporting window is reported unmeasured (the clocks a "
+                    "schedule plans are still set)"], said
+    assert gpu.reads == 1
+
+
 def test_sim_gpu_object_is_shared(profile2):
     gpu = perseus.SimGpu(profile2, stage=1, blocking_power=80.0, counter="ideal")
     opt = make(profile2, gpu=gpu, profile=None)
