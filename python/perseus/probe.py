@@ -7,11 +7,11 @@
 first), ``duration_s``, ``counter_reads``, ``counter_changes``, ``refresh_period_s``
 (``{"mean", "min", "max"}`` or ``None`` with fewer than two counter changes), ``read_cost_s``
 (``{"mean", "max"}``, ``None`` without reads), ``counter_error`` (``None``, or why the GPU has no
-energy counter: NVML's Not Supported, as before Volta), ``power_w`` (``{"readings", "mean", "counter_slope"}``), ``sm_clock_mhz``
-(``{"mean", "min", "max"}``), ``clock_event_reasons`` (every reason the driver gave for the
-clock while probed, e.g. ``["sw_power_cap"]``) and ``power_limit_w`` (``{"enforced",
-"default"}``). A query the device does not answer (no power management, some virtual GPUs) reads
-``None``; the probe goes on without it.
+energy counter: NVML's Not Supported, as before Volta), ``power_w`` (``{"readings", "mean",
+"counter_slope"}``), ``sm_clock_mhz`` (``{"mean", "min", "max"}``), ``clock_event_reasons``
+(every reason the driver gave for the clock while probed, e.g. ``["sw_power_cap"]``) and
+``power_limit_w`` (``{"enforced", "default"}``). A query the device does not answer (no power
+management, some virtual GPUs) reads ``None``; the probe goes on without it.
 """
 
 import json

@@ -110,8 +110,12 @@ void ThreadSampler::run() {
   using clock = std::chrono::steady_clock;
   while (true) {
     const auto started = clock::now();
-    const std::string failure = read_counter(counter_backoff_.wait_s() > 0.0);
-    if (no_counter_) return without_counter(no_counter_why_);
+    std::string failure;
+    try {
+      failure = read_counter(counter_backoff_.wait_s() > 0.0);
+    } catch (const NoEnergyCounter& e) {
+      return without_counter(e.what());
+    }
     if (!failure.empty()) {
       if (counter_backoff_.failed() && on_error_) {
         on_error_("energy counter read failed: " + failure + "; " + ReadBackoff::policy() +
@@ -138,10 +142,8 @@ std::string ThreadSampler::read_counter(bool after_gap) {
     begin = gpu_.now_s();
     value = gpu_.total_energy_j();
     end = gpu_.now_s();
-  } catch (const NoEnergyCounter& e) {
-    no_counter_why_ = e.what();
-    no_counter_ = true;
-    return "";
+  } catch (const NoEnergyCounter&) {
+    throw;  // not a failed read: run() stops reading
   } catch (const std::exception& e) {
     return e.what()[0] == '\0' ? "unknown error" : e.what();
   }
@@ -157,6 +159,7 @@ std::string ThreadSampler::read_counter(bool after_gap) {
 }
 
 void ThreadSampler::without_counter(const std::string& why) {
+  no_counter_ = true;
   if (on_error_) {
     on_error_(why +
               ": Perseus measures no energy on it, and every reporting window is reported "

@@ -170,9 +170,9 @@ class ThreadSampler : public EnergySampler {
   void request_stop();
   void run();
   // One counter read (then a clock read) into the series (`after_gap`: the first after failed
-  // reads); the read's error, else "" (also when the GPU has no counter: no_counter_).
+  // reads); the read's error, else "". Throws NoEnergyCounter for a GPU without a counter.
   std::string read_counter(bool after_gap);
-  // Says that the GPU has no counter, then waits to be stopped.
+  // Notes and says that the GPU has no counter (`why`), then waits to be stopped.
   void without_counter(const std::string& why);
   // One clock read after a counter read (the lock is taken only to keep it); none once the
   // backend reported no clock (read_clocks_), nor while a failed one waits for its retry.
@@ -194,7 +194,6 @@ class ThreadSampler : public EnergySampler {
   std::chrono::steady_clock::time_point clock_retry_at_;
   bool stopping_ = false;
   std::atomic<bool> no_counter_ = false;
-  std::string no_counter_why_;  // sampler thread only
   DriverCallWatch calls_;
   BoundedThread thread_;  // last: joined before the members it uses go
 };

@@ -51,12 +51,13 @@ struct Polling {
 };
 
 // f(), or nullopt with NVML's message in `error` (kept from the first failure) when the device
-// does not answer the query (Not Supported: no power management, some virtual GPUs).
-template <typename F>
+// does not answer the query (Not Supported: no power management, some virtual GPUs), as it says
+// by throwing `Unanswered`.
+template <typename Unanswered = Error, typename F>
 auto unless_unanswered(F&& f, std::string& error) -> std::optional<decltype(f())> {
   try {
     return f();
-  } catch (const Error& e) {
+  } catch (const Unanswered& e) {
     if (error.empty()) error = e.what();
     return std::nullopt;
   }
@@ -68,18 +69,17 @@ Polling poll_counter(NvmlGpu& gpu, const ProbeOptions& options) {
   const auto end = start + steady_duration(options.duration_s);
   double last = 0.0;
   for (Clock::time_point t0 = start; t0 < end; t0 = Clock::now()) {
-    if (p.counter_error.empty()) {
-      try {
-        const double energy = gpu.total_energy_j();
-        const Clock::time_point t1 = Clock::now();
-        if (!p.read_costs_s.empty() && energy != last) {
-          p.changes.push_back({seconds(t0 - start) + seconds(t1 - t0) / 2.0, energy});
-        }
-        p.read_costs_s.push_back(seconds(t1 - t0));
-        last = energy;
-      } catch (const NoEnergyCounter& e) {
-        p.counter_error = e.what();
+    const auto energy = p.counter_error.empty()
+                            ? unless_unanswered<NoEnergyCounter>(
+                                  [&] { return gpu.total_energy_j(); }, p.counter_error)
+                            : std::nullopt;
+    if (energy) {
+      const Clock::time_point t1 = Clock::now();
+      if (!p.read_costs_s.empty() && *energy != last) {
+        p.changes.push_back({seconds(t0 - start) + seconds(t1 - t0) / 2.0, *energy});
       }
+      p.read_costs_s.push_back(seconds(t1 - t0));
+      last = *energy;
     }
     p.power_w.push_back(gpu.power_usage_w());
     if (p.clock_error.empty()) {
