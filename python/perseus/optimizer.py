@@ -53,6 +53,19 @@ def _stages(stage):
     return int(stage)
 
 
+def _order_as_json(order):
+    """A pipeline order (torch's ``schedule.pipeline_order``: rank -> actions, or a list of
+    per-rank lists) with every action as its text and None for idle."""
+    def texts(actions):
+        return [None if a is None else str(a) for a in actions]
+    if isinstance(order, dict):
+        return {str(rank): texts(actions) for rank, actions in order.items()}
+    if isinstance(order, (list, tuple)):
+        return [texts(actions) for actions in order]
+    raise TypeError("pipeline_order must be per-rank action lists (a list, or a dict keyed by "
+                    f"rank), not {type(order).__name__}")
+
+
 def _default_log(message):
     warnings.warn(message, PerseusWarning, stacklevel=_user_stacklevel())
 
@@ -119,6 +132,10 @@ class PipelineFrequencyOptimizer:
         job_id: join this job instead of registering one. When None and torch.distributed is
             initialized, rank 0's id is broadcast to every rank.
         scheduler, scheduler_args: per-job scheduler name and its arguments (a dict).
+        pipeline_order: the order every pipeline rank runs, per-rank lists of actions in
+            PyTorch's notation (``"0F3"``, ``"1I0"``, None for idle), sent with the job's
+            registration so that the server plans for it (docs/protocol.md); the framework
+            adapters (:func:`perseus.torch.attach`) read it from the framework.
         report_every: iterations per reporting window (a schedule may ask for more: the
             profiler does when windows are too short for the energy counter).
         strict: raise :class:`perseus.PerseusError` on server trouble instead of degrading.
@@ -150,7 +167,7 @@ class PipelineFrequencyOptimizer:
                  retries=3, log=None, share_job_id=None, counter="realistic",
                  counter_options=None, observe=False, attribution="busy-overlap",
                  sampler_period=0.0, stall_bound=10.0, max_skipped_windows=32, token=None,
-                 ca_file=None, shutdown_bound=5.0):
+                 ca_file=None, shutdown_bound=5.0, pipeline_order=None):
         self._opt = None
         self.device_id = device_id
         self._sync = False
@@ -184,6 +201,8 @@ class PipelineFrequencyOptimizer:
             token=str(token or ""), ca_file=str(ca_file or ""))
         if scheduler_args is not None:
             fields["scheduler_args"] = scheduler_args
+        if pipeline_order is not None:
+            fields["pipeline_order"] = _order_as_json(pipeline_order)
         for name, value in fields.items():
             setattr(options, name, value)
         self._opt = _perseus._Optimizer(backend, options)
@@ -287,6 +306,12 @@ class PipelineFrequencyOptimizer:
     def round(self):
         """The schedule round in use (-1 while running at the default clock)."""
         return self._opt.round
+
+    @property
+    def planned_clocks(self):
+        """One iteration's ``(instruction, MHz)`` in the round in use, in execution order (what
+        the next iteration runs unless it leaves the schedule); empty at the default clock."""
+        return self._opt.planned_clocks
 
     @property
     def done(self):

@@ -122,6 +122,15 @@ void bind_sim_gpu(py::module_& m) {
       .def("total_energy_j", &SimGpu::total_energy_j, nogil)
       .def("instruction_begin", &SimGpu::instruction_begin, py::arg("name"), nogil)
       .def("instruction_end", &SimGpu::instruction_end, py::arg("name"), nogil)
+      .def(
+          "runs",
+          [](SimGpu& g) {
+            py::list out;
+            for (const auto& run : g.runs()) out.append(py::make_tuple(run.instruction, run.mhz));
+            return out;
+          },
+          "Every instruction run so far, oldest first, as (name, MHz it ran at); the latest "
+          "65536.")
       .def("wait_until", &SimGpu::wait_until, py::arg("t"),
            "Virtual mode: block at blocking power until simulated time t (no-op if t <= now).",
            nogil)
@@ -226,6 +235,16 @@ void add_optimizer_options(py::module_& m) {
       .def_property(
           "scheduler_args", [](const O& o) { return o.scheduler_args.dump(); },
           [](O& o, const py::dict& args) { o.scheduler_args = perseus::python::to_json(args); })
+      .def_property(
+          "pipeline_order",
+          [](const O& o) { return o.pipeline_order ? o.pipeline_order->dump() : std::string(); },
+          [](O& o, const py::object& order) {
+            if (order.is_none()) {
+              o.pipeline_order.reset();
+            } else {
+              o.pipeline_order = perseus::python::to_json(order);
+            }
+          })
       .def_property("log", py::cpp_function(),
                     [](O& o, py::object log) { o.log = perseus::python::make_log(std::move(log)); })
       .def_property("share_job_id", py::cpp_function(), [](O& o, py::object share) {
@@ -281,6 +300,8 @@ void add_optimizer_state(OptimizerClass& cls) {
                              [](Optimizer& o) { return o.get().job_credential(); })
       .def_property_readonly("round", [](Optimizer& o) { return o.get().round(); })
       .def_property_readonly("done", [](Optimizer& o) { return o.get().done(); })
+      .def_property_readonly("planned_clocks",
+                             [](Optimizer& o) { return o.get().planned_clocks(); })
       .def_property_readonly("degraded", [](Optimizer& o) { return o.get().degraded(); })
       .def_property_readonly("iterations",
                              [](Optimizer& o) {

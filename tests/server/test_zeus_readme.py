@@ -119,7 +119,8 @@ def test_zeus_environment_gives_the_default_scheduler(tmp_path):
 @pytest.mark.parametrize("how, args, reason", [
     ("flags", ["--scheduler", "frontier", "--scheduler-args", '{"frontier": "nope"}'],
      "scheduler 'frontier': field 'frontier'"),
-    ("flags", ["--scheduler", "all-max"], "scheduler 'all-max': field 'microbatches': missing"),
+    ("flags", ["--scheduler", "all-max", "--scheduler-args", '{"microbatches": 0}'],
+     "scheduler 'all-max': field 'microbatches': must be an integer >= 1"),
     ("flags", ["--scheduler", "all-max", "--scheduler-args", '{"microbatches": 2, "typo": 1}'],
      "'typo'"),
     ("env", {"ZEUS_PFO_SCHEDULER": "PointSolution",

@@ -384,6 +384,12 @@ bool PipelineFrequencyOptimizer::done() const {
   return impl_->done;
 }
 
+std::vector<std::pair<std::string, int>> PipelineFrequencyOptimizer::planned_clocks() const {
+  const auto& schedule = impl_->follower->schedule();
+  if (!schedule || impl_->degraded || impl_->follower->departed()) return {};
+  return schedule->frequencies;
+}
+
 bool PipelineFrequencyOptimizer::degraded() const {
   return impl_->degraded || impl_->follower->departed();
 }

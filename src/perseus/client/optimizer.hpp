@@ -78,6 +78,11 @@ struct OptimizerOptions {
   // Per-job scheduler (extension; empty: the server's default).
   std::string scheduler;
   nlohmann::json scheduler_args = nlohmann::json::object();
+  // The order every pipeline rank runs (wire::JobInfo::pipeline_order: per-rank actions in
+  // PyTorch's notation), sent when this rank registers the job so that the server plans for it; a
+  // framework adapter (perseus.torch.attach) reads it from the framework. Unset: the scheduler's
+  // arguments name the schedule.
+  std::optional<nlohmann::json> pipeline_order;
   int report_every = 5;             // iterations per reporting window (a schedule may ask more)
   double request_timeout_s = 5.0;   // per HTTP request (connect, send, short answers)
   double barrier_timeout_s = 10.0;  // waiting for the schedule barrier
@@ -135,6 +140,9 @@ class PipelineFrequencyOptimizer {
   int round() const;
   // True once the server sent its final schedule.
   bool done() const;
+  // One iteration's (instruction label, MHz) in the round in use, in execution order (what the
+  // next iteration is to run, unless it departs); empty while running at the default clock.
+  std::vector<std::pair<std::string, int>> planned_clocks() const;
   // True while running at the default clock: the server failed us, or the training loop left
   // the schedule (other instructions, order or count than it plans).
   bool degraded() const;

@@ -53,6 +53,11 @@ void OptimizerOptions::validate() const {
   seconds("sampler_period_s", o.sampler_period_s, true);
   if (o.retries < 0) throw bad("retries", "must be >= 0, got " + std::to_string(o.retries));
   if (!o.scheduler_args.is_object()) throw bad("scheduler_args", "must be a JSON object");
+  if (o.pipeline_order && !o.pipeline_order->is_array() && !o.pipeline_order->is_object()) {
+    throw bad("pipeline_order",
+              "must be per-rank action lists (an array, or an object keyed by "
+              "rank)");
+  }
   if (!o.server_url.empty()) {
     try {
       parse_http_url(o.server_url);

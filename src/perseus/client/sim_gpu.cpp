@@ -212,6 +212,13 @@ void SimGpu::instruction_begin(const std::string& name) {
   begin_s_ = now_s();
   std::lock_guard lock(trace_mutex_);
   trace_.add_busy(begin_s_, begin_s_ + m.time_s, average_power(m));
+  if (runs_.size() == kMaxRuns) runs_.pop_front();
+  runs_.push_back({name, running_mhz_});
+}
+
+std::vector<SimGpu::Run> SimGpu::runs() {
+  std::lock_guard lock(trace_mutex_);
+  return {runs_.begin(), runs_.end()};
 }
 
 void SimGpu::instruction_end(const std::string& name) {

@@ -23,6 +23,7 @@
 //              since instruction_begin; now_s() is wall-clock time divided by time_scale.
 #pragma once
 
+#include <deque>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -75,6 +76,14 @@ class SimGpu : public GpuBackend {
   void wait_until(double t_s);
   // The clock the next instruction runs at (locked clock, or the power limit's choice for it).
   int current_clock(const std::string& instruction) const;
+  // Every instruction run so far, oldest first, with the clock it ran at (the latest kMaxRuns):
+  // what a test compares with the plan the client was to follow.
+  struct Run {
+    std::string instruction;
+    int mhz = 0;
+  };
+  static constexpr std::size_t kMaxRuns = std::size_t{1} << 16;
+  std::vector<Run> runs();
 
  private:
   // The (stage, kind) an instruction label names; throws when this GPU does not run its stage, or
@@ -107,6 +116,7 @@ class SimGpu : public GpuBackend {
   std::mutex trace_mutex_;  // trace_ and counter_ (a sampler thread reads the counter)
   PowerTrace trace_;
   EnergyCounter counter_;
+  std::deque<Run> runs_;  // under trace_mutex_
 };
 
 }  // namespace perseus::client

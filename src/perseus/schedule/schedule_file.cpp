@@ -131,10 +131,8 @@ std::vector<std::string> json_rank(const JsonFields& fields, const json& list,
   return items;
 }
 
-std::vector<std::vector<std::string>> json_items(const std::string& text,
+std::vector<std::vector<std::string>> json_items(const JsonFields& fields, const json& doc,
                                                  const std::string& source) {
-  const JsonFields fields(source);
-  const json doc = fields.parse(text);
   std::vector<std::vector<std::string>> ranks;
   if (doc.is_array()) {
     for (std::size_t r = 0; r < doc.size(); ++r) {
@@ -188,9 +186,19 @@ Schedule schedule_from_actions(const std::string& name,
 Schedule parse_schedule_text(const std::string& text, const std::string& source) {
   std::size_t first = text.find_first_not_of(" \t\r\n");
   bool is_json = first != std::string::npos && (text[first] == '[' || text[first] == '{');
-  auto items = is_json ? json_items(text, source) : csv_items(text);
+  std::vector<std::vector<std::string>> items;
+  if (is_json) {
+    const JsonFields fields(source);
+    items = json_items(fields, fields.parse(text), source);
+  } else {
+    items = csv_items(text);
+  }
   std::string name = std::filesystem::path(source).filename().string();
   return schedule_from_actions(name.empty() ? source : name, items, source);
+}
+
+Schedule schedule_from_json(const std::string& name, const json& ranks, const std::string& source) {
+  return schedule_from_actions(name, json_items(JsonFields(source), ranks, source), source);
 }
 
 Schedule read_schedule_file(const std::string& path) {

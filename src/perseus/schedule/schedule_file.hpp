@@ -11,6 +11,7 @@
 // naming the source and the rank and item.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@ namespace perseus::schedule {
 Schedule schedule_from_actions(const std::string& name,
                                const std::vector<std::vector<std::string>>& ranks,
                                const std::string& source);
+// The schedule of a JSON document already parsed (an array of per-rank arrays, or an object keyed
+// by rank), e.g. the pipeline_order a job registers with (docs/protocol.md).
+Schedule schedule_from_json(const std::string& name, const nlohmann::json& ranks,
+                            const std::string& source);
 // Parses CSV or JSON text (JSON when it starts with '[' or '{').
 Schedule parse_schedule_text(const std::string& text, const std::string& source);
 // Reads a schedule file; the schedule's name is the file name.

@@ -194,6 +194,11 @@ Reply ControlPlane::register_job(const json& body) {
     return too_many_requests("the server holds " + std::to_string(jobs_.size()) +
                              " jobs, its --max-jobs; start another server or store");
   }
+  try {
+    job_pipeline_order(info);
+  } catch (const Error& e) {
+    return unprocessable(e.what());
+  }
   if (!info.scheduler) {
     if (settings_.scheduler.empty()) {
       return unprocessable(

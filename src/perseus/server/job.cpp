@@ -6,6 +6,7 @@
 #include <set>
 #include <thread>
 
+#include "perseus/schedule/schedule_file.hpp"
 #include "perseus/server/auth.hpp"
 #include "perseus/server/stage_aggregate.hpp"
 #include "perseus/util/error.hpp"
@@ -92,6 +93,17 @@ Reply Job::register_rank(const wire::RankInfo& rank, const json& body) {
   return {200, nullptr};
 }
 
+std::optional<schedule::Schedule> job_pipeline_order(const wire::JobInfo& info) {
+  if (!info.pipeline_order) return std::nullopt;
+  const std::string source = "field 'pipeline_order'";
+  auto order = schedule::schedule_from_json("pipeline_order", *info.pipeline_order, source);
+  if (order.num_ranks() != info.pp_degree) {
+    throw Error(source + ": has " + std::to_string(order.num_ranks()) +
+                " ranks but the job has pp_degree " + std::to_string(info.pp_degree));
+  }
+  return order;
+}
+
 JobSpec job_spec(const std::string& id, const wire::JobInfo& info, const JobDirs& dirs) {
   JobSpec spec;
   spec.job_id = id;
@@ -99,6 +111,7 @@ JobSpec job_spec(const std::string& id, const wire::JobInfo& info, const JobDirs
   spec.dp_degree = info.dp_degree;
   spec.tp_degree = info.tp_degree;
   spec.args = info.scheduler_args.value_or(json::object());
+  spec.pipeline_order = job_pipeline_order(info);
   spec.output_dir = id.empty() ? dirs.output : dirs.output / id;
   spec.output_root = dirs.output;
   spec.data_dir = dirs.data;

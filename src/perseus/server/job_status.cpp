@@ -109,6 +109,7 @@ json Job::status(bool detailed) const {
   if (!detailed) return j;
   j["job_metadata"] = info_.job_metadata ? json(*info_.job_metadata) : json(nullptr);
   j["scheduler_args"] = info_.scheduler_args.value_or(json::object());
+  j["pipeline_order"] = info_.pipeline_order.value_or(nullptr);
   if (!rounds_.empty()) {
     std::size_t current = rounds_.size() - 1;
     j["released"] = static_cast<bool>(released_[current]);

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "perseus/schedule/schedule.hpp"
 #include "perseus/util/clock_observation.hpp"
 #include "perseus/util/error.hpp"
 
@@ -36,6 +37,9 @@ struct JobSpec {
   // SM clocks (MHz) every rank of the job supports, highest first.
   std::vector<int> available_frequencies;
   nlohmann::json args = nlohmann::json::object();  // scheduler arguments
+  // The order the job's ranks run, when the job registered it (wire::JobInfo::pipeline_order, a
+  // framework adapter's): schedulers plan for it instead of a schedule their arguments name.
+  std::optional<schedule::Schedule> pipeline_order;
   // Where the scheduler writes its files (profiles, ...): relative "output" arguments resolve
   // against it; every output must lie under output_root (the server's --output-dir).
   std::filesystem::path output_dir;
@@ -98,11 +102,21 @@ class Scheduler {
   virtual nlohmann::json status() const { return nlohmann::json::object(); }
 };
 
-// Arguments that are valid but do not fit the job's stage count (pp_degree): a plan or frontier
-// for another pipeline depth, envelope warm-up counts for another number of stages.
-class StageCountMismatch : public Error {
+// Arguments that are valid on their own but cannot be judged without the job.
+class DependsOnJob : public Error {
  public:
   using Error::Error;
+};
+// They do not fit the job's stage count (pp_degree): a plan or frontier for another pipeline
+// depth, envelope warm-up counts for another number of stages.
+class StageCountMismatch : public DependsOnJob {
+ public:
+  using DependsOnJob::DependsOnJob;
+};
+// They name no schedule, which only a job that registers its pipeline_order may leave out.
+class ScheduleNotNamed : public DependsOnJob {
+ public:
+  using DependsOnJob::DependsOnJob;
 };
 
 // Creates a scheduler by name ("point-solution", "profiler", "frontier", "all-max",
@@ -120,8 +134,8 @@ bool takes_instruction_order(const std::string& name);
 
 // Checks a scheduler's name and arguments before any rank registered, by building it for `job`
 // with every plausible SM clock (kMinClockMhz..kMaxClockMhz) available, since the ranks' clocks
-// are not known yet: at server start (`stages_known` false: pp_degree is not known either, a
-// StageCountMismatch is tolerated) and at job registration (true). Throws perseus::Error with the
+// are not known yet: at server start (`stages_known` false: the job is not known either, so
+// DependsOnJob is tolerated) and at job registration (true). Throws perseus::Error with the
 // scheduler's reason.
 void check_scheduler(const std::string& name, JobSpec job, bool stages_known);
 

@@ -64,6 +64,7 @@ json to_json(const JobInfo& info) {
   j["job_metadata"] = info.job_metadata ? json(*info.job_metadata) : json(nullptr);
   if (info.scheduler) j["scheduler"] = *info.scheduler;
   if (info.scheduler_args) j["scheduler_args"] = *info.scheduler_args;
+  if (info.pipeline_order) j["pipeline_order"] = *info.pipeline_order;
   return j;
 }
 
@@ -127,6 +128,15 @@ JobInfo parse_job_info(const json& body) {
   info.scheduler = optional_string(body, "scheduler");
   if (const json* args = fields.optional(body, "scheduler_args")) {
     info.scheduler_args = fields.object(*args, "scheduler_args", "a JSON object");
+  }
+  if (const json* order = fields.optional(body, "pipeline_order")) {
+    if (!order->is_array() && !order->is_object()) {
+      fields.fail("pipeline_order",
+                  "must be per-rank action lists (an array, or an object keyed "
+                  "by rank), got " +
+                      JsonFields::shown(*order));
+    }
+    info.pipeline_order = *order;
   }
   return info;
 }

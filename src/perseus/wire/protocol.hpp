@@ -45,6 +45,11 @@ struct JobInfo {
   // Extensions: a per-job scheduler instead of the server's default.
   std::optional<std::string> scheduler;
   std::optional<nlohmann::json> scheduler_args;
+  // The order every pipeline rank runs, as the training framework holds it (torch's
+  // schedule.pipeline_order): per-rank lists of actions in PyTorch's notation ("0F3", "1I0", null
+  // for idle), as an array or an object keyed by rank. The server plans for this order; it parses
+  // and checks it (schedule/schedule_file.hpp), the wire only checks its shape.
+  std::optional<nlohmann::json> pipeline_order;
 };
 
 struct RankInfo {

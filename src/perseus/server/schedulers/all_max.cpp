@@ -11,7 +11,7 @@ class AllMax : public Scheduler {
   explicit AllMax(const JobSpec& job) {
     const std::string context = context_of("all-max");
     ArgReader args(context, job.args, kScheduleArgs);
-    round_.stages = uniform_plans(schedule_arg(args, job.pp_degree), max_clock(context, job));
+    round_.stages = uniform_plans(schedule_arg(args, job), max_clock(context, job));
     round_.done = true;
   }
 

@@ -93,7 +93,17 @@ std::vector<std::string> with_schedule_args(std::vector<std::string> known) {
   return known;
 }
 
-schedule::Schedule schedule_arg(const ArgReader& args, int ranks) {
+schedule::Schedule schedule_arg(const ArgReader& args, const JobSpec& job) {
+  bool named = std::any_of(kScheduleArgs.begin(), kScheduleArgs.end(),
+                           [&](const std::string& name) { return args.has(name); });
+  if (job.pipeline_order && !named) return *job.pipeline_order;
+  if (!named) {
+    throw ScheduleNotNamed(args.context() +
+                           ": field 'microbatches': missing (name the schedule: microbatches, "
+                           "schedule, virtual_stages; or let the job register the order it runs, "
+                           "pipeline_order, as perseus.torch.attach does)");
+  }
+  const int ranks = job.pp_degree;
   int microbatches = args.integer("microbatches", 1);
   std::string name = args.text("schedule", "1f1b");
   int per_rank = args.integer("virtual_stages", 1, 0);
@@ -105,9 +115,49 @@ schedule::Schedule schedule_arg(const ArgReader& args, int ranks) {
                                std::to_string(ranks) + " stages");
     }
   }
-  return args.naming("schedule", [&] {
+  auto sched = args.naming("schedule", [&] {
     return schedule::make_schedule_on_ranks(name, ranks, microbatches, per_rank);
   });
+  require_job_order(sched, job, args.context() + ": its arguments name " + sched.name);
+  return sched;
+}
+
+namespace {
+
+// "4 GPUs, 8 stages, 8 microbatches".
+std::string shape_of(const schedule::Schedule& s) {
+  return std::to_string(s.num_ranks()) + " GPUs, " + std::to_string(s.num_stages) + " stages, " +
+         std::to_string(s.num_microbatches) + " microbatches";
+}
+
+}  // namespace
+
+void require_job_order(const schedule::Schedule& sched, const JobSpec& job,
+                       const std::string& where) {
+  if (!job.pipeline_order) return;
+  const schedule::Schedule& order = *job.pipeline_order;
+  std::string difference;
+  if (sched.num_ranks() != order.num_ranks() || sched.num_stages != order.num_stages ||
+      sched.num_microbatches != order.num_microbatches) {
+    difference = shape_of(sched) + " against the job's " + shape_of(order);
+  } else {
+    for (int r = 0; r < order.num_ranks() && difference.empty(); ++r) {
+      const auto &mine = sched.ranks[r], &theirs = order.ranks[r];
+      for (std::size_t i = 0; i < std::max(mine.size(), theirs.size()); ++i) {
+        std::string a = i < mine.size() ? schedule::action_name(mine[i]) : "nothing";
+        std::string b = i < theirs.size() ? schedule::action_name(theirs[i]) : "nothing";
+        if (a == b) continue;
+        difference = "rank " + std::to_string(r) + "'s action " + std::to_string(i + 1) + " is " +
+                     a + " there, " + b + " in the job's";
+        break;
+      }
+    }
+  }
+  if (difference.empty()) return;
+  throw Error(where + " (" + difference +
+              "), but the job registered the order its framework "
+              "runs (pipeline_order); plan for that order (e.g. perseus plan --schedule-file with "
+              "the order the adapter wrote) or leave the schedule arguments out");
 }
 
 void require_ranks(const schedule::Schedule& sched, int pp_degree, const std::string& where) {

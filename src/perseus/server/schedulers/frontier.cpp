@@ -33,6 +33,8 @@ class FrontierScheduler : public Scheduler {
     fastest_ = query_->fastest();
     base_ = others_ = choose(args);
     require_ranks(sched_, job.pp_degree, context_ + ": frontier " + dir);
+    require_job_order(sched_, job,
+                      context_ + ": frontier " + dir + " was planned for " + sched_.name);
     for (std::size_t i = 0; i < frontier_.plans.size(); ++i) {
       check_clocks(frontier_.plans[i], job.available_frequencies,
                    context_ + ": frontier " + dir + " plan " + std::to_string(i));

@@ -110,6 +110,7 @@ class PointSolution : public Scheduler {
     const std::string where = context_ + ": " + source;
     PlanRound round{source, schedule_of(args, p, source, p.num_stages), p.frequencies};
     require_ranks(round.sched, job.pp_degree, where + ": the plan");
+    require_job_order(round.sched, job, where + ": the plan is for " + round.sched.name);
     plan::check_plan_shape(round.clocks, round.sched, where);
     check_clocks(round.clocks, job.available_frequencies, where);
     return round;

@@ -116,7 +116,7 @@ class Profiler : public Scheduler {
                    with_schedule_args({"output", "patience", "rise_margin", "min_frequency",
                                        "max_frequency", "skip_iterations", "target_stderr",
                                        "max_windows", "min_window", "split_pooled"}));
-    sched_ = schedule_arg(args, job.pp_degree);
+    sched_ = schedule_arg(args, job);
     max_clock_ = max_clock(context_, job);
     clocks_ = sweep_clocks(args, job);
     stop_ = SweepStop(static_cast<std::size_t>(job.pp_degree), args.integer("patience", 1, 3),

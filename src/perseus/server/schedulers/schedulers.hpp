@@ -89,10 +89,16 @@ std::string context_of(const std::string& scheduler);
 
 // The arguments "microbatches" (required), "schedule" (default "1f1b") and "virtual_stages" (the
 // stages each GPU runs; default the schedule's own) that name the instruction order, and the
-// schedule they give on `ranks` GPUs (the job's pp_degree).
+// schedule they give on the job's pp_degree GPUs. A job that registered its order
+// (JobSpec::pipeline_order) runs that order: the arguments may then be left out, and where given
+// must name the same order (require_job_order).
 extern const std::vector<std::string> kScheduleArgs;
 std::vector<std::string> with_schedule_args(std::vector<std::string> known);
-schedule::Schedule schedule_arg(const ArgReader& args, int ranks);
+schedule::Schedule schedule_arg(const ArgReader& args, const JobSpec& job);
+// Throws perseus::Error unless `sched` (what `where` plans for) is the order the job registered,
+// action for action on every rank, naming the first difference; nothing when it registered none.
+void require_job_order(const schedule::Schedule& sched, const JobSpec& job,
+                       const std::string& where);
 // Throws StageCountMismatch ("<where> has 4 GPUs (8 stages) but the job has pp_degree 2") unless
 // `sched` runs on pp_degree GPUs.
 void require_ranks(const schedule::Schedule& sched, int pp_degree, const std::string& where);

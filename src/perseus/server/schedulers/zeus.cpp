@@ -84,7 +84,7 @@ class Zeus : public Scheduler {
         mode_(mode) {
     ArgReader args(context_, job.args,
                    with_schedule_args({"power_limits", "eta", "max_power_w", "min_window"}));
-    sched_ = schedule_arg(args, job.pp_degree);
+    sched_ = schedule_arg(args, job);
     max_clock_ = max_clock(context_, job);
     limits_ = power_limits(args);
     eta_ = args.number("eta", unit_interval, "a number in [0, 1]", 0.5);
