@@ -25,3 +25,22 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# The project virtual environment for what only PyPI has (torch 2.x with
+# torch.distributed.pipelining, deepspeed, megatron-core, zeus), pinned in
+# scripts/python-requirements*.txt: .venv/ (or $PERSEUS_VENV), made from Debian's /usr/bin/python3
+# with --system-site-packages so that Debian's pytest and the perseus package built for that
+# interpreter work in it. Skipped when it was made from the same pins (a stamp holds their hash).
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv=${PERSEUS_VENV:-$root/.venv}
+pins=$(cat "$root/scripts/python-requirements.txt" "$root/scripts/python-requirements-build.txt" |
+  sha256sum | cut -d' ' -f1)
+if [[ ! -x $venv/bin/python || $(cat "$venv/.perseus-pins" 2>/dev/null) != "$pins" ]]; then
+  echo "install-deps: installing the pinned PyPI packages into $venv (torch, zeus, megatron-core," \
+    "deepspeed; a few GB, once)" >&2
+  [[ -x $venv/bin/python ]] || /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/scripts/python-requirements.txt"
+  DS_BUILD_OPS=0 "$venv/bin/pip" install -q --disable-pip-version-check --no-build-isolation \
+    -r "$root/scripts/python-requirements-build.txt"
+  echo "$pins" >"$venv/.perseus-pins"
+fi
