@@ -45,7 +45,11 @@ def parse_args(argv=None):
                         "GPipe: 1; ZBV and DualPipeV: 2)")
     p.add_argument("--microbatches", type=int, default=8)
     p.add_argument("--batch-size", type=int, default=16, help="sequences per iteration")
-    p.add_argument("--iterations", type=int, default=10)
+    p.add_argument("--iterations", type=int, default=10,
+                   help="training iterations (with --until-done: at most this many)")
+    p.add_argument("--until-done", action="store_true",
+                   help="stop once the server's schedule is final (e.g. the profiler's sweep "
+                        "ended); every rank stops at the same iteration")
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--d-model", type=int, default=64)
     p.add_argument("--seq", type=int, default=32)
@@ -68,6 +72,9 @@ def parse_args(argv=None):
     p.add_argument("--write-schedule", help="write the order the job registers (CSV, torch's "
                                             "notation) here, for perseus plan --schedule-file")
     p.add_argument("--result-dir", help="write rankN.json per rank here")
+    p.add_argument("--record-clocks", action="store_true",
+                   help="with --result-dir: also the clock each instruction ran at on the "
+                        "simulated GPU and the plan's clocks, per iteration")
     p.add_argument("--quiet", action="store_true", help="print nothing per iteration")
     args = p.parse_args(argv)
     if args.schedule == "csv" and not args.csv:
@@ -100,6 +107,14 @@ def attach(args, schedule, profile, blocking_power, rank):
         log=lambda m: print(f"[rank {rank}] perseus: warning: {m}", file=sys.stderr, flush=True))
 
 
+def all_done(attachment):
+    """True on every rank once any rank's server schedule is final (an all-reduce, so that all
+    stop after the same iteration)."""
+    flag = torch.tensor([1 if attachment and attachment.optimizer.done else 0])
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
 def worker(rank, args, port, profile, blocking_power):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
     torch.set_num_threads(1)
@@ -117,10 +132,11 @@ def worker(rank, args, port, profile, blocking_power):
                                                      rank)
     if attachment and args.write_schedule and rank == 0:
         attachment.write_schedule(args.write_schedule)
-    losses, walls, seen = [], [], []
+    losses, walls, seen, clocks = [], [], [], []
     for it in range(args.iterations):
         x, y = batch(config, args.batch_size, it, args.seed)
         mb_losses = []
+        planned = attachment.optimizer.planned_clocks if attachment else []
         start = time.perf_counter()
         schedule.step(*([x] if first else []), **({"target": y, "losses": mb_losses}
                                                   if last else {}))
@@ -129,11 +145,17 @@ def worker(rank, args, port, profile, blocking_power):
         walls.append(time.perf_counter() - start)
         if attachment:
             seen.append(attachment.last_iteration)
+            if args.record_clocks:
+                n, runs = len(attachment.last_iteration), attachment.optimizer.sim.runs()
+                ran = runs[len(runs) - n:] if n else []
+                clocks.append({"planned": planned, "ran": ran})
         if last:
             losses.append(float(torch.stack(mb_losses).detach().mean()))
             if not args.quiet:
                 print(f"iter {it:3d}  loss {losses[-1]:.4f}  {walls[-1] * 1e3:7.1f} ms",
                       flush=True)
+        if args.until_done and all_done(attachment):
+            break
     result = {"rank": rank, "stages": mine, "losses": losses, "wall_s": walls,
               "digest": digest(modules)}
     if attachment:
@@ -141,7 +163,7 @@ def worker(rank, args, port, profile, blocking_power):
         result.update(job_id=opt.job_id, rank_order=attachment.rank_order, seen=seen,
                       round=opt.round, degraded=opt.degraded,
                       mismatched_iterations=opt.mismatched_iterations,
-                      iterations=opt.iterations)
+                      iterations=opt.iterations, clocks=clocks)
         attachment.detach()
     if args.result_dir:
         with open(os.path.join(args.result_dir, f"rank{rank}.json"), "w") as f:
