@@ -163,7 +163,9 @@ def worker(rank, args, port, profile, blocking_power):
         result.update(job_id=opt.job_id, rank_order=attachment.rank_order, seen=seen,
                       round=opt.round, degraded=opt.degraded,
                       mismatched_iterations=opt.mismatched_iterations,
-                      iterations=opt.iterations, clocks=clocks)
+                      iterations=opt.iterations, clocks=clocks,
+                      hook_seconds=attachment.hook_seconds,
+                      instructions=sum(len(i) for i in seen))
         attachment.detach()
     if args.result_dir:
         with open(os.path.join(args.result_dir, f"rank{rank}.json"), "w") as f:

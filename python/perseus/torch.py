@@ -27,6 +27,8 @@ the queue the synchronisation drains, which a pipeline stage mostly has drained 
 waits for its neighbour. A simulated GPU (``gpu="sim"``) needs no synchronisation.
 """
 
+import time
+
 import torch
 import torch.distributed as dist
 
@@ -113,7 +115,9 @@ class Attachment:
     """What :func:`attach` did to a schedule: ``optimizer`` (the
     :class:`perseus.PipelineFrequencyOptimizer`), ``pipeline_order`` (every rank's actions, as
     registered), ``rank_order`` (this rank's), ``last_iteration`` (the actions this rank's hooks
-    saw in its last training step, e.g. ``["0F0", "0F1", "0B0", ...]``), and :meth:`detach`."""
+    saw in its last training step, e.g. ``["0F0", "0F1", "0B0", ...]``), ``hook_seconds`` (the
+    time spent in Perseus's hooks so far, on this rank's training thread: what attaching costs
+    it, window closes included), and :meth:`detach`."""
 
     def __init__(self, schedule, optimizer, order, pp_rank, own_optimizer):
         self.schedule = schedule
@@ -125,6 +129,7 @@ class Attachment:
         self._in_step = False
         self._own_optimizer = own_optimizer
         self._saved = []  # (object, attribute, the instance's own value or _MISSING)
+        self.hook_seconds = 0.0
         self._attached = True
 
     # Wrapping ----------------------------------------------------------------------------------
@@ -141,14 +146,18 @@ class Attachment:
         def wrapped(*args, **kwargs):
             if not attachment._in_step:
                 return method(*args, **kwargs)
+            t0 = time.perf_counter()
             kind = kind_of(args, kwargs)
             chunk = args[0] if args else kwargs.get("fwd_chunk_id", kwargs.get("bwd_chunk_id"))
             attachment._current.append(f"{stage_index}{_LETTERS[kind]}{chunk}")
             opt.on_instruction_begin(kind, stage_index)
+            t1 = time.perf_counter()
             try:
                 return method(*args, **kwargs)
             finally:
+                t2 = time.perf_counter()
                 opt.on_instruction_end(kind, stage_index)
+                attachment.hook_seconds += (t1 - t0) + (time.perf_counter() - t2)
 
         return wrapped
 
@@ -158,15 +167,19 @@ class Attachment:
         def step(*args, **kwargs):
             if not getattr(schedule, "_has_backward", True) or attachment._in_step:
                 return method(*args, **kwargs)  # evaluation (forward only): not training
+            t0 = time.perf_counter()
             attachment._current = []
             attachment._in_step = True
             opt.on_step_begin()
+            t1 = time.perf_counter()
             try:
                 return method(*args, **kwargs)
             finally:
+                t2 = time.perf_counter()
                 attachment._in_step = False
                 attachment.last_iteration = attachment._current
                 opt.on_step_end()
+                attachment.hook_seconds += (t1 - t0) + (time.perf_counter() - t2)
 
         return step
 

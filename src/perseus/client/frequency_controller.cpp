@@ -20,36 +20,29 @@ void FrequencyController::request(std::unique_lock<std::mutex>& lock) {
   wake_.notify_one();
 }
 
-void FrequencyController::lock_clock(int mhz) {
+template <typename T>
+void FrequencyController::ask(Setting<T>& setting, std::optional<T> value) {
   std::unique_lock lock(mutex_);
-  if (stopping_) return;
-  clock_.pending = true;
-  clock_.wanted = mhz;
+  if (stopping_ || setting.settled_at(value)) return;
+  setting.pending = true;
+  setting.wanted = value;
   request(lock);
+}
+
+void FrequencyController::lock_clock(int mhz) {
+  ask(clock_, std::optional<int>(mhz));
 }
 
 void FrequencyController::reset_clock() {
-  std::unique_lock lock(mutex_);
-  if (stopping_) return;
-  clock_.pending = true;
-  clock_.wanted.reset();
-  request(lock);
+  ask(clock_, std::optional<int>());
 }
 
 void FrequencyController::set_power_limit(double watts) {
-  std::unique_lock lock(mutex_);
-  if (stopping_) return;
-  limit_.pending = true;
-  limit_.wanted = watts;
-  request(lock);
+  ask(limit_, std::optional<double>(watts));
 }
 
 void FrequencyController::reset_power_limit() {
-  std::unique_lock lock(mutex_);
-  if (stopping_) return;
-  limit_.pending = true;
-  limit_.wanted.reset();
-  request(lock);
+  ask(limit_, std::optional<double>());
 }
 
 void FrequencyController::flush() {
@@ -93,21 +86,26 @@ void FrequencyController::run() {
     limit_.pending = clock_.pending = false;
     lock.unlock();
 
-    // `known` / `applied` are only touched by this thread.
+    // `known` / `applied` change only on this thread, under the lock (ask() reads them).
     std::vector<std::string> errors;
     std::uint64_t changes = 0;
     auto apply = [&](auto& setting, const auto& wanted, const char* what, auto&& call) {
-      if (setting.known && setting.applied == wanted) return;
+      {
+        std::lock_guard relock(mutex_);
+        if (setting.known && setting.applied == wanted) return;
+      }
+      bool ok = true;
       try {
         const DriverCallWatch::Scope watched(calls_, what);
         call();
-        setting.known = true;
-        setting.applied = wanted;
         ++changes;
       } catch (const std::exception& e) {
-        setting.known = false;
+        ok = false;
         errors.emplace_back(e.what());
       }
+      std::lock_guard relock(mutex_);
+      setting.known = ok;
+      if (ok) setting.applied = wanted;
     };
     if (do_limit) {
       apply(limit_, limit, "a power-limit change", [&] {

@@ -1,9 +1,10 @@
 // The client's clock thread (architecture section 7): applies SM clock locks and power limits to a
 // GpuBackend on a background thread, so the training thread never blocks on the driver. Requests
 // coalesce: only the latest clock and the latest power limit asked for are applied, and a request
-// equal to what is already applied makes no driver call. flush() waits until every request made
-// so far took effect (for synchronous backends such as the simulator, whose measurements would
-// otherwise depend on thread timing).
+// equal to what is already applied or pending wakes nothing and makes no driver call (a plan that
+// keeps one clock costs the training thread a lock, not a thread handoff per instruction). flush()
+// waits until every request made so far took effect (for synchronous backends such as the
+// simulator, whose measurements would otherwise depend on thread timing).
 //
 // Backend failures never reach the training thread: the controller passes each failure's message
 // to `on_error` (on the clock thread) and keeps going; the failed setting counts as unknown, so
@@ -60,7 +61,15 @@ class FrequencyController {
     std::optional<T> wanted;
     bool known = false;  // `applied` reflects the device (false at start and after a failure)
     std::optional<T> applied;
+    // Whether asking for `value` changes nothing: it is what the pending request or, with none,
+    // the device already has.
+    bool settled_at(const std::optional<T>& value) const {
+      return pending ? wanted == value : known && applied == value;
+    }
   };
+  // Requests `value` for `setting` unless it is settled there already (no wake-up, no call).
+  template <typename T>
+  void ask(Setting<T>& setting, std::optional<T> value);
 
   void run();
   void request(std::unique_lock<std::mutex>& lock);
