@@ -26,7 +26,8 @@ TRAIN = os.path.join(ROOT, "examples", "torch_pipeline", "train.py")
 
 
 def run(args, out, attached, url):
-    cmd = [sys.executable, TRAIN, "--schedule", args.schedule, "--iterations",
+    cmd = [sys.executable, TRAIN, "--schedule", args.schedule, "--ranks", str(args.ranks),
+           "--iterations",
            str(args.warmup + args.iterations), "--microbatches", "8", "--batch-size", "32",
            "--result-dir", out, "--quiet", "--perseus", args.perseus]
     cmd += ["--server", url] if attached else ["--no-perseus"]
@@ -47,6 +48,8 @@ def main():
     p.add_argument("--iterations", type=int, default=20, help="measured iterations per run")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--schedule", default="1f1b")
+    p.add_argument("--ranks", type=int, default=4,
+                   help="processes (more than the machine's cores adds scheduling noise)")
     p.add_argument("--perseus", default=os.environ.get("PERSEUS_BIN",
                                                        os.path.join(ROOT, "build/src/perseus")))
     args = p.parse_args()
@@ -71,7 +74,7 @@ def main():
             server.terminate()
             server.wait()
     bare, attached = statistics.median(times[False]), statistics.median(times[True])
-    print(f"schedule {args.schedule}, 4 ranks, 8 microbatches, median of {args.iterations} "
+    print(f"schedule {args.schedule}, {args.ranks} ranks, 8 microbatches, median of {args.iterations} "
           f"iterations after {args.warmup}, {args.pairs} runs each:")
     print(f"bare_ms {bare * 1e3:.2f}")
     print(f"attached_ms {attached * 1e3:.2f}")

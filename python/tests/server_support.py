@@ -32,16 +32,19 @@ def server(perseus_bin, tmp_path):
 
 
 def serve(perseus_bin, tmp_path, extra=(), scheduler="all-max",
-          scheduler_args={"microbatches": MICROBATCHES}):  # noqa: B006  (never changed)
-    """Starts `perseus serve` with that default scheduler (arguments None: none given), yields
-    its URL, stops it."""
+          scheduler_args={"microbatches": MICROBATCHES}, argv=None):  # noqa: B006
+    """Starts `perseus serve` with that default scheduler (arguments None: none given), or the
+    whole command line `argv` (run in tmp_path), yields its URL, stops it."""
     if not serve_available(perseus_bin):
         pytest.skip("`perseus serve --help` fails: no server command yet")
     cmd = [perseus_bin, "serve", "--port", "0", "--store", str(tmp_path / "store.db"),
            "--output-dir", str(tmp_path), "--data-dir", str(tmp_path), "--scheduler", scheduler,
            *(["--scheduler-args", json.dumps(scheduler_args)] if scheduler_args is not None
              else []), *extra]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if argv is not None:
+        cmd = list(argv)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path)
     lines = queue.Queue()
 
     def pump(stream, tag):

@@ -8,6 +8,8 @@
 // nvmlDeviceGetEnforcedPowerLimit and the clock event reasons with NVML_ERROR_NOT_SUPPORTED, as
 // devices without power management and some virtual GPUs do; $FAKE_NVML_NO_ENERGY_COUNTER fails
 // nvmlDeviceGetTotalEnergyConsumption so, as GPUs before Volta do.
+// $FAKE_NVML_CLOCKS (read at each call), "top:bottom:step" in MHz, gives the supported SM clocks
+// at the highest memory clock (default: 1005, 1410, 1395, 1380, unsorted as NVML may list them).
 // $FAKE_NVML_DENY_LOCK (read at each call) fails nvmlDeviceSetGpuLockedClocks with
 // NVML_ERROR_NO_PERMISSION. $FAKE_NVML_NAMES (read at each call) names devices 0, 1, ... (comma-
 // separated), as on a machine of mixed GPUs; the devices it does not name keep the default name.
@@ -83,6 +85,12 @@ using nvmlDevice_t = nvmlDevice_st*;
 
 int nvmlInit_v2() {
   record("nvmlInit_v2");
+  return open_session();
+}
+
+// What the NVML Python bindings (nvidia-ml-py, under Zeus) call instead of nvmlInit_v2.
+int nvmlInitWithFlags(unsigned flags) {
+  record("nvmlInitWithFlags %u", flags);
   return open_session();
 }
 
@@ -199,7 +207,16 @@ int nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t device, unsigned memory, u
   if (int rc = check_device(device); rc != kSuccess) return rc;
   static const unsigned high[] = {1005, 1410, 1395, 1380};
   static const unsigned low[] = {600};
-  return memory == 1215 ? fill(high, 4, count, out) : fill(low, 1, count, out);
+  if (memory != 1215) return fill(low, 1, count, out);
+  if (const char* range = std::getenv("FAKE_NVML_CLOCKS")) {
+    unsigned top = 0, bottom = 0, step = 0, clocks[256];
+    unsigned n = 0;
+    if (std::sscanf(range, "%u:%u:%u", &top, &bottom, &step) == 3 && step > 0 && bottom <= top) {
+      for (unsigned mhz = top; mhz >= bottom && n < 256; mhz -= step) clocks[n++] = mhz;
+      return fill(clocks, n, count, out);
+    }
+  }
+  return fill(high, 4, count, out);
 }
 
 int nvmlDeviceSetGpuLockedClocks(nvmlDevice_t device, unsigned min_mhz, unsigned max_mhz) {
@@ -215,6 +232,25 @@ int nvmlDeviceResetGpuLockedClocks(nvmlDevice_t device) {
   if (int rc = check_device(device); rc != kSuccess) return rc;
   device_of(device)->locked_mhz = 0;
   return kSuccess;
+}
+
+// Memory clock locks (Zeus's client locks the highest memory clock): accepted and logged; the fake
+// has one memory clock.
+int nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t device, unsigned min_mhz, unsigned max_mhz) {
+  record("nvmlDeviceSetMemoryLockedClocks %u %u", min_mhz, max_mhz);
+  return check_device(device);
+}
+
+int nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t device) {
+  record("nvmlDeviceResetMemoryLockedClocks");
+  return check_device(device);
+}
+
+// Not a Grace Hopper superchip (no C2C link): Not Supported, as on an H100 SXM.
+int nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, void* info) {
+  record("nvmlDeviceGetC2cModeInfoV");
+  if (int rc = check_device(device); rc != kSuccess) return rc;
+  return info == nullptr ? kInvalidArgument : kNotSupported;
 }
 
 int nvmlDeviceGetClockInfo(nvmlDevice_t device, int type, unsigned* mhz) {
@@ -279,6 +315,15 @@ int nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned* milliwatts) {
   record("nvmlDeviceGetEnforcedPowerLimit");
   if (int rc = check_device(device); rc != kSuccess) return rc;
   if (std::getenv("FAKE_NVML_NO_POWER_LIMIT") != nullptr) return kNotSupported;
+  if (milliwatts == nullptr) return kInvalidArgument;
+  *milliwatts = device_of(device)->power_limit_mw;
+  return kSuccess;
+}
+
+// The limit set (what Zeus reads); the same as the enforced one on a GPU with one limit.
+int nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, unsigned* milliwatts) {
+  record("nvmlDeviceGetPowerManagementLimit");
+  if (int rc = check_device(device); rc != kSuccess) return rc;
   if (milliwatts == nullptr) return kInvalidArgument;
   *milliwatts = device_of(device)->power_limit_mw;
   return kSuccess;
