@@ -27,20 +27,13 @@ the queue the synchronisation drains, which a pipeline stage mostly has drained 
 waits for its neighbour. A simulated GPU (``gpu="sim"``) needs no synchronisation.
 """
 
-import time
-
 import torch
-import torch.distributed as dist
 
-from perseus.optimizer import PipelineFrequencyOptimizer
+from perseus._attachment import Attachment, distributed_ranks, make_optimizer
 
 __all__ = ["Attachment", "attach", "pipeline_order"]
 
-# The stage methods wrapped, and how each call names its instruction kind.
-_FORWARD = "forward_one_chunk"
-_BACKWARD = "backward_one_chunk"
-_BACKWARD_WEIGHT = "backward_weight_one_chunk"
-_LETTERS = {"forward": "F", "backward": "B", "backward_input": "I", "backward_weight": "W"}
+_COMPUTE = ("F", "B", "I", "W")
 
 
 def _full_backward(args, kwargs):
@@ -49,6 +42,11 @@ def _full_backward(args, kwargs):
     if "full_backward" in kwargs:
         return bool(kwargs["full_backward"])
     return bool(args[2]) if len(args) > 2 else True
+
+
+def _chunk_id(args, kwargs):
+    """The microbatch of a stage method's call: its first argument (fwd_chunk_id, bwd_chunk_id)."""
+    return args[0] if args else kwargs.get("fwd_chunk_id", kwargs.get("bwd_chunk_id"))
 
 
 def _stages_of(schedule):
@@ -74,7 +72,7 @@ def _compute_texts(actions):
             continue
         sub = getattr(action, "sub_actions", None)
         kind = getattr(action.computation_type, "value", str(action.computation_type))
-        if sub is not None or kind in _LETTERS.values():
+        if sub is not None or kind in _COMPUTE:
             out.append(str(action))
     return out
 
@@ -111,139 +109,6 @@ def pipeline_order(schedule):
     return out
 
 
-class Attachment:
-    """What :func:`attach` did to a schedule: ``optimizer`` (the
-    :class:`perseus.PipelineFrequencyOptimizer`), ``pipeline_order`` (every rank's actions, as
-    registered), ``rank_order`` (this rank's), ``last_iteration`` (the actions this rank's hooks
-    saw in its last training step, e.g. ``["0F0", "0F1", "0B0", ...]``), ``hook_seconds`` (the
-    time spent in Perseus's hooks so far, on this rank's training thread: what attaching costs
-    it, window closes included), and :meth:`detach`."""
-
-    def __init__(self, schedule, optimizer, order, pp_rank, own_optimizer):
-        self.schedule = schedule
-        self.optimizer = optimizer
-        self.pipeline_order = order
-        self.rank_order = order.get(pp_rank, [])
-        self.last_iteration = []
-        self._current = []
-        self._in_step = False
-        self._own_optimizer = own_optimizer
-        self._saved = []  # (object, attribute, the instance's own value or _MISSING)
-        self.hook_seconds = 0.0
-        self._attached = True
-
-    # Wrapping ----------------------------------------------------------------------------------
-
-    def _replace(self, obj, name, make):
-        """Sets ``obj.name`` (on the instance) to ``make(original bound method)``."""
-        own = obj.__dict__.get(name, _MISSING)
-        self._saved.append((obj, name, own))
-        setattr(obj, name, make(getattr(obj, name)))
-
-    def _instruction(self, stage, method, kind_of):
-        opt, stage_index, attachment = self.optimizer, stage.stage_index, self
-
-        def wrapped(*args, **kwargs):
-            if not attachment._in_step:
-                return method(*args, **kwargs)
-            t0 = time.perf_counter()
-            kind = kind_of(args, kwargs)
-            chunk = args[0] if args else kwargs.get("fwd_chunk_id", kwargs.get("bwd_chunk_id"))
-            attachment._current.append(f"{stage_index}{_LETTERS[kind]}{chunk}")
-            opt.on_instruction_begin(kind, stage_index)
-            t1 = time.perf_counter()
-            try:
-                return method(*args, **kwargs)
-            finally:
-                t2 = time.perf_counter()
-                opt.on_instruction_end(kind, stage_index)
-                attachment.hook_seconds += (t1 - t0) + (time.perf_counter() - t2)
-
-        return wrapped
-
-    def _step(self, method):
-        opt, schedule, attachment = self.optimizer, self.schedule, self
-
-        def step(*args, **kwargs):
-            if not getattr(schedule, "_has_backward", True) or attachment._in_step:
-                return method(*args, **kwargs)  # evaluation (forward only): not training
-            t0 = time.perf_counter()
-            attachment._current = []
-            attachment._in_step = True
-            opt.on_step_begin()
-            t1 = time.perf_counter()
-            try:
-                return method(*args, **kwargs)
-            finally:
-                t2 = time.perf_counter()
-                attachment._in_step = False
-                attachment.last_iteration = attachment._current
-                opt.on_step_end()
-                attachment.hook_seconds += (t1 - t0) + (time.perf_counter() - t2)
-
-        return step
-
-    def _wrap(self, stages):
-        for stage in stages:
-            self._replace(stage, _FORWARD, lambda m, s=stage: self._instruction(
-                s, m, lambda a, k: "forward"))
-            self._replace(stage, _BACKWARD, lambda m, s=stage: self._instruction(
-                s, m, lambda a, k: "backward" if _full_backward(a, k) else "backward_input"))
-            self._replace(stage, _BACKWARD_WEIGHT, lambda m, s=stage: self._instruction(
-                s, m, lambda a, k: "backward_weight"))
-        self._replace(self.schedule, "step", self._step)
-
-    # Undoing -----------------------------------------------------------------------------------
-
-    @property
-    def attached(self):
-        return self._attached
-
-    def detach(self):
-        """Puts back every wrapped method and, when ``attach`` made the optimizer, closes it (the
-        GPU's default clock and power limit come back). Idempotent."""
-        if not self._attached:
-            return
-        self._attached = False
-        for obj, name, own in reversed(self._saved):
-            if own is _MISSING:
-                obj.__dict__.pop(name, None)
-            else:
-                setattr(obj, name, own)
-        self._saved.clear()
-        if self._own_optimizer:
-            self.optimizer.close()
-
-    def write_schedule(self, path):
-        """Writes every rank's order as CSV in torch's notation, one row per rank: what
-        ``perseus plan --schedule-file`` plans for (the order this job registered)."""
-        with open(path, "w", encoding="utf-8") as f:
-            for rank in sorted(self.pipeline_order):
-                f.write(",".join(self.pipeline_order[rank]) + "\n")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.detach()
-        return False
-
-    def __repr__(self):
-        state = "attached" if self._attached else "detached"
-        return (f"<perseus.torch.Attachment {type(self.schedule).__name__} {state} "
-                f"job_id={self.optimizer.job_id!r}>")
-
-
-_MISSING = object()
-
-
-def _default_ranks(pp_rank, pp_degree, dp_degree, tp_degree):
-    """(rank, world_size) from torch.distributed when initialized, else the pipeline alone."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return pp_rank, pp_degree * dp_degree * tp_degree
-
-
 def attach(schedule, server_url=None, *, optimizer=None, rank=None, world_size=None, dp_rank=0,
            tp_rank=0, dp_degree=1, tp_degree=1, device_id=None, **client_options):
     """Attaches Perseus to a torch.distributed.pipelining schedule on this rank; returns an
@@ -268,28 +133,25 @@ def attach(schedule, server_url=None, *, optimizer=None, rank=None, world_size=N
     if set(order) != set(range(pp_degree)):
         raise ValueError(f"perseus.torch.attach: the schedule's pipeline_order covers ranks "
                          f"{sorted(order)} but its stages' group has {pp_degree} ranks")
-    default_rank, default_world = _default_ranks(pp_rank, pp_degree, dp_degree, tp_degree)
+    default_rank, default_world = distributed_ranks(pp_rank, pp_degree * dp_degree * tp_degree)
     rank = default_rank if rank is None else int(rank)
     world_size = default_world if world_size is None else int(world_size)
-    if world_size != pp_degree * dp_degree * tp_degree:
-        raise ValueError(f"perseus.torch.attach: world_size {world_size} is not pp_degree "
-                         f"{pp_degree} x dp_degree {dp_degree} x tp_degree {tp_degree}; pass "
-                         "dp_degree and tp_degree (and dp_rank, tp_rank) for data or tensor "
-                         "parallelism")
     if device_id is None:
         device_id = torch.cuda.current_device() if torch.cuda.is_available() else 0
-    own = optimizer is None
-    if own:
-        if client_options.get("gpu") == "sim" and "stage" not in client_options:
-            indices = [int(s.stage_index) for s in stages]
-            client_options["stage"] = indices[0] if len(indices) == 1 else indices
-        optimizer = PipelineFrequencyOptimizer(
-            rank, dp_rank, pp_rank, tp_rank, device_id, dp_degree, pp_degree, tp_degree,
-            world_size, server_url, pipeline_order={str(r): a for r, a in order.items()},
-            **client_options)
-    elif client_options or server_url is not None:
-        raise TypeError("perseus.torch.attach: pass either optimizer= or the client's options "
-                        "(server_url, gpu, ...), not both")
+    optimizer, own = make_optimizer(
+        order, pp_rank, pp_degree, rank, world_size, dp_rank, tp_rank, dp_degree, tp_degree,
+        device_id, server_url, optimizer, client_options, [int(s.stage_index) for s in stages],
+        "perseus.torch.attach")
     attachment = Attachment(schedule, optimizer, order, pp_rank, own)
-    attachment._wrap(stages)
+    for stage in stages:
+        index = int(stage.stage_index)
+        wrap = [("forward_one_chunk", lambda a, k: "forward"),
+                ("backward_one_chunk",
+                 lambda a, k: "backward" if _full_backward(a, k) else "backward_input"),
+                ("backward_weight_one_chunk", lambda a, k: "backward_weight")]
+        for name, kind_of in wrap:
+            attachment.replace(stage, name, attachment.instruction(
+                getattr(stage, name), kind_of, index, _chunk_id))
+    attachment.replace(schedule, "step", attachment.iteration(
+        schedule.step, lambda: getattr(schedule, "_has_backward", True)))
     return attachment

@@ -1,0 +1,170 @@
+"""What the framework adapters (perseus.torch, perseus.deepspeed, perseus.megatron) share: an
+:class:`Attachment` that replaces a framework's functions on the instances that run them (never on
+their classes), brackets each instruction and each training iteration with the client's hooks,
+records what it saw, and undoes all of it on :meth:`Attachment.detach`.
+
+An adapter says, per wrapped function, which instruction kind a call is and of which stage, and
+which call is a training iteration; everything else (forward-only evaluation, calls outside a
+training iteration) runs untouched and reports nothing.
+"""
+
+import time
+
+_LETTERS = {"forward": "F", "backward": "B", "backward_input": "I", "backward_weight": "W"}
+_MISSING = object()
+
+
+class Attachment:
+    """An adapter's attachment to one framework object on this rank: ``optimizer`` (the
+    :class:`perseus.PipelineFrequencyOptimizer`), ``pipeline_order`` (every rank's actions in
+    PyTorch's notation, as the job registered them), ``rank_order`` (this rank's),
+    ``last_iteration`` (the actions this rank's hooks saw in its last training iteration, e.g.
+    ``["0F0", "0F1", "0B0", ...]``), ``hook_seconds`` (the time this rank's training thread spent
+    in Perseus's hooks so far, window closes included: what attaching costs it), and
+    :meth:`detach`."""
+
+    def __init__(self, target, optimizer, order, pp_rank, own_optimizer):
+        self.target = target
+        self.optimizer = optimizer
+        self.pipeline_order = order
+        self.rank_order = order.get(pp_rank, [])
+        self.last_iteration = []
+        self.hook_seconds = 0.0
+        self._current = []
+        self._counts = {}
+        self._in_step = False
+        self._own_optimizer = own_optimizer
+        self._saved = []  # (object, attribute, the instance's own value or _MISSING)
+        self._attached = True
+
+    # Wrapping (for the adapters) ---------------------------------------------------------------
+
+    def replace(self, obj, name, value):
+        """Sets ``obj.name`` on the instance, keeping what the instance itself had for detach."""
+        self._saved.append((obj, name, obj.__dict__.get(name, _MISSING)))
+        setattr(obj, name, value)
+
+    def instruction(self, function, kind_of, stage, microbatch_of=None):
+        """``function`` bracketed as one instruction of ``stage`` while a training iteration runs:
+        ``kind_of(args, kwargs)`` names its kind; ``microbatch_of(args, kwargs)`` its microbatch,
+        else each (stage, kind)'s calls are numbered in the order they run."""
+        opt, attachment = self.optimizer, self
+
+        def wrapped(*args, **kwargs):
+            if not attachment._in_step:
+                return function(*args, **kwargs)
+            t0 = time.perf_counter()
+            kind = kind_of(args, kwargs)
+            key = (stage, kind)
+            counted = attachment._counts.get(key, 0)
+            attachment._counts[key] = counted + 1
+            chunk = microbatch_of(args, kwargs) if microbatch_of else counted
+            attachment._current.append(f"{stage}{_LETTERS[kind]}{chunk}")
+            opt.on_instruction_begin(kind, stage)
+            t1 = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                t2 = time.perf_counter()
+                opt.on_instruction_end(kind, stage)
+                attachment.hook_seconds += (t1 - t0) + (time.perf_counter() - t2)
+
+        return wrapped
+
+    def iteration(self, function, training=lambda: True):
+        """``function`` bracketed as one training iteration when ``training()`` says it is one
+        (not a forward-only evaluation) and no iteration is running already."""
+        opt, attachment = self.optimizer, self
+
+        def step(*args, **kwargs):
+            if attachment._in_step or not training():
+                return function(*args, **kwargs)
+            t0 = time.perf_counter()
+            attachment._current, attachment._counts = [], {}
+            attachment._in_step = True
+            opt.on_step_begin()
+            t1 = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                t2 = time.perf_counter()
+                attachment._in_step = False
+                attachment.last_iteration = attachment._current
+                opt.on_step_end()
+                attachment.hook_seconds += (t1 - t0) + (time.perf_counter() - t2)
+
+        return step
+
+    # For the user ------------------------------------------------------------------------------
+
+    @property
+    def attached(self):
+        return self._attached
+
+    def detach(self):
+        """Puts back everything replaced and, when the adapter made the optimizer, closes it (the
+        GPU's default clock and power limit come back). Idempotent."""
+        if not self._attached:
+            return
+        self._attached = False
+        for obj, name, own in reversed(self._saved):
+            if own is _MISSING:
+                obj.__dict__.pop(name, None)
+            else:
+                setattr(obj, name, own)
+        self._saved.clear()
+        if self._own_optimizer:
+            self.optimizer.close()
+
+    def write_schedule(self, path):
+        """Writes every rank's order as CSV in torch's notation, one row per rank: what
+        ``perseus plan --schedule-file`` plans for (the order this job registered)."""
+        with open(path, "w", encoding="utf-8") as f:
+            for rank in sorted(self.pipeline_order):
+                f.write(",".join(self.pipeline_order[rank]) + "\n")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.detach()
+        return False
+
+    def __repr__(self):
+        state = "attached" if self._attached else "detached"
+        return (f"<perseus.Attachment {type(self.target).__name__} {state} "
+                f"job_id={self.optimizer.job_id!r}>")
+
+
+def distributed_ranks(rank, world_size):
+    """(rank, world_size) from torch.distributed when it is initialized, else the arguments."""
+    import sys
+    torch = sys.modules.get("torch")
+    dist = getattr(torch, "distributed", None) if torch else None
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return rank, world_size
+
+
+def make_optimizer(order, pp_rank, pp_degree, rank, world_size, dp_rank, tp_rank, dp_degree,
+                   tp_degree, device_id, server_url, optimizer, client_options, stages, who):
+    """(the client, whether the adapter made it): ``optimizer`` when given (then no client
+    options may be), else a new :class:`perseus.PipelineFrequencyOptimizer` that registers
+    ``order``; with ``gpu="sim"`` its simulated GPU runs ``stages`` (this rank's stage indices)
+    unless ``stage`` says otherwise."""
+    from perseus.optimizer import PipelineFrequencyOptimizer
+
+    if optimizer is not None:
+        if client_options or server_url is not None:
+            raise TypeError(f"{who}: pass either optimizer= or the client's options (server_url, "
+                            "gpu, ...), not both")
+        return optimizer, False
+    if world_size != pp_degree * dp_degree * tp_degree:
+        raise ValueError(f"{who}: world_size {world_size} is not pp_degree {pp_degree} x "
+                         f"dp_degree {dp_degree} x tp_degree {tp_degree}; pass dp_degree and "
+                         "tp_degree (and dp_rank, tp_rank) for data or tensor parallelism")
+    if client_options.get("gpu") == "sim" and "stage" not in client_options:
+        client_options["stage"] = stages[0] if len(stages) == 1 else list(stages)
+    return PipelineFrequencyOptimizer(
+        rank, dp_rank, pp_rank, tp_rank, device_id, dp_degree, pp_degree, tp_degree, world_size,
+        server_url, pipeline_order={str(r): a for r, a in order.items()}, **client_options), True
