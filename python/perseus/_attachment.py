@@ -47,7 +47,8 @@ class Attachment:
     def instruction(self, function, kind_of, stage, microbatch_of=None):
         """``function`` bracketed as one instruction of ``stage`` while a training iteration runs:
         ``kind_of(args, kwargs)`` names its kind; ``microbatch_of(args, kwargs)`` its microbatch,
-        else each (stage, kind)'s calls are numbered in the order they run."""
+        where it says (else, or where it returns None, each (stage, kind)'s calls are numbered in
+        the order they run)."""
         opt, attachment = self.optimizer, self
 
         def wrapped(*args, **kwargs):
@@ -58,7 +59,8 @@ class Attachment:
             key = (stage, kind)
             counted = attachment._counts.get(key, 0)
             attachment._counts[key] = counted + 1
-            chunk = microbatch_of(args, kwargs) if microbatch_of else counted
+            chunk = microbatch_of(args, kwargs) if microbatch_of else None
+            chunk = counted if chunk is None else chunk
             attachment._current.append(f"{stage}{_LETTERS[kind]}{chunk}")
             opt.on_instruction_begin(kind, stage)
             t1 = time.perf_counter()
@@ -71,13 +73,13 @@ class Attachment:
 
         return wrapped
 
-    def iteration(self, function, training=lambda: True):
-        """``function`` bracketed as one training iteration when ``training()`` says it is one
-        (not a forward-only evaluation) and no iteration is running already."""
+    def iteration(self, function, training=lambda args, kwargs: True):
+        """``function`` bracketed as one training iteration when ``training(args, kwargs)`` says
+        the call is one (not a forward-only evaluation) and no iteration is running already."""
         opt, attachment = self.optimizer, self
 
         def step(*args, **kwargs):
-            if attachment._in_step or not training():
+            if attachment._in_step or not training(args, kwargs):
                 return function(*args, **kwargs)
             t0 = time.perf_counter()
             attachment._current, attachment._counts = [], {}

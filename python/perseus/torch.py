@@ -153,5 +153,5 @@ def attach(schedule, server_url=None, *, optimizer=None, rank=None, world_size=N
             attachment.replace(stage, name, attachment.instruction(
                 getattr(stage, name), kind_of, index, _chunk_id))
     attachment.replace(schedule, "step", attachment.iteration(
-        schedule.step, lambda: getattr(schedule, "_has_backward", True)))
+        schedule.step, lambda a, k: getattr(schedule, "_has_backward", True)))
     return attachment
