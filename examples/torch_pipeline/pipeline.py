@@ -51,10 +51,10 @@ def local_stages(name, rank, ranks, per_rank):
 
 
 def _without_sends_to_self(stage):
-    """torch 2.11's V-shaped schedules open their stages' links with a send and a receive to each
-    neighbour stage, the one on the same rank included (the tip of the V); gloo cannot send to its
-    own rank (NCCL can), and torch sends nothing between those two stages after that. So on CPU
-    the links to this rank are left out."""
+    """torch 2.11's schedules open their stages' links with a send and a receive to each
+    neighbour stage, one on the same rank included (the tip of a V, or every stage with one rank);
+    gloo cannot send to its own rank (NCCL can), and torch sends nothing between two stages of one
+    rank after that. So the links to this rank are left out."""
     ops_of = stage._get_init_p2p_neighbors_ops
 
     def ops():
@@ -74,9 +74,8 @@ def build(name, rank, ranks, microbatches, config, per_rank=2, seed=0, csv_path=
     modules = [stage_module(config, s, num_stages, seed).to(device) for s in indices]
     stages = [PipelineStage(m, s, num_stages, torch.device(device))
               for m, s in zip(modules, indices)]
-    if name in V_SHAPED and device == "cpu":
-        for stage in stages:
-            _without_sends_to_self(stage)
+    for stage in stages:
+        _without_sends_to_self(stage)
     if name == "csv":
         if not csv_path or not os.path.isfile(csv_path):
             raise ValueError(f"a CSV schedule needs an existing csv_path, got {csv_path!r}")

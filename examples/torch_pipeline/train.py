@@ -55,6 +55,11 @@ def parse_args(argv=None):
     p.add_argument("--seq", type=int, default=32)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                   help="where the model runs (cuda: rank r on GPU r, NCCL between ranks)")
+    p.add_argument("--gpu", default="sim", choices=["sim", "nvml"],
+                   help="Perseus's GPU: the simulated one, or the real one through NVML (with "
+                        "--observe to measure without setting anything)")
     p.add_argument("--server", help="Perseus server URL (default: none, the default clock)")
     p.add_argument("--no-perseus", action="store_true", help="train without Perseus attached")
     p.add_argument("--profile", help="the simulated GPU's profile CSV, one row set per stage "
@@ -92,16 +97,17 @@ def digest(modules):
     for module in modules:
         for name, param in module.named_parameters():
             h.update(name.encode())
-            h.update(param.detach().contiguous().numpy().tobytes())
+            h.update(param.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()
 
 
 def attach(args, schedule, profile, blocking_power, rank):
     import perseus.torch
+    gpu = dict(gpu="nvml") if args.gpu == "nvml" else dict(
+        gpu="sim", profile=profile, blocking_power=blocking_power, real_time=args.pace,
+        time_scale=args.time_scale, counter="realistic" if args.pace else "ideal")
     return perseus.torch.attach(
-        schedule, args.server, gpu="sim", profile=profile, blocking_power=blocking_power,
-        real_time=args.pace, time_scale=args.time_scale, counter="realistic" if args.pace else
-        "ideal", scheduler=args.scheduler, scheduler_args=args.scheduler_args,
+        schedule, args.server, **gpu, scheduler=args.scheduler, scheduler_args=args.scheduler_args,
         report_every=args.report_every, observe=args.observe,
         job_metadata=json.dumps({"example": "torch_pipeline", "schedule": args.schedule}),
         log=lambda m: print(f"[rank {rank}] perseus: warning: {m}", file=sys.stderr, flush=True))
@@ -119,10 +125,15 @@ def worker(rank, args, port, profile, blocking_power):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
-    dist.init_process_group("gloo", rank=rank, world_size=args.ranks)
+    device = "cpu"
+    if args.device == "cuda":
+        torch.cuda.set_device(rank)
+        device = f"cuda:{rank}"
+    backend = "nccl" if args.device == "cuda" and args.ranks > 1 else "gloo"
+    dist.init_process_group(backend, rank=rank, world_size=args.ranks)
     config = ModelConfig(seq=args.seq, d_model=args.d_model, layers=args.layers)
     modules, schedule = build(args.schedule, rank, args.ranks, args.microbatches, config,
-                              args.stages_per_rank, args.seed, args.csv)
+                              args.stages_per_rank, args.seed, args.csv, device)
     per_rank = stages_per_rank(args.schedule, args.stages_per_rank)
     mine = local_stages(args.schedule, rank, args.ranks, per_rank)
     first, last = 0 in mine, args.ranks * per_rank - 1 in mine
@@ -134,7 +145,7 @@ def worker(rank, args, port, profile, blocking_power):
         attachment.write_schedule(args.write_schedule)
     losses, walls, seen, clocks = [], [], [], []
     for it in range(args.iterations):
-        x, y = batch(config, args.batch_size, it, args.seed)
+        x, y = (t.to(device) for t in batch(config, args.batch_size, it, args.seed))
         mb_losses = []
         planned = attachment.optimizer.planned_clocks if attachment else []
         start = time.perf_counter()
@@ -165,9 +176,10 @@ def worker(rank, args, port, profile, blocking_power):
                       mismatched_iterations=opt.mismatched_iterations,
                       iterations=opt.iterations, clocks=clocks,
                       hook_seconds=attachment.hook_seconds,
-                      instructions=sum(len(i) for i in seen))
+                      instructions=sum(len(i) for i in seen), last_window=opt.last_window)
         attachment.detach()
     if args.result_dir:
+        os.makedirs(args.result_dir, exist_ok=True)
         with open(os.path.join(args.result_dir, f"rank{rank}.json"), "w") as f:
             json.dump(result, f)
     dist.barrier()
@@ -221,7 +233,8 @@ def main(argv=None):
             sys.exit(f"error: cannot import perseus.torch ({e}); set PYTHONPATH=<build>/python "
                      "and run with the project's .venv/bin/python (torch 2.x)")
     with tempfile.TemporaryDirectory(prefix="perseus-torch-") as tmpdir:
-        profile, blocking = (None, 0.0) if args.no_perseus else make_profile(args, tmpdir)
+        profile, blocking = ((None, 0.0) if args.no_perseus or args.gpu == "nvml" else
+                             make_profile(args, tmpdir))
         mp.spawn(worker, args=(args, free_port(), profile, blocking), nprocs=args.ranks,
                  join=True)
     return 0
