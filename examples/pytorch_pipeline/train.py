@@ -35,6 +35,13 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 
+# The transformer block and the synthetic data of examples/torch_pipeline (the same model, cut by
+# hand here).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                "torch_pipeline"))
+from model import Block, ModelConfig  # noqa: E402
+from model import batch as model_batch  # noqa: E402
+
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -83,24 +90,6 @@ def parse_args(argv=None):
 # Model ------------------------------------------------------------------------------------------
 
 
-class Block(nn.Module):
-    """Pre-norm causal self-attention + MLP."""
-
-    def __init__(self, d, heads):
-        super().__init__()
-        self.ln1 = nn.LayerNorm(d)
-        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
-        self.ln2 = nn.LayerNorm(d)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-
-    def forward(self, x):
-        n = x.shape[1]
-        mask = torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)
-        h = self.ln1(x)
-        x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
-        return x + self.mlp(self.ln2(x))
-
-
 class Stage(nn.Module):
     """One pipeline stage: [embedding] + blocks + [final norm and LM head]."""
 
@@ -127,14 +116,11 @@ class Stage(nn.Module):
 
 
 def batch(args, iteration):
-    """Synthetic data, identical on every rank: arithmetic token sequences (a + b*i) mod V, so
-    the next token is predictable from the previous two. Returns M (inputs, targets) pairs."""
-    g = torch.Generator().manual_seed(args.seed * 100003 + iteration)
-    n = args.microbatches * args.microbatch_size
-    start = torch.randint(0, args.vocab, (n, 1), generator=g)
-    step = torch.randint(1, 4, (n, 1), generator=g)
-    tokens = (start + step * torch.arange(args.seq + 1)) % args.vocab
-    inputs, targets = tokens[:, :-1], tokens[:, 1:]
+    """Synthetic data, identical on every rank (model.batch: arithmetic token sequences, whose
+    next token follows from the two before it), as M (inputs, targets) pairs."""
+    config = ModelConfig(vocab=args.vocab, seq=args.seq)
+    inputs, targets = model_batch(config, args.microbatches * args.microbatch_size, iteration,
+                                  args.seed)
     return list(zip(inputs.split(args.microbatch_size), targets.split(args.microbatch_size)))
 
 

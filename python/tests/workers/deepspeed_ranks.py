@@ -10,12 +10,12 @@ stage as registered, the client's state and the losses.
 
 import json
 import os
-import socket
 import sys
 
 import torch
-import torch.multiprocessing as mp
 import torch.nn as nn
+
+from processes import spawn
 
 RANKS, MICRO_BATCHES, MICRO_BATCH_SIZE = 4, 4, 2
 
@@ -63,10 +63,7 @@ def rank_main(rank, url, profile, iterations, out, port):
 
 def main():
     url, profile, iterations, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(rank_main, args=(url, profile, iterations, out, port), nprocs=RANKS, join=True)
+    spawn(rank_main, RANKS, url, profile, iterations, out)
 
 
 if __name__ == "__main__":

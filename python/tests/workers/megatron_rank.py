@@ -13,12 +13,12 @@ attributes, as Megatron's drivers do (the test checks that they do).
 
 import json
 import os
-import socket
 import sys
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+from processes import free_port
 
 MICROBATCHES = 4
 
@@ -33,10 +33,7 @@ class Model(nn.Sequential):
 
 def main():
     url, profile, iterations, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
     dist.init_process_group("gloo", rank=0, world_size=1)
     from megatron.core import parallel_state
     from megatron.core.enums import ModelType

@@ -17,12 +17,11 @@ Zeus's own code.
 
 import json
 import os
-import socket
 import sys
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from processes import spawn
 
 
 def rank_main(rank, url, ranks, iterations, out, port):
@@ -55,10 +54,7 @@ def rank_main(rank, url, ranks, iterations, out, port):
 
 def main():
     url, ranks, iterations, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(rank_main, args=(url, ranks, iterations, out, port), nprocs=ranks, join=True)
+    spawn(rank_main, ranks, url, ranks, iterations, out)
 
 
 if __name__ == "__main__":
