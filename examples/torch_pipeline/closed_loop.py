@@ -139,8 +139,10 @@ def main(argv=None):
                      "--iterations", "100000", "--write-schedule", order)
         job = prof[0]["job_id"]
         profile = os.path.join(args.out, job, "profile.csv")
-        if not prof[0]["iterations"] or not os.path.isfile(profile):
-            sys.exit(f"error: the profiler wrote no profile (server log: {args.out}/server.log)")
+        if not os.path.isfile(profile):
+            error = get_json(f"{url}/jobs/{job}").get("error", "no reason given")
+            sys.exit(f"error: the profiler wrote no profile: {error} (server log: "
+                     f"{args.out}/server.log)")
         with open(profile + ".blocking_power") as f:
             blocking = float(f.read())
         with open(profile) as f:
@@ -150,9 +152,12 @@ def main(argv=None):
 
         print("2/4 planning the frontier for the order torch runs ...", flush=True)
         frontier = os.path.join(args.out, "frontier")
-        subprocess.run([perseus, "plan", "--profile", profile, "--schedule-file", order,
-                        "--blocking-power", f"{blocking}", "--out-dir", frontier, "--quiet"],
-                       check=True)
+        plan = subprocess.run([perseus, "plan", "--profile", profile, "--schedule-file", order,
+                               "--blocking-power", f"{blocking}", "--out-dir", frontier,
+                               "--quiet"], capture_output=True, text=True)
+        if plan.returncode != 0:
+            sys.exit(f"error: perseus plan refused the measured profile: "
+                     f"{plan.stderr.strip()}")
 
         print("3/4 training under all-max, the fastest plan and the least-energy plan ...",
               flush=True)

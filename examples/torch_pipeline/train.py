@@ -114,9 +114,10 @@ def attach(args, schedule, profile, blocking_power, rank):
 
 
 def all_done(attachment):
-    """True on every rank once any rank's server schedule is final (an all-reduce, so that all
-    stop after the same iteration)."""
-    flag = torch.tensor([1 if attachment and attachment.optimizer.done else 0])
+    """True on every rank once any rank's server schedule is final, or the server failed the job
+    (an all-reduce, so that all stop after the same iteration)."""
+    opt = attachment.optimizer if attachment else None
+    flag = torch.tensor([1 if opt and (opt.done or opt.job_failed) else 0])
     dist.all_reduce(flag, op=dist.ReduceOp.MAX)
     return bool(flag.item())
 

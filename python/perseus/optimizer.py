@@ -308,6 +308,12 @@ class PipelineFrequencyOptimizer:
         return self._opt.round
 
     @property
+    def job_failed(self):
+        """True once the server said this job failed for good (its scheduler failed; the warning
+        says why): the client runs at the default clock and asks no more."""
+        return self._opt.job_failed
+
+    @property
     def planned_clocks(self):
         """One iteration's ``(instruction, MHz)`` in the round in use, in execution order (what
         the next iteration runs unless it leaves the schedule); empty at the default clock."""

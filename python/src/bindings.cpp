@@ -300,6 +300,7 @@ void add_optimizer_state(OptimizerClass& cls) {
                              [](Optimizer& o) { return o.get().job_credential(); })
       .def_property_readonly("round", [](Optimizer& o) { return o.get().round(); })
       .def_property_readonly("done", [](Optimizer& o) { return o.get().done(); })
+      .def_property_readonly("job_failed", [](Optimizer& o) { return o.get().job_failed(); })
       .def_property_readonly("planned_clocks",
                              [](Optimizer& o) { return o.get().planned_clocks(); })
       .def_property_readonly("degraded", [](Optimizer& o) { return o.get().degraded(); })

@@ -384,6 +384,10 @@ bool PipelineFrequencyOptimizer::done() const {
   return impl_->done;
 }
 
+bool PipelineFrequencyOptimizer::job_failed() const {
+  return impl_->job_failed;
+}
+
 std::vector<std::pair<std::string, int>> PipelineFrequencyOptimizer::planned_clocks() const {
   const auto& schedule = impl_->follower->schedule();
   if (!schedule || impl_->degraded || impl_->follower->departed()) return {};

@@ -140,6 +140,9 @@ class PipelineFrequencyOptimizer {
   int round() const;
   // True once the server sent its final schedule.
   bool done() const;
+  // True once the server said the job failed for good (its scheduler failed): the client runs at
+  // the default clock and asks no more.
+  bool job_failed() const;
   // One iteration's (instruction label, MHz) in the round in use, in execution order (what the
   // next iteration is to run, unless it departs); empty while running at the default clock.
   std::vector<std::pair<std::string, int>> planned_clocks() const;

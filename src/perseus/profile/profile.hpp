@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "perseus/util/error.hpp"
+
 namespace perseus::profile {
 
 // One measured option: running an instruction at `frequency_mhz` takes `time_s` and `energy_j`.
@@ -39,6 +41,15 @@ struct Measurement {
 const std::vector<std::string>& known_instructions();
 bool is_known_instruction(const std::string& name);
 
+// A profile sound in every other way whose times say an instruction runs more than 2 % slower at
+// its highest clock than at its lowest: measurement noise larger than the clocks' difference (or
+// a GPU that did not run the clocks asked for). A measuring tool may keep such a profile, saying
+// so; a planner refuses it.
+class SlowerAtHighestClock : public Error {
+ public:
+  using Error::Error;
+};
+
 class Profile {
  public:
   Profile() = default;
@@ -55,7 +66,8 @@ class Profile {
   // Checks the profile as a whole: at least one row, stages 0..S-1 without gaps, every stage
   // has the same instruction types, no (stage, instruction, clock) twice, and no instruction
   // more than 2 % slower at its highest clock than at its lowest (measurement noise allowed).
-  // Throws perseus::Error naming source, line and field.
+  // Throws perseus::Error naming source, line and field; SlowerAtHighestClock for the last
+  // check, made after all the others passed.
   void validate() const;
 
   // Number of stages: one past the highest stage index.

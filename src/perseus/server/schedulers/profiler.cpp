@@ -303,13 +303,22 @@ class Profiler : public Scheduler {
       log::warn(context_ + ": " + e.what() +
                 "; the profile is written as measured, and planners refuse it without "
                 "--allow-implausible");
+    } catch (const profile::SlowerAtHighestClock&) {
+      // finish() said so already, before writing.
     }
   }
 
   void finish() {
     try {
       const profile::Profile profile = profile_of(*split_);
-      profile.validate();
+      try {
+        profile.validate();
+      } catch (const profile::SlowerAtHighestClock& e) {
+        log::warn(context_ + ": " + e.what() +
+                  "; the profile is written as measured and planners refuse it: the "
+                  "measurement's noise exceeds the difference the clocks make there (sweep a "
+                  "wider clock range, or lower target_stderr for more windows per clock)");
+      }
       std::ostringstream csv;
       profile::write_profile_csv(profile, csv, row_clocks_.columns());
       write_file_atomic(output_, csv.str());
