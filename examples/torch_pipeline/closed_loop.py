@@ -26,6 +26,8 @@ import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from train import find_perseus  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -40,17 +42,9 @@ def parse_args(argv=None):
     p.add_argument("--min-frequency", type=int, default=0,
                    help="the lowest clock the profiler measures (0: the GPU's lowest)")
     p.add_argument("--gpus-profile", help="the simulated GPUs' profile (default: synthetic A100)")
-    p.add_argument("--perseus", help="the perseus binary (default: $PERSEUS_BIN, build/)")
+    p.add_argument("--perseus", help="the perseus binary (default: $PERSEUS_BIN, PATH, build/)")
     p.add_argument("--train-args", default="", help="more train.py arguments (one string)")
     return p.parse_args(argv)
-
-
-def perseus_binary(args):
-    for c in (args.perseus, os.environ.get("PERSEUS_BIN"),
-              os.path.join(HERE, "..", "..", "build", "src", "perseus")):
-        if c and os.access(c, os.X_OK):
-            return os.path.abspath(c)
-    sys.exit("error: no perseus binary: pass --perseus or set PERSEUS_BIN")
 
 
 def start_server(perseus, out):
@@ -125,7 +119,7 @@ def main(argv=None):
     args = parse_args(argv)
     args.out = os.path.abspath(args.out)
     os.makedirs(args.out, exist_ok=True)
-    perseus = perseus_binary(args)
+    perseus = os.path.abspath(find_perseus(args))
     server, url = start_server(perseus, args.out)
     started = time.monotonic()
     try:

@@ -194,8 +194,8 @@ def find_perseus(args):
               os.path.join(here, "..", "..", "build", "src", "perseus")):
         if c and os.path.isfile(c) and os.access(c, os.X_OK):
             return c
-    sys.exit("error: no perseus binary to make a profile: pass --perseus or --profile, or set "
-             "PERSEUS_BIN")
+    sys.exit("error: no perseus binary: pass --perseus (or --profile, for train.py), set "
+             "PERSEUS_BIN or put perseus on PATH")
 
 
 def make_profile(args, tmpdir):

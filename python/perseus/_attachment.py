@@ -10,6 +10,8 @@ training iteration) runs untouched and reports nothing.
 
 import time
 
+from perseus.optimizer import PipelineFrequencyOptimizer, _torch_distributed
+
 _LETTERS = {"forward": "F", "backward": "B", "backward_input": "I", "backward_weight": "W"}
 _MISSING = object()
 
@@ -140,12 +142,23 @@ class Attachment:
 
 def distributed_ranks(rank, world_size):
     """(rank, world_size) from torch.distributed when it is initialized, else the arguments."""
-    import sys
-    torch = sys.modules.get("torch")
-    dist = getattr(torch, "distributed", None) if torch else None
-    if dist is not None and dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return rank, world_size
+    dist = _torch_distributed()
+    return (dist.get_rank(), dist.get_world_size()) if dist is not None else (rank, world_size)
+
+
+def number_in_run_order(actions):
+    """Actions in PyTorch's notation ("0F", or "0F7": stage, kind and any microbatch) with their
+    microbatches numbered 0, 1, ... per (stage, kind) in the order given: a schedule that runs
+    each kind's microbatches in order, whose own numbers are missing or not to be trusted."""
+    seen, out = {}, []
+    for action in actions:
+        i = 0
+        while action[i].isdigit():
+            i += 1
+        key = action[:i + 1]
+        out.append(f"{key}{seen.get(key, 0)}")
+        seen[key] = seen.get(key, 0) + 1
+    return out
 
 
 def make_optimizer(order, pp_rank, pp_degree, rank, world_size, dp_rank, tp_rank, dp_degree,
@@ -154,8 +167,6 @@ def make_optimizer(order, pp_rank, pp_degree, rank, world_size, dp_rank, tp_rank
     options may be), else a new :class:`perseus.PipelineFrequencyOptimizer` that registers
     ``order``; with ``gpu="sim"`` its simulated GPU runs ``stages`` (this rank's stage indices)
     unless ``stage`` says otherwise."""
-    from perseus.optimizer import PipelineFrequencyOptimizer
-
     if optimizer is not None:
         if client_options or server_url is not None:
             raise TypeError(f"{who}: pass either optimizer= or the client's options (server_url, "
@@ -169,4 +180,4 @@ def make_optimizer(order, pp_rank, pp_degree, rank, world_size, dp_rank, tp_rank
         client_options["stage"] = stages[0] if len(stages) == 1 else list(stages)
     return PipelineFrequencyOptimizer(
         rank, dp_rank, pp_rank, tp_rank, device_id, dp_degree, pp_degree, tp_degree, world_size,
-        server_url, pipeline_order={str(r): a for r, a in order.items()}, **client_options), True
+        server_url, pipeline_order=order, **client_options), True

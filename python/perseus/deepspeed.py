@@ -18,7 +18,8 @@ buffer id, not a microbatch: each stage's forwards and backwards are numbered in
 run, which is microbatch order in DeepSpeed's 1F1B.
 """
 
-from perseus._attachment import Attachment, distributed_ranks, make_optimizer
+from perseus._attachment import (Attachment, distributed_ranks, make_optimizer,
+                                 number_in_run_order)
 
 __all__ = ["attach", "pipeline_order"]
 
@@ -29,16 +30,15 @@ def pipeline_order(micro_batches, stages):
 
     order = {}
     for stage in range(stages):
-        actions, counts = [], {"F": 0, "B": 0}
+        actions = []
         for step in ds_schedule.TrainSchedule(micro_batches=micro_batches, stages=stages,
                                               stage_id=stage).steps():
             for cmd in step:
-                letter = ("F" if isinstance(cmd, ds_schedule.ForwardPass) else
-                          "B" if isinstance(cmd, ds_schedule.BackwardPass) else None)
-                if letter:
-                    actions.append(f"{stage}{letter}{counts[letter]}")
-                    counts[letter] += 1
-        order[stage] = actions
+                if isinstance(cmd, ds_schedule.ForwardPass):
+                    actions.append(f"{stage}F")
+                elif isinstance(cmd, ds_schedule.BackwardPass):
+                    actions.append(f"{stage}B")
+        order[stage] = number_in_run_order(actions)
     return order
 
 

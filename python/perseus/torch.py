@@ -29,7 +29,8 @@ waits for its neighbour. A simulated GPU (``gpu="sim"``) needs no synchronisatio
 
 import torch
 
-from perseus._attachment import Attachment, distributed_ranks, make_optimizer
+from perseus._attachment import (Attachment, distributed_ranks, make_optimizer,
+                                 number_in_run_order)
 
 __all__ = ["Attachment", "attach", "pipeline_order"]
 
@@ -77,19 +78,6 @@ def _compute_texts(actions):
     return out
 
 
-def _renumbered(texts):
-    """Microbatches numbered 0, 1, ... per (stage, kind) in the order the actions run."""
-    seen, out = {}, []
-    for text in texts:
-        i = 0
-        while text[i].isdigit():
-            i += 1
-        key = text[:i + 1]
-        out.append(f"{key}{seen.get(key, 0)}")
-        seen[key] = seen.get(key, 0) + 1
-    return out
-
-
 def pipeline_order(schedule):
     """Every rank's compute actions as torch will run them: ``{rank: ["0F0", "0F1", ...]}`` from
     ``schedule.pipeline_order``.
@@ -105,7 +93,7 @@ def pipeline_order(schedule):
     out = {}
     for rank in sorted(order):
         texts = _compute_texts(order[rank])
-        out[int(rank)] = _renumbered(texts) if single else texts
+        out[int(rank)] = number_in_run_order(texts) if single else texts
     return out
 
 

@@ -31,6 +31,13 @@ def server(perseus_bin, tmp_path):
     yield from serve(perseus_bin, tmp_path)
 
 
+@pytest.fixture
+def server_no_schedule(perseus_bin, tmp_path):
+    """A server (all-max) whose default scheduler names no schedule: jobs bring their order
+    (pipeline_order, as the framework adapters send it); yields its URL."""
+    yield from serve(perseus_bin, tmp_path, scheduler_args=None)
+
+
 def serve(perseus_bin, tmp_path, extra=(), scheduler="all-max",
           scheduler_args={"microbatches": MICROBATCHES}, argv=None):  # noqa: B006
     """Starts `perseus serve` with that default scheduler (arguments None: none given), or the

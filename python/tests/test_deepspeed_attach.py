@@ -13,17 +13,12 @@ from pathlib import Path
 import pytest
 
 from conftest import synth_profile
-from server_support import serve
+from server_support import server_no_schedule  # noqa: F401  (a fixture)
 
 pytest.importorskip("deepspeed")
 
 HERE = Path(__file__).resolve().parent
 RANKS, ITERATIONS = 4, 4
-
-
-@pytest.fixture
-def server_no_schedule(perseus_bin, tmp_path):
-    yield from serve(perseus_bin, tmp_path, scheduler="all-max", scheduler_args=None)
 
 
 def test_deepspeed_engine_reports_its_own_order(server_no_schedule, perseus_bin, tmp_path):

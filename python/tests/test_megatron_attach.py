@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import synth_profile
-from server_support import serve
+from server_support import server_no_schedule  # noqa: F401  (a fixture)
 
 schedules = pytest.importorskip("megatron.core.pipeline_parallel.schedules")
 
@@ -39,11 +39,6 @@ def test_megatron_drivers_look_the_steps_up_in_the_module(driver):
     names = global_names(getattr(schedules, driver))
     assert {"forward_step", "backward_step"} <= names
     assert driver in global_names(schedules.get_forward_backward_func)
-
-
-@pytest.fixture
-def server_no_schedule(perseus_bin, tmp_path):
-    yield from serve(perseus_bin, tmp_path, scheduler="all-max", scheduler_args=None)
 
 
 def test_megatron_steps_are_reported_and_follow_the_plan(server_no_schedule, perseus_bin,

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from server_support import get_json, serve
+from server_support import get_json, server_no_schedule  # noqa: F401  (a fixture)
 
 torch = pytest.importorskip("torch")
 pipelining = pytest.importorskip("torch.distributed.pipelining")
@@ -53,12 +53,6 @@ def single_actions(order):
         else:
             out.append(action)
     return out
-
-
-@pytest.fixture
-def server_no_schedule(perseus_bin, tmp_path):
-    """A server whose default all-max scheduler names no schedule: jobs bring their order."""
-    yield from serve(perseus_bin, tmp_path, scheduler="all-max", scheduler_args=None)
 
 
 def looped_csv(ranks, microbatches):

@@ -194,11 +194,6 @@ Reply ControlPlane::register_job(const json& body) {
     return too_many_requests("the server holds " + std::to_string(jobs_.size()) +
                              " jobs, its --max-jobs; start another server or store");
   }
-  try {
-    job_pipeline_order(info);
-  } catch (const Error& e) {
-    return unprocessable(e.what());
-  }
   if (!info.scheduler) {
     if (settings_.scheduler.empty()) {
       return unprocessable(
@@ -211,8 +206,14 @@ Reply ControlPlane::register_job(const json& body) {
     return unprocessable("field 'scheduler': unknown scheduler '" + *info.scheduler + "' (" +
                          scheduler_choices() + ")");
   }
+  JobSpec spec;
   try {
-    check_scheduler(*info.scheduler, job_spec("", info, dirs()), true);
+    spec = job_spec("", info, dirs());  // parses the job's pipeline_order
+  } catch (const Error& e) {
+    return unprocessable(e.what());
+  }
+  try {
+    check_scheduler(*info.scheduler, std::move(spec), true);
   } catch (const Error& e) {
     return unprocessable(std::string("field 'scheduler_args': ") + e.what());
   }

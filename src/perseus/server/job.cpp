@@ -93,6 +93,8 @@ Reply Job::register_rank(const wire::RankInfo& rank, const json& body) {
   return {200, nullptr};
 }
 
+namespace {
+
 std::optional<schedule::Schedule> job_pipeline_order(const wire::JobInfo& info) {
   if (!info.pipeline_order) return std::nullopt;
   const std::string source = "field 'pipeline_order'";
@@ -103,6 +105,8 @@ std::optional<schedule::Schedule> job_pipeline_order(const wire::JobInfo& info) 
   }
   return order;
 }
+
+}  // namespace
 
 JobSpec job_spec(const std::string& id, const wire::JobInfo& info, const JobDirs& dirs) {
   JobSpec spec;

@@ -41,12 +41,10 @@ struct JobDirs {
   std::filesystem::path data = ".";
 };
 
-// The order the job registered (wire::JobInfo::pipeline_order) as a schedule; nullopt when it
-// registered none. Throws perseus::Error naming the action or rank when the order is not one
-// (unknown action, a stage on two ranks, a deadlock) or has another number of ranks than
-// pp_degree.
-std::optional<schedule::Schedule> job_pipeline_order(const wire::JobInfo& info);
-// What the scheduler of job `id` is told before its ranks' clocks are known.
+// What the scheduler of job `id` is told before its ranks' clocks are known, the order the job
+// registered (wire::JobInfo::pipeline_order) parsed into a schedule. Throws perseus::Error naming
+// the action or rank when that order is not one (unknown action, a stage on two ranks, a
+// deadlock) or has another number of ranks than pp_degree.
 JobSpec job_spec(const std::string& id, const wire::JobInfo& info, const JobDirs& dirs);
 
 // What the ranks measured in one round whose results are complete: per stage (max time and summed
