@@ -1,13 +1,21 @@
 """What perseus.torch.attach costs a real torch.distributed.pipelining job on CPU: the iteration
-time of the same training (examples/torch_pipeline/train.py, 4 gloo processes) bare and with
+time of the same training (examples/torch_pipeline/train.py, gloo processes) bare and with
 Perseus attached to a real `perseus serve` (all-max: every exchange, hook and window close
-included; a simulated GPU in virtual time, so that nothing waits for a clock), runs alternated
-(bare, attached, bare, ...) so that the machine's drift falls on both. Each run's iteration time
-is the slowest rank's median over the iterations after the warm-up; printed per run and as the
-median over the runs, side by side. The machine's noise (4 processes on the cores there are)
-can exceed the difference, so it also prints what the hooks cost in-process: the time each
-rank's training thread spent inside them (Attachment.hook_seconds), per instruction and as a share
-of the training time.
+included; a simulated GPU in virtual time, so that nothing waits for a clock), two ways:
+
+  separate runs   bare and attached runs alternated (bare, attached, bare, ...), so that the
+                  machine's drift falls on both; each run's figure is the slowest rank's median
+                  iteration time after the warm-up, and the median over the runs is printed. The
+                  processes' placement on a loaded machine moves a run's median by more than
+                  attaching does (10 % and more with 4 processes on 2 cores).
+  same processes  train.py --alternate: the job detaches and attaches again every 5 iterations
+                  (one reporting window, so window closes and exchanges come at their real rate),
+                  and the slowest rank's median over its attached iterations is set against its
+                  median over its bare ones, after the warm-up; medians over the runs. Drift and
+                  placement fall on both alike.
+
+It also prints what the hooks cost in-process: the time each rank's training thread spent inside
+them (Attachment.hook_seconds), per instruction and as a share of the training time.
 
     PYTHONPATH=build/python .venv/bin/python bench/torch_attach_bench.py [--pairs 3]
 """
@@ -25,21 +33,37 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 TRAIN = os.path.join(ROOT, "examples", "torch_pipeline", "train.py")
 
 
-def run(args, out, attached, url):
+def run(args, out, url, mode):
+    """Runs train.py once: mode "bare", "attached" or "alternate". Returns {attached: the
+    slowest rank's median iteration time after the warm-up} and the attached ranks' hook
+    figures (hook seconds, instructions, seconds trained)."""
+    iterations = args.warmup + args.iterations * (2 if mode == "alternate" else 1)
     cmd = [sys.executable, TRAIN, "--schedule", args.schedule, "--ranks", str(args.ranks),
-           "--iterations",
-           str(args.warmup + args.iterations), "--microbatches", "8", "--batch-size", "32",
+           "--iterations", str(iterations), "--microbatches", "8", "--batch-size", "32",
            "--result-dir", out, "--quiet", "--perseus", args.perseus]
-    cmd += ["--server", url] if attached else ["--no-perseus"]
+    cmd += ["--no-perseus"] if mode == "bare" else ["--server", url]
+    cmd += ["--alternate", "5"] if mode == "alternate" else []
     subprocess.run(cmd, check=True, capture_output=True, text=True)
-    medians, hooks = [], []
+    medians, hooks = {}, []
     for name in os.listdir(out):
         with open(os.path.join(out, name)) as f:
             r = json.load(f)
-        medians.append(statistics.median(r["wall_s"][args.warmup:]))
-        if attached:
-            hooks.append((r["hook_seconds"], r["instructions"], sum(r["wall_s"])))
-    return max(medians), hooks
+        walls = {}
+        for wall, on in list(zip(r["wall_s"], r["attached"]))[args.warmup:]:
+            walls.setdefault(on, []).append(wall)
+        for on, w in walls.items():
+            medians[on] = max(medians.get(on, 0.0), statistics.median(w))
+        if mode != "bare":
+            trained = sum(w for w, on in zip(r["wall_s"], r["attached"]) if on)
+            hooks.append((r["hook_seconds"], r["instructions"], trained))
+    return medians, hooks
+
+
+def overhead(label, bare, attached):
+    b, a = statistics.median(bare), statistics.median(attached)
+    print(f"{label}_bare_ms {b * 1e3:.2f}")
+    print(f"{label}_attached_ms {a * 1e3:.2f}")
+    print(f"{label}_overhead_pct {100 * (a / b - 1):.2f}")
 
 
 def main():
@@ -59,26 +83,28 @@ def main():
              "--output-dir", tmp, "--data-dir", tmp, "--scheduler", "all-max"],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         url = re.search(r"http://[\d.]+:\d+", server.stdout.readline()).group(0)
-        times, hooks = {False: [], True: []}, []
+        runs = {"separate": {False: [], True: []}, "same": {False: [], True: []}}
+        hooks = []
         try:
             for i in range(args.pairs):
-                for attached in (False, True):
-                    out = os.path.join(tmp, f"run{i}{int(attached)}")
+                for mode in ("bare", "attached", "alternate"):
+                    out = os.path.join(tmp, f"run{i}-{mode}")
                     os.mkdir(out)
-                    t, h = run(args, out, attached, url)
-                    times[attached].append(t)
+                    medians, h = run(args, out, url, mode)
                     hooks += h
-                    print(f"pair {i}: {'attached' if attached else 'bare    '} "
-                          f"{times[attached][-1] * 1e3:8.2f} ms per iteration", flush=True)
+                    kind = "same" if mode == "alternate" else "separate"
+                    for on, t in medians.items():
+                        runs[kind][on].append(t)
+                    shown = "  ".join(f"{'attached' if on else 'bare'} {t * 1e3:.2f} ms"
+                                      for on, t in sorted(medians.items()))
+                    print(f"run {i} {mode:9s} {shown}", flush=True)
         finally:
             server.terminate()
             server.wait()
-    bare, attached = statistics.median(times[False]), statistics.median(times[True])
-    print(f"schedule {args.schedule}, {args.ranks} ranks, 8 microbatches, median of {args.iterations} "
-          f"iterations after {args.warmup}, {args.pairs} runs each:")
-    print(f"bare_ms {bare * 1e3:.2f}")
-    print(f"attached_ms {attached * 1e3:.2f}")
-    print(f"overhead_pct {100 * (attached / bare - 1):.2f}")
+    print(f"schedule {args.schedule}, {args.ranks} ranks, 8 microbatches, median iteration of "
+          f"{args.iterations} after {args.warmup} per run and kind, median of {args.pairs} runs:")
+    overhead("separate_runs", runs["separate"][False], runs["separate"][True])
+    overhead("same_processes", runs["same"][False], runs["same"][True])
     # In-process: the time each rank's training thread spent in the hooks (every run, rank).
     per_instruction = statistics.median(s / n for s, n, _ in hooks)
     share = statistics.median(s / wall for s, _, wall in hooks)

@@ -62,6 +62,9 @@ def parse_args(argv=None):
                         "--observe to measure without setting anything)")
     p.add_argument("--server", help="Perseus server URL (default: none, the default clock)")
     p.add_argument("--no-perseus", action="store_true", help="train without Perseus attached")
+    p.add_argument("--alternate", type=int, default=0, metavar="N",
+                   help="detach and attach again every N iterations (attached first), keeping "
+                        "the job: an A/B of what attaching costs within the same processes")
     p.add_argument("--profile", help="the simulated GPU's profile CSV, one row set per stage "
                                      "(default: `perseus profile synth --gpu a100`)")
     p.add_argument("--blocking-power", type=float, help="simulated GPU's blocking power in W")
@@ -144,21 +147,32 @@ def worker(rank, args, port, profile, blocking_power):
                                                      rank)
     if attachment and args.write_schedule and rank == 0:
         attachment.write_schedule(args.write_schedule)
-    losses, walls, seen, clocks = [], [], [], []
+    client = attachment.optimizer if attachment else None
+    losses, walls, seen, clocks, attached, hook_seconds = [], [], [], [], [], 0.0
     for it in range(args.iterations):
+        want = not args.alternate or (it // args.alternate) % 2 == 0
+        if attachment and want != attachment.attached:
+            if attachment.attached:
+                hook_seconds += attachment.hook_seconds
+                attachment.detach(keep_optimizer=True)
+            else:
+                import perseus.torch
+                attachment = perseus.torch.attach(schedule, optimizer=client)
+        on = bool(attachment and attachment.attached)
+        attached.append(on)
         x, y = (t.to(device) for t in batch(config, args.batch_size, it, args.seed))
         mb_losses = []
-        planned = attachment.optimizer.planned_clocks if attachment else []
+        planned = client.planned_clocks if on else []
         start = time.perf_counter()
         schedule.step(*([x] if first else []), **({"target": y, "losses": mb_losses}
                                                   if last else {}))
         optim.step()
         optim.zero_grad(set_to_none=True)
         walls.append(time.perf_counter() - start)
-        if attachment:
+        if on:
             seen.append(attachment.last_iteration)
             if args.record_clocks:
-                n, runs = len(attachment.last_iteration), attachment.optimizer.sim.runs()
+                n, runs = len(attachment.last_iteration), client.sim.runs()
                 ran = runs[len(runs) - n:] if n else []
                 clocks.append({"planned": planned, "ran": ran})
         if last:
@@ -169,16 +183,18 @@ def worker(rank, args, port, profile, blocking_power):
         if args.until_done and all_done(attachment):
             break
     result = {"rank": rank, "stages": mine, "losses": losses, "wall_s": walls,
-              "digest": digest(modules)}
+              "attached": attached, "digest": digest(modules)}
     if attachment:
-        opt = attachment.optimizer
+        opt = client
         result.update(job_id=opt.job_id, rank_order=attachment.rank_order, seen=seen,
                       round=opt.round, degraded=opt.degraded,
                       mismatched_iterations=opt.mismatched_iterations,
                       iterations=opt.iterations, clocks=clocks,
-                      hook_seconds=attachment.hook_seconds,
+                      hook_seconds=hook_seconds + (attachment.hook_seconds
+                                                   if attachment.attached else 0.0),
                       instructions=sum(len(i) for i in seen), last_window=opt.last_window)
         attachment.detach()
+        client.close()
     if args.result_dir:
         os.makedirs(args.result_dir, exist_ok=True)
         with open(os.path.join(args.result_dir, f"rank{rank}.json"), "w") as f:

@@ -105,9 +105,11 @@ class Attachment:
     def attached(self):
         return self._attached
 
-    def detach(self):
+    def detach(self, keep_optimizer=False):
         """Puts back everything replaced and, when the adapter made the optimizer, closes it (the
-        GPU's default clock and power limit come back). Idempotent."""
+        GPU's default clock and power limit come back). ``keep_optimizer=True`` leaves it open
+        and the caller's: the job stays registered, and ``attach(..., optimizer=
+        attachment.optimizer)`` attaches it again (the caller closes it in the end). Idempotent."""
         if not self._attached:
             return
         self._attached = False
@@ -117,7 +119,7 @@ class Attachment:
             else:
                 setattr(obj, name, own)
         self._saved.clear()
-        if self._own_optimizer:
+        if self._own_optimizer and not keep_optimizer:
             self.optimizer.close()
 
     def write_schedule(self, path):

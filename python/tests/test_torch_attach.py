@@ -5,7 +5,8 @@ For every schedule class torch has (and a runtime schedule loaded from CSV): the
 torch's own order, the server plans for it, and the instructions each rank's hooks report are, in
 order, the actions torch's pipeline_order lists for that rank (labels, stages, microbatches, count
 per iteration); the client follows the served schedule without a departure. Training with Perseus
-attached is bitwise identical to training without it."""
+attached, or detached and attached again every iteration, is bitwise identical to training without
+it."""
 
 import json
 import os
@@ -103,9 +104,19 @@ def test_training_is_bitwise_identical_with_and_without_perseus(server_no_schedu
     common = ["--schedule", "interleaved-zero-bubble", "--perseus", perseus_bin]
     bare, _ = run_example(tmp_path, *common, "--no-perseus", name="bare")
     attached, _ = run_example(tmp_path, *common, "--server", server_no_schedule, name="attached")
+    # Detached with keep_optimizer=True and attached again with optimizer= every iteration.
+    alternating, stderr = run_example(tmp_path, *common, "--server", server_no_schedule,
+                                      "--alternate", "1", name="alternating")
     for rank in range(RANKS):
-        assert attached[rank]["digest"] == bare[rank]["digest"], f"rank {rank}'s parameters"
-        assert attached[rank]["losses"] == bare[rank]["losses"], f"rank {rank}'s losses"
+        for run in (attached, alternating):
+            assert run[rank]["digest"] == bare[rank]["digest"], f"rank {rank}'s parameters"
+            assert run[rank]["losses"] == bare[rank]["losses"], f"rank {rank}'s losses"
+        alt = alternating[rank]
+        assert alt["attached"] == [True, False] * (ITERATIONS // 2), alt["attached"]
+        want = single_actions(alt["rank_order"])
+        assert alt["seen"] == [want] * (ITERATIONS // 2), f"rank {rank}: {alt['seen']}"
+        assert alt["round"] >= 0 and not alt["degraded"], stderr
+    assert len({r["job_id"] for r in alternating.values()}) == 1
     last = [r for r in bare.values() if r["losses"]]
     assert len(last) == 1 and len(last[0]["losses"]) == ITERATIONS
     assert last[0]["losses"][-1] < last[0]["losses"][0], "the model did not learn"

@@ -36,6 +36,7 @@ class RecordingBackend : public GpuBackend {
   void reset_power_limit() override { add("reset_limit"); }
   double now_s() override { return 0.0; }
   double total_energy_j() override { return 0.0; }
+  bool synchronous_clocks() const override { return synchronous; }
 
   std::vector<std::string> calls() const {
     std::lock_guard lock(mutex);
@@ -48,6 +49,7 @@ class RecordingBackend : public GpuBackend {
 
   std::atomic<bool> slow{false}, fail_lock{false};
   std::atomic<bool> hold{false};  // lock_clock blocks while set (a driver that stops answering)
+  bool synchronous = false;       // the simulator's kind: no clock thread
 
  private:
   void add(const std::string& call) {
@@ -83,6 +85,27 @@ TEST(ClientFrequencyController, AppliesChangesOnItsOwnThread) {
   c.lock_clock(600);  // after stop: ignored
   c.flush();
   EXPECT_EQ(gpu.calls().size(), 5u);
+}
+
+TEST(ClientFrequencyController, AppliesASynchronousBackendsChangesBeforeReturning) {
+  RecordingBackend gpu;
+  gpu.synchronous = true;
+  FrequencyController c(gpu, [&](const std::string&) { gpu.fail_lock = false; });
+  c.lock_clock(800);
+  EXPECT_EQ(gpu.calls(), (std::vector<std::string>{"lock 800"}));
+  EXPECT_EQ(gpu.threads(), (std::set<std::thread::id>{std::this_thread::get_id()}));
+  c.lock_clock(800);  // already applied: no call
+  c.set_power_limit(250.0);
+  EXPECT_EQ(gpu.calls(), (std::vector<std::string>{"lock 800", "limit 250"}));
+  gpu.fail_lock = true;
+  c.lock_clock(600);  // fails; on_error runs before the call returns and clears the failure
+  EXPECT_FALSE(gpu.fail_lock);
+  c.lock_clock(600);  // the failed setting is unknown, so it is tried again
+  EXPECT_EQ(gpu.calls().back(), "lock 600");
+  EXPECT_EQ(c.applied_changes(), 3u);
+  c.stop();
+  c.reset_clock();  // after stop: ignored
+  EXPECT_EQ(gpu.calls().size(), 3u);
 }
 
 TEST(ClientFrequencyController, CoalescesRequestsWhileTheDriverIsBusy) {

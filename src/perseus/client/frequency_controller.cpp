@@ -8,16 +8,12 @@ namespace perseus::client {
 
 FrequencyController::FrequencyController(GpuBackend& gpu,
                                          std::function<void(const std::string&)> on_error)
-    : gpu_(gpu), on_error_(std::move(on_error)), thread_([this] { run(); }) {}
+    : gpu_(gpu), on_error_(std::move(on_error)) {
+  if (!gpu_.synchronous_clocks()) thread_.emplace([this] { run(); });
+}
 
 FrequencyController::~FrequencyController() {
   stop();
-}
-
-void FrequencyController::request(std::unique_lock<std::mutex>& lock) {
-  ++requested_;
-  lock.unlock();
-  wake_.notify_one();
 }
 
 template <typename T>
@@ -26,7 +22,13 @@ void FrequencyController::ask(Setting<T>& setting, std::optional<T> value) {
   if (stopping_ || setting.settled_at(value)) return;
   setting.pending = true;
   setting.wanted = value;
-  request(lock);
+  ++requested_;
+  if (!thread_) {
+    apply_pending(lock);
+    return;
+  }
+  lock.unlock();
+  wake_.notify_one();
 }
 
 void FrequencyController::lock_clock(int mhz) {
@@ -61,12 +63,12 @@ void FrequencyController::request_stop() {
 
 void FrequencyController::stop() {
   request_stop();
-  thread_.join();
+  if (thread_) thread_->join();
 }
 
 bool FrequencyController::stop_until(std::chrono::steady_clock::time_point deadline) {
   request_stop();
-  return thread_.join_until(deadline);
+  return !thread_ || thread_->join_until(deadline);
 }
 
 std::uint64_t FrequencyController::applied_changes() const {
@@ -79,62 +81,66 @@ void FrequencyController::run() {
   while (true) {
     wake_.wait(lock, [&] { return stopping_ || completed_ < requested_; });
     if (completed_ == requested_) break;  // stopping with nothing left to apply
-    const std::uint64_t target = requested_;
-    const bool do_limit = limit_.pending, do_clock = clock_.pending;
-    const std::optional<double> limit = limit_.wanted;
-    const std::optional<int> clock = clock_.wanted;
-    limit_.pending = clock_.pending = false;
-    lock.unlock();
-
-    // `known` / `applied` change only on this thread, under the lock (ask() reads them).
-    std::vector<std::string> errors;
-    std::uint64_t changes = 0;
-    auto apply = [&](auto& setting, const auto& wanted, const char* what, auto&& call) {
-      {
-        std::lock_guard relock(mutex_);
-        if (setting.known && setting.applied == wanted) return;
-      }
-      bool ok = true;
-      try {
-        const DriverCallWatch::Scope watched(calls_, what);
-        call();
-        ++changes;
-      } catch (const std::exception& e) {
-        ok = false;
-        errors.emplace_back(e.what());
-      }
-      std::lock_guard relock(mutex_);
-      setting.known = ok;
-      if (ok) setting.applied = wanted;
-    };
-    if (do_limit) {
-      apply(limit_, limit, "a power-limit change", [&] {
-        if (limit) {
-          gpu_.set_power_limit(*limit);
-        } else {
-          gpu_.reset_power_limit();
-        }
-      });
-    }
-    if (do_clock) {
-      apply(clock_, clock, "a clock change", [&] {
-        if (clock) {
-          gpu_.lock_clock(*clock);
-        } else {
-          gpu_.reset_clock();
-        }
-      });
-    }
-    if (on_error_) {
-      for (const auto& e : errors) on_error_(e);
-    }
-
-    lock.lock();
-    changes_ += changes;
-    completed_ = target;
-    done_.notify_all();
+    apply_pending(lock);
   }
   stopped_ = true;
+  done_.notify_all();
+}
+
+void FrequencyController::apply_pending(std::unique_lock<std::mutex>& lock) {
+  const std::uint64_t target = requested_;
+  const bool do_limit = limit_.pending, do_clock = clock_.pending;
+  const std::optional<double> limit = limit_.wanted;
+  const std::optional<int> clock = clock_.wanted;
+  limit_.pending = clock_.pending = false;
+  lock.unlock();
+
+  // `known` / `applied` change only here, under the lock (ask() reads them).
+  std::vector<std::string> errors;
+  std::uint64_t changes = 0;
+  auto apply = [&](auto& setting, const auto& wanted, const char* what, auto&& call) {
+    {
+      std::lock_guard relock(mutex_);
+      if (setting.known && setting.applied == wanted) return;
+    }
+    bool ok = true;
+    try {
+      const DriverCallWatch::Scope watched(calls_, what);
+      call();
+      ++changes;
+    } catch (const std::exception& e) {
+      ok = false;
+      errors.emplace_back(e.what());
+    }
+    std::lock_guard relock(mutex_);
+    setting.known = ok;
+    if (ok) setting.applied = wanted;
+  };
+  if (do_limit) {
+    apply(limit_, limit, "a power-limit change", [&] {
+      if (limit) {
+        gpu_.set_power_limit(*limit);
+      } else {
+        gpu_.reset_power_limit();
+      }
+    });
+  }
+  if (do_clock) {
+    apply(clock_, clock, "a clock change", [&] {
+      if (clock) {
+        gpu_.lock_clock(*clock);
+      } else {
+        gpu_.reset_clock();
+      }
+    });
+  }
+  if (on_error_) {
+    for (const auto& e : errors) on_error_(e);
+  }
+
+  lock.lock();
+  changes_ += changes;
+  completed_ = target;
   done_.notify_all();
 }
 

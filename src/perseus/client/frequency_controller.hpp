@@ -3,8 +3,11 @@
 // coalesce: only the latest clock and the latest power limit asked for are applied, and a request
 // equal to what is already applied or pending wakes nothing and makes no driver call (a plan that
 // keeps one clock costs the training thread a lock, not a thread handoff per instruction). flush()
-// waits until every request made so far took effect (for synchronous backends such as the
-// simulator, whose measurements would otherwise depend on thread timing).
+// waits until every request made so far took effect. A synchronous backend (the simulator, whose
+// measurements would otherwise depend on thread timing, GpuBackend::synchronous_clocks) gets no
+// thread: each request is applied on the caller's thread before it returns, so a clock change
+// costs the caller the backend's call and no thread handoff (which on a loaded machine waits for
+// a core).
 //
 // Backend failures never reach the training thread: the controller passes each failure's message
 // to `on_error` (on the clock thread) and keeps going; the failed setting counts as unknown, so
@@ -27,7 +30,7 @@ namespace perseus::client {
 
 class FrequencyController {
  public:
-  // Starts the clock thread. `gpu` must outlive the controller.
+  // Starts the clock thread, unless gpu.synchronous_clocks(). `gpu` must outlive the controller.
   explicit FrequencyController(GpuBackend& gpu,
                                std::function<void(const std::string&)> on_error = {});
   // Applies what was requested, then stops the thread (no reset: the owner decides).
@@ -72,7 +75,9 @@ class FrequencyController {
   void ask(Setting<T>& setting, std::optional<T> value);
 
   void run();
-  void request(std::unique_lock<std::mutex>& lock);
+  // Applies the pending requests (made under `lock`, which it releases while calling the backend
+  // and holds again on return) and wakes flush().
+  void apply_pending(std::unique_lock<std::mutex>& lock);
   void request_stop();
 
   GpuBackend& gpu_;
@@ -84,7 +89,8 @@ class FrequencyController {
   std::uint64_t requested_ = 0, completed_ = 0, changes_ = 0;
   bool stopping_ = false, stopped_ = false;
   DriverCallWatch calls_;
-  BoundedThread thread_;  // last: joined before the members it uses go
+  std::optional<BoundedThread> thread_;  // last: joined before the members it uses go; none for
+                                         // a synchronous backend
 };
 
 }  // namespace perseus::client

@@ -56,8 +56,8 @@ class GpuBackend {
   virtual void instruction_begin(const std::string& /*name*/) {}
   virtual void instruction_end(const std::string& /*name*/) {}
   // True when clock changes must take effect before the next instruction starts (the simulator,
-  // whose measurements would otherwise depend on thread timing); the client then waits for its
-  // clock thread after each change.
+  // whose measurements would otherwise depend on thread timing); the client then applies each
+  // change on the training thread, before the next instruction (FrequencyController).
   virtual bool synchronous_clocks() const { return false; }
 };
 

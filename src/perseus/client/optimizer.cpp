@@ -37,7 +37,6 @@ struct PipelineFrequencyOptimizer::Impl {
   std::unique_ptr<EnergySampler> sampler;
   std::unique_ptr<MeasurementWindow> window;
   std::unique_ptr<ServerSession> session;
-  bool sync_clocks = false;
   std::vector<int> gpu_clocks;  // supported_clocks(), once asked
 
   std::unique_ptr<WindowChecks> checks;
@@ -91,11 +90,6 @@ struct PipelineFrequencyOptimizer::Impl {
     return gpu_clocks;
   }
 
-  void sync() {
-    if (sync_clocks) controller->flush();
-    problems->rethrow_clock_error();
-  }
-
   // ---- clock requests (none in observe-only mode) ----
 
   void lock_clock(int mhz) {
@@ -146,7 +140,7 @@ struct PipelineFrequencyOptimizer::Impl {
     degraded = false;
     apply_power_limit(s);
     follower->follow(std::move(s));
-    sync();
+    problems->rethrow_clock_error();
   }
 
   void degrade(const std::string& why) {
@@ -172,7 +166,7 @@ struct PipelineFrequencyOptimizer::Impl {
     degraded = true;
     follower->drop();
     default_clock();
-    sync();
+    problems->rethrow_clock_error();
   }
 
   std::string server_problem(const ServerFailure& f) const {
@@ -220,14 +214,14 @@ struct PipelineFrequencyOptimizer::Impl {
     } else {
       default_clock();
     }
-    sync();
+    problems->rethrow_clock_error();
     return clock.mhz;
   }
 
   void check_iteration_length() {
     if (!follower->step_end_departs()) return;
     default_clock();
-    sync();
+    problems->rethrow_clock_error();
   }
 
   // ---- a driver that does not answer ----
@@ -263,7 +257,6 @@ PipelineFrequencyOptimizer::PipelineFrequencyOptimizer(OptimizerOptions options,
   m.problems = std::make_unique<ProblemLog>(m.opt.log, m.opt.strict);
   m.follower = std::make_unique<ScheduleFollower>(m.opt.rank, m.opt.strict);
   m.gpu = std::move(gpu);
-  m.sync_clocks = m.gpu->synchronous_clocks();
   m.controller = std::make_unique<FrequencyController>(
       *m.gpu, [&m](const std::string& message) { m.problems->clock_error(message); });
   SamplerOptions sampling;

@@ -10,9 +10,9 @@
 // true_energy_j() the exact energy, for judging what the client measured. With
 // `counter.ideal` every read is exact and free.
 //
-// Clock and limit setters are called by the client's clock thread, the rest by the training
-// thread; the client flushes its clock thread before each instruction (synchronous_clocks), so
-// the two never overlap. Counter reads may come from a sampler thread (real-time mode).
+// Every call comes from the training thread (synchronous_clocks: the client applies clocks and
+// limits there too, before the next instruction), except counter reads, which may come from a
+// sampler thread (real-time mode).
 //
 // Two time modes:
 //   virtual    time is a number advanced by instructions and wait_until(); deterministic. The
