@@ -38,9 +38,17 @@ TEST(ScheduleFile, ReadsJsonArraysAndObjectsAndOverlappedPairs) {
   EXPECT_EQ(a.num_stages, 2);
   Schedule b = parse_schedule_text(
       R"({"0": ["0F0", "1F0", "(1B0;0F1)OVERLAP_F_B", "1F1", "1B1", "0B0", "0B1"]})", "b.json");
-  ASSERT_EQ(b.ranks[0].size(), 8u);
-  EXPECT_EQ(action_name(b.ranks[0][2]), "1B0");  // the pair is its two actions, in order
-  EXPECT_EQ(action_name(b.ranks[0][3]), "0F1");
+  ASSERT_EQ(b.ranks[0].size(), 7u);  // the pair is one item: its two actions, in order
+  EXPECT_EQ(action_name(b.ranks[0][2]), "(1B0;0F1)OVERLAP_F_B");
+  const std::vector<Instruction> pair = actions_of(b.ranks[0][2]);
+  ASSERT_EQ(pair.size(), 2u);
+  EXPECT_EQ(action_name(pair[0]), "1B0");
+  EXPECT_EQ(action_name(pair[1]), "0F1");
+  EXPECT_EQ(b.num_instructions(), 8u);
+  EXPECT_EQ(schedule_to_csv(b), "0F0,1F0,(1B0;0F1)OVERLAP_F_B,1F1,1B1,0B0,0B1\n");
+  // Torch's pairs are a forward and a backward (B or I).
+  EXPECT_CONTAINS(error_of_text("0F0,1F0,(1B0;0B0)OVERLAP_F_B,0F1\n"),
+                  "rank 0 item 3: '(1B0;0B0)OVERLAP_F_B' is not an overlapped pair");
 }
 
 TEST(ScheduleFile, TheBuiltInSchedulesRoundTripThroughCsv) {
@@ -62,7 +70,7 @@ TEST(ScheduleFile, NamesWhatIsWrong) {
   EXPECT_CONTAINS(error_of_text("0F0,0B0\n2F0,2B0\n"),
                   "order.csv: stage 1 has no actions but stage 2 has");
   EXPECT_CONTAINS(error_of_text("0F0,0F1,0B0\n"), "no backward of stage 0 microbatch 1");
-  EXPECT_CONTAINS(error_of_text("0F0,0B0,0F0\n"), "(0F0): the action appears twice");
+  EXPECT_CONTAINS(error_of_text("0F0,0B0,0F0\n"), "(0F0): 0F0 appears twice");
   EXPECT_CONTAINS(error_of_text("0F0,0I0\n"), "no backward_weight of stage 0 microbatch 0");
   EXPECT_CONTAINS(error_of_text("0F0,0W0,0I0\n"), "comes before its backward_input");
   EXPECT_CONTAINS(error_of_text("0B0,0F0\n"), "comes before its forward");

@@ -75,9 +75,12 @@ std::vector<std::string> torch_actions(const json& steps) {
   return out;
 }
 
+// A rank's items as torch_actions reads torch's: a pair's two actions, in order.
 std::vector<std::string> names_of(const std::vector<Instruction>& list) {
   std::vector<std::string> out;
-  for (const auto& action : list) out.push_back(action_name(action));
+  for (const auto& item : list) {
+    for (const auto& action : actions_of(item)) out.push_back(action_name(action));
+  }
   return out;
 }
 
@@ -192,15 +195,16 @@ void expect_complete(const Schedule& s, const std::string& label) {
   const std::array<int, kNumInstructionTypes> unseen = {-1, -1, -1, -1};
   for (int r = 0; r < s.num_ranks(); ++r) {
     for (std::size_t i = 0; i < s.ranks[r].size(); ++i) {
-      const Instruction& a = s.ranks[r][i];
-      std::string where = label + " rank " + std::to_string(r) + " " + action_name(a);
-      ASSERT_TRUE(a.stage >= 0 && a.stage < s.num_stages) << where;
-      ASSERT_TRUE(a.microbatch >= 0 && a.microbatch < s.num_microbatches) << where;
-      EXPECT_EQ(s.stage_rank[a.stage], r) << where << ": stage not on this rank";
-      int& pos =
-          seen.try_emplace({a.stage, a.microbatch}, unseen).first->second[static_cast<int>(a.type)];
-      EXPECT_EQ(pos, -1) << where << ": repeated";
-      pos = static_cast<int>(i);
+      for (const Instruction& a : actions_of(s.ranks[r][i])) {  // a pair's: at its position
+        std::string where = label + " rank " + std::to_string(r) + " " + action_name(a);
+        ASSERT_TRUE(a.stage >= 0 && a.stage < s.num_stages) << where;
+        ASSERT_TRUE(a.microbatch >= 0 && a.microbatch < s.num_microbatches) << where;
+        EXPECT_EQ(s.stage_rank[a.stage], r) << where << ": stage not on this rank";
+        int& pos = seen.try_emplace({a.stage, a.microbatch}, unseen)
+                       .first->second[static_cast<int>(a.type)];
+        EXPECT_EQ(pos, -1) << where << ": repeated";
+        pos = static_cast<int>(i);
+      }
     }
   }
   ASSERT_EQ(seen.size(), static_cast<std::size_t>(s.num_stages) * s.num_microbatches) << label;

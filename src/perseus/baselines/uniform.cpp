@@ -8,7 +8,7 @@ plan::FrequencyPlan uniform_plan(const profile::Profile& profile,
                                  const schedule::Schedule& schedule) {
   check_stages(profile, schedule.num_stages);
   return plan::plan_per_instruction(schedule, [&](int, const schedule::Instruction& inst) {
-    return energy_optimal(rows_of(profile, inst.stage, inst.type)).frequency_mhz;
+    return energy_optimal(plan::instruction_rows(profile, inst)).frequency_mhz;
   });
 }
 

@@ -58,7 +58,7 @@ ZeusSweep sweep(const profile::Profile& profile, const schedule::Schedule& sched
     point.limits_w = limits_at(k);
     point.plan =
         plan::plan_per_instruction(schedule, [&](int rank, const schedule::Instruction& inst) {
-          return clock_under_limit(rows_of(profile, inst.stage, inst.type), point.limits_w[rank]);
+          return clock_under_limit(plan::instruction_rows(profile, inst), point.limits_w[rank]);
         });
     if (!result.points.empty() && result.points.back().plan == point.plan) continue;
     point.evaluation = plan::evaluate(profile, schedule, point.plan, blocking_power_w);

@@ -51,9 +51,10 @@ class RankRunner {
       queued_[r] = 0;
       run_rank(r, start);
     }
-    if (done_ != schedule_.num_instructions()) {
+    const auto items = static_cast<std::size_t>(dag_.num_nodes() - 2);  // a pair is one
+    if (done_ != items) {
       throw Error("schedule " + schedule_.name + " deadlocks: " + std::to_string(done_) + " of " +
-                  std::to_string(schedule_.num_instructions()) + " instructions could run");
+                  std::to_string(items) + " instructions could run");
     }
   }
 
@@ -126,7 +127,7 @@ Timeline emulate(const profile::Profile& profile, const schedule::Schedule& sche
   const auto ranks = static_cast<std::size_t>(schedule.num_ranks());
   t.rank_busy_s.assign(ranks, 0.0);
   t.rank_energy_j.assign(ranks, 0.0);
-  t.entries.reserve(schedule.num_instructions());
+  t.entries.reserve(static_cast<std::size_t>(dag.num_nodes()));
   for (int v = 1; v < dag.sink(); ++v) {
     const auto& node = dag.node(v);
     TimelineEntry e{.rank = node.rank,

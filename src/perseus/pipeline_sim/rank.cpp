@@ -221,27 +221,35 @@ client::OptimizerOptions rank_options(const RankSpec& spec, RankLinks& links) {
 }
 
 // One iteration's instructions of the rank, in order: each waits for its input from the
-// neighbouring GPU, runs under the client's hooks, and sends its output on.
+// neighbouring GPU, runs under the client's hooks, and sends its output on. An overlapped pair
+// (torch's OVERLAP_F_B) waits for both inputs, runs its actions one after the other, then sends.
 void run_instructions(const RankSpec& spec, RankLinks& links, client::SimGpu& gpu,
                       client::PipelineFrequencyOptimizer& optimizer, Inbox& inbox,
                       LocalOrder& order) {
   const int S = static_cast<int>(spec.stage_rank.size());
   order.clear();
-  for (const auto& inst : spec.instructions) {
-    const int from = input_stage(inst, S);
-    Channel* input = link_to(spec, links, from);
-    order.check(inst, from, input == nullptr);
-    if (input != nullptr) {
-      gpu.wait_until(inbox.take(
-          *input, message_key(inst.type == InstructionType::kForward, from, inst.microbatch)));
+  for (const auto& item : spec.instructions) {
+    const std::vector<schedule::Instruction> actions = schedule::actions_of(item);
+    for (const auto& inst : actions) {
+      const int from = input_stage(inst, S);
+      Channel* input = link_to(spec, links, from);
+      order.check(inst, from, input == nullptr);
+      if (input != nullptr) {
+        gpu.wait_until(inbox.take(
+            *input, message_key(inst.type == InstructionType::kForward, from, inst.microbatch)));
+      }
     }
-    const std::string& kind = schedule::type_name(inst.type);
-    optimizer.on_instruction_begin(kind, inst.stage);
-    optimizer.on_instruction_end(kind, inst.stage);
-    order.ran(inst);
-    if (Channel* output = link_to(spec, links, output_stage(inst, S))) {
-      output->send(message_key(sends_forward(inst.type), inst.stage, inst.microbatch) + " " +
-                   exact(gpu.now_s()));
+    for (const auto& inst : actions) {
+      const std::string& kind = schedule::type_name(inst.type);
+      optimizer.on_instruction_begin(kind, inst.stage);
+      optimizer.on_instruction_end(kind, inst.stage);
+      order.ran(inst);
+    }
+    for (const auto& inst : actions) {
+      if (Channel* output = link_to(spec, links, output_stage(inst, S))) {
+        output->send(message_key(sends_forward(inst.type), inst.stage, inst.microbatch) + " " +
+                     exact(gpu.now_s()));
+      }
     }
   }
 }

@@ -1,6 +1,7 @@
 #include "perseus/plan/evaluate.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "perseus/util/error.hpp"
@@ -41,29 +42,31 @@ void check_plan_shape(const FrequencyPlan& plan, const schedule::Schedule& sched
   }
 }
 
-std::vector<const profile::Measurement*> node_rows(const profile::Profile& profile,
-                                                   const schedule::Schedule& schedule,
-                                                   const schedule::Dag& dag,
-                                                   const FrequencyPlan& plan) {
+NodeRows node_rows(const profile::Profile& profile, const schedule::Schedule& schedule,
+                   const schedule::Dag& dag, const FrequencyPlan& plan) {
   check_plan_shape(plan, schedule, "");
-  std::vector<const profile::Measurement*> rows(static_cast<std::size_t>(dag.num_nodes()), nullptr);
+  NodeRows rows(static_cast<std::size_t>(dag.num_nodes()));
   for (int v = 1; v < dag.sink(); ++v) {
     const auto& node = dag.node(v);
-    const std::string& type = schedule::type_name(node.instruction.type);
-    int mhz = plan[node.rank][node.position];
-    if (!profile.has(node.stage(), type)) {
-      throw Error(profile.source() + ": no '" + type + "' rows for stage " +
-                  std::to_string(node.stage()));
-    }
-    for (const auto& row : profile.rows(node.stage(), type)) {
-      if (row.frequency_mhz == mhz) rows[v] = &row;
-    }
-    if (rows[v] == nullptr) {
-      throw Error("plan rank " + std::to_string(node.rank) + " position " +
-                  std::to_string(node.position) + " (" + type + " of stage " +
-                  std::to_string(node.stage()) + " microbatch " +
-                  std::to_string(node.instruction.microbatch) + "): clock " + std::to_string(mhz) +
-                  " MHz is not in profile " + profile.source());
+    const int mhz = plan[node.rank][node.position];
+    for (const schedule::Instruction& a : schedule::actions_of(node.instruction)) {
+      const std::string& type = schedule::type_name(a.type);
+      if (!profile.has(a.stage, type)) {
+        throw Error(profile.source() + ": no '" + type + "' rows for stage " +
+                    std::to_string(a.stage));
+      }
+      const profile::Measurement* found = nullptr;
+      for (const auto& row : profile.rows(a.stage, type)) {
+        if (row.frequency_mhz == mhz) found = &row;
+      }
+      if (found == nullptr) {
+        throw Error("plan rank " + std::to_string(node.rank) + " position " +
+                    std::to_string(node.position) + " (" + type + " of stage " +
+                    std::to_string(a.stage) + " microbatch " + std::to_string(a.microbatch) +
+                    "): clock " + std::to_string(mhz) + " MHz is not in profile " +
+                    profile.source());
+      }
+      rows[static_cast<std::size_t>(v)].push_back(found);
     }
   }
   return rows;
@@ -74,14 +77,15 @@ NodeCosts node_costs(const profile::Profile& profile, const schedule::Schedule& 
   return costs_of(node_rows(profile, schedule, dag, plan));
 }
 
-NodeCosts costs_of(const std::vector<const profile::Measurement*>& rows) {
+NodeCosts costs_of(const NodeRows& rows) {
   NodeCosts costs;
   costs.time_s.assign(rows.size(), 0.0);
   costs.energy_j.assign(rows.size(), 0.0);
   for (std::size_t v = 0; v < rows.size(); ++v) {
-    if (rows[v] == nullptr) continue;
-    costs.time_s[v] = rows[v]->time_s;
-    costs.energy_j[v] = rows[v]->energy_j;
+    for (const profile::Measurement* row : rows[v]) {
+      costs.time_s[v] += row->time_s;
+      costs.energy_j[v] += row->energy_j;
+    }
   }
   return costs;
 }
@@ -105,8 +109,44 @@ FrequencyPlan plan_per_instruction(const schedule::Schedule& schedule, const Clo
 
 FrequencyPlan all_max_plan(const profile::Profile& profile, const schedule::Schedule& schedule) {
   return plan_per_instruction(schedule, [&](int, const schedule::Instruction& inst) {
-    return profile.max_frequency(inst.stage, schedule::type_name(inst.type));
+    int mhz = 0;
+    for (const profile::Measurement& row : instruction_rows(profile, inst)) {
+      mhz = std::max(mhz, row.frequency_mhz);
+    }
+    return mhz;
   });
+}
+
+std::vector<profile::Measurement> instruction_rows(const profile::Profile& profile,
+                                                   const schedule::Instruction& item) {
+  const std::vector<schedule::Instruction> parts = schedule::actions_of(item);
+  std::vector<profile::Measurement> rows =
+      profile.rows(parts[0].stage, schedule::type_name(parts[0].type));
+  if (parts.size() == 1) return rows;
+  const std::vector<profile::Measurement>& second =
+      profile.rows(parts[1].stage, schedule::type_name(parts[1].type));
+  std::vector<profile::Measurement> out;
+  for (const profile::Measurement& a : rows) {
+    for (const profile::Measurement& b : second) {
+      if (a.frequency_mhz != b.frequency_mhz) continue;
+      profile::Measurement sum;
+      sum.frequency_mhz = a.frequency_mhz;
+      sum.time_s = a.time_s + b.time_s;
+      sum.energy_j = a.energy_j + b.energy_j;
+      const auto aj = a.energy_stderr_j(), bj = b.energy_stderr_j();
+      if (aj && bj && sum.energy_j > 0.0) {
+        sum.energy_stderr = std::sqrt(*aj * *aj + *bj * *bj) / sum.energy_j;
+      }
+      const auto ap = a.energy_pooling_error_j(), bp = b.energy_pooling_error_j();
+      if (ap && bp && sum.energy_j > 0.0) sum.energy_pooling_error = (*ap + *bp) / sum.energy_j;
+      out.push_back(sum);
+    }
+  }
+  if (out.empty()) {
+    throw Error(profile.source() + ": the overlapped pair " + schedule::action_name(item) +
+                " runs under one clock, but its actions' rows share no clock");
+  }
+  return out;
 }
 
 }  // namespace perseus::plan

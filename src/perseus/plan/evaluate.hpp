@@ -39,21 +39,21 @@ Evaluation evaluate_nodes(const schedule::Dag& dag, int num_ranks,
 void check_plan_shape(const FrequencyPlan& plan, const schedule::Schedule& schedule,
                       const std::string& source);
 
-// The profile row every DAG node runs at under the plan (nullptr for source and sink). Throws
-// perseus::Error when the plan's shape does not match the schedule or a clock is not in the
-// profile for that stage and instruction (naming rank, position, action and clock).
-std::vector<const profile::Measurement*> node_rows(const profile::Profile& profile,
-                                                   const schedule::Schedule& schedule,
-                                                   const schedule::Dag& dag,
-                                                   const FrequencyPlan& plan);
+// The profile rows every DAG node runs at under the plan: one per action (an overlapped pair's
+// two at the pair's clock; none for source and sink). Throws perseus::Error when the plan's shape
+// does not match the schedule or a clock is not in the profile for that stage and instruction
+// (naming rank, position, action and clock).
+using NodeRows = std::vector<std::vector<const profile::Measurement*>>;
+NodeRows node_rows(const profile::Profile& profile, const schedule::Schedule& schedule,
+                   const schedule::Dag& dag, const FrequencyPlan& plan);
 
 // Profiled time and energy of every DAG node at the plan's clock (0 for source and sink).
 struct NodeCosts {
   std::vector<double> time_s;
   std::vector<double> energy_j;
 };
-// The time and energy of node_rows' rows (0 where a node has none).
-NodeCosts costs_of(const std::vector<const profile::Measurement*>& rows);
+// The time and energy of node_rows' rows, summed per node (0 where a node has none).
+NodeCosts costs_of(const NodeRows& rows);
 // Throws as node_rows.
 NodeCosts node_costs(const profile::Profile& profile, const schedule::Schedule& schedule,
                      const schedule::Dag& dag, const FrequencyPlan& plan);
@@ -67,7 +67,15 @@ Evaluation evaluate(const profile::Profile& profile, const schedule::Schedule& s
 using ClockOf = std::function<int(int rank, const schedule::Instruction& instruction)>;
 FrequencyPlan plan_per_instruction(const schedule::Schedule& schedule, const ClockOf& clock_of);
 
-// The plan with every instruction at its highest profiled clock.
+// The profile rows of one item: its action's, or for an overlapped pair one row per clock both
+// actions have, time and energy summed (their standard errors in quadrature,
+// their pooling errors added). Throws perseus::Error when the profile lacks an action's rows or
+// a pair's actions share no clock.
+std::vector<profile::Measurement> instruction_rows(const profile::Profile& profile,
+                                                   const schedule::Instruction& item);
+
+// The plan with every instruction at its highest profiled clock (a pair's: the highest both
+// actions have).
 FrequencyPlan all_max_plan(const profile::Profile& profile, const schedule::Schedule& schedule);
 
 }  // namespace perseus::plan

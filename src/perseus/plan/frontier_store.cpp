@@ -86,7 +86,9 @@ json meta_json(const PlanProblem& problem, const Frontier& frontier, const Front
       auto type = static_cast<schedule::InstructionType>(t);
       for (int v = 1; v < problem.dag.sink(); ++v) {
         const auto& node = problem.dag.node(v);
-        if (node.stage() != s || node.instruction.type != type) continue;
+        if (node.stage() != s || node.instruction.type != type || node.instruction.overlapped()) {
+          continue;
+        }
         models.push_back({{"stage", s},
                           {"instruction", schedule::type_name(type)},
                           {"options", problem.options(v).options.size()},

@@ -251,10 +251,16 @@ std::string plan_to_json(const Plan& plan, const schedule::Schedule& schedule) {
     json list = json::array();
     for (std::size_t i = 0; i < plan.frequencies[r].size(); ++i) {
       const auto& inst = schedule.ranks[r][i];
-      list.push_back({{"stage", inst.stage},
-                      {"type", schedule::type_name(inst.type)},
-                      {"microbatch", inst.microbatch},
-                      {"frequency_mhz", plan.frequencies[r][i]}});
+      json entry = {{"stage", inst.stage},
+                    {"type", schedule::type_name(inst.type)},
+                    {"microbatch", inst.microbatch},
+                    {"frequency_mhz", plan.frequencies[r][i]}};
+      if (inst.overlapped()) {  // run with it under the same clock
+        entry["overlapped"] = {{"stage", inst.overlapped_stage},
+                               {"type", schedule::type_name(inst.overlapped_type)},
+                               {"microbatch", inst.overlapped_microbatch}};
+      }
+      list.push_back(std::move(entry));
     }
     stages.push_back(std::move(list));
   }

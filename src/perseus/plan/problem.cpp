@@ -29,24 +29,29 @@ PlanProblem PlanProblem::build(const profile::Profile& profile, schedule::Schedu
   }
   schedule::Dag dag(sched);
   PlanProblem problem{std::move(sched), std::move(dag), settings, {}, {}, {}};
-  std::map<std::pair<int, schedule::InstructionType>, int> spec_of;
+  // One option set per distinct (stage, type) item, a pair's by both actions.
+  std::map<std::string, int> spec_of;
   problem.node_spec.assign(static_cast<std::size_t>(problem.dag.num_nodes()), -1);
   for (int v = 1; v < problem.dag.sink(); ++v) {
-    const auto& node = problem.dag.node(v);
-    auto key = std::make_pair(node.stage(), node.instruction.type);
+    const schedule::Instruction& item = problem.dag.node(v).instruction;
+    std::string key;
+    for (const schedule::Instruction& a : schedule::actions_of(item)) {
+      key += std::to_string(a.stage) + schedule::type_letter(a.type) + ";";
+    }
     auto it = spec_of.find(key);
     if (it == spec_of.end()) {
-      const std::string& type = schedule::type_name(node.instruction.type);
-      if (!profile.has(node.stage(), type)) {
-        bool split = node.instruction.type == schedule::InstructionType::kBackwardInput ||
-                     node.instruction.type == schedule::InstructionType::kBackwardWeight;
+      for (const schedule::Instruction& a : schedule::actions_of(item)) {
+        const std::string& type = schedule::type_name(a.type);
+        if (profile.has(a.stage, type)) continue;
+        bool split = a.type == schedule::InstructionType::kBackwardInput ||
+                     a.type == schedule::InstructionType::kBackwardWeight;
         throw Error(profile.source() + ": no '" + type + "' rows for stage " +
-                    std::to_string(node.stage()) + ", which the " + problem.schedule.name +
+                    std::to_string(a.stage) + ", which the " + problem.schedule.name +
                     " schedule needs" +
                     (split ? " (`perseus profile split --split-backward` derives them)" : ""));
       }
       problem.specs.push_back(
-          profile::make_option_set(profile.rows(node.stage(), type), settings.unit_time_s,
+          profile::make_option_set(instruction_rows(profile, item), settings.unit_time_s,
                                    settings.blocking_power_w, settings.noise_factor));
       problem.models.push_back(CostModel::build(problem.specs.back(), settings.cost_model));
       it = spec_of.emplace(key, static_cast<int>(problem.specs.size()) - 1).first;

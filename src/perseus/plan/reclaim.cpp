@@ -13,27 +13,27 @@ namespace perseus::plan {
 
 namespace {
 
-// Adjacency in compressed rows (for the full window pass), and each row of at most two entries
-// again as a pair padded with `pad` (for the window updates, which then take a node's neighbours
-// with one load and no loop). Every action has at most two successors and two predecessors (its
-// rank's next and previous action and one data dependency each way, schedule/dag.hpp); only the
-// source's successors and the sink's predecessors are more, and their pairs are pads: no update
-// starts from the source's start or the sink's finish, which never change.
+// Adjacency in compressed rows (for the full window pass), and each row of at most kNear entries
+// again as a fixed array padded with `pad` (for the window updates, which then take a node's
+// neighbours without a variable-length loop). An action has at most two successors and two
+// predecessors (its rank's next and previous action and one data dependency each way,
+// schedule/dag.hpp), an overlapped pair three (one data dependency each way per action); only
+// the source's successors and the sink's predecessors are more, and their arrays are pads: no
+// update starts from the source's start or the sink's finish, which never change.
+constexpr int kNear = 3;
 struct Rows {
   std::vector<int> offset, target;
-  std::vector<std::array<int, 2>> pair;
+  std::vector<std::array<int, kNear>> near;
   void add_row() { offset.push_back(static_cast<int>(target.size())); }
   // Ends the last row and fills the pairs.
   void close(int pad) {
     add_row();
     for (std::size_t i = 0; i + 1 < offset.size(); ++i) {
       const int size = offset[i + 1] - offset[i];
-      if (size > 2) {
-        pair.push_back({pad, pad});
-      } else {
-        pair.push_back(
-            {size > 0 ? target[offset[i]] : pad, size > 1 ? target[offset[i] + 1] : pad});
-      }
+      std::array<int, kNear> padded;
+      padded.fill(pad);
+      for (int k = 0; size <= kNear && k < size; ++k) padded[k] = target[offset[i] + k];
+      near.push_back(padded);
     }
   }
   const int* begin(int i) const { return target.data() + offset[i]; }
@@ -208,7 +208,7 @@ void SlackReclaimer::State::settle_start(int i) {
   const double* duration = time.data();
   starts_to_pass.drain_below(i, [&](int u) {
     const double finish = start[u] + duration[u];
-    for (const int w : successors.pair[u]) {
+    for (const int w : successors.near[u]) {
       if (finish > start[w]) start[w] = finish, starts_to_pass.insert_ahead(w);
     }
   });
@@ -219,7 +219,7 @@ void SlackReclaimer::State::settle_finish(int i) {
   const double* duration = time.data();
   finishes_to_pass.drain_above(i, [&](int w) {
     const double start = finish[w] - duration[w];
-    for (const int u : predecessors.pair[w]) {
+    for (const int u : predecessors.near[w]) {
       if (start < finish[u]) finish[u] = start, finishes_to_pass.insert_ahead(u);
     }
   });

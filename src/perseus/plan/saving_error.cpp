@@ -18,9 +18,9 @@ struct RowUse {
 RowUse row_use(const profile::Profile& profile, const schedule::Schedule& schedule,
                const schedule::Dag& dag, const FrequencyPlan& plan, double blocking_power_w) {
   RowUse use;
-  const std::vector<const profile::Measurement*> rows = node_rows(profile, schedule, dag, plan);
-  for (const profile::Measurement* row : rows) {
-    if (row != nullptr) use.count[row] += 1.0;
+  const NodeRows rows = node_rows(profile, schedule, dag, plan);
+  for (const auto& node : rows) {
+    for (const profile::Measurement* row : node) use.count[row] += 1.0;
   }
   const NodeCosts costs = costs_of(rows);
   use.evaluation =

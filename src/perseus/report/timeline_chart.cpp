@@ -85,9 +85,13 @@ std::string entry_name(const emulate::TimelineEntry& e, bool classic) {
 }
 
 std::string entry_tooltip(const emulate::TimelineEntry& e) {
-  return "GPU " + std::to_string(e.rank) + ", stage " + std::to_string(e.instruction.stage) + ", " +
-         schedule::type_name(e.instruction.type) + " of microbatch " +
-         std::to_string(e.instruction.microbatch) + "\n" + std::to_string(e.frequency_mhz) +
+  std::string what;
+  for (const schedule::Instruction& a : schedule::actions_of(e.instruction)) {
+    what += (what.empty() ? "" : " overlapped with ") + std::string("stage ") +
+            std::to_string(a.stage) + ", " + schedule::type_name(a.type) + " of microbatch " +
+            std::to_string(a.microbatch);
+  }
+  return "GPU " + std::to_string(e.rank) + ", " + what + "\n" + std::to_string(e.frequency_mhz) +
          " MHz, " + num(e.start_s, 4) + "-" + num(e.end_s, 4) + " s, " + num(e.power_w(), 1) +
          " W, " + num(e.energy_j, 2) + " J" + (e.critical ? "\ncritical path" : "");
 }

@@ -121,11 +121,14 @@ std::vector<Edge> dependency_edges(const Schedule& schedule, const Dag& dag, Act
       edges.emplace_back(dag.node_id(r, p), dag.node_id(r, p + 1));
     }
   }
+  auto depend = [&](int u, int v) {
+    if (u != v) edges.emplace_back(u, v);  // both in one pair: it runs them in order
+  };
   for (int s = 0; s + 1 < schedule.num_stages; ++s) {
     for (int j = 0; j < schedule.num_microbatches; ++j) {
-      edges.emplace_back(index.at(s, InstructionType::kForward, j),
-                         index.at(s + 1, InstructionType::kForward, j));
-      edges.emplace_back(index.input_gradient(s + 1, j), index.input_gradient(s, j));
+      depend(index.at(s, InstructionType::kForward, j),
+             index.at(s + 1, InstructionType::kForward, j));
+      depend(index.input_gradient(s + 1, j), index.input_gradient(s, j));
     }
   }
   return edges;
@@ -172,13 +175,17 @@ Dag::Dag(const Schedule& schedule) {
     rank_offset_.push_back(static_cast<int>(nodes_.size()));
     const auto& list = schedule.ranks[r];
     for (int p = 0; p < static_cast<int>(list.size()); ++p) {
-      const Instruction& a = list[p];
-      std::string why = misplaced(schedule, r, a);
-      if (!why.empty()) throw Error(where(schedule, r, p, a) + ": " + why);
-      int& slot = index.at(a);
-      if (slot != -1) throw Error(where(schedule, r, p, a) + ": the action appears twice");
-      slot = static_cast<int>(nodes_.size());
-      nodes_.push_back({r, p, a});
+      const Instruction& item = list[p];
+      for (const Instruction& a : actions_of(item)) {  // a pair's actions share its node
+        std::string why = misplaced(schedule, r, a);
+        if (!why.empty()) throw Error(where(schedule, r, p, item) + ": " + why);
+        int& slot = index.at(a);
+        if (slot != -1) {
+          throw Error(where(schedule, r, p, item) + ": " + action_name(a) + " appears twice");
+        }
+        slot = static_cast<int>(nodes_.size());
+      }
+      nodes_.push_back({r, p, item});
     }
   }
   check_complete(schedule, index);

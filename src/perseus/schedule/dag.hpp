@@ -1,5 +1,6 @@
 // The instruction DAG of a schedule (activity on node): node 0 is the source, node N-1 the sink,
-// nodes 1..N-2 are actions. Edges: consecutive actions of a rank; the data dependencies
+// nodes 1..N-2 are the ranks' items (an overlapped pair is one node: its actions' dependencies
+// meet there). Edges: consecutive actions of a rank; the data dependencies
 // F(s,j) -> F(s+1,j) and G(s+1,j) -> G(s,j), where G is a stage's input-gradient action (its
 // backward, or its backward-input when the backward is split); source -> nodes without
 // predecessors, nodes without successors -> sink. A stage's forward before its backward (or

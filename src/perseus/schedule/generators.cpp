@@ -40,6 +40,18 @@ class RankBuilder {
       pending_weights_.push_back({T::kBackwardWeight, microbatch, stage});
     if (microbatch < limit_) list_.push_back({type, microbatch, stage});
   }
+  // Appends torch's overlapped pair (OVERLAP_F_B) of the next forward of `forward_stage` and the
+  // next `type` backward of `backward_stage`, as one item (as single actions where one of them
+  // is past the limit).
+  void add_overlapped(int forward_stage, int backward_stage, InstructionType type) {
+    const std::size_t before = list_.size();
+    add(forward_stage, T::kForward);
+    add(backward_stage, type);
+    if (list_.size() != before + 2) return;
+    const Instruction second = list_.back();
+    list_.pop_back();
+    list_.back() = overlapped_pair(list_.back(), second);
+  }
   // Appends the weight backward of the oldest input backward that has none yet (if any).
   void add_oldest_weight() {
     if (pending_weights_.empty()) return;
@@ -180,16 +192,20 @@ void fill_dualpipev(Schedule& s, int rank) {
     b.add_oldest_weight();
     b.add(s1, T::kForward);
   });
-  repeat(s.num_microbatches - 2 * n + rank + 1, [&] {  // main step: F s0 + B s1, F s1 + B s0
-    b.add(s0, T::kForward);
-    b.add(s1, T::kBackward);
-    b.add(s1, T::kForward);
-    b.add(s0, T::kBackward);
-  });
+  // Main step: F s0 + B s1, F s1 + B s0, each an overlapped pair (torch's OVERLAP_F_B), but for
+  // the last rank's first F s0 + B s1.
+  for (int i = 0; i < s.num_microbatches - 2 * n + rank + 1; ++i) {
+    if (i == 0 && rank == n - 1) {
+      b.add(s0, T::kForward);
+      b.add(s1, T::kBackward);
+    } else {
+      b.add_overlapped(s0, s1, T::kBackward);
+    }
+    b.add_overlapped(s1, s0, T::kBackward);
+  }
   repeat(n - rank - 1, [&] {
     b.add(s1, T::kBackward);
-    b.add(s1, T::kForward);
-    b.add(s0, T::kBackward);
+    b.add_overlapped(s1, s0, T::kBackward);
   });
   // Backward pairs s1, s0; the second half of them split into input and weight backwards (for
   // odd ranks the switch comes one action earlier, before s1's backward).

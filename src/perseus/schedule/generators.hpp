@@ -19,8 +19,8 @@ Schedule make_looped_bfs(int num_ranks, int stages_per_rank, int num_microbatche
 Schedule make_interleaved_zero_bubble(int num_ranks, int stages_per_rank, int num_microbatches);
 // ZBV zero bubble: V-shaped, two stages per rank (torch's ScheduleZBVZeroBubble).
 Schedule make_zbv(int num_ranks, int num_microbatches);
-// DualPipeV: V-shaped, two stages per rank, M >= 2R (torch's ScheduleDualPipeV). An overlapped
-// forward/backward pair of torch's order is two actions here, the forward first.
+// DualPipeV: V-shaped, two stages per rank, M >= 2R (torch's ScheduleDualPipeV), with torch's
+// overlapped forward/backward pairs (one instruction each, schedule.hpp) where torch has them.
 Schedule make_dualpipev(int num_ranks, int num_microbatches);
 
 }  // namespace perseus::schedule

@@ -130,14 +130,34 @@ InstructionType parse_type(const std::string& name) {
               "' (expected forward, backward, backward_input or backward_weight)");
 }
 
+std::vector<Instruction> actions_of(const Instruction& item) {
+  Instruction first{item.type, item.microbatch, item.stage};
+  if (!item.overlapped()) return {first};
+  return {first, {item.overlapped_type, item.overlapped_microbatch, item.overlapped_stage}};
+}
+
+Instruction overlapped_pair(const Instruction& first, const Instruction& second) {
+  Instruction pair{first.type, first.microbatch, first.stage};
+  pair.overlapped_stage = second.stage;
+  pair.overlapped_type = second.type;
+  pair.overlapped_microbatch = second.microbatch;
+  return pair;
+}
+
 std::string action_name(const Instruction& action) {
-  return std::to_string(action.stage) + type_letter(action.type) +
-         std::to_string(action.microbatch);
+  auto one = [](const Instruction& a) {
+    return std::to_string(a.stage) + type_letter(a.type) + std::to_string(a.microbatch);
+  };
+  if (!action.overlapped()) return one(action);
+  const std::vector<Instruction> parts = actions_of(action);
+  return "(" + one(parts[0]) + ";" + one(parts[1]) + ")OVERLAP_F_B";
 }
 
 std::size_t Schedule::num_instructions() const {
   std::size_t n = 0;
-  for (const auto& list : ranks) n += list.size();
+  for (const auto& list : ranks) {
+    for (const Instruction& item : list) n += item.overlapped() ? 2 : 1;
+  }
   return n;
 }
 

@@ -28,13 +28,29 @@ char type_letter(InstructionType type);
 // The kind whose letter is `letter`, or none.
 std::optional<InstructionType> type_of_letter(char letter);
 
+// One item of a rank's order: an action, or torch's overlapped pair (OVERLAP_F_B: a forward and
+// a backward or backward-input of the rank's stages, issued together, run one after the other).
+// A pair is one instruction to plan: it runs under one clock, takes both actions' time and
+// energy, and what either action sends leaves once both are done (torch sends after the pair).
 struct Instruction {
   InstructionType type;
   int microbatch;
   int stage = 0;  // pipeline stage (a virtual stage is a stage)
+  // A pair's second action: its stage (-1: no pair), kind and microbatch.
+  int overlapped_stage = -1;
+  InstructionType overlapped_type = InstructionType::kBackward;
+  int overlapped_microbatch = -1;
+
+  bool overlapped() const { return overlapped_stage >= 0; }
 };
 
-// PyTorch's notation of an action: stage, kind letter, microbatch ("0F0", "3I1", "2W0").
+// The actions an item runs, in order: itself, or a pair's two.
+std::vector<Instruction> actions_of(const Instruction& item);
+// The pair of the actions `first` and `second`, run in that order.
+Instruction overlapped_pair(const Instruction& first, const Instruction& second);
+
+// PyTorch's notation of an item: stage, kind letter, microbatch ("0F0", "3I1", "2W0"); a pair as
+// torch writes it, "(0F3;7B1)OVERLAP_F_B".
 std::string action_name(const Instruction& action);
 
 struct Schedule {
@@ -46,7 +62,7 @@ struct Schedule {
 
   int num_ranks() const { return static_cast<int>(ranks.size()); }
   int stages_per_rank() const { return ranks.empty() ? 0 : num_stages / num_ranks(); }
-  std::size_t num_instructions() const;
+  std::size_t num_instructions() const;  // actions: a pair counts two
   // Whether every rank holds exactly one stage, stage r on rank r (the classic schedules; the
   // ones Zeus's pair-list plan format and EnvPipe can describe).
   bool one_stage_per_rank() const;

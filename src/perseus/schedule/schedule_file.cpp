@@ -35,22 +35,40 @@ int take_number(std::string_view& s) {
   return n == 0 || value > kMaxIndex ? -1 : static_cast<int>(value);
 }
 
-// Appends the compute actions of one item (nothing for idle and bookkeeping items); throws a
-// bare message for the caller to place.
+void parse_item(std::string_view item, std::vector<Instruction>& out);
+
+// An overlapped pair "(0F3;3B1)OVERLAP_F_B" (torch's notation; the text after ')' is not read):
+// one item of a forward and a backward or backward-input, in the order given.
+void parse_pair(std::string_view item, std::vector<Instruction>& out) {
+  std::size_t close = item.find(')');
+  if (close == std::string_view::npos) throw Error("unclosed '(' in '" + std::string(item) + "'");
+  std::string_view inner = item.substr(1, close - 1);
+  std::vector<Instruction> parts;
+  for (std::size_t start = 0;;) {
+    std::size_t semi = inner.find(';', start);
+    parse_item(inner.substr(start, semi - start), parts);
+    if (semi == std::string_view::npos) break;
+    start = semi + 1;
+  }
+  auto forward = [](const Instruction& a) { return a.type == InstructionType::kForward; };
+  auto backward = [](const Instruction& a) {
+    return a.type == InstructionType::kBackward || a.type == InstructionType::kBackwardInput;
+  };
+  if (parts.size() != 2 ||
+      !((forward(parts[0]) && backward(parts[1])) || (backward(parts[0]) && forward(parts[1])))) {
+    throw Error("'" + std::string(item) +
+                "' is not an overlapped pair: a forward and a backward (B or I), as in "
+                "(0F3;3B1)OVERLAP_F_B");
+  }
+  out.push_back(overlapped_pair(parts[0], parts[1]));
+}
+
+// Appends the compute item of one cell (nothing for idle and bookkeeping items); throws a bare
+// message for the caller to place.
 void parse_item(std::string_view item, std::vector<Instruction>& out) {
   item = trim(item);
   if (item.empty()) return;
-  if (item.front() == '(') {
-    std::size_t close = item.find(')');
-    if (close == std::string_view::npos) throw Error("unclosed '(' in '" + std::string(item) + "'");
-    std::string_view inner = item.substr(1, close - 1);
-    for (std::size_t start = 0;;) {
-      std::size_t semi = inner.find(';', start);
-      parse_item(inner.substr(start, semi - start), out);
-      if (semi == std::string_view::npos) return;
-      start = semi + 1;
-    }
-  }
+  if (item.front() == '(') return parse_pair(item, out);
   std::string_view rest = item;
   int stage = take_number(rest);
   std::size_t letters = 0;
@@ -73,13 +91,22 @@ void parse_item(std::string_view item, std::vector<Instruction>& out) {
   out.push_back({*type, microbatch, stage});
 }
 
+// A rank's items' actions, a pair's two in order.
+std::vector<Instruction> actions_in(const std::vector<Instruction>& items) {
+  std::vector<Instruction> out;
+  for (const Instruction& item : items) {
+    for (const Instruction& a : actions_of(item)) out.push_back(a);
+  }
+  return out;
+}
+
 // The rank of every stage, from where its actions are; throws naming a stage found on two ranks
 // or a stage below the highest that has no actions.
 std::vector<int> stage_ranks(const std::vector<std::vector<Instruction>>& ranks,
                              const std::string& source) {
   std::vector<int> owner;
   for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
-    for (const Instruction& a : ranks[r]) {
+    for (const Instruction& a : actions_in(ranks[r])) {
       if (a.stage >= static_cast<int>(owner.size())) owner.resize(a.stage + 1, -1);
       if (owner[a.stage] == -1) owner[a.stage] = r;
       if (owner[a.stage] != r) {
@@ -171,7 +198,9 @@ Schedule schedule_from_actions(const std::string& name,
   std::vector<int> owner = stage_ranks(ranks, source);
   int microbatches = 0;
   for (const auto& list : ranks) {
-    for (const Instruction& a : list) microbatches = std::max(microbatches, a.microbatch + 1);
+    for (const Instruction& a : actions_in(list)) {
+      microbatches = std::max(microbatches, a.microbatch + 1);
+    }
   }
   Schedule s = empty_schedule(name, microbatches, std::move(owner), static_cast<int>(ranks.size()));
   s.ranks = std::move(ranks);

@@ -5,7 +5,8 @@
 //   - JSON: an array of per-rank arrays, or an object {"0": [...], "1": [...]} keyed by rank (the
 //     values of ../shared/data/torch_schedules/pipeline_orders.json); null is idle.
 // Bookkeeping actions (UNSHARD, RESHARD, REDUCE_GRAD, SEND_F, RECV_F, SEND_B, RECV_B) are skipped;
-// torch's overlapped pair "(0F3;3B1)OVERLAP_F_B" is its actions in order. The stage-to-rank map,
+// torch's overlapped pair "(0F3;3B1)OVERLAP_F_B" is one item (schedule.hpp: one instruction
+// under one clock). The stage-to-rank map,
 // the stage count and the microbatch count follow from the actions; the result is checked as the
 // DAG checks it (every action once, in dependency order, no deadlock). Every error is one line
 // naming the source and the rank and item.

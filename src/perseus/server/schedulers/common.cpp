@@ -176,8 +176,9 @@ std::string instruction_label(const schedule::Schedule& sched, const schedule::I
 
 std::vector<std::string> instruction_names(const schedule::Schedule& sched, int rank) {
   std::set<std::string> names;
-  for (const auto& inst : sched.ranks.at(static_cast<std::size_t>(rank))) {
-    names.insert(instruction_label(sched, inst));
+  for (const auto& item : sched.ranks.at(static_cast<std::size_t>(rank))) {
+    for (const auto& inst : schedule::actions_of(item))
+      names.insert(instruction_label(sched, inst));
   }
   return {names.begin(), names.end()};
 }
@@ -209,7 +210,9 @@ std::vector<StagePlan> stage_plans(const schedule::Schedule& sched, const plan::
   std::vector<StagePlan> out(sched.ranks.size());
   for (std::size_t s = 0; s < sched.ranks.size(); ++s) {
     for (std::size_t i = 0; i < sched.ranks[s].size(); ++i) {
-      out[s].frequencies.emplace_back(instruction_label(sched, sched.ranks[s][i]), p[s][i]);
+      for (const auto& inst : schedule::actions_of(sched.ranks[s][i])) {  // a pair: one clock
+        out[s].frequencies.emplace_back(instruction_label(sched, inst), p[s][i]);
+      }
     }
   }
   return out;

@@ -109,7 +109,11 @@ SplitRounds::SplitRounds(const schedule::Schedule& sched, RankRows rows, bool sp
     : sched_(sched), rows_(std::move(rows)), ranks_(rows_.size()) {
   for (std::size_t s = 0; split && s < rows_.size() && s < sched.ranks.size(); ++s) {
     Rank& rank = ranks_[s];
-    for (const auto& inst : sched.ranks[s]) rank.count[instruction_label(sched, inst)] += 1.0;
+    for (const auto& item : sched.ranks[s]) {
+      for (const auto& inst : schedule::actions_of(item)) {
+        rank.count[instruction_label(sched, inst)] += 1.0;
+      }
+    }
     const auto [best, apart] = best_measured(rows_[s]);
     if (best.empty()) continue;
     rank.reference_mhz = best[0];
