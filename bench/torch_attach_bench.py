@@ -8,11 +8,15 @@ included; a simulated GPU in virtual time, so that nothing waits for a clock), t
                   iteration time after the warm-up, and the median over the runs is printed. The
                   processes' placement on a loaded machine moves a run's median by more than
                   attaching does (10 % and more with 4 processes on 2 cores).
-  same processes  train.py --alternate: the job detaches and attaches again every 5 iterations
-                  (one reporting window, so window closes and exchanges come at their real rate),
-                  and the slowest rank's median over its attached iterations is set against its
-                  median over its bare ones, after the warm-up; medians over the runs. Drift and
-                  placement fall on both alike.
+  same processes  train.py --alternate 1: the job detaches and attaches again every iteration
+                  (the client keeps its job and closes a reporting window every 5 attached
+                  iterations, so window closes and exchanges come at their real rate per attached
+                  iteration). Each attached iteration (the pipeline's: its slowest rank's time) is
+                  set against the bare one just before it, so that the machine's drift, which
+                  moves its speed by 10 % over seconds here, falls on both: the median of these
+                  paired ratios over every run is the overhead (as a median it leaves out the one
+                  iteration in 5 that closes a window); the ratio of the means over the same
+                  iterations includes them.
 
 It also prints what the hooks cost in-process: the time each rank's training thread spent inside
 them (Attachment.hook_seconds), per instruction and as a share of the training time.
@@ -42,21 +46,24 @@ def run(args, out, url, mode):
            "--iterations", str(iterations), "--microbatches", "8", "--batch-size", "32",
            "--result-dir", out, "--quiet", "--perseus", args.perseus]
     cmd += ["--no-perseus"] if mode == "bare" else ["--server", url]
-    cmd += ["--alternate", "5"] if mode == "alternate" else []
+    cmd += ["--alternate", "1"] if mode == "alternate" else []
     subprocess.run(cmd, check=True, capture_output=True, text=True)
-    medians, hooks = {}, []
+    ranks, hooks = [], []
     for name in os.listdir(out):
         with open(os.path.join(out, name)) as f:
             r = json.load(f)
-        walls = {}
-        for wall, on in list(zip(r["wall_s"], r["attached"]))[args.warmup:]:
-            walls.setdefault(on, []).append(wall)
-        for on, w in walls.items():
-            medians[on] = max(medians.get(on, 0.0), statistics.median(w))
+        ranks.append(r)
         if mode != "bare":
             trained = sum(w for w, on in zip(r["wall_s"], r["attached"]) if on)
             hooks.append((r["hook_seconds"], r["instructions"], trained))
-    return medians, hooks
+    # The pipeline's time per iteration: its slowest rank's.
+    walls = [max(w) for w in zip(*(r["wall_s"] for r in ranks))]
+    attached = ranks[0]["attached"]
+    kept = list(zip(walls, attached))[args.warmup:]
+    medians = {on: statistics.median(w for w, a in kept if a == on) for on in set(attached)}
+    pairs = [(walls[i - 1], walls[i]) for i in range(max(1, args.warmup), len(walls))
+             if attached[i] and not attached[i - 1]]
+    return medians, pairs, hooks
 
 
 def overhead(label, bare, attached):
@@ -69,7 +76,8 @@ def overhead(label, bare, attached):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--pairs", type=int, default=3)
-    p.add_argument("--iterations", type=int, default=20, help="measured iterations per run")
+    p.add_argument("--iterations", type=int, default=40,
+                   help="measured iterations per run (of each kind, alternating)")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--schedule", default="1f1b")
     p.add_argument("--ranks", type=int, default=4,
@@ -83,28 +91,34 @@ def main():
              "--output-dir", tmp, "--data-dir", tmp, "--scheduler", "all-max"],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         url = re.search(r"http://[\d.]+:\d+", server.stdout.readline()).group(0)
-        runs = {"separate": {False: [], True: []}, "same": {False: [], True: []}}
-        hooks = []
+        separate = {False: [], True: []}
+        pairs, hooks = [], []
         try:
             for i in range(args.pairs):
                 for mode in ("bare", "attached", "alternate"):
                     out = os.path.join(tmp, f"run{i}-{mode}")
                     os.mkdir(out)
-                    medians, h = run(args, out, url, mode)
+                    medians, p, h = run(args, out, url, mode)
                     hooks += h
-                    kind = "same" if mode == "alternate" else "separate"
-                    for on, t in medians.items():
-                        runs[kind][on].append(t)
+                    pairs += p
+                    if mode != "alternate":
+                        separate[mode == "attached"].append(medians[mode == "attached"])
                     shown = "  ".join(f"{'attached' if on else 'bare'} {t * 1e3:.2f} ms"
                                       for on, t in sorted(medians.items()))
-                    print(f"run {i} {mode:9s} {shown}", flush=True)
+                    print(f"run {i} {mode:9s} median {shown}", flush=True)
         finally:
             server.terminate()
             server.wait()
-    print(f"schedule {args.schedule}, {args.ranks} ranks, 8 microbatches, median iteration of "
-          f"{args.iterations} after {args.warmup} per run and kind, median of {args.pairs} runs:")
-    overhead("separate_runs", runs["separate"][False], runs["separate"][True])
-    overhead("same_processes", runs["same"][False], runs["same"][True])
+    print(f"schedule {args.schedule}, {args.ranks} ranks, 8 microbatches, {args.iterations} "
+          f"iterations of each kind after {args.warmup} per run, {args.pairs} runs of each:")
+    overhead("separate_runs", separate[False], separate[True])
+    print(f"same_processes_pairs {len(pairs)}")
+    print(f"same_processes_bare_ms {statistics.median(b for b, _ in pairs) * 1e3:.2f}")
+    print(f"same_processes_attached_ms {statistics.median(a for _, a in pairs) * 1e3:.2f}")
+    print(f"same_processes_overhead_pct "
+          f"{100 * statistics.median(a / b - 1 for b, a in pairs):.2f}")
+    means = statistics.mean(a for _, a in pairs) / statistics.mean(b for b, _ in pairs)
+    print(f"same_processes_mean_overhead_pct {100 * (means - 1):.2f}")
     # In-process: the time each rank's training thread spent in the hooks (every run, rank).
     per_instruction = statistics.median(s / n for s, n, _ in hooks)
     share = statistics.median(s / wall for s, _, wall in hooks)

@@ -1,6 +1,7 @@
 """What instant_power.py's recording says, per case (model, order) and power source (the instant
-and average fields polled, the driver's buffered samples): how often the reading changes (median
-period between changes), how late a polled reading is seen after the driver's timestamp, and
+and average fields polled, the driver's buffered samples): how often a new reading comes (median
+time between the driver's timestamps) and how often its value changes, how late a polled reading
+is seen after the driver's timestamp, and
 whether the readings tell a forward from a backward: each reading taken as the power at its
 timestamp minus a lag, the mean reading inside forwards and inside backwards, at no lag and at
 the lag in 0..60 ms that sets them furthest apart (a reading that averages over a window longer
@@ -69,15 +70,18 @@ def main():
             if len(s) < 2:
                 print(f"  {source:8s}: {len(s)} readings")
                 continue
+            stamps = sorted({t for t, _ in s})
+            period = statistics.median(b - a for a, b in zip(stamps, stamps[1:]))
             changes = [s[0][0]] + [b[0] for a, b in zip(s, s[1:]) if b[1] != a[1]]
-            period = statistics.median(b - a for a, b in zip(changes, changes[1:])) \
+            change = statistics.median(b - a for a, b in zip(changes, changes[1:])) \
                 if len(changes) > 1 else float("nan")
             at = {lag: by_kind(spans, s, lag / 1e3) for lag in LAGS_MS}
             best = max(LAGS_MS, key=lambda lag: abs(at[lag][0][0] - at[lag][1][0])
                        if all(at[lag][k][1] for k in (0, 1)) else -1.0)
             fmt = lambda m: (f"forward {m[0][0]:.0f} W ({m[0][1]}), "
                              f"backward {m[1][0]:.0f} W ({m[1][1]})")
-            print(f"  {source:8s}: {len(s)} readings, a change every {1e3 * period:.1f} ms; "
+            print(f"  {source:8s}: {len(s)} readings, one every {1e3 * period:.1f} ms, a "
+                  f"change every {1e3 * change:.1f} ms; "
                   f"lag 0: {fmt(at[0])}; lag {best} ms: {fmt(at[best])}")
 
 

@@ -6,6 +6,10 @@
 # iteration time and, attached, the hooks' time per instruction and per iteration (with the
 # device synchronised at every instruction boundary, the NVML backend's timing policy), and keeps
 # every rank's result (the attached runs' last_window: per-instruction energies and errors).
+# Then, read-only, what NVML's faster power readings give (instant_power.py: the instant and
+# average power fields polled every 0.3 ms and the driver's buffered power samples, beside each
+# forward's and backward's span; instant_power_summary.py prints their period, latency and
+# whether they tell a forward from a backward). About 6 minutes on an H100.
 # Needs build-device/ from bench/gpu/prepare.sh (carried), as run_on_device.sh does.
 # Usage: bash bench/gpu/torch_attach_on_gpu.sh [pairs=3]; writes under $OUT (/tmp/perseus-gpu).
 set -euo pipefail
@@ -46,3 +50,7 @@ print(f"bare_ms {bare:.2f} attached_ms {attached:.2f} overhead_pct {100 * (attac
 print("hook_us_per_instruction", statistics.median(r["hook_us_per_instruction"] for r in rows["attached"]))
 json.dump(rows, open(os.path.join(out, "torch_attach.json"), "w"), indent=1)
 PY
+timeout 120 python3 "$root/bench/gpu/instant_power.py" "$out/instant_power.json" \
+  >"$out/instant_power.log" 2>&1 || echo "instant_power.py failed: $out/instant_power.log"
+python3 "$root/bench/gpu/instant_power_summary.py" "$out/instant_power.json" |
+  tee "$out/instant_power_summary.txt"

@@ -12,7 +12,7 @@ processes' timing; without it the simulated GPU keeps its own virtual time.
 
 The last stage's rank prints the loss of each iteration. ``--result-dir`` has every rank write
 what it ran (rankN.json: the actions its hooks saw, torch's order, losses, a digest of its
-parameters, wall time per iteration, the client's state), for tests and benches.
+parameters, wall and process CPU time per iteration, the client's state), for tests and benches.
 """
 
 import argparse
@@ -148,7 +148,7 @@ def worker(rank, args, port, profile, blocking_power):
     if attachment and args.write_schedule and rank == 0:
         attachment.write_schedule(args.write_schedule)
     client = attachment.optimizer if attachment else None
-    losses, walls, seen, clocks, attached, hook_seconds = [], [], [], [], [], 0.0
+    losses, walls, cpus, seen, clocks, attached, hook_seconds = [], [], [], [], [], [], 0.0
     for it in range(args.iterations):
         want = not args.alternate or (it // args.alternate) % 2 == 0
         if attachment and want != attachment.attached:
@@ -163,12 +163,13 @@ def worker(rank, args, port, profile, blocking_power):
         x, y = (t.to(device) for t in batch(config, args.batch_size, it, args.seed))
         mb_losses = []
         planned = client.planned_clocks if on else []
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         schedule.step(*([x] if first else []), **({"target": y, "losses": mb_losses}
                                                   if last else {}))
         optim.step()
         optim.zero_grad(set_to_none=True)
         walls.append(time.perf_counter() - start)
+        cpus.append(time.process_time() - cpu_start)
         if on:
             seen.append(attachment.last_iteration)
             if args.record_clocks:
@@ -182,7 +183,7 @@ def worker(rank, args, port, profile, blocking_power):
                       flush=True)
         if args.until_done and all_done(attachment):
             break
-    result = {"rank": rank, "stages": mine, "losses": losses, "wall_s": walls,
+    result = {"rank": rank, "stages": mine, "losses": losses, "wall_s": walls, "cpu_s": cpus,
               "attached": attached, "digest": digest(modules)}
     if attachment:
         opt = client
