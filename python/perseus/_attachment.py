@@ -51,7 +51,8 @@ class Attachment:
         ``kind_of(args, kwargs)`` names its kind; ``microbatch_of(args, kwargs)`` its microbatch,
         where it says (else, or where it returns None, each (stage, kind)'s calls are numbered in
         the order they run)."""
-        opt, attachment = self.optimizer, self
+        attachment = self
+        begin, end = self.optimizer._instruction_hooks()
 
         def wrapped(*args, **kwargs):
             if not attachment._in_step:
@@ -64,13 +65,13 @@ class Attachment:
             chunk = microbatch_of(args, kwargs) if microbatch_of else None
             chunk = counted if chunk is None else chunk
             attachment._current.append(f"{stage}{_LETTERS[kind]}{chunk}")
-            opt.on_instruction_begin(kind, stage)
+            begin(kind, stage)
             t1 = time.perf_counter()
             try:
                 return function(*args, **kwargs)
             finally:
                 t2 = time.perf_counter()
-                opt.on_instruction_end(kind, stage)
+                end(kind, stage)
                 attachment.hook_seconds += (t1 - t0) + (time.perf_counter() - t2)
 
         return wrapped

@@ -135,32 +135,28 @@ const profile::Measurement& SimGpu::row_for(const std::string& instruction) cons
   // A locked clock caps the clock; the instruction runs at the highest profiled clock at or
   // below it (its lowest clock when none is).
   const int cap = locked_mhz_ > 0 ? locked_mhz_ : std::numeric_limits<int>::max();
-  std::vector<const profile::Measurement*> candidates;
   const profile::Measurement* lowest = &rows.front();
+  bool any = false;
   for (const auto& row : rows) {
-    if (row.frequency_mhz <= cap) candidates.push_back(&row);
+    any = any || row.frequency_mhz <= cap;
     if (row.frequency_mhz < lowest->frequency_mhz) lowest = &row;
   }
-  if (candidates.empty()) candidates.push_back(lowest);
+  // The candidates: the rows at or below the cap (the lowest clock's when none is).
+  auto candidate = [&](const profile::Measurement& row) {
+    return any ? row.frequency_mhz <= cap : &row == lowest;
+  };
   // A power limit: the fastest candidate whose average power fits, else the lowest-power one
   // (as the Zeus baselines price it).
-  const profile::Measurement* best = nullptr;
-  if (power_limit_w_ > 0.0) {
-    const profile::Measurement* lowest_power = candidates.front();
-    for (const auto* row : candidates) {
-      if (average_power(*row) <= power_limit_w_ &&
-          (best == nullptr || row->frequency_mhz > best->frequency_mhz)) {
-        best = row;
-      }
-      if (average_power(*row) < average_power(*lowest_power)) lowest_power = row;
-    }
-    if (best == nullptr) best = lowest_power;
-  } else {
-    for (const auto* row : candidates) {
-      if (best == nullptr || row->frequency_mhz > best->frequency_mhz) best = row;
+  const profile::Measurement *best = nullptr, *lowest_power = nullptr;
+  for (const auto& row : rows) {
+    if (!candidate(row)) continue;
+    const bool fits = !(power_limit_w_ > 0.0) || average_power(row) <= power_limit_w_;
+    if (fits && (best == nullptr || row.frequency_mhz > best->frequency_mhz)) best = &row;
+    if (lowest_power == nullptr || average_power(row) < average_power(*lowest_power)) {
+      lowest_power = &row;
     }
   }
-  return *best;
+  return best != nullptr ? *best : *lowest_power;
 }
 
 int SimGpu::current_clock(const std::string& instruction) const {
@@ -207,13 +203,13 @@ void SimGpu::instruction_begin(const std::string& name) {
                 "' is still running");
   }
   const profile::Measurement& m = row_for(name);
-  running_mhz_ = m.frequency_mhz;
+  running_row_ = &m;
   running_ = name;
   begin_s_ = now_s();
   std::lock_guard lock(trace_mutex_);
   trace_.add_busy(begin_s_, begin_s_ + m.time_s, average_power(m));
   if (runs_.size() == kMaxRuns) runs_.pop_front();
-  runs_.push_back({name, running_mhz_});
+  runs_.push_back({name, m.frequency_mhz});
 }
 
 std::vector<SimGpu::Run> SimGpu::runs() {
@@ -226,8 +222,7 @@ void SimGpu::instruction_end(const std::string& name) {
     throw Error(where() + ": instruction_end('" + name + "') without instruction_begin('" + name +
                 "')" + (running_.empty() ? "" : " ('" + running_ + "' is running)"));
   }
-  const auto [stage, kind] = resolve(name);
-  const profile::Measurement& m = profile_.at(stage, kind, running_mhz_);
+  const profile::Measurement& m = *running_row_;
   // Real time: sleeping longer than asked is time spent blocked, not running.
   if (options_.real_time) {
     sleep_until_sim(begin_s_ + m.time_s);

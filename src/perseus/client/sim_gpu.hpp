@@ -112,7 +112,7 @@ class SimGpu : public GpuBackend {
   double begin_s_ = 0.0;
   double wall_origin_s_ = 0.0;
   std::string running_;  // the instruction between instruction_begin and _end ("" if none)
-  int running_mhz_ = 0;
+  const profile::Measurement* running_row_ = nullptr;  // its row (in profile_, which never changes)
   std::mutex trace_mutex_;  // trace_ and counter_ (a sampler thread reads the counter)
   PowerTrace trace_;
   EnergyCounter counter_;
