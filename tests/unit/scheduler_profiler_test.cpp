@@ -177,26 +177,31 @@ TEST(SchedulerProfiler, SaysWhenItWritesAProfilePlannersRefuse) {
 // Noise larger than the difference the clocks make (a short sweep on a loaded machine) can make
 // an instruction look slower at its highest clock than at its lowest: the sweep's profile is still
 // written, and the log says planners refuse it and how to measure better, instead of the job
-// failing after its whole sweep.
+// failing after its whole sweep. Where the same profile is also implausible (millijoules), that
+// is said too.
 TEST(SchedulerProfiler, WritesAProfileWhoseNoiseMakesTheHighestClockSlowerAndSaysSo) {
-  TempDir dir;
-  JobSpec job = job_with({{"microbatches", 4}, {"min_frequency", 1380}});
-  job.output_dir = dir.path();
-  const fs::path log_path = dir.path() / "server.log";
   const CostFn truth = from_profile(a100_profile());
-  log::configure(log::Level::warn, log_path.string());
-  auto s = make_scheduler("profiler", job);
-  run_to_end(*s, [&](int stage, const std::string& instruction, int mhz, auto limit) {
-    auto [time_s, energy_j] = truth(stage, instruction, mhz, limit);
-    return std::make_pair(mhz == 1410 ? time_s * 1.1 : time_s, energy_j);
-  });
-  log::configure(log::Level::info);
-  EXPECT_EQ(s->status()["state"], "done");
-  EXPECT_TRUE(fs::exists(dir.path() / "profile.csv"));
-  const std::string logged = read_file(log_path.string());
-  EXPECT_CONTAINS(logged, "at its highest clock 1410 MHz but only");
-  EXPECT_CONTAINS(logged, "the profile is written as measured and planners refuse it");
-  EXPECT_CONTAINS(logged, "sweep a wider clock range");
+  for (double unit : {1.0, 1000.0}) {
+    TempDir dir;
+    JobSpec job = job_with({{"microbatches", 4}, {"min_frequency", 1380}});
+    job.output_dir = dir.path();
+    const fs::path log_path = dir.path() / "server.log";
+    log::configure(log::Level::warn, log_path.string());
+    auto s = make_scheduler("profiler", job);
+    run_to_end(*s, [&](int stage, const std::string& instruction, int mhz, auto limit) {
+      auto [time_s, energy_j] = truth(stage, instruction, mhz, limit);
+      return std::make_pair(mhz == 1410 ? time_s * 1.1 : time_s, energy_j * unit);
+    });
+    log::configure(log::Level::info);
+    EXPECT_EQ(s->status()["state"], "done");
+    EXPECT_TRUE(fs::exists(dir.path() / "profile.csv"));
+    const std::string logged = read_file(log_path.string());
+    EXPECT_CONTAINS(logged, "at its highest clock 1410 MHz but only");
+    EXPECT_CONTAINS(logged, "the profile is written as measured and planners refuse it");
+    EXPECT_CONTAINS(logged, "sweep a wider clock range");
+    const bool implausible = logged.find("energy in millijoules") != std::string::npos;
+    EXPECT_EQ(implausible, unit == 1000.0) << logged;
+  }
 }
 
 // Windows shorter than `min_window` hold too few refreshes of a real energy counter: the clock is

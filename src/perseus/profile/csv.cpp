@@ -116,6 +116,12 @@ Profile read_profile_csv(const std::string& path) {
 }
 
 Profile parse_profile_csv(std::istream& in, const std::string& source) {
+  Profile profile = parse_profile_rows(in, source);
+  profile.validate();
+  return profile;
+}
+
+Profile parse_profile_rows(std::istream& in, const std::string& source) {
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   if (in.bad()) throw Error(located(source, 0, "", "read error"));
   const std::vector<csv::Row> rows = csv::rows(text);
@@ -130,7 +136,6 @@ Profile parse_profile_csv(std::istream& in, const std::string& source) {
   if (profile.all().empty()) {
     throw Error(located(source, rows[0].line, "", "no data rows after the header"));
   }
-  profile.validate();
   return profile;
 }
 

@@ -18,6 +18,9 @@ namespace perseus::profile {
 Profile read_profile_csv(const std::string& path);
 // Parses and validates CSV text; `source` names it in error messages.
 Profile parse_profile_csv(std::istream& in, const std::string& source);
+// Parses CSV text, checking each row but not the profile as a whole (Profile::validate): for a
+// caller that validated the same profile already and wants its rows with their lines.
+Profile parse_profile_rows(std::istream& in, const std::string& source);
 // An extra column written after the required ones: its value for a row (stage, instruction,
 // clock), empty when it has none.
 struct ExtraColumn {
