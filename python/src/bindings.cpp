@@ -7,7 +7,8 @@
 //   NvmlGpu         the NVML backend (device index, optional library path)
 //   _OptimizerOptions  OptimizerOptions, filled by perseus/optimizer.py
 //   _Optimizer      PipelineFrequencyOptimizer over a SimGpu, an NvmlGpu or any Python object
-//                   with the GpuBackend methods
+//                   with the GpuBackend methods; _instruction_hooks() gives its instruction
+//                   hooks as plain callables (instruction_hooks.hpp)
 // Every call that may block (HTTP, the schedule barrier, real-time simulated instructions,
 // waiting for the clock thread) runs with the GIL released; callbacks into Python (log,
 // share_job_id, Python backends) take it back.
@@ -22,6 +23,7 @@
 #include <variant>
 #include <vector>
 
+#include "instruction_hooks.hpp"
 #include "perseus/client/attribution_trace.hpp"
 #include "perseus/client/gpu_backend.hpp"
 #include "perseus/client/gpu_probe.hpp"
@@ -286,7 +288,12 @@ void add_optimizer_hooks(OptimizerClass& cls) {
             py::gil_scoped_release nogil;
             o.get().on_instruction_end(name, perseus::python::stage_index(stage));
           },
-          py::arg("name"), py::arg("stage") = py::none());
+          py::arg("name"), py::arg("stage") = py::none())
+      .def("_instruction_hooks", [](py::object self) {
+        Optimizer* o = self.cast<Optimizer*>();
+        return perseus::python::instruction_hooks(
+            self, [o]() -> PipelineFrequencyOptimizer& { return o->get(); });
+      });
 }
 
 // What the optimizer knows: its job, round and state, the measured iterations and last window.
@@ -383,6 +390,7 @@ PYBIND11_MODULE(_perseus, m) {
       "total_energy_j raises it; a Python GPU backend raises it from total_energy_j so that the "
       "client says so once and stops reading, instead of retrying a failed read.";
 
+  perseus::python::add_instruction_hook_type(m, m.attr("PerseusError"));
   bind_sim_gpu(m);
   bind_nvml_gpu(m);
   add_optimizer_options(m);

@@ -168,6 +168,35 @@ def test_strict_raises(profile2, closed_port_url):
                 pass
 
 
+def test_the_adapters_plain_hooks_measure_as_the_methods_do(profile2, profile2_rows):
+    """The hooks the framework adapters call (no pybind11 dispatch): the same measurements as
+    on_instruction_begin / _end, the same errors, and alive as long as they are held."""
+    with make(profile2, stage=[0, 1]) as by_methods, make(profile2, stage=[0, 1]) as by_hooks:
+        begin, end = by_hooks._instruction_hooks()
+        order = [("forward", 0), ("forward", 1), ("backward", 1), ("backward", 0)]
+        for _ in range(2):
+            for opt, b, e in ((by_methods, by_methods.on_instruction_begin,
+                               by_methods.on_instruction_end), (by_hooks, begin, end)):
+                opt.on_step_begin()
+                for name, stage in order:
+                    b(name, stage)
+                    e(name, stage)
+                opt.on_step_end()
+        assert by_hooks.iterations == by_methods.iterations
+        assert len(by_hooks.iterations) == 2
+        assert [r[0] for r in by_hooks.sim.runs()] == ["forward@0", "forward@1", "backward@1",
+                                                       "backward@0"] * 2
+        with pytest.raises(ValueError, match="stage must be a pipeline stage index >= 0"):
+            begin("forward", -2)
+        with pytest.raises(TypeError, match=r"takes \(kind, stage\)"):
+            begin("forward")
+        with pytest.raises(TypeError):
+            begin(3, 0)
+    del by_hooks  # the hooks keep the client's object alive; closed, they say so
+    with pytest.raises(perseus.PerseusError, match="closed"):
+        end("forward", 0)
+
+
 def test_closed_optimizer_raises(profile2):
     opt = make(profile2)
     opt.close()
