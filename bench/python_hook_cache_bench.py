@@ -1,9 +1,10 @@
-"""What one instruction's hooks (on_instruction_begin + on_instruction_end, through the Python
-client, on the simulated GPU) cost the training thread warm and cache-cold: warm, the hooks run
-back to back; cold, 64 MiB are streamed through the caches between them, as a training step's
-tensors do between two instructions. On a torch job the hooks measured in place (11 us begin,
-28 us end, median) are the cold figure, not the warm one: what they cost is mostly the memory
-they touch.
+"""What one instruction's hooks (begin + end, on the simulated GPU) cost the training thread warm
+and cache-cold, called the two ways the Python client offers: its methods
+(opt.on_instruction_begin / _end, through pybind11) and the plain callables the framework
+adapters use (opt._instruction_hooks()). Warm, the hooks run back to back; cold, 64 MiB are
+streamed through the caches between them, as a training step's tensors do between two
+instructions. In a torch step the cold figure is the one that holds: what a hook costs is mostly
+the memory it touches.
 
     PYTHONPATH=build/python .venv/bin/python bench/python_hook_cache_bench.py [--pairs 1600]
 """
@@ -36,22 +37,26 @@ def main():
                                          profile=profile, stage=0, blocking_power=80.0,
                                          counter="ideal", report_every=10 ** 6)
         flush = np.ones(64 * 1024 * 1024 // 8)
-        warm, cold = [], []
+        ways = {"methods": (opt.on_instruction_begin, opt.on_instruction_end),
+                "adapter_hooks": opt._instruction_hooks()}
+        times = {(way, cold): [] for way in ways for cold in (False, True)}
         opt.on_step_begin()
         for _ in range(args.pairs):
-            t = time.perf_counter()
-            opt.on_instruction_begin("forward", 0)
-            opt.on_instruction_end("forward", 0)
-            warm.append(time.perf_counter() - t)
-            flush += 1.0
-            t = time.perf_counter()
-            opt.on_instruction_begin("backward", 0)
-            opt.on_instruction_end("backward", 0)
-            cold.append(time.perf_counter() - t)
+            for way, (begin, end) in ways.items():
+                for cold in (False, True):
+                    if cold:
+                        flush += 1.0
+                    else:  # warm: right after the same calls
+                        begin("forward", 0)
+                        end("forward", 0)
+                    t = time.perf_counter()
+                    begin("forward", 0)
+                    end("forward", 0)
+                    times[way, cold].append(time.perf_counter() - t)
         opt.on_step_end()
         opt.close()
-    print(f"hook_pair_warm_us {statistics.median(warm) * 1e6:.1f}")
-    print(f"hook_pair_cold_us {statistics.median(cold) * 1e6:.1f}")
+    for (way, cold), t in times.items():
+        print(f"hook_pair_{way}_{'cold' if cold else 'warm'}_us {statistics.median(t) * 1e6:.1f}")
 
 
 if __name__ == "__main__":
