@@ -4,11 +4,11 @@
 
 #include <cstddef>
 #include <exception>
-#include <new>
+#include <limits>
 #include <string>
-#include <utility>
 
 #include "perseus/util/error.hpp"
+#include "py_convert.hpp"
 
 namespace py = pybind11;
 
@@ -26,15 +26,20 @@ struct Hook {
   bool begin;
 };
 
-// The stage argument: None -> -1; a negative index is refused (as perseus::python::stage_index).
+// The stage argument as stage_index takes it: None -> -1; a negative index is refused, and one
+// past an int overflows (as pybind11's int conversion says).
 bool stage_of(PyObject* arg, int& stage) {
   stage = -1;
   if (arg == Py_None) return true;
   const long value = PyLong_AsLong(arg);
   if (value == -1 && PyErr_Occurred()) return false;
-  if (value < 0 || value > 1 << 30) {
-    PyErr_Format(PyExc_ValueError, "stage must be a pipeline stage index >= 0 or None, got %ld",
-                 value);
+  const std::string refusal = stage_refusal(value);
+  if (!refusal.empty()) {
+    PyErr_SetString(PyExc_ValueError, refusal.c_str());
+    return false;
+  }
+  if (value > std::numeric_limits<int>::max()) {
+    PyErr_SetString(PyExc_OverflowError, "stage does not fit in an int");
     return false;
   }
   stage = static_cast<int>(value);

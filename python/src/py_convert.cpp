@@ -60,11 +60,14 @@ struct PyCallable {
 
 int stage_index(std::optional<int> stage) {
   if (!stage) return -1;
-  if (*stage < 0) {
-    throw py::value_error("stage must be a pipeline stage index >= 0 or None, got " +
-                          std::to_string(*stage));
-  }
+  const std::string refusal = stage_refusal(*stage);
+  if (!refusal.empty()) throw py::value_error(refusal);
   return *stage;
+}
+
+std::string stage_refusal(long stage) {
+  if (stage >= 0) return {};
+  return "stage must be a pipeline stage index >= 0 or None, got " + std::to_string(stage);
 }
 
 std::function<void(const std::string&)> make_log(py::object log) {

@@ -19,8 +19,11 @@ namespace perseus::python {
 // noise, seed).
 client::CounterOptions counter_from(const std::string& name, const pybind11::dict& options);
 
-// A hook's stage argument: None is "not given" (-1); a negative index raises ValueError.
+// A hook's stage argument: None is "not given" (-1); a negative index raises ValueError with
+// stage_refusal's message.
 int stage_index(std::optional<int> stage);
+// Why `stage` is no stage index (a negative one), or "" when it is one.
+std::string stage_refusal(long stage);
 
 // The optimizer's log callback; a Python exception in it is reported as unraisable, never raised
 // into training. None: no callback.
