@@ -1,7 +1,8 @@
 """What one instruction's hooks (begin + end, on the simulated GPU) cost the training thread warm
-and cache-cold, called the two ways the Python client offers: its methods
-(opt.on_instruction_begin / _end, through pybind11) and the plain callables the framework
-adapters use (opt._instruction_hooks()). Warm, the hooks run back to back; cold, 64 MiB are
+and cache-cold, called the ways the Python client offers: its methods
+(opt.on_instruction_begin / _end, through pybind11), the plain callables the framework
+adapters use (opt._instruction_hooks()), and the whole of what an adapter adds to one compute
+call (its C++ bracket around a function that does nothing: label, hooks, time kept). Warm, the hooks run back to back; cold, 64 MiB are
 streamed through the caches between them, as a training step's tensors do between two
 instructions. In a torch step the cold figure is the one that holds: what a hook costs is mostly
 the memory it touches.
@@ -18,9 +19,16 @@ import time
 
 import numpy as np
 
-from perseus import PipelineFrequencyOptimizer
+from perseus import PipelineFrequencyOptimizer, _perseus
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+
+def pair(begin, end):
+    def instruction():
+        begin("forward", 0)
+        end("forward", 0)
+    return instruction
 
 
 def main():
@@ -37,21 +45,25 @@ def main():
                                          profile=profile, stage=0, blocking_power=80.0,
                                          counter="ideal", report_every=10 ** 6)
         flush = np.ones(64 * 1024 * 1024 // 8)
-        ways = {"methods": (opt.on_instruction_begin, opt.on_instruction_end),
-                "adapter_hooks": opt._instruction_hooks()}
+        hooks = opt._instruction_hooks()
+        state = _perseus._BracketState()
+        bracket = _perseus._bracket(lambda chunk: None, *hooks, state, "forward", 0, (0, None))
+        # One instruction each way, as one call (the same frame around each).
+        ways = {"methods": pair(opt.on_instruction_begin, opt.on_instruction_end),
+                "adapter_hooks": pair(*hooks),
+                "adapter_bracket": lambda: bracket(0)}
         times = {(way, cold): [] for way in ways for cold in (False, True)}
         opt.on_step_begin()
+        state.begin_iteration()
         for _ in range(args.pairs):
-            for way, (begin, end) in ways.items():
+            for way, instruction in ways.items():
                 for cold in (False, True):
                     if cold:
                         flush += 1.0
-                    else:  # warm: right after the same calls
-                        begin("forward", 0)
-                        end("forward", 0)
+                    else:  # warm: right after the same call
+                        instruction()
                     t = time.perf_counter()
-                    begin("forward", 0)
-                    end("forward", 0)
+                    instruction()
                     times[way, cold].append(time.perf_counter() - t)
         opt.on_step_end()
         opt.close()

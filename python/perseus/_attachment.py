@@ -10,9 +10,9 @@ training iteration) runs untouched and reports nothing.
 
 import time
 
+from perseus import _perseus
 from perseus.optimizer import PipelineFrequencyOptimizer, _torch_distributed
 
-_LETTERS = {"forward": "F", "backward": "B", "backward_input": "I", "backward_weight": "W"}
 _MISSING = object()
 
 
@@ -30,11 +30,7 @@ class Attachment:
         self.optimizer = optimizer
         self.pipeline_order = order
         self.rank_order = order.get(pp_rank, [])
-        self.last_iteration = []
-        self.hook_seconds = 0.0
-        self._current = []
-        self._counts = {}
-        self._in_step = False
+        self._state = _perseus._BracketState()
         self._own_optimizer = own_optimizer
         self._saved = []  # (object, attribute, the instance's own value or _MISSING)
         self._attached = True
@@ -46,61 +42,47 @@ class Attachment:
         self._saved.append((obj, name, obj.__dict__.get(name, _MISSING)))
         setattr(obj, name, value)
 
-    def instruction(self, function, kind_of, stage, microbatch_of=None):
-        """``function`` bracketed as one instruction of ``stage`` while a training iteration runs:
-        ``kind_of(args, kwargs)`` names its kind; ``microbatch_of(args, kwargs)`` its microbatch,
-        where it says (else, or where it returns None, each (stage, kind)'s calls are numbered in
-        the order they run)."""
-        attachment = self
+    def instruction(self, function, kind, stage, microbatch=None):
+        """``function`` bracketed as one instruction of ``stage`` while a training iteration runs
+        (a C++ callable, ``perseus._perseus._bracket``: no Python frame per call). ``kind`` names
+        its kind, or chooses between two by one of the call's arguments: ``(if_set, otherwise,
+        position, keyword, default)``. ``microbatch`` is ``(position, keyword)``, the call's
+        argument that holds its microbatch (position -1: keyword only); where it is None or the
+        call does not pass it, each (stage, kind)'s calls are numbered in the order they run."""
         begin, end = self.optimizer._instruction_hooks()
-
-        def wrapped(*args, **kwargs):
-            if not attachment._in_step:
-                return function(*args, **kwargs)
-            t0 = time.perf_counter()
-            kind = kind_of(args, kwargs)
-            key = (stage, kind)
-            counted = attachment._counts.get(key, 0)
-            attachment._counts[key] = counted + 1
-            chunk = microbatch_of(args, kwargs) if microbatch_of else None
-            chunk = counted if chunk is None else chunk
-            attachment._current.append(f"{stage}{_LETTERS[kind]}{chunk}")
-            begin(kind, stage)
-            t1 = time.perf_counter()
-            try:
-                return function(*args, **kwargs)
-            finally:
-                t2 = time.perf_counter()
-                end(kind, stage)
-                attachment.hook_seconds += (t1 - t0) + (time.perf_counter() - t2)
-
-        return wrapped
+        return _perseus._bracket(function, begin, end, self._state, kind, stage, microbatch)
 
     def iteration(self, function, training=lambda args, kwargs: True):
         """``function`` bracketed as one training iteration when ``training(args, kwargs)`` says
         the call is one (not a forward-only evaluation) and no iteration is running already."""
-        opt, attachment = self.optimizer, self
+        opt, state = self.optimizer, self._state
 
         def step(*args, **kwargs):
-            if attachment._in_step or not training(args, kwargs):
+            if state.in_step or not training(args, kwargs):
                 return function(*args, **kwargs)
             t0 = time.perf_counter()
-            attachment._current, attachment._counts = [], {}
-            attachment._in_step = True
+            state.begin_iteration()
             opt.on_step_begin()
             t1 = time.perf_counter()
             try:
                 return function(*args, **kwargs)
             finally:
                 t2 = time.perf_counter()
-                attachment._in_step = False
-                attachment.last_iteration = attachment._current
+                state.end_iteration()
                 opt.on_step_end()
-                attachment.hook_seconds += (t1 - t0) + (time.perf_counter() - t2)
+                state.hook_seconds += (t1 - t0) + (time.perf_counter() - t2)
 
         return step
 
     # For the user ------------------------------------------------------------------------------
+
+    @property
+    def last_iteration(self):
+        return self._state.last_iteration
+
+    @property
+    def hook_seconds(self):
+        return self._state.hook_seconds
 
     @property
     def attached(self):

@@ -76,7 +76,7 @@ def attach(engine, server_url=None, *, optimizer=None, device_id=None, **client_
     table = dict(engine._INSTRUCTION_MAP)
     for cls, kind in ((ds_schedule.ForwardPass, "forward"), (ds_schedule.BackwardPass,
                                                                "backward")):
-        table[cls] = attachment.instruction(table[cls], lambda a, k, kind=kind: kind, pp_rank)
+        table[cls] = attachment.instruction(table[cls], kind, pp_rank)
     attachment.replace(engine, "_INSTRUCTION_MAP", table)
     attachment.replace(engine, "train_batch", attachment.iteration(engine.train_batch))
     return attachment

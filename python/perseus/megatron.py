@@ -84,10 +84,9 @@ def attach(server_url=None, *, num_microbatches, optimizer=None, device_id=None,
                                     "perseus.megatron.attach")
     attachment = Attachment(schedules, optimizer, order, pp_rank, own)
     attachment.replace(schedules, "forward_step", attachment.instruction(
-        schedules.forward_step, lambda a, k: "forward", pp_rank,
-        lambda a, k: k.get("current_microbatch")))
+        schedules.forward_step, "forward", pp_rank, (-1, "current_microbatch")))
     attachment.replace(schedules, "backward_step", attachment.instruction(
-        schedules.backward_step, lambda a, k: "backward", pp_rank))
+        schedules.backward_step, "backward", pp_rank))
     for name in DRIVERS:
         driver = getattr(schedules, name)
         attachment.replace(schedules, name, attachment.iteration(

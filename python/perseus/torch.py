@@ -36,18 +36,15 @@ __all__ = ["Attachment", "attach", "pipeline_order"]
 
 _COMPUTE = ("F", "B", "I", "W")
 
-
-def _full_backward(args, kwargs):
-    """``backward_one_chunk(bwd_chunk_id, loss=None, full_backward=True, last_backward=False)``'s
-    full_backward, passed by keyword or position."""
-    if "full_backward" in kwargs:
-        return bool(kwargs["full_backward"])
-    return bool(args[2]) if len(args) > 2 else True
-
-
-def _chunk_id(args, kwargs):
-    """The microbatch of a stage method's call: its first argument (fwd_chunk_id, bwd_chunk_id)."""
-    return args[0] if args else kwargs.get("fwd_chunk_id", kwargs.get("bwd_chunk_id"))
+# What attach wraps on each stage: (method, kind, where its microbatch is). The kind of
+# ``backward_one_chunk(bwd_chunk_id, loss=None, full_backward=True, last_backward=False)`` is B
+# when full_backward (by keyword or third positional argument, default True), else I.
+_WRAPPED = (
+    ("forward_one_chunk", "forward", (0, "fwd_chunk_id")),
+    ("backward_one_chunk", ("backward", "backward_input", 2, "full_backward", True),
+     (0, "bwd_chunk_id")),
+    ("backward_weight_one_chunk", "backward_weight", (0, "bwd_chunk_id")),
+)
 
 
 def _stages_of(schedule):
@@ -133,13 +130,9 @@ def attach(schedule, server_url=None, *, optimizer=None, rank=None, world_size=N
     attachment = Attachment(schedule, optimizer, order, pp_rank, own)
     for stage in stages:
         index = int(stage.stage_index)
-        wrap = [("forward_one_chunk", lambda a, k: "forward"),
-                ("backward_one_chunk",
-                 lambda a, k: "backward" if _full_backward(a, k) else "backward_input"),
-                ("backward_weight_one_chunk", lambda a, k: "backward_weight")]
-        for name, kind_of in wrap:
+        for name, kind, microbatch in _WRAPPED:
             attachment.replace(stage, name, attachment.instruction(
-                getattr(stage, name), kind_of, index, _chunk_id))
+                getattr(stage, name), kind, index, microbatch))
     attachment.replace(schedule, "step", attachment.iteration(
         schedule.step, lambda a, k: getattr(schedule, "_has_backward", True)))
     return attachment

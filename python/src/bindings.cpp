@@ -9,6 +9,8 @@
 //   _Optimizer      PipelineFrequencyOptimizer over a SimGpu, an NvmlGpu or any Python object
 //                   with the GpuBackend methods; _instruction_hooks() gives its instruction
 //                   hooks as plain callables (instruction_hooks.hpp)
+//   _bracket, _BracketState  the adapters' wrapper around a compute function
+//                   (instruction_bracket.hpp)
 // Every call that may block (HTTP, the schedule barrier, real-time simulated instructions,
 // waiting for the clock thread) runs with the GIL released; callbacks into Python (log,
 // share_job_id, Python backends) take it back.
@@ -23,6 +25,7 @@
 #include <variant>
 #include <vector>
 
+#include "instruction_bracket.hpp"
 #include "instruction_hooks.hpp"
 #include "perseus/client/attribution_trace.hpp"
 #include "perseus/client/gpu_backend.hpp"
@@ -391,6 +394,7 @@ PYBIND11_MODULE(_perseus, m) {
       "client says so once and stops reading, instead of retrying a failed read.";
 
   perseus::python::add_instruction_hook_type(m, m.attr("PerseusError"));
+  perseus::python::add_instruction_bracket(m);
   bind_sim_gpu(m);
   bind_nvml_gpu(m);
   add_optimizer_options(m);
