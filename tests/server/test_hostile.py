@@ -5,12 +5,13 @@ and that another job completes meanwhile."""
 import json
 import os
 import socket
+import ssl
 import threading
 import time
 
 import pytest
 
-from conftest import rank_info, result_body
+from conftest import rank_info, result_body, self_signed_certificate
 
 
 def complete_job(server, **job):
@@ -195,6 +196,60 @@ def test_abandoned_barrier_waits_free_their_descriptors(server_factory):
     # Rank 0 still counts as having asked: rank 1 alone releases round 0.
     status, schedule = server.get(f"/schedule/{job_id}?rank=1", timeout=10)
     assert status == 200 and schedule["round"] == 0, schedule
+
+
+@pytest.mark.parametrize("transport", ["plain", "tls"])
+@pytest.mark.parametrize("behind", ["one byte", "a pipelined request"])
+def test_barrier_waits_with_bytes_behind_them_free_their_descriptors(server_factory, tmp_path,
+                                                                     transport, behind):
+    """Issue 50.1: a barrier wait followed by one more byte (or a second request) and a hang-up
+    used to keep its descriptor for good (the bytes were kept, so the hang-up was never read);
+    with 128 descriptors, 400 of them stopped the server. Token-less, plain and TLS."""
+    tls, extra = None, []
+    if transport == "tls":
+        cert, key = self_signed_certificate(tmp_path)
+        tls = ssl.create_default_context(cafile=cert)
+        extra = ["--tls-cert", cert, "--tls-key", key]
+    server = server_factory("all-max", {"microbatches": 2}, fd_limit=128, tls=tls, extra=extra)
+    job_id = server.register_job(pp=2)
+    server.register_ranks(job_id, pp=2)
+    request = f"GET /schedule/{job_id}?rank=0 HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    tail = b"x" if behind == "one byte" else request
+    for _ in range(400):
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        if tls is not None:
+            sock = tls.wrap_socket(sock, server_hostname="127.0.0.1")
+        sock.sendall(request)
+        time.sleep(0.002)  # the request is waiting in the barrier before the tail comes
+        sock.sendall(tail)
+        sock.close()
+    assert_healthy(server)
+    # Rank 0 still counts as having asked: rank 1 alone releases round 0.
+    status, schedule = server.get(f"/schedule/{job_id}?rank=1", timeout=10)
+    assert status == 200 and schedule["round"] == 0, schedule
+
+
+def test_a_request_pipelined_behind_a_barrier_wait_closes_the_connection_after_its_answer(
+        server_factory):
+    """The waiting request is answered with "Connection: close"; the one behind it is not (a
+    client retries it on a new connection), and the connection then closes."""
+    server = server_factory("all-max", {"microbatches": 2})
+    job_id = server.register_job(pp=2)
+    server.register_ranks(job_id, pp=2)
+    request = f"GET /schedule/{job_id}?rank=0 HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    sock.sendall(request)
+    time.sleep(0.2)
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.2)
+    status, _ = server.get(f"/schedule/{job_id}?rank=1", timeout=10)
+    assert status == 200
+    answer = b""
+    while chunk := sock.recv(65536):
+        answer += chunk
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 200") and b"Connection: close" in answer, answer[:300]
+    assert answer.count(b"HTTP/1.1 ") == 1, answer
 
 
 def test_descriptor_exhaustion_backs_off_and_recovers(server_factory):

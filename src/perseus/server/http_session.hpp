@@ -69,8 +69,9 @@ struct Shared {
 // and body (body deadline, within the shared budget), hand it to the control plane, write the
 // answer (write deadline), repeat. Deadlines are time points checked by a sweep of all sessions
 // a few times a second, so setting one costs no timer operation. While an answer waits (the
-// schedule barrier) the connection keeps one read outstanding: a peer that hangs up is closed
-// at once, and bytes of its next request are kept for after the answer.
+// schedule barrier) the connection keeps reading: a peer that hangs up is closed at once, and a
+// request pipelined behind the waiting one is dropped and the connection closed after the answer
+// (drop_pipelined), so a waiting connection holds no more than one read buffer.
 //
 // `Stream` is the plain socket or a TLS stream over it (handshake first, under the header
 // deadline).
@@ -125,12 +126,21 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
                                 return self->close_now();
                               }
                               self->buffer_.commit(n);
-                              if (self->draining_) {
+                              if (self->pending_) self->drop_pipelined();
+                              if (self->draining_ || self->pending_) {
                                 self->buffer_.consume(self->buffer_.size());
                                 return self->read_more();
                               }
-                              if (!self->pending_) self->read_header();
+                              self->read_header();
                             });
+  }
+
+  // Bytes that arrive while an answer waits are a pipelined request: it is not answered (the
+  // answer says "Connection: close", after which a client retries what was not answered), and
+  // reading goes on, dropping them, so that a hang-up is still seen and nothing accumulates.
+  void drop_pipelined() {
+    keep_alive_ = false;
+    buffer_.consume(buffer_.size());
   }
 
   void read_header() {
@@ -203,7 +213,9 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
               std::string(request[kJobSecretHeader])};
     shared_.plane.handle(
         r, [self = this->shared_from_this()](const Reply& reply) { self->answer(reply); });
-    if (pending_ && !reading_ && buffer_.size() == 0) read_more();  // notices a hang-up
+    if (!pending_) return;
+    if (buffer_.size() > 0) drop_pipelined();
+    if (!reading_) read_more();  // notices a hang-up
   }
 
   // ---- answering ----
