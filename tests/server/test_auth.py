@@ -13,11 +13,11 @@ from conftest import PERSEUS, rank_info, result_body
 TOKEN = "cluster-token-0123456789abcdef"
 
 
-def call(server, method, path, body=None, token=TOKEN, secret=None):
+def call(server, method, path, body=None, token=TOKEN, secret=None, scheme="Bearer "):
     """(status, JSON answer, headers) with the given credentials."""
     headers = {"Content-Type": "application/json"}
     if token:
-        headers["Authorization"] = f"Bearer {token}"
+        headers["Authorization"] = f"{scheme}{token}"
     if secret:
         headers["X-Perseus-Job-Secret"] = secret
     req = urllib.request.Request(server.url + path, method=method, headers=headers,
@@ -65,6 +65,17 @@ def test_every_endpoint_needs_the_cluster_token(secured):
     assert "auth failure: GET /jobs: no cluster token" in log
     assert "auth failure: GET /jobs: wrong cluster token" in log
     assert TOKEN not in log and secret not in log
+
+
+def test_the_authorization_scheme_is_case_insensitive(secured):
+    """Issue 50.19: RFC 9110's auth-scheme is case-insensitive, with one or more spaces before the
+    credentials; anything else is no bearer token."""
+    for scheme in ("bearer ", "BEARER ", "bEaReR ", "Bearer   "):
+        status, jobs, _ = call(secured, "GET", "/jobs", scheme=scheme)
+        assert status == 200 and jobs == [], (scheme, jobs)
+    for scheme in ("Basic ", "Bearer", "Bearer\t", "Bearers ", ""):
+        status, answer, _ = call(secured, "GET", "/jobs", scheme=scheme)
+        assert status == 401 and "cluster token" in answer["detail"], (scheme, answer)
 
 
 def test_a_job_needs_its_own_secret(secured):

@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 #include <sys/random.h>
 
+#include <cctype>
 #include <cstdio>
 
 #include "perseus/util/error.hpp"
@@ -52,9 +53,15 @@ bool same_secret(std::string_view a, std::string_view b) {
 }
 
 std::string_view bearer_token(std::string_view authorization) {
-  constexpr std::string_view kPrefix = "Bearer ";
-  if (authorization.substr(0, kPrefix.size()) != kPrefix) return {};
-  return authorization.substr(kPrefix.size());
+  constexpr std::string_view kScheme = "bearer";
+  if (authorization.size() <= kScheme.size()) return {};
+  for (std::size_t i = 0; i < kScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kScheme[i]) return {};
+  }
+  std::size_t start = kScheme.size();
+  if (authorization[start] != ' ') return {};
+  while (start < authorization.size() && authorization[start] == ' ') ++start;
+  return authorization.substr(start);
 }
 
 }  // namespace perseus::server

@@ -19,7 +19,8 @@ std::string new_secret();
 std::string sha256_hex(std::string_view text);
 // a == b, in time that does not depend on where they differ.
 bool same_secret(std::string_view a, std::string_view b);
-// The token of an "Authorization: Bearer <token>" header value ("" when it is not one).
+// The token of an "Authorization: Bearer <token>" header value ("" when it is not one): the
+// scheme in any case, one or more spaces before the token (RFC 9110 section 11).
 std::string_view bearer_token(std::string_view authorization);
 
 }  // namespace perseus::server
