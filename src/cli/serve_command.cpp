@@ -138,6 +138,9 @@ void add_limit_options(CLI::App* cmd, ServeArgs& a) {
   cmd->add_option("--max-inflight-bytes", a.limits.max_inflight_bytes,
                   "bytes of request bodies read at once over all connections (more: 503)")
       ->capture_default_str();
+  cmd->add_option("--max-inflight-bytes-per-peer", a.limits.max_inflight_bytes_per_peer,
+                  "bytes of request bodies read at once from one peer address (more: 503)")
+      ->capture_default_str();
   cmd->add_option("--header-timeout", a.limits.header_timeout_s,
                   "seconds a request header may take from its first byte")
       ->capture_default_str();

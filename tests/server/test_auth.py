@@ -2,6 +2,7 @@
 each job's endpoints need that job's secret (403), a refused request changes nothing, and a
 server reachable from other hosts needs a token or --insecure."""
 import json
+import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -109,6 +110,37 @@ def test_a_job_needs_its_own_secret(secured):
         assert page.status == 200 and job_a in page.read().decode()
     store = open(secured.store, "rb").read() + open(secured.store + "-wal", "rb").read()
     assert secret_a.encode() not in store and TOKEN.encode() not in store
+
+
+def test_unauthenticated_bodies_reserve_nothing(server_factory, tmp_path):
+    """Issue 50.3: the credentials are checked on the header, before room for a body is
+    reserved; 16 header-only POSTs announcing 1 MiB without the token used to hold the whole
+    4 MiB budget (503 for every job until the body deadline)."""
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    server = server_factory("all-max", {"microbatches": 2},
+                            extra=["--token-file", str(token_file),
+                                   "--max-inflight-bytes", str(4 << 20)])
+    job_id, secret = new_job(server)
+    hogs = []
+    for i in range(16):
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        wrong = "" if i % 2 else "X-Perseus-Job-Secret: 0123\r\n"  # no token either way
+        sock.sendall(f"POST /result/{job_id} HTTP/1.1\r\nHost: x\r\n{wrong}"
+                     "Content-Length: 1048576\r\n\r\n".encode())
+        hogs.append(sock)
+    status, answer, _ = call(server, "POST", f"/register_rank/{job_id}", rank_info(0, 2),
+                             secret=secret)
+    assert status == 200, answer
+    for sock in hogs:
+        assert sock.recv(4096).startswith(b"HTTP/1.1 401")
+        sock.close()
+    # A token holder without the job's secret is refused on the header too.
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    sock.sendall(f"POST /result/{job_id} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}"
+                 "\r\nContent-Length: 1048576\r\n\r\n".encode())
+    assert sock.recv(4096).startswith(b"HTTP/1.1 403")
+    sock.close()
 
 
 def test_other_hosts_need_a_token_or_insecure(tmp_path):

@@ -198,6 +198,37 @@ def test_abandoned_barrier_waits_free_their_descriptors(server_factory):
     assert status == 200 and schedule["round"] == 0, schedule
 
 
+def test_one_peer_gets_only_its_share_of_the_body_budget(server_factory):
+    """Issue 50.3: one peer address may hold --max-inflight-bytes-per-peer of bodies being read;
+    the rest of the budget stays for the others."""
+    server = server_factory("all-max", {"microbatches": 2},
+                            extra=["--max-body", "65536", "--max-inflight-bytes", "262144",
+                                   "--max-inflight-bytes-per-peer", "131072"])
+    job_id = server.register_job(pp=2)
+    # One peer (127.0.0.2) announces eight 60 KiB bodies and sends half of each: two fit its
+    # share (the total would take four).
+    held, refused = [], 0
+    body = b'{"rank": 0, "pad": "' + b"x" * 60000 + b'"}'
+    for _ in range(8):
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10,
+                                        source_address=("127.0.0.2", 0))
+        sock.sendall(post_bytes(f"/result/{job_id}", body)[:30000])
+        held.append(sock)
+    time.sleep(0.5)
+    for sock in held:
+        sock.settimeout(0.2)
+        try:
+            if sock.recv(4096).startswith(b"HTTP/1.1 503"):
+                refused += 1
+        except socket.timeout:
+            pass
+    assert refused == 6, refused
+    assert "from 127.0.0.2 (--max-inflight-bytes-per-peer 131072)" in server.log.read_text()
+    complete_job(server)  # from 127.0.0.1, within what is left
+    for sock in held:
+        sock.close()
+
+
 @pytest.mark.parametrize("transport", ["plain", "tls"])
 @pytest.mark.parametrize("behind", ["one byte", "a pipelined request"])
 def test_barrier_waits_with_bytes_behind_them_free_their_descriptors(server_factory, tmp_path,

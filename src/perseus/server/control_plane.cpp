@@ -290,6 +290,43 @@ std::optional<Reply> ControlPlane::refuse_unauthenticated(const Request& request
   return unauthorized("missing or wrong cluster token: send 'Authorization: Bearer <token>'");
 }
 
+std::optional<Reply> ControlPlane::refuse_on_header(const Request& request) {
+  try {
+    const Target t = parse_target(request.target);
+    auto token = t.query.find("token");
+    auto refused = authenticate(request, t.path, token == t.query.end() ? "" : token->second);
+    if (refused) ++requests_[{endpoint_of(request.target), refused->status}];
+    return refused;
+  } catch (const std::exception&) {
+    return std::nullopt;  // handle() answers what cannot be read
+  }
+}
+
+std::optional<Reply> ControlPlane::authenticate(const Request& request, const std::string& path,
+                                                std::string_view query_token) {
+  const bool get = request.method == "GET", post = request.method == "POST";
+  if (path == "/healthz" && get) return std::nullopt;
+  // A browser cannot send the header: the status page may carry the token in its query.
+  if (auto refused = refuse_unauthenticated(request, path, path == "/" ? query_token : "")) {
+    return refused;
+  }
+  for (const auto& route : kJobRoutes) {
+    const std::string id = id_after(path, route.prefix);
+    if (id.empty()) continue;
+    const Job* job = find(id);
+    // A wrong method or an unknown job is route's to answer; a job's status needs no secret.
+    if ((route.post ? !post : !get) || !job || std::string_view(route.prefix) == "/jobs/") {
+      return std::nullopt;
+    }
+    if (job->secret_matches(request.job_secret)) return std::nullopt;
+    log::warn("auth failure: " + printable(request.method) + " " + printable(path) +
+              ": wrong job secret");
+    return forbidden(std::string("missing or wrong secret of job '") + id +
+                     "': send the X-Perseus-Job-Secret that register_job returned");
+  }
+  return std::nullopt;
+}
+
 void ControlPlane::route(const Request& request, const Responder& reply) {
   const std::string& method = request.method;
   const std::string& body = request.body;
@@ -300,14 +337,11 @@ void ControlPlane::route(const Request& request, const Responder& reply) {
     auto uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_);
     return reply({200, {{"status", "ok"}, {"jobs", jobs_.size()}, {"uptime_s", uptime.count()}}});
   }
-  if (path == "/" && get) {
-    auto token = t.query.find("token");  // a browser cannot send the header
-    auto refused =
-        refuse_unauthenticated(request, path, token == t.query.end() ? "" : token->second);
-    if (refused) return reply(*refused);
-    return reply({200, nullptr, status_page(), "text/html; charset=utf-8"});
+  auto token = t.query.find("token");
+  if (auto refused = authenticate(request, path, token == t.query.end() ? "" : token->second)) {
+    return reply(*refused);
   }
-  if (auto refused = refuse_unauthenticated(request, path)) return reply(*refused);
+  if (path == "/" && get) return reply({200, nullptr, status_page(), "text/html; charset=utf-8"});
   if (path == "/jobs" && get) return reply(jobs_summary());
   if (path == "/metrics" && get) {
     return reply({200, nullptr, metrics_text(), "text/plain; version=0.0.4; charset=utf-8"});
@@ -324,12 +358,6 @@ void ControlPlane::route(const Request& request, const Responder& reply) {
     if (!job) return reply(not_found("unknown job '" + id + "'"));
     std::string prefix = route.prefix;
     if (prefix == "/jobs/") return reply({200, job_status(*job, true)});
-    if (!job->secret_matches(request.job_secret)) {
-      log::warn("auth failure: " + printable(method) + " " + printable(path) +
-                ": wrong job secret");
-      return reply(forbidden(std::string("missing or wrong secret of job '") + id +
-                             "': send the X-Perseus-Job-Secret that register_job returned"));
-    }
     if (prefix == wire::kSchedulePath) {
       auto rank = query_int(t, "rank");
       if (!rank) return reply(unprocessable("query 'rank': missing"));

@@ -56,6 +56,11 @@ class ControlPlane {
   // error is a 4xx, anything else a 500, with a one-line detail that quotes no raw bytes.
   void handle(const Request& request, Responder respond);
 
+  // What handle() would refuse of `request` on its header alone (cluster token, job secret; the
+  // body is not looked at), counted in GET /metrics as answered. The transport asks before it
+  // reserves room for a body, so an unauthenticated peer reserves nothing. nullopt: go on.
+  std::optional<Reply> refuse_on_header(const Request& request);
+
   std::size_t num_jobs() const { return jobs_.size(); }
   // How many connections the transport holds, for GET /metrics (default: not exported).
   void set_connection_count(std::function<std::size_t()> count) { connections_ = std::move(count); }
@@ -66,6 +71,10 @@ class ControlPlane {
   // status page may carry the token as ?token= instead. nullopt: go on.
   std::optional<Reply> refuse_unauthenticated(const Request& request, const std::string& path,
                                               std::string_view query_token = {}) const;
+  // The refusal (401 cluster token, 403 job secret, logged) of a request to `path` whose
+  // credentials do not admit it; `query_token` is the status page's ?token=. nullopt: go on.
+  std::optional<Reply> authenticate(const Request& request, const std::string& path,
+                                    std::string_view query_token);
   Reply register_job(const nlohmann::json& body);
   std::unique_ptr<Job> restore(const StoredJob& stored);
   Reply jobs_summary() const;

@@ -31,12 +31,15 @@ void HttpLimits::validate() const {
   positive(idle_timeout_s, "--idle-timeout");
   if (max_body == 0) throw Error("--max-body must be > 0");
   if (max_inflight_bytes < max_body) throw Error("--max-inflight-bytes must be >= --max-body");
+  if (max_inflight_bytes_per_peer < max_body) {
+    throw Error("--max-inflight-bytes-per-peer must be >= --max-body");
+  }
 }
 
 struct HttpServer::Impl {
   Impl(ControlPlane& p, const std::string& address, unsigned short port, HttpLimits limits,
        const TlsFiles& tls_files)
-      : shared{p, limits, 0, {}},
+      : shared{p, limits, 0, {}, {}},
         acceptor(io),
         backoff(io),
         sweeper(io),

@@ -25,6 +25,7 @@ struct HttpLimits {
   std::uint64_t max_body = 1u << 20;              // bytes: results and straggler reports
   std::uint64_t max_small_body = 64u << 10;       // bytes: every other request
   std::uint64_t max_inflight_bytes = 256u << 20;  // bytes of bodies being read, all connections
+  std::uint64_t max_inflight_bytes_per_peer = 64u << 20;  // ... from one peer address
   double header_timeout_s = 10.0;
   double body_timeout_s = 60.0;
   double idle_timeout_s = 300.0;

@@ -7,6 +7,7 @@
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,16 +63,19 @@ struct Shared {
   ControlPlane& plane;
   HttpLimits limits;
   std::uint64_t inflight_bytes = 0;
+  std::map<asio::ip::address, std::uint64_t> inflight_by_peer;  // only peers reading a body
   std::vector<std::weak_ptr<Connection>> connections;
 };
 
 // One client connection: wait for a request (idle deadline), read its header (header deadline)
 // and body (body deadline, within the shared budget), hand it to the control plane, write the
-// answer (write deadline), repeat. Deadlines are time points checked by a sweep of all sessions
-// a few times a second, so setting one costs no timer operation. While an answer waits (the
-// schedule barrier) the connection keeps reading: a peer that hangs up is closed at once, and a
-// request pipelined behind the waiting one is dropped and the connection closed after the answer
-// (drop_pipelined), so a waiting connection holds no more than one read buffer.
+// answer (write deadline), repeat. Its credentials are checked on the header, before room for
+// its body is reserved (within the total and its peer address's share). Deadlines are time points
+// checked by a sweep of all sessions a few times a second, so setting one costs no timer operation.
+// While an answer waits (the schedule barrier) the connection keeps reading: a peer that hangs up
+// is closed at once, and a request pipelined behind the waiting one is dropped and the connection
+// closed after the answer (drop_pipelined), so a waiting connection holds no more than one read
+// buffer.
 //
 // `Stream` is the plain socket or a TLS stream over it (handshake first, under the header
 // deadline).
@@ -87,6 +91,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   void start() {
     beast::error_code ignored;
     socket().non_blocking(true, ignored);
+    peer_ = socket().remote_endpoint(ignored).address();
     shared_.connections.push_back(this->weak_from_this());
     if constexpr (kTls) {
       arm(shared_.limits.header_timeout_s);
@@ -156,6 +161,11 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     if (ec) return on_read_error(ec);
     const auto& request = parser_->get();
     std::string target(request.target());
+    // Credentials first: a peer without them reserves no room for its body.
+    const Request header{std::string(request.method_string()), target, "",
+                         std::string(request[http::field::authorization]),
+                         std::string(request[kJobSecretHeader])};
+    if (auto refused = shared_.plane.refuse_on_header(header)) return refuse(*refused);
     std::uint64_t limit = body_limit(target);
     auto length = parser_->content_length();
     if (length && *length > limit) {
@@ -165,22 +175,37 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
                                       " " + target));
     }
     std::uint64_t reserve = parser_->chunked() ? limit : length.value_or(0);
-    if (shared_.inflight_bytes + reserve > shared_.limits.max_inflight_bytes) {
-      log::warn("refused a request body: " + std::to_string(shared_.inflight_bytes) +
-                " bytes already being read (--max-inflight-bytes " +
-                std::to_string(shared_.limits.max_inflight_bytes) + ")");
+    std::uint64_t& peer_bytes = shared_.inflight_by_peer[peer_];
+    const bool total_spent = shared_.inflight_bytes + reserve > shared_.limits.max_inflight_bytes;
+    if (total_spent || peer_bytes + reserve > shared_.limits.max_inflight_bytes_per_peer) {
+      const std::uint64_t held = total_spent ? shared_.inflight_bytes : peer_bytes;
+      if (peer_bytes == 0) shared_.inflight_by_peer.erase(peer_);
+      log::warn(
+          "refused a request body: " + std::to_string(held) + " bytes already being read" +
+          (total_spent
+               ? " (--max-inflight-bytes " + std::to_string(shared_.limits.max_inflight_bytes) + ")"
+               : " from " + peer_.to_string() + " (--max-inflight-bytes-per-peer " +
+                     std::to_string(shared_.limits.max_inflight_bytes_per_peer) + ")"));
       return refuse(
           service_unavailable("the server is reading too many request bodies at "
                               "once; retry later"));
     }
     shared_.inflight_bytes += reserve;
+    peer_bytes += reserve;
     parser_->body_limit(limit);
     arm(shared_.limits.body_timeout_s);
     http::async_read(stream_, buffer_, *parser_,
                      [self = this->shared_from_this(), reserve](beast::error_code ec, std::size_t) {
-                       self->shared_.inflight_bytes -= reserve;
+                       self->release(reserve);
                        self->on_body(ec);
                      });
+  }
+
+  // Gives back what reading a body reserved.
+  void release(std::uint64_t reserve) {
+    shared_.inflight_bytes -= reserve;
+    auto it = shared_.inflight_by_peer.find(peer_);
+    if ((it->second -= reserve) == 0) shared_.inflight_by_peer.erase(it);
   }
 
   std::uint64_t body_limit(std::string_view target) const {
@@ -277,6 +302,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
 
   Stream stream_;
   Shared& shared_;
+  asio::ip::address peer_;  // the peer's address, for its share of the body budget
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::string out_;
