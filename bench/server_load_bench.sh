@@ -34,7 +34,9 @@ run_scenario() {  # name, security (open|token), load client arguments...
     curl_token=$(cat "$work/token")
   fi
   rm -f "$work"/store.sqlite*
+  # Every emulated rank connects from 127.0.0.1: one peer address for the whole cluster.
   "$perseus" serve --port 0 --store "$work/store.sqlite" --output-dir "$work/out" --data-dir "$work" \
+    --max-connections-per-peer 65536 \
     --scheduler point-solution --scheduler-args "$args" "${server_auth[@]}" \
     > "$work/server.log" 2>&1 &
   server_pid=$!

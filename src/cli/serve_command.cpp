@@ -141,6 +141,17 @@ void add_limit_options(CLI::App* cmd, ServeArgs& a) {
   cmd->add_option("--max-inflight-bytes-per-peer", a.limits.max_inflight_bytes_per_peer,
                   "bytes of request bodies read at once from one peer address (more: 503)")
       ->capture_default_str();
+  cmd->add_option("--max-connections", a.limits.max_connections,
+                  "connections open at once; more are closed at once (0: the open-file limit "
+                  "less 64)")
+      ->capture_default_str();
+  cmd->add_option("--max-connections-per-peer", a.limits.max_connections_per_peer,
+                  "connections open at once from one peer address")
+      ->capture_default_str();
+  cmd->add_option("--first-request-timeout", a.limits.first_request_timeout_s,
+                  "seconds from a connection's start to the header of its first request with "
+                  "credentials (the health check does not count)")
+      ->capture_default_str();
   cmd->add_option("--header-timeout", a.limits.header_timeout_s,
                   "seconds a request header may take from its first byte")
       ->capture_default_str();

@@ -229,6 +229,86 @@ def test_one_peer_gets_only_its_share_of_the_body_budget(server_factory):
         sock.close()
 
 
+def test_connections_are_capped_in_all_and_per_peer(server_factory):
+    """Issue 50.2: past --max-connections, or --max-connections-per-peer from one address, a
+    connection is closed at once (a 503 first); silent connections from one peer (fd limit 128)
+    no longer stop the others' jobs. The caps and the refusals are in the log and /metrics."""
+    server = server_factory("all-max", {"microbatches": 2}, fd_limit=128,
+                            extra=["--max-connections-per-peer", "16"])
+    # One peer opens 200 silent connections: 16 are kept, the rest refused.
+    silent = []
+    for _ in range(200):
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10,
+                                        source_address=("127.0.0.2", 0))
+        silent.append(sock)
+    time.sleep(0.5)
+    refused = 0
+    for sock in silent:
+        sock.settimeout(0.05)
+        try:
+            answer = sock.recv(4096)
+        except socket.timeout:
+            continue
+        assert answer.startswith(b"HTTP/1.1 503") and b"too many connections" in answer, answer
+        refused += 1
+    assert refused == 200 - 16, refused
+    complete_job(server)  # another peer
+    log = server.log.read_text()
+    assert "connections: at most 96, 16 per peer address" in log, log
+    assert "refused a connection from 127.0.0.2" in log
+    assert log.count("refused a connection from") <= 3, log  # a line a second at most
+    status, metrics = server.get("/metrics")
+    assert status == 200
+    assert "perseus_max_connections 96" in metrics and "perseus_max_connections_per_peer 16" \
+        in metrics, metrics
+    assert f"perseus_refused_connections_total {200 - 16}" in metrics, metrics
+    for sock in silent:
+        sock.close()
+    # In all: past --max-connections from anywhere.
+    capped = server_factory("all-max", {"microbatches": 2}, name="capped",
+                            extra=["--max-connections", "4"])
+    held = [socket.create_connection(("127.0.0.1", capped.port), timeout=10) for _ in range(4)]
+    extra = socket.create_connection(("127.0.0.1", capped.port), timeout=10)
+    assert extra.recv(4096).startswith(b"HTTP/1.1 503")
+    for sock in held + [extra]:
+        sock.close()
+    time.sleep(0.3)
+    assert_healthy(capped)
+
+
+def test_a_connection_without_a_first_request_is_closed_early(server_factory):
+    """Issue 50.2: a connection must send the header of a request with credentials within
+    --first-request-timeout of its start; health checks do not count (they used to renew an idle
+    connection for ever). After one, the idle timeout applies."""
+    server = server_factory("all-max", {"microbatches": 2},
+                            extra=["--first-request-timeout", "1", "--idle-timeout", "300"])
+    silent = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    checker = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    worker = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    worker.sendall(b"GET /jobs HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert worker.recv(65536).startswith(b"HTTP/1.1 200")
+    begin = time.monotonic()
+    assert silent.recv(4096) == b""
+    assert 0.5 < time.monotonic() - begin < 4
+    closed = False
+    for _ in range(10):  # a health check every 0.4 s does not keep it open
+        try:
+            checker.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            if not checker.recv(4096):
+                closed = True
+                break
+        except (BrokenPipeError, ConnectionResetError):
+            closed = True
+            break
+        time.sleep(0.4)
+    assert closed
+    time.sleep(1)
+    worker.sendall(b"GET /jobs HTTP/1.1\r\nHost: x\r\n\r\n")  # still open
+    assert worker.recv(65536).startswith(b"HTTP/1.1 200")
+    for sock in (silent, checker, worker):
+        sock.close()
+
+
 @pytest.mark.parametrize("transport", ["plain", "tls"])
 @pytest.mark.parametrize("behind", ["one byte", "a pipelined request"])
 def test_barrier_waits_with_bytes_behind_them_free_their_descriptors(server_factory, tmp_path,

@@ -46,6 +46,14 @@ struct Request {
   std::string job_secret;     // the X-Perseus-Job-Secret header
 };
 
+// The transport's connections: open now, the caps, and how many were refused at a cap.
+struct ConnectionStats {
+  std::size_t open = 0;
+  std::size_t max = 0;
+  std::size_t max_per_peer = 0;
+  std::uint64_t refused = 0;
+};
+
 class ControlPlane {
  public:
   // Opens the store and restores every stored job. Throws perseus::Error for a bad store or
@@ -62,8 +70,10 @@ class ControlPlane {
   std::optional<Reply> refuse_on_header(const Request& request);
 
   std::size_t num_jobs() const { return jobs_.size(); }
-  // How many connections the transport holds, for GET /metrics (default: not exported).
-  void set_connection_count(std::function<std::size_t()> count) { connections_ = std::move(count); }
+  // What the transport says of its connections, for GET /metrics (default: not exported).
+  void set_connection_stats(std::function<ConnectionStats()> stats) {
+    connections_ = std::move(stats);
+  }
 
  private:
   void route(const Request& request, const Responder& respond);
@@ -94,7 +104,7 @@ class ControlPlane {
   std::vector<std::string> order_;  // job ids, oldest first
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::map<std::pair<std::string, int>, std::uint64_t> requests_;  // (endpoint, status) -> count
-  std::function<std::size_t()> connections_;
+  std::function<ConnectionStats()> connections_;
 };
 
 }  // namespace perseus::server

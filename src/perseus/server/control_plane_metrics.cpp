@@ -108,8 +108,18 @@ std::string ControlPlane::metrics_text() const {
   out.family("perseus_jobs", "gauge", "Jobs the server holds");
   out.sample("perseus_jobs", {}, static_cast<double>(jobs.size()));
   if (connections_) {
+    const ConnectionStats c = connections_();
     out.family("perseus_open_connections", "gauge", "Connections the server holds open");
-    out.sample("perseus_open_connections", {}, static_cast<double>(connections_()));
+    out.sample("perseus_open_connections", {}, static_cast<double>(c.open));
+    out.family("perseus_max_connections", "gauge",
+               "Connections the server holds at most (--max-connections)");
+    out.sample("perseus_max_connections", {}, static_cast<double>(c.max));
+    out.family("perseus_max_connections_per_peer", "gauge",
+               "Connections one peer address may hold (--max-connections-per-peer)");
+    out.sample("perseus_max_connections_per_peer", {}, static_cast<double>(c.max_per_peer));
+    out.family("perseus_refused_connections_total", "counter",
+               "Connections closed at once because a connection cap was reached");
+    out.sample("perseus_refused_connections_total", {}, static_cast<double>(c.refused));
   }
   return out.text();
 }

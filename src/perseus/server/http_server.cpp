@@ -1,5 +1,8 @@
 #include "perseus/server/http_server.hpp"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 
@@ -13,6 +16,23 @@ namespace {
 using namespace http_detail;  // NOLINT: this file is the session's only user
 
 constexpr std::chrono::milliseconds kSweepPeriod{250};  // deadlines are checked this often
+
+// How long the first connection accepted at a connection cap waits for one to end before it is
+// refused.
+constexpr std::chrono::milliseconds kCapWait{50};
+
+// Descriptors kept for what is not a connection (the store, its journal, files read and written,
+// the listening socket) when --max-connections follows the open-file limit: a quarter of it, at
+// most kReservedDescriptors.
+constexpr std::size_t kReservedDescriptors = 64;
+
+// The default --max-connections: the open-file limit less what is kept for the rest.
+std::size_t descriptor_budget() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 1u << 20;
+  const auto open_files = static_cast<std::size_t>(limit.rlim_cur);
+  return std::max<std::size_t>(1, open_files - std::min(kReservedDescriptors, open_files / 4));
+}
 
 bool out_of_descriptors(const beast::error_code& ec) {
   int v = ec.value();
@@ -29,6 +49,8 @@ void HttpLimits::validate() const {
   positive(header_timeout_s, "--header-timeout");
   positive(body_timeout_s, "--body-timeout");
   positive(idle_timeout_s, "--idle-timeout");
+  positive(first_request_timeout_s, "--first-request-timeout");
+  if (max_connections_per_peer == 0) throw Error("--max-connections-per-peer must be > 0");
   if (max_body == 0) throw Error("--max-body must be > 0");
   if (max_inflight_bytes < max_body) throw Error("--max-inflight-bytes must be >= --max-body");
   if (max_inflight_bytes_per_peer < max_body) {
@@ -39,12 +61,15 @@ void HttpLimits::validate() const {
 struct HttpServer::Impl {
   Impl(ControlPlane& p, const std::string& address, unsigned short port, HttpLimits limits,
        const TlsFiles& tls_files)
-      : shared{p, limits, 0, {}, {}},
+      : shared{p, limits, 0, {}, {}, 0, {}},
         acceptor(io),
         backoff(io),
         sweeper(io),
         signals(io, SIGINT, SIGTERM) {
     limits.validate();
+    max_connections = limits.max_connections ? limits.max_connections : descriptor_budget();
+    log::info("connections: at most " + std::to_string(max_connections) + ", " +
+              std::to_string(limits.max_connections_per_peer) + " per peer address");
     if (!tls_files.cert.empty() || !tls_files.key.empty()) load_tls(tls_files);
     beast::error_code ec;
     auto ip = asio::ip::make_address(address, ec);
@@ -102,15 +127,33 @@ struct HttpServer::Impl {
       if (!ec) {
         if (starved) log::info("accepting connections again");
         starved = false;
-        socket.set_option(tcp::no_delay(true), ec);
-        socket.set_option(asio::socket_base::keep_alive(true), ec);
-        if (tls) {
-          std::make_shared<Session<asio::ssl::stream<tcp::socket>>>(std::move(socket), shared, *tls)
-              ->start();
-        } else {
-          std::make_shared<Session<tcp::socket>>(std::move(socket), shared)->start();
+        const asio::ip::address peer = socket.remote_endpoint(ec).address();
+        if (ec) return accept();  // gone already
+        if (!at_cap(peer)) {
+          refusing = false;
+          serve(std::move(socket), peer);
+          return accept();
         }
-        return accept();
+        if (refusing) {
+          refuse_connection(socket, peer);
+          return accept();
+        }
+        // At a cap: connections that were just closed may not have ended yet; accepting pauses
+        // for kCapWait once, then this connection and, while the cap holds, every next one is
+        // refused at once.
+        held = std::make_shared<tcp::socket>(std::move(socket));
+        backoff.expires_after(kCapWait);
+        backoff.async_wait([this, peer](beast::error_code) {
+          refusing = at_cap(peer);
+          if (refusing) {
+            refuse_connection(*held, peer);
+          } else {
+            serve(std::move(*held), peer);
+          }
+          held.reset();
+          accept();
+        });
+        return;
       }
       if (!out_of_descriptors(ec)) return accept();
       // Out of descriptors: retry later instead of spinning; open connections keep being served.
@@ -121,6 +164,53 @@ struct HttpServer::Impl {
     });
   }
 
+  void serve(tcp::socket socket, const asio::ip::address& peer) {
+    beast::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    socket.set_option(asio::socket_base::keep_alive(true), ignored);
+    if (tls) {
+      std::make_shared<Session<asio::ssl::stream<tcp::socket>>>(std::move(socket), peer, shared,
+                                                                *tls)
+          ->start();
+    } else {
+      std::make_shared<Session<tcp::socket>>(std::move(socket), peer, shared)->start();
+    }
+  }
+
+  bool at_cap(const asio::ip::address& peer) const {
+    auto it = shared.open_by_peer.find(peer);
+    const std::size_t from_peer = it == shared.open_by_peer.end() ? 0 : it->second;
+    return shared.open >= max_connections || from_peer >= shared.limits.max_connections_per_peer;
+  }
+
+  // Closes a connection past a cap at once (a plain one after a 503 written if the socket takes
+  // it now); says so at most once a second, with how many more were refused meanwhile.
+  void refuse_connection(tcp::socket& socket, const asio::ip::address& peer) {
+    ++refused_connections;
+    beast::error_code ignored;
+    if (!tls) {
+      static const std::string kBusy = response_bytes(
+          service_unavailable("too many connections; retry later on a new one"), false);
+      socket.non_blocking(true, ignored);
+      socket.write_some(asio::buffer(kBusy), ignored);
+    }
+    socket.close(ignored);
+    const auto now = Clock::now();
+    if (now < next_refusal_log) {
+      ++unlogged_refusals;
+      return;
+    }
+    log::warn("refused a connection from " + peer.to_string() + ": " + std::to_string(shared.open) +
+              " open (--max-connections " + std::to_string(max_connections) +
+              ", --max-connections-per-peer " +
+              std::to_string(shared.limits.max_connections_per_peer) + ")" +
+              (unlogged_refusals ? "; " + std::to_string(unlogged_refusals) +
+                                       " more refused since the last such line"
+                                 : ""));
+    unlogged_refusals = 0;
+    next_refusal_log = now + std::chrono::seconds(1);
+  }
+
   asio::io_context io{1};
   std::optional<asio::ssl::context> tls;
   Shared shared;
@@ -129,15 +219,20 @@ struct HttpServer::Impl {
   asio::steady_timer sweeper;
   asio::signal_set signals;
   bool starved = false;
+  std::shared_ptr<tcp::socket> held;  // accepted at a cap, waiting kCapWait
+  bool refusing = false;              // at a cap after kCapWait: refusing at once
+  std::size_t max_connections = 0;    // --max-connections, resolved
+  std::uint64_t refused_connections = 0;
+  std::uint64_t unlogged_refusals = 0;
+  Clock::time_point next_refusal_log{};
 };
 
 HttpServer::HttpServer(ControlPlane& plane, const std::string& address, unsigned short port,
                        HttpLimits limits, const TlsFiles& tls)
     : impl_(std::make_unique<Impl>(plane, address, port, limits, tls)) {
-  plane.set_connection_count([shared = &impl_->shared] {
-    std::size_t open = 0;
-    for (const auto& c : shared->connections) open += !c.expired();
-    return open;
+  plane.set_connection_stats([impl = impl_.get()] {
+    return ConnectionStats{impl->shared.open, impl->max_connections,
+                           impl->shared.limits.max_connections_per_peer, impl->refused_connections};
   });
 }
 
@@ -146,7 +241,7 @@ bool HttpServer::tls() const {
 }
 
 HttpServer::~HttpServer() {
-  impl_->shared.plane.set_connection_count(nullptr);  // the count reads this server's state
+  impl_->shared.plane.set_connection_stats(nullptr);  // they read this server's state
 }
 
 unsigned short HttpServer::port() const {

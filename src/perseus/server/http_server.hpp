@@ -26,6 +26,13 @@ struct HttpLimits {
   std::uint64_t max_small_body = 64u << 10;       // bytes: every other request
   std::uint64_t max_inflight_bytes = 256u << 20;  // bytes of bodies being read, all connections
   std::uint64_t max_inflight_bytes_per_peer = 64u << 20;  // ... from one peer address
+  // Connections open at once (0: the open-file limit less kReservedDescriptors) and from one
+  // peer address; a connection past either is closed at once.
+  std::size_t max_connections = 0;
+  std::size_t max_connections_per_peer = 1024;
+  // A connection's first request with credentials (not /healthz) must have its header in by
+  // then, from the connection's start; until then no answer renews it.
+  double first_request_timeout_s = 10.0;
   double header_timeout_s = 10.0;
   double body_timeout_s = 60.0;
   double idle_timeout_s = 300.0;

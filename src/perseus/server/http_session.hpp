@@ -3,6 +3,7 @@
 // with the other connections, and what the sweeper needs to close it.
 #pragma once
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
@@ -65,17 +66,26 @@ struct Shared {
   std::uint64_t inflight_bytes = 0;
   std::map<asio::ip::address, std::uint64_t> inflight_by_peer;  // only peers reading a body
   std::vector<std::weak_ptr<Connection>> connections;
+  // Open connections (sessions alive), in all and per peer address (only peers with one).
+  std::size_t open = 0;
+  std::map<asio::ip::address, std::size_t> open_by_peer;
 };
+
+// Whether a request target is the health check (which no connection is kept open for).
+inline bool health_check(std::string_view target) {
+  return target == "/healthz" || target.rfind("/healthz?", 0) == 0;
+}
 
 // One client connection: wait for a request (idle deadline), read its header (header deadline)
 // and body (body deadline, within the shared budget), hand it to the control plane, write the
-// answer (write deadline), repeat. Its credentials are checked on the header, before room for
-// its body is reserved (within the total and its peer address's share). Deadlines are time points
-// checked by a sweep of all sessions a few times a second, so setting one costs no timer operation.
-// While an answer waits (the schedule barrier) the connection keeps reading: a peer that hangs up
-// is closed at once, and a request pipelined behind the waiting one is dropped and the connection
-// closed after the answer (drop_pipelined), so a waiting connection holds no more than one read
-// buffer.
+// answer (write deadline), repeat; its first request that is not the health check must have its
+// header in within the first-request deadline of the connection's start. Its credentials are
+// checked on the header, before room for its body is reserved (within the total and its peer
+// address's share). Deadlines are time points checked by a sweep of all sessions a few times a
+// second, so setting one costs no timer operation. While an answer waits (the schedule barrier) the
+// connection keeps reading: a peer that hangs up is closed at once, and a request pipelined behind
+// the waiting one is dropped and the connection closed after the answer (drop_pipelined), so a
+// waiting connection holds no more than one read buffer.
 //
 // `Stream` is the plain socket or a TLS stream over it (handshake first, under the header
 // deadline).
@@ -85,13 +95,21 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   static constexpr bool kTls = !std::is_same_v<Stream, tcp::socket>;
 
   template <class... TlsContext>
-  Session(tcp::socket socket, Shared& shared, TlsContext&... tls)
-      : stream_(std::move(socket), tls...), shared_(shared) {}
+  Session(tcp::socket socket, const asio::ip::address& peer, Shared& shared, TlsContext&... tls)
+      : stream_(std::move(socket), tls...),
+        shared_(shared),
+        peer_(peer),
+        first_deadline_(Clock::now() + steady_duration(shared.limits.first_request_timeout_s)) {
+    ++shared_.open;
+    ++shared_.open_by_peer[peer_];
+  }
+  ~Session() override { uncount(); }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
 
   void start() {
     beast::error_code ignored;
     socket().non_blocking(true, ignored);
-    peer_ = socket().remote_endpoint(ignored).address();
     shared_.connections.push_back(this->weak_from_this());
     if constexpr (kTls) {
       arm(shared_.limits.header_timeout_s);
@@ -166,6 +184,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
                          std::string(request[http::field::authorization]),
                          std::string(request[kJobSecretHeader])};
     if (auto refused = shared_.plane.refuse_on_header(header)) return refuse(*refused);
+    if (!health_check(target)) admitted_ = true;
     std::uint64_t limit = body_limit(target);
     auto length = parser_->content_length();
     if (length && *length > limit) {
@@ -293,20 +312,38 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     disarm();
     beast::error_code ignored;
     socket().close(ignored);  // pending reads and writes end with an error
+    uncount();
   }
 
-  void arm(double s) { deadline_ = Clock::now() + steady_duration(s); }
+  // The connection no longer counts as open (its socket is closed; a barrier may still hold the
+  // session for its answer).
+  void uncount() {
+    if (!counted_) return;
+    counted_ = false;
+    --shared_.open;
+    auto it = shared_.open_by_peer.find(peer_);
+    if (--it->second == 0) shared_.open_by_peer.erase(it);
+  }
+
+  // Until a request with credentials was admitted, no deadline passes the first request's.
+  void arm(double s) {
+    deadline_ = Clock::now() + steady_duration(s);
+    if (!admitted_) deadline_ = std::min(deadline_, first_deadline_);
+  }
   void disarm() { deadline_ = Clock::time_point::max(); }
 
   tcp::socket& socket() { return beast::get_lowest_layer(stream_); }
 
   Stream stream_;
   Shared& shared_;
-  asio::ip::address peer_;  // the peer's address, for its share of the body budget
+  asio::ip::address peer_;  // the peer's address, for its shares of connections and bodies
+  Clock::time_point first_deadline_;  // for the first admitted request's header
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::string out_;
   Clock::time_point deadline_ = Clock::time_point::max();
+  bool counted_ = true;    // in Shared::open (until uncount)
+  bool admitted_ = false;  // a request with credentials (not /healthz) passed its header
   bool keep_alive_ = true;
   bool pending_ = false;   // a request is waiting for its answer
   bool reading_ = false;   // read_more's read is outstanding
