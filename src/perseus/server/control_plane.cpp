@@ -297,8 +297,10 @@ std::optional<Reply> ControlPlane::refuse_on_header(const Request& request) {
     auto refused = authenticate(request, t.path, token == t.query.end() ? "" : token->second);
     if (refused) ++requests_[{endpoint_of(request.target), refused->status}];
     return refused;
-  } catch (const std::exception&) {
-    return std::nullopt;  // handle() answers what cannot be read
+  } catch (const std::exception& e) {  // never admitted unchecked
+    log::error("internal error checking " + printable(request.method) + " " +
+               printable(request.target) + ": " + printable(e.what()));
+    return internal_error(std::string("internal error: ") + e.what());
   }
 }
 
@@ -338,8 +340,10 @@ void ControlPlane::route(const Request& request, const Responder& reply) {
     return reply({200, {{"status", "ok"}, {"jobs", jobs_.size()}, {"uptime_s", uptime.count()}}});
   }
   auto token = t.query.find("token");
-  if (auto refused = authenticate(request, path, token == t.query.end() ? "" : token->second)) {
-    return reply(*refused);
+  if (!request.credentials_checked) {
+    if (auto refused = authenticate(request, path, token == t.query.end() ? "" : token->second)) {
+      return reply(*refused);
+    }
   }
   if (path == "/" && get) return reply({200, nullptr, status_page(), "text/html; charset=utf-8"});
   if (path == "/jobs" && get) return reply(jobs_summary());

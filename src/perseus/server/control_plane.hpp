@@ -44,6 +44,9 @@ struct Request {
   std::string method, target, body;
   std::string authorization;  // the Authorization header
   std::string job_secret;     // the X-Perseus-Job-Secret header
+  // refuse_on_header admitted these credentials already: handle() does not check them again
+  // (a job secret costs a SHA-256).
+  bool credentials_checked = false;
 };
 
 // The transport's connections: open now, the caps, and how many were refused at a cap.
@@ -66,7 +69,8 @@ class ControlPlane {
 
   // What handle() would refuse of `request` on its header alone (cluster token, job secret; the
   // body is not looked at), counted in GET /metrics as answered. The transport asks before it
-  // reserves room for a body, so an unauthenticated peer reserves nothing. nullopt: go on.
+  // reserves room for a body, so an unauthenticated peer reserves nothing. nullopt: go on (and
+  // the request may say credentials_checked).
   std::optional<Reply> refuse_on_header(const Request& request);
 
   std::size_t num_jobs() const { return jobs_.size(); }

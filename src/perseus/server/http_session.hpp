@@ -252,9 +252,12 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     auto request = parser_->release();
     keep_alive_ = request.keep_alive();
     pending_ = true;
-    Request r{std::string(request.method_string()), std::string(request.target()),
-              std::move(request.body()), std::string(request[http::field::authorization]),
-              std::string(request[kJobSecretHeader])};
+    Request r{std::string(request.method_string()),
+              std::string(request.target()),
+              std::move(request.body()),
+              std::string(request[http::field::authorization]),
+              std::string(request[kJobSecretHeader]),
+              true};
     shared_.plane.handle(
         r, [self = this->shared_from_this()](const Reply& reply) { self->answer(reply); });
     if (!pending_) return;
