@@ -96,3 +96,17 @@ def test_metrics_need_the_cluster_token(server_factory, tmp_path):
     server = server_factory("all-max", {"microbatches": 2}, extra=["--token-file", str(token)],
                             name="secured")
     assert server.get("/metrics")[0] == 401
+
+
+def test_long_metadata_stays_out_of_job_ids_and_metrics(server_factory):
+    """Issue 50.8: a job's id takes at most 64 characters of its metadata (and of its scheduler's
+    name), so 60 KB of metadata no longer make a 60 KB id repeated in every job metric; the whole
+    metadata is still the job's."""
+    server = server_factory("all-max", {"microbatches": 2})
+    metadata = "team=" + "x" * 60000
+    ids = [server.register_job(pp=2, metadata=metadata) for _ in range(20)]
+    assert len(set(ids)) == 20 and all(len(i) <= 200 for i in ids), [len(i) for i in ids]
+    status, job = server.get(f"/jobs/{ids[0]}")
+    assert status == 200 and job["job_metadata"] == metadata
+    status, text = server.get("/metrics")
+    assert status == 200 and len(text) < 200_000, len(text)

@@ -104,8 +104,13 @@ std::string endpoint_of(const std::string& target) {
   return "other";
 }
 
+// A free-text part of a job id (its scheduler, its metadata) at most this long: the id is a
+// label of every job metric and part of every answer about the job.
+constexpr std::size_t kMaxIdPart = 64;
+
+// `text` as a job id part: its first kMaxIdPart characters, each other than [A-Za-z0-9._-] as _.
 std::string sanitized(const std::string& text) {
-  std::string out = text;
+  std::string out = text.substr(0, kMaxIdPart);
   for (char& c : out) {
     bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
     if (!ok) c = '_';
