@@ -126,6 +126,14 @@ def test_oversized_and_unbounded_registrations_are_refused(server_factory):
     status, answer = server.post("/register_job", {"pp_degree": 30000000, "dp_degree": 1,
                                                    "tp_degree": 1, "world_size": 30000000})
     assert status == 422 and "--max-ranks" in answer["detail"], answer
+    # Issue 50.4: a schedule too large to serve is refused at registration, at once.
+    for args in ({"microbatches": 10**7}, {"microbatches": 5000, "virtual_stages": 8,
+                                           "schedule": "interleaved-1f1b"}):
+        status, answer = server.post("/register_job", {
+            "pp_degree": 2, "dp_degree": 1, "tp_degree": 1, "world_size": 2,
+            "scheduler": "all-max", "scheduler_args": args})
+        assert status == 422 and "microbatches" in answer["detail"] \
+            and "32768" in answer["detail"], answer
     job_id = server.register_job(pp=2)
     for freqs, reason in [(list(range(1000, 1000 + 2000)), "available_frequencies"),
                           ([10**9], "available_frequencies"), ([1410, 0], "available_frequencies")]:

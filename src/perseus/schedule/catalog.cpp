@@ -97,6 +97,7 @@ Schedule make_schedule(const std::string& name, int num_stages, int num_microbat
   for (const Entry& e : kEntries) {
     if (name != e.name) continue;
     int per_rank = stages_per_rank_of(e, num_stages, stages_per_rank);
+    check_schedule_size(num_stages, per_rank, num_microbatches);
     return e.make(num_stages / per_rank, per_rank, num_microbatches);
   }
   if (name == kEnvelope) {
@@ -107,6 +108,7 @@ Schedule make_schedule(const std::string& name, int num_stages, int num_microbat
   }
   if (name.rfind(kEnvelope + ":", 0) == 0) {
     if (stages_per_rank > 1) throw Error("the envelope schedule runs one stage per rank");
+    check_schedule_size(num_stages, 1, num_microbatches);
     return make_1f1b_warmup(num_stages, num_microbatches, parse_envelope_counts(name, num_stages));
   }
   throw Error("unknown schedule '" + name + "' (expected " + join(schedule_names()) +

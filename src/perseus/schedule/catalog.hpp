@@ -15,7 +15,8 @@ namespace perseus::schedule {
 // envelope, 2 for the others); the ranks are num_stages / stages_per_rank. Names: 1f1b, gpipe,
 // envelope:e0,...,eS-1, interleaved-1f1b, looped-bfs, interleaved-zero-bubble, zbv, dualpipev.
 // Throws perseus::Error for unknown or malformed names, non-positive sizes, a stage count that is
-// not a multiple of stages_per_rank, and a stages_per_rank the schedule does not take. The plain
+// not a multiple of stages_per_rank, a stages_per_rank the schedule does not take, and a size
+// beyond check_schedule_size's bounds (before anything is built). The plain
 // name "envelope" needs a profile to compute its counts (baselines::envelope_schedule).
 Schedule make_schedule(const std::string& name, int num_stages, int num_microbatches,
                        int stages_per_rank = 0);

@@ -62,6 +62,25 @@ std::vector<int> extra_warmups(const std::vector<std::vector<InstructionType>>& 
 
 }  // namespace
 
+void check_schedule_size(int num_stages, int stages_per_rank, int num_microbatches) {
+  const long long per_rank = static_cast<long long>(stages_per_rank) * num_microbatches;
+  const long long all = static_cast<long long>(num_stages) * num_microbatches;
+  if (per_rank > kMaxPairsPerRank) {
+    throw Error(std::to_string(num_microbatches) + " microbatches on " +
+                std::to_string(stages_per_rank) + " stage(s) per rank are " +
+                std::to_string(per_rank) + " (stage, microbatch) pairs per rank, above the " +
+                std::to_string(kMaxPairsPerRank) +
+                " a schedule may hold (its served form must fit the 4 MiB a client reads); use "
+                "fewer microbatches");
+  }
+  if (all > kMaxPairs) {
+    throw Error(std::to_string(num_microbatches) + " microbatches on " +
+                std::to_string(num_stages) + " stages are " + std::to_string(all) +
+                " (stage, microbatch) pairs, above the " + std::to_string(kMaxPairs) +
+                " a schedule may hold; use fewer microbatches or stages");
+  }
+}
+
 void check_sizes(int num_stages, int num_microbatches) {
   if (num_stages <= 0)
     throw Error("number of stages must be positive, got " + std::to_string(num_stages));

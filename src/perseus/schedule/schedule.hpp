@@ -90,6 +90,14 @@ Schedule identify_schedule(const std::vector<std::vector<InstructionType>>& type
 
 // Checks sizes shared by every generator; throws perseus::Error naming the bad one.
 void check_sizes(int num_stages, int num_microbatches);
+// The most (stage, microbatch) pairs a schedule may hold on one rank (up to 3 instructions
+// each: F, I, W, about 30 bytes each as a served schedule, within the 4 MiB a client reads), and
+// in all (its instructions' memory).
+inline constexpr long long kMaxPairsPerRank = 32768;
+inline constexpr long long kMaxPairs = 1LL << 22;
+// Refuses (perseus::Error, naming the microbatches) a schedule of `num_stages` stages,
+// `stages_per_rank` on each rank, and `num_microbatches` beyond those bounds, before it is built.
+void check_schedule_size(int num_stages, int stages_per_rank, int num_microbatches);
 // The same for R ranks of V stages: all positive, and R * V fits in an int.
 void check_rank_sizes(int num_ranks, int stages_per_rank, int num_microbatches);
 // A schedule with `num_ranks` empty action lists and stage s on rank stage_rank[s].
