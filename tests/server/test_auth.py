@@ -143,6 +143,26 @@ def test_unauthenticated_bodies_reserve_nothing(server_factory, tmp_path):
     sock.close()
 
 
+def test_jobs_without_a_secret_are_not_served_once_a_token_is_on(server_factory, tmp_path):
+    """Issue 50.16: a job registered while the server had no token has no job secret; restarted
+    with a token, it is failed with the reason (logged), not left open to every token holder."""
+    server = server_factory("all-max", {"microbatches": 2})
+    job_id = server.register_job(pp=2)
+    server.kill()
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    server.args += ["--token-file", str(token_file)]
+    server.start()
+    status, job, _ = call(server, "GET", f"/jobs/{job_id}")
+    assert status == 200 and job["state"] == "failed", job
+    assert "before the cluster token was turned on" in job["error"], job
+    status, answer, _ = call(server, "POST", f"/register_rank/{job_id}", rank_info(0, 2))
+    assert status >= 400, answer
+    assert f"job {job_id}: stored job cannot be restored: it was registered before the cluster " \
+        "token" in server.log.read_text()
+    new_job(server)  # new jobs get secrets as usual
+
+
 def test_other_hosts_need_a_token_or_insecure(tmp_path):
     base = [PERSEUS, "serve", "--port", "0", "--store", str(tmp_path / "s.sqlite"),
             "--address", "0.0.0.0"]

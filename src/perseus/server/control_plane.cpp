@@ -152,7 +152,14 @@ std::unique_ptr<Job> ControlPlane::restore(const StoredJob& stored) {
                   std::to_string(settings_.max_ranks));
     }
     auto job = std::make_unique<Job>(store_, stored, dirs());
-    log::info("job " + stored.job_id + " restored (" + job->state() + ", " +
+    const std::string state = job->state();
+    if (!settings_.token.empty() && !job->has_secret() &&
+        (state == "registering" || state == "running")) {
+      throw Error(
+          "it was registered before the cluster token was turned on, so it has no job secret "
+          "and any token holder could act for it; register the job again");
+    }
+    log::info("job " + stored.job_id + " restored (" + state + ", " +
               std::to_string(stored.rounds.size()) + " rounds replayed)");
     return job;
   } catch (const std::exception& e) {

@@ -93,6 +93,7 @@ class Job {
   const std::string& id() const { return id_; }
   // True when the job has no secret or `secret` is it.
   bool secret_matches(const std::string& secret) const;
+  bool has_secret() const { return !secret_sha256_.empty(); }
   // Summary (detailed=false) or everything GET /jobs/{id} shows.
   nlohmann::json status(bool detailed) const;
   // "registering", "running", "done" or "failed".
