@@ -1,6 +1,7 @@
 // `perseus serve`: the control-plane server (architecture section 7), and `perseus export-job`: a
 // stored job written out in the reference dump layout.
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/ip/address.hpp>
@@ -60,6 +61,14 @@ std::string cluster_token(const ServeArgs& a) {
   return env ? env : "";
 }
 
+// Warns when users other than the owner may read the token file.
+void warn_if_others_may_read(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRGRP | S_IROTH)) != 0) {
+    log::warn("--token-file " + path + " may be read by other users of this host; chmod 600 it");
+  }
+}
+
 bool is_loopback(const std::string& address) {
   boost::system::error_code ec;
   auto ip = boost::asio::ip::make_address(address, ec);
@@ -117,8 +126,16 @@ void serve(ServeArgs a) {
                     "(Zeus-compatible mode, loopback only)"
                   : "no cluster token and --insecure: anyone who reaches " + a.address +
                         " may use the server");
-  } else if (settings.token.size() < 16) {
-    log::warn("the cluster token has fewer than 16 characters; use a long random one");
+  } else {
+    if (settings.token.size() < 16) {
+      log::warn("the cluster token has fewer than 16 characters; use a long random one");
+    }
+    if (!a.token_file.empty()) warn_if_others_may_read(a.token_file);
+    if (!is_loopback(a.address) && a.tls.cert.empty()) {
+      log::warn("--address " + a.address +
+                " is reachable from other hosts without TLS: the cluster token and the job "
+                "secrets cross the network in clear text (--tls-cert, --tls-key)");
+    }
   }
   raise_open_file_limit();
   server::ControlPlane plane(settings);

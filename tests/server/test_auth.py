@@ -163,6 +163,46 @@ def test_jobs_without_a_secret_are_not_served_once_a_token_is_on(server_factory,
     new_job(server)  # new jobs get secrets as usual
 
 
+def test_the_status_pages_links_keep_a_token_from_the_address(secured):
+    """Issue 50.19: a browser opens the status page with ?token= (it cannot send the header);
+    the page's links carry it, and the pages they lead to take it. Nothing else does."""
+    job_id, _ = new_job(secured)
+    with urllib.request.urlopen(f"{secured.url}/?token={TOKEN}", timeout=20) as resp:
+        page = resp.read().decode()
+    assert f'href="/jobs?token={TOKEN}"' in page and f'href="/metrics?token={TOKEN}"' in page
+    assert f'href="/jobs/{job_id}?token={TOKEN}"' in page, page
+    for path in ("/jobs", f"/jobs/{job_id}", "/metrics"):
+        with urllib.request.urlopen(f"{secured.url}{path}?token={TOKEN}", timeout=20) as resp:
+            assert resp.status == 200
+        status, _, _ = call(secured, "GET", f"{path}?token=wrong", token=None)
+        assert status == 401
+    status, answer, _ = call(secured, "POST", f"/register_job?token={TOKEN}",
+                             {"pp_degree": 1, "dp_degree": 1, "tp_degree": 1, "world_size": 1},
+                             token=None)
+    assert status == 401, answer
+    # Without the token, the health check says the server is up and nothing about its jobs.
+    status, health, _ = call(secured, "GET", "/healthz", token=None)
+    assert status == 200 and health["status"] == "ok" and "jobs" not in health, health
+
+
+def test_the_server_warns_of_a_readable_token_file_and_clear_text(server_factory, tmp_path):
+    """Issue 50.19: a token file other users may read, and a token sent in clear text to other
+    hosts, are warned of at start."""
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    token_file.chmod(0o644)
+    server = server_factory("all-max", {"microbatches": 2},
+                            extra=["--token-file", str(token_file), "--address", "0.0.0.0"])
+    log = server.log.read_text()
+    assert f"--token-file {token_file} may be read by other users of this host" in log, log
+    assert "reachable from other hosts without TLS" in log, log
+    token_file.chmod(0o600)
+    quiet = server_factory("all-max", {"microbatches": 2}, name="quiet",
+                           extra=["--token-file", str(token_file)])
+    log = quiet.log.read_text()
+    assert "may be read by other users" not in log and "without TLS" not in log, log
+
+
 def test_other_hosts_need_a_token_or_insecure(tmp_path):
     base = [PERSEUS, "serve", "--port", "0", "--store", str(tmp_path / "s.sqlite"),
             "--address", "0.0.0.0"]

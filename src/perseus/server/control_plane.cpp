@@ -37,6 +37,26 @@ std::string percent_decode(const std::string& text) {
   return out;
 }
 
+// `text` with every byte but A-Z a-z 0-9 - . _ ~ as %XX (RFC 3986's unreserved characters).
+std::string percent_encode(const std::string& text) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += {'%', kHex[c >> 4], kHex[c & 15]};
+    }
+  }
+  return out;
+}
+
+// The pages a person reads in a browser, which cannot send the token header: they may carry
+// it as ?token= instead.
+bool browsable(const std::string& path) {
+  return path == "/" || path == "/jobs" || path == "/metrics" || path.rfind("/jobs/", 0) == 0;
+}
+
 Target parse_target(const std::string& target) {
   Target t;
   auto q = target.find('?');
@@ -258,11 +278,11 @@ json ControlPlane::job_status(const Job& job, bool detailed) const {
   return j;
 }
 
-std::string ControlPlane::status_page() const {
+std::string ControlPlane::status_page(const std::string& query) const {
   std::vector<json> jobs;
   for (const auto& id : order_) jobs.push_back(job_status(*jobs_.at(id), true));
   auto uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_);
-  return render_status_page(jobs, uptime.count());
+  return render_status_page(jobs, uptime.count(), query);
 }
 
 void ControlPlane::handle(const Request& request, Responder answer) {
@@ -320,8 +340,8 @@ std::optional<Reply> ControlPlane::authenticate(const Request& request, const st
                                                 std::string_view query_token) {
   const bool get = request.method == "GET", post = request.method == "POST";
   if (path == "/healthz" && get) return std::nullopt;
-  // A browser cannot send the header: the status page may carry the token in its query.
-  if (auto refused = refuse_unauthenticated(request, path, path == "/" ? query_token : "")) {
+  if (auto refused =
+          refuse_unauthenticated(request, path, get && browsable(path) ? query_token : "")) {
     return refused;
   }
   for (const auto& route : kJobRoutes) {
@@ -349,7 +369,10 @@ void ControlPlane::route(const Request& request, const Responder& reply) {
   bool get = method == "GET", post = method == "POST";
   if (path == "/healthz" && get) {
     auto uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_);
-    return reply({200, {{"status", "ok"}, {"jobs", jobs_.size()}, {"uptime_s", uptime.count()}}});
+    json health = {{"status", "ok"}, {"uptime_s", uptime.count()}};
+    // Anyone may ask: with a token, nothing about the jobs.
+    if (settings_.token.empty()) health["jobs"] = jobs_.size();
+    return reply({200, std::move(health)});
   }
   auto token = t.query.find("token");
   if (!request.credentials_checked) {
@@ -357,7 +380,13 @@ void ControlPlane::route(const Request& request, const Responder& reply) {
       return reply(*refused);
     }
   }
-  if (path == "/" && get) return reply({200, nullptr, status_page(), "text/html; charset=utf-8"});
+  if (path == "/" && get) {
+    // Its links keep a token that came in the address.
+    const std::string query = token == t.query.end() || settings_.token.empty()
+                                  ? ""
+                                  : "?token=" + percent_encode(token->second);
+    return reply({200, nullptr, status_page(query), "text/html; charset=utf-8"});
+  }
   if (path == "/jobs" && get) return reply(jobs_summary());
   if (path == "/metrics" && get) {
     return reply({200, nullptr, metrics_text(), "text/plain; version=0.0.4; charset=utf-8"});

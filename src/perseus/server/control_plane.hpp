@@ -86,7 +86,8 @@ class ControlPlane {
   std::optional<Reply> refuse_unauthenticated(const Request& request, const std::string& path,
                                               std::string_view query_token = {}) const;
   // The refusal (401 cluster token, 403 job secret, logged) of a request to `path` whose
-  // credentials do not admit it; `query_token` is the status page's ?token=. nullopt: go on.
+  // credentials do not admit it; `query_token` is a ?token=, which the pages a browser reads
+  // may carry instead of the header (GET /, /jobs, /jobs/{id}, /metrics). nullopt: go on.
   std::optional<Reply> authenticate(const Request& request, const std::string& path,
                                     std::string_view query_token);
   Reply register_job(const nlohmann::json& body);
@@ -97,7 +98,8 @@ class ControlPlane {
   bool stale(const Job& job) const;
   // GET /metrics: the Prometheus text (control_plane_metrics.cpp).
   std::string metrics_text() const;
-  std::string status_page() const;
+  // The status page; `query` ("" or "?token=...") goes on its links.
+  std::string status_page(const std::string& query) const;
   std::string new_job_id(const wire::JobInfo& info) const;
   Job* find(const std::string& id);
   JobDirs dirs() const;

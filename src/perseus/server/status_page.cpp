@@ -48,15 +48,17 @@ code { font-size: 0.9em; }
 
 }  // namespace
 
-std::string render_status_page(const std::vector<nlohmann::json>& jobs, double uptime_s) {
+std::string render_status_page(const std::vector<nlohmann::json>& jobs, double uptime_s,
+                               const std::string& query) {
+  const std::string q = escape(query);
   std::ostringstream html;
   html << "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
        << "<meta http-equiv=\"refresh\" content=\"5\"><link rel=\"icon\" href=\"data:,\">"
        << "<title>Perseus control plane</title>"
        << "<style>" << kStyle << "</style></head><body>"
        << "<h1>Perseus control plane</h1><p>" << jobs.size() << " job(s), up " << fixed(uptime_s, 0)
-       << " s. JSON: <a href=\"/jobs\">/jobs</a>, "
-       << "<a href=\"/healthz\">/healthz</a>, <a href=\"/metrics\">/metrics</a>.</p>";
+       << " s. JSON: <a href=\"/jobs" << q << "\">/jobs</a>, "
+       << "<a href=\"/healthz\">/healthz</a>, <a href=\"/metrics" << q << "\">/metrics</a>.</p>";
   if (jobs.empty()) {
     html << "<p>No jobs yet.</p>";
   } else {
@@ -65,7 +67,7 @@ std::string render_status_page(const std::vector<nlohmann::json>& jobs, double u
     for (const auto& job : jobs) {
       std::string id = job["job_id"].get<std::string>();
       std::string state = job["state"].get<std::string>();
-      html << "<tr><td><a href=\"/jobs/" << escape(id) << "\"><code>" << escape(id)
+      html << "<tr><td><a href=\"/jobs/" << escape(id) << q << "\"><code>" << escape(id)
            << "</code></a></td><td class=\"" << state << "\">" << state;
       if (job.contains("error")) html << ": " << escape(job["error"].get<std::string>());
       if (job.value("stale", false)) {
