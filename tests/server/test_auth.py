@@ -203,6 +203,33 @@ def test_the_server_warns_of_a_readable_token_file_and_clear_text(server_factory
     assert "may be read by other users" not in log and "without TLS" not in log, log
 
 
+def raw_get(server, path, token, source):
+    """The status line and headers of one GET from the address `source`."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10,
+                                  source_address=(source, 0)) as sock:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+                     "Connection: close\r\n\r\n".encode())
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer.decode(errors="replace")
+
+
+def test_a_peer_that_keeps_failing_authentication_is_locked_out(secured):
+    """Issue 50.19: more than 20 failed authentications within 10 s lock the peer address out
+    for 10 s (429 with Retry-After, even with the right token, one log line); other peers go on."""
+    for i in range(21):
+        assert raw_get(secured, "/jobs", "wrong-token", "127.0.0.3").startswith("HTTP/1.1 401"), i
+    locked = raw_get(secured, "/jobs", TOKEN, "127.0.0.3")
+    assert locked.startswith("HTTP/1.1 429") and "Retry-After: 1" in locked, locked
+    assert "too many failed authentications from 127.0.0.3" in locked
+    assert raw_get(secured, "/jobs", TOKEN, "127.0.0.4").startswith("HTTP/1.1 200")
+    assert raw_get(secured, "/healthz", "", "127.0.0.3").startswith("HTTP/1.1 200")
+    log = secured.log.read_text()
+    assert log.count("auth failure: more than 20 from 127.0.0.3 within 10 s") == 1, log
+    assert log.count("auth failure: GET /jobs: wrong cluster token") == 21, log
+
+
 def test_other_hosts_need_a_token_or_insecure(tmp_path):
     base = [PERSEUS, "serve", "--port", "0", "--store", str(tmp_path / "s.sqlite"),
             "--address", "0.0.0.0"]

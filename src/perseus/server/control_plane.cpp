@@ -338,8 +338,28 @@ std::optional<Reply> ControlPlane::refuse_on_header(const Request& request) {
 
 std::optional<Reply> ControlPlane::authenticate(const Request& request, const std::string& path,
                                                 std::string_view query_token) {
+  if (path == "/healthz" && request.method == "GET") return std::nullopt;
+  const auto now = AuthThrottle::Clock::now();
+  if (auto wait = throttle_.locked_for(request.peer, now)) {
+    const std::string seconds = std::to_string(static_cast<long>(std::ceil(*wait)));
+    Reply refused = too_many_requests("too many failed authentications from " +
+                                      printable(request.peer) + "; retry in " + seconds + " s");
+    refused.headers.emplace_back("Retry-After", seconds);
+    return refused;
+  }
+  std::optional<Reply> refused = check_credentials(request, path, query_token);
+  if (refused && throttle_.failed(request.peer, now)) {
+    log::warn("auth failure: more than " + std::to_string(kMaxAuthFailures) + " from " +
+              printable(request.peer) + " within " + std::to_string(kAuthFailureWindow.count()) +
+              " s: its requests are refused for " + std::to_string(kAuthLockout.count()) + " s");
+  }
+  return refused;
+}
+
+std::optional<Reply> ControlPlane::check_credentials(const Request& request,
+                                                     const std::string& path,
+                                                     std::string_view query_token) const {
   const bool get = request.method == "GET", post = request.method == "POST";
-  if (path == "/healthz" && get) return std::nullopt;
   if (auto refused =
           refuse_unauthenticated(request, path, get && browsable(path) ? query_token : "")) {
     return refused;
@@ -347,7 +367,8 @@ std::optional<Reply> ControlPlane::authenticate(const Request& request, const st
   for (const auto& route : kJobRoutes) {
     const std::string id = id_after(path, route.prefix);
     if (id.empty()) continue;
-    const Job* job = find(id);
+    auto it = jobs_.find(id);
+    const Job* job = it == jobs_.end() ? nullptr : it->second.get();
     // A wrong method or an unknown job is route's to answer; a job's status needs no secret.
     if ((route.post ? !post : !get) || !job || std::string_view(route.prefix) == "/jobs/") {
       return std::nullopt;

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 
+#include "perseus/server/auth_throttle.hpp"
 #include "perseus/server/job.hpp"
 #include "perseus/server/store.hpp"
 
@@ -44,6 +45,7 @@ struct Request {
   std::string method, target, body;
   std::string authorization;  // the Authorization header
   std::string job_secret;     // the X-Perseus-Job-Secret header
+  std::string peer;           // the peer's address ("": not known; never locked out)
   // refuse_on_header admitted these credentials already: handle() does not check them again
   // (a job secret costs a SHA-256).
   bool credentials_checked = false;
@@ -85,11 +87,15 @@ class ControlPlane {
   // status page may carry the token as ?token= instead. nullopt: go on.
   std::optional<Reply> refuse_unauthenticated(const Request& request, const std::string& path,
                                               std::string_view query_token = {}) const;
+  // The refusal of a request to `path`: 429 while its peer is locked out after failed
+  // authentications (AuthThrottle), else check_credentials's, counted as a failure.
+  std::optional<Reply> authenticate(const Request& request, const std::string& path,
+                                    std::string_view query_token);
   // The refusal (401 cluster token, 403 job secret, logged) of a request to `path` whose
   // credentials do not admit it; `query_token` is a ?token=, which the pages a browser reads
   // may carry instead of the header (GET /, /jobs, /jobs/{id}, /metrics). nullopt: go on.
-  std::optional<Reply> authenticate(const Request& request, const std::string& path,
-                                    std::string_view query_token);
+  std::optional<Reply> check_credentials(const Request& request, const std::string& path,
+                                         std::string_view query_token) const;
   Reply register_job(const nlohmann::json& body);
   std::unique_ptr<Job> restore(const StoredJob& stored);
   Reply jobs_summary() const;
@@ -111,6 +117,7 @@ class ControlPlane {
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::map<std::pair<std::string, int>, std::uint64_t> requests_;  // (endpoint, status) -> count
   std::function<ConnectionStats()> connections_;
+  AuthThrottle throttle_;
 };
 
 }  // namespace perseus::server

@@ -180,9 +180,12 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     const auto& request = parser_->get();
     std::string target(request.target());
     // Credentials first: a peer without them reserves no room for its body.
-    const Request header{std::string(request.method_string()), target, "",
+    const Request header{std::string(request.method_string()),
+                         target,
+                         "",
                          std::string(request[http::field::authorization]),
-                         std::string(request[kJobSecretHeader])};
+                         std::string(request[kJobSecretHeader]),
+                         peer_.to_string()};
     if (auto refused = shared_.plane.refuse_on_header(header)) return refuse(*refused);
     if (!health_check(target)) admitted_ = true;
     std::uint64_t limit = body_limit(target);
@@ -257,6 +260,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
               std::move(request.body()),
               std::string(request[http::field::authorization]),
               std::string(request[kJobSecretHeader]),
+              peer_.to_string(),
               true};
     shared_.plane.handle(
         r, [self = this->shared_from_this()](const Reply& reply) { self->answer(reply); });
