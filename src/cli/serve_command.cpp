@@ -166,8 +166,8 @@ void add_limit_options(CLI::App* cmd, ServeArgs& a) {
                   "connections open at once from one peer address")
       ->capture_default_str();
   cmd->add_option("--first-request-timeout", a.limits.first_request_timeout_s,
-                  "seconds from a connection's start to the header of its first request with "
-                  "credentials (the health check does not count)")
+                  "seconds from a connection's start to its first request with credentials in "
+                  "(the health check does not count)")
       ->capture_default_str();
   cmd->add_option("--header-timeout", a.limits.header_timeout_s,
                   "seconds a request header may take from its first byte")

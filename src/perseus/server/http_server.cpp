@@ -61,7 +61,7 @@ void HttpLimits::validate() const {
 struct HttpServer::Impl {
   Impl(ControlPlane& p, const std::string& address, unsigned short port, HttpLimits limits,
        const TlsFiles& tls_files)
-      : shared{p, limits, 0, {}, {}, 0, {}},
+      : shared{p, limits, 0, 0, {}, {}},
         acceptor(io),
         backoff(io),
         sweeper(io),
@@ -178,8 +178,8 @@ struct HttpServer::Impl {
   }
 
   bool at_cap(const asio::ip::address& peer) const {
-    auto it = shared.open_by_peer.find(peer);
-    const std::size_t from_peer = it == shared.open_by_peer.end() ? 0 : it->second;
+    auto it = shared.peers.find(peer);
+    const std::size_t from_peer = it == shared.peers.end() ? 0 : it->second.connections;
     return shared.open >= max_connections || from_peer >= shared.limits.max_connections_per_peer;
   }
 

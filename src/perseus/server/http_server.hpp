@@ -30,8 +30,8 @@ struct HttpLimits {
   // peer address; a connection past either is closed at once.
   std::size_t max_connections = 0;
   std::size_t max_connections_per_peer = 1024;
-  // A connection's first request with credentials (not /healthz) must have its header in by
-  // then, from the connection's start; until then no answer renews it.
+  // A connection's first request with credentials (not /healthz) must be in by then, from the
+  // connection's start; until then no answer renews it.
   double first_request_timeout_s = 10.0;
   double header_timeout_s = 10.0;
   double body_timeout_s = 60.0;

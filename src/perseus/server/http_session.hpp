@@ -61,14 +61,42 @@ class Connection {
 // What every connection shares: the control plane, the limits, the body budget, and the
 // connections whose deadlines the sweeper checks.
 struct Shared {
+  // What one peer address holds: open connections and bytes of bodies being read.
+  struct PeerUse {
+    std::string address;  // as text, for the log and the control plane
+    std::size_t connections = 0;
+    std::uint64_t body_bytes = 0;
+  };
+  using Peers = std::map<asio::ip::address, PeerUse>;
+
   ControlPlane& plane;
   HttpLimits limits;
-  std::uint64_t inflight_bytes = 0;
-  std::map<asio::ip::address, std::uint64_t> inflight_by_peer;  // only peers reading a body
+  std::uint64_t inflight_bytes = 0;  // bytes of bodies being read, in all
+  std::size_t open = 0;              // open connections, in all
+  Peers peers;                       // only peers that hold something
   std::vector<std::weak_ptr<Connection>> connections;
-  // Open connections (sessions alive), in all and per peer address (only peers with one).
-  std::size_t open = 0;
-  std::map<asio::ip::address, std::size_t> open_by_peer;
+
+  // A new connection from `peer`; its entry stays valid while it holds anything.
+  Peers::iterator connect(const asio::ip::address& peer) {
+    auto [it, added] = peers.try_emplace(peer);
+    if (added) it->second.address = peer.to_string();
+    ++it->second.connections;
+    ++open;
+    return it;
+  }
+  void disconnect(Peers::iterator it) {
+    --open;
+    --it->second.connections;
+    forget_if_idle(it);
+  }
+  void release_body(Peers::iterator it, std::uint64_t bytes) {
+    inflight_bytes -= bytes;
+    it->second.body_bytes -= bytes;
+    forget_if_idle(it);
+  }
+  void forget_if_idle(Peers::iterator it) {
+    if (it->second.connections == 0 && it->second.body_bytes == 0) peers.erase(it);
+  }
 };
 
 // Whether a request target is the health check (which no connection is kept open for).
@@ -78,9 +106,10 @@ inline bool health_check(std::string_view target) {
 
 // One client connection: wait for a request (idle deadline), read its header (header deadline)
 // and body (body deadline, within the shared budget), hand it to the control plane, write the
-// answer (write deadline), repeat; its first request that is not the health check must have its
-// header in within the first-request deadline of the connection's start. Its credentials are
-// checked on the header, before room for its body is reserved (within the total and its peer
+// answer (write deadline), repeat; its first request with credentials (not the health check) must
+// be in within the first-request deadline of the connection's start. The credentials of a
+// request with a body are checked on its header, before room for the body is reserved (within
+// the total and its peer
 // address's share). Deadlines are time points checked by a sweep of all sessions a few times a
 // second, so setting one costs no timer operation. While an answer waits (the schedule barrier) the
 // connection keeps reading: a peer that hangs up is closed at once, and a request pipelined behind
@@ -98,11 +127,8 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   Session(tcp::socket socket, const asio::ip::address& peer, Shared& shared, TlsContext&... tls)
       : stream_(std::move(socket), tls...),
         shared_(shared),
-        peer_(peer),
-        first_deadline_(Clock::now() + steady_duration(shared.limits.first_request_timeout_s)) {
-    ++shared_.open;
-    ++shared_.open_by_peer[peer_];
-  }
+        peer_(shared.connect(peer)),
+        first_deadline_(Clock::now() + steady_duration(shared.limits.first_request_timeout_s)) {}
   ~Session() override { uncount(); }
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -179,15 +205,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     if (ec) return on_read_error(ec);
     const auto& request = parser_->get();
     std::string target(request.target());
-    // Credentials first: a peer without them reserves no room for its body.
-    const Request header{std::string(request.method_string()),
-                         target,
-                         "",
-                         std::string(request[http::field::authorization]),
-                         std::string(request[kJobSecretHeader]),
-                         peer_.to_string()};
-    if (auto refused = shared_.plane.refuse_on_header(header)) return refuse(*refused);
-    if (!health_check(target)) admitted_ = true;
+    health_ = health_check(target);
     std::uint64_t limit = body_limit(target);
     auto length = parser_->content_length();
     if (length && *length > limit) {
@@ -197,16 +215,27 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
                                       " " + target));
     }
     std::uint64_t reserve = parser_->chunked() ? limit : length.value_or(0);
-    std::uint64_t& peer_bytes = shared_.inflight_by_peer[peer_];
+    // Credentials before a body: a peer without them reserves no room for it. (A request without
+    // a body has them checked once, with the request.)
+    checked_ = reserve > 0;
+    if (checked_) {
+      const Request header{std::string(request.method_string()),
+                           target,
+                           "",
+                           std::string(request[http::field::authorization]),
+                           std::string(request[kJobSecretHeader]),
+                           peer_->second.address};
+      if (auto refused = shared_.plane.refuse_on_header(header)) return refuse(*refused);
+    }
+    std::uint64_t& peer_bytes = peer_->second.body_bytes;
     const bool total_spent = shared_.inflight_bytes + reserve > shared_.limits.max_inflight_bytes;
     if (total_spent || peer_bytes + reserve > shared_.limits.max_inflight_bytes_per_peer) {
       const std::uint64_t held = total_spent ? shared_.inflight_bytes : peer_bytes;
-      if (peer_bytes == 0) shared_.inflight_by_peer.erase(peer_);
       log::warn(
           "refused a request body: " + std::to_string(held) + " bytes already being read" +
           (total_spent
                ? " (--max-inflight-bytes " + std::to_string(shared_.limits.max_inflight_bytes) + ")"
-               : " from " + peer_.to_string() + " (--max-inflight-bytes-per-peer " +
+               : " from " + peer_->second.address + " (--max-inflight-bytes-per-peer " +
                      std::to_string(shared_.limits.max_inflight_bytes_per_peer) + ")"));
       return refuse(
           service_unavailable("the server is reading too many request bodies at "
@@ -218,16 +247,9 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     arm(shared_.limits.body_timeout_s);
     http::async_read(stream_, buffer_, *parser_,
                      [self = this->shared_from_this(), reserve](beast::error_code ec, std::size_t) {
-                       self->release(reserve);
+                       self->shared_.release_body(self->peer_, reserve);
                        self->on_body(ec);
                      });
-  }
-
-  // Gives back what reading a body reserved.
-  void release(std::uint64_t reserve) {
-    shared_.inflight_bytes -= reserve;
-    auto it = shared_.inflight_by_peer.find(peer_);
-    if ((it->second -= reserve) == 0) shared_.inflight_by_peer.erase(it);
   }
 
   std::uint64_t body_limit(std::string_view target) const {
@@ -260,8 +282,8 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
               std::move(request.body()),
               std::string(request[http::field::authorization]),
               std::string(request[kJobSecretHeader]),
-              peer_.to_string(),
-              true};
+              peer_->second.address,
+              checked_};
     shared_.plane.handle(
         r, [self = this->shared_from_this()](const Reply& reply) { self->answer(reply); });
     if (!pending_) return;
@@ -282,6 +304,10 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   void answer(const Reply& reply) {
     if (!pending_) return;
     pending_ = false;
+    // The first request with credentials admits the connection (the idle deadline from then on).
+    if (!health_ && reply.status != 401 && reply.status != 403 && reply.status != 429) {
+      admitted_ = true;
+    }
     if (gone_) return;
     out_ = response_bytes(reply, keep_alive_);
     beast::error_code ec;
@@ -327,9 +353,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   void uncount() {
     if (!counted_) return;
     counted_ = false;
-    --shared_.open;
-    auto it = shared_.open_by_peer.find(peer_);
-    if (--it->second == 0) shared_.open_by_peer.erase(it);
+    shared_.disconnect(peer_);
   }
 
   // Until a request with credentials was admitted, no deadline passes the first request's.
@@ -343,14 +367,18 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
 
   Stream stream_;
   Shared& shared_;
-  asio::ip::address peer_;  // the peer's address, for its shares of connections and bodies
+  // The peer's address and what it holds (valid while this connection is counted or reads a
+  // body).
+  Shared::Peers::iterator peer_;
   Clock::time_point first_deadline_;  // for the first admitted request's header
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::string out_;
   Clock::time_point deadline_ = Clock::time_point::max();
   bool counted_ = true;    // in Shared::open (until uncount)
-  bool admitted_ = false;  // a request with credentials (not /healthz) passed its header
+  bool admitted_ = false;  // a request with credentials (not /healthz) was answered
+  bool health_ = false;    // the request being handled is the health check
+  bool checked_ = false;   // its credentials were checked on its header
   bool keep_alive_ = true;
   bool pending_ = false;   // a request is waiting for its answer
   bool reading_ = false;   // read_more's read is outstanding
