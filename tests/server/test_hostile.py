@@ -73,6 +73,26 @@ def post_bytes(path, body, extra_headers=""):
             ).encode() + body
 
 
+def half_sent_bodies(server, job_id, count, source):
+    """`count` connections from address `source` that each announce a 60 KiB result and send
+    half of it; returns (the sockets, how many were answered 503)."""
+    held, refused = [], 0
+    body = b'{"rank": 0, "pad": "' + b"x" * 60000 + b'"}'
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10,
+                                        source_address=(source, 0))
+        sock.sendall(post_bytes(f"/result/{job_id}", body)[:30000])
+        held.append(sock)
+    time.sleep(0.5)
+    for sock in held:
+        sock.settimeout(0.2)
+        try:
+            refused += sock.recv(4096).startswith(b"HTTP/1.1 503")
+        except socket.timeout:
+            pass
+    return held, refused
+
+
 @pytest.fixture
 def server(server_factory):
     return server_factory("all-max", {"microbatches": 2})
@@ -167,21 +187,7 @@ def test_bodies_are_bounded_per_request_and_in_total(server_factory):
     status, detail = status_and_detail(exchange(server.port, post_bytes(f"/result/{job_id}", big)))
     assert status == 413 and "65536" in detail, detail
     # Eight peers each announce a 60 KiB body and send half of it: at most four fit the budget.
-    held, refused = [], 0
-    for _ in range(8):
-        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-        body = b'{"rank": 0, "pad": "' + b"x" * 60000 + b'"}'
-        sock.sendall(post_bytes(f"/result/{job_id}", body)[:30000])
-        held.append(sock)
-    time.sleep(0.5)
-    for sock in held:
-        sock.settimeout(0.2)
-        try:
-            answer = sock.recv(4096)
-        except socket.timeout:
-            continue
-        if answer.startswith(b"HTTP/1.1 503"):
-            refused += 1
+    held, refused = half_sent_bodies(server, job_id, 8, "127.0.0.1")
     assert refused >= 4, refused
     assert_healthy(server)
     complete_job(server)
@@ -215,21 +221,7 @@ def test_one_peer_gets_only_its_share_of_the_body_budget(server_factory):
     job_id = server.register_job(pp=2)
     # One peer (127.0.0.2) announces eight 60 KiB bodies and sends half of each: two fit its
     # share (the total would take four).
-    held, refused = [], 0
-    body = b'{"rank": 0, "pad": "' + b"x" * 60000 + b'"}'
-    for _ in range(8):
-        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10,
-                                        source_address=("127.0.0.2", 0))
-        sock.sendall(post_bytes(f"/result/{job_id}", body)[:30000])
-        held.append(sock)
-    time.sleep(0.5)
-    for sock in held:
-        sock.settimeout(0.2)
-        try:
-            if sock.recv(4096).startswith(b"HTTP/1.1 503"):
-                refused += 1
-        except socket.timeout:
-            pass
+    held, refused = half_sent_bodies(server, job_id, 8, "127.0.0.2")
     assert refused == 6, refused
     assert "from 127.0.0.2 (--max-inflight-bytes-per-peer 131072)" in server.log.read_text()
     complete_job(server)  # from 127.0.0.1, within what is left
