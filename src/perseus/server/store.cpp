@@ -110,6 +110,7 @@ void Store::open(Access access) {
                 (db_ ? sqlite3_errmsg(db_) : "out of memory"));
   }
   sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+  sqlite3_limit(db_, SQLITE_LIMIT_LENGTH, kMaxStoredValueBytes);
   quick_check();
   exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
   exec(kSchema);
@@ -200,13 +201,26 @@ void Store::write(const char* sql, const std::vector<std::string>& text,
                   const std::vector<long>& ints) {
   auto& stmt = statements_[sql];
   if (!stmt && sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr) != SQLITE_OK) {
-    throw Error("store " + path_ + ": prepare failed: " + sqlite3_errmsg(db_));
+    throw StoreError("store " + path_ + ": prepare failed: " + sqlite3_errmsg(db_));
   }
+  // Every bind is checked: a refused one leaves its parameter NULL, and the row would be stored
+  // without it.
   int index = 1;
+  auto bound = [&](int rc, std::size_t bytes) {
+    if (rc == SQLITE_OK) return;
+    sqlite3_reset(stmt);
+    sqlite3_clear_bindings(stmt);
+    throw StoreError("store " + path_ + ": a value of " + std::to_string(bytes) +
+                     " bytes cannot be stored (" + sqlite3_errstr(rc) + "; at most " +
+                     std::to_string(kMaxStoredValueBytes) + " bytes)");
+  };
   for (const auto& t : text) {
-    sqlite3_bind_text(stmt, index++, t.c_str(), static_cast<int>(t.size()), SQLITE_TRANSIENT);
+    const int size = t.size() > static_cast<std::size_t>(kMaxStoredValueBytes)
+                         ? kMaxStoredValueBytes + 1
+                         : static_cast<int>(t.size());
+    bound(sqlite3_bind_text(stmt, index++, t.c_str(), size, SQLITE_TRANSIENT), t.size());
   }
-  for (long v : ints) sqlite3_bind_int64(stmt, index++, v);
+  for (long v : ints) bound(sqlite3_bind_int64(stmt, index++, v), sizeof v);
   auto start = std::chrono::steady_clock::now();
   int rc = sqlite3_step(stmt);
   write_seconds_.observe(

@@ -43,6 +43,11 @@ struct StoredJob {
   std::string unreadable;
 };
 
+// The largest value (a JSON row) the store takes: requests are at most 1 MiB and a served
+// schedule 4 MiB, so anything larger is refused as a failed write (StoreError) rather than
+// stored (SQLite's own limit, 1 GB, stored such a value as NULL without a word).
+inline constexpr int kMaxStoredValueBytes = 64 << 20;
+
 class Store {
  public:
   // Who opens the store: the server holds an exclusive lock on it (`<path>.lock`, released when
