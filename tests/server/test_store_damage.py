@@ -1,6 +1,7 @@
 """Store failures are contained (issue 12): one server per store, a damaged store is refused or
 its damaged jobs fail alone, and a store that refuses a write loses nothing acknowledged."""
 import json
+import os
 import sqlite3
 import subprocess
 import threading
@@ -31,6 +32,29 @@ def test_second_server_on_the_same_store_is_refused(server_factory):
     server.kill()  # SIGKILL releases the lock: the next server starts
     server.start()
     assert_healthy(server)
+
+
+@pytest.mark.parametrize("second_name", ["symlink", "hard link", "lock note deleted"])
+def test_a_second_name_for_the_store_is_the_same_store(server_factory, second_name):
+    """Issue 50.10: the lock is on the database file itself, so a second server reaching it by
+    another name (a symlink, a hard link), or after its lock note was deleted, is refused (two
+    servers on one database, two -wal files through a hard link, corrupt it)."""
+    server = server_factory("all-max", {"microbatches": 2})
+    other = server.workdir / "other.sqlite"
+    if second_name == "symlink":
+        other.symlink_to(server.store)
+    elif second_name == "hard link":
+        os.link(server.store, other)
+    else:
+        os.remove(server.store + ".lock")
+        other = server.store
+    args = list(server.args)
+    args[args.index("--store") + 1] = str(other)
+    out = subprocess.run(args, capture_output=True, text=True, timeout=30, cwd=server.workdir)
+    assert out.returncode != 0, out.stdout
+    assert "is in use by another server" in out.stderr, out.stderr
+    assert_healthy(server)
+    complete_job(server)
 
 
 def test_empty_store_beside_a_write_ahead_log_is_an_error(server_factory):

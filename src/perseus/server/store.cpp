@@ -8,7 +8,9 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -132,18 +134,22 @@ void Store::close() {
   lock_fd_ = -1;
 }
 
-// `<path>.lock`, held with flock for the process's life; it says who holds it.
+// The database file itself, held with flock for the process's life: a second name for it (a
+// symlink, a hard link) reaches the same inode, so the same lock. (flock and the POSIX locks
+// SQLite takes do not meet on Linux; the descriptor stays open until SQLite has closed the
+// file, so closing it cannot drop SQLite's locks.) Who holds it is noted in
+// `<resolved path>.lock`, for the message.
 void Store::lock() {
-  const std::string lock_path = path_ + ".lock";
-  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0) {
-    throw Error("cannot open store lock " + lock_path + ": " + std::strerror(errno));
-  }
+  lock_fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) throw Error("cannot open store " + path_ + ": " + std::strerror(errno));
+  char* resolved = ::realpath(path_.c_str(), nullptr);
+  const std::string note_path = std::string(resolved ? resolved : path_.c_str()) + ".lock";
+  std::free(resolved);
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    char holder[256] = {};
-    ssize_t n = ::pread(lock_fd_, holder, sizeof holder - 1, 0);
-    std::string who = n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : "unknown";
-    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+    std::string who = "unknown";
+    if (std::ifstream note(note_path); note && std::getline(note, who) && who.empty()) {
+      who = "unknown";
+    }
     ::close(lock_fd_);
     lock_fd_ = -1;
     throw Error("store " + path_ + " is in use by another server (" + who +
@@ -151,10 +157,8 @@ void Store::lock() {
   }
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  std::string me = "pid " + std::to_string(::getpid()) + " on " + host + "\n";
-  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, me.data(), me.size(), 0) < 0) {
-    // The lock holds without the note; only the message naming the holder loses it.
-  }
+  // The note is only for the message naming the holder: the lock holds without it.
+  std::ofstream(note_path, std::ios::trunc) << "pid " << ::getpid() << " on " << host << "\n";
 }
 
 void Store::check_not_truncated() const {
