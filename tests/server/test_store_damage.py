@@ -57,6 +57,42 @@ def test_a_second_name_for_the_store_is_the_same_store(server_factory, second_na
     complete_job(server)
 
 
+@pytest.mark.parametrize("removed", ["store.sqlite", "store.sqlite-wal"])
+def test_a_store_removed_while_serving_stops_acknowledging(server_factory, removed):
+    """Issue 50.11: the database file or its write-ahead log removed under a running server used
+    to go unnoticed (20 more jobs acknowledged, none back after a restart); now the next write
+    finds out, fails (503, logged), and so does every write after it."""
+    server = server_factory("all-max", {"microbatches": 2})
+    complete_job(server)
+    assert (server.workdir / removed).exists()
+    os.remove(server.workdir / removed)
+    time.sleep(0.3)
+    for _ in range(3):
+        status, answer = server.post("/register_job", {"pp_degree": 1, "dp_degree": 1,
+                                                       "tp_degree": 1, "world_size": 1})
+        assert status == 503 and "while serving; nothing more is acknowledged" in \
+            answer["detail"], answer
+    assert "was removed" in server.log.read_text()
+    status, health = server.get("/healthz")
+    assert status == 200  # still up: its jobs' schedules are still served from memory
+
+
+def test_an_empty_store_file_is_not_started_empty(server_factory):
+    """Issue 50.11: a 0-byte store file (no log beside it) is refused at start, not started as a
+    new empty store; a path that does not exist still makes a new store."""
+    server = server_factory("all-max", {"microbatches": 2})
+    server.kill()
+    for leftover in ("store.sqlite-wal", "store.sqlite-shm"):
+        if (server.workdir / leftover).exists():
+            os.remove(server.workdir / leftover)
+    open(server.store, "w").close()
+    reason = start_fails(server)
+    assert "is an empty file" in reason and "remove it to start a new store" in reason, reason
+    os.remove(server.store)
+    server.start()
+    assert_healthy(server)
+
+
 def test_empty_store_beside_a_write_ahead_log_is_an_error(server_factory):
     server = server_factory("all-max", {"microbatches": 2})
     complete_job(server)

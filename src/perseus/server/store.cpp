@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "perseus/util/error.hpp"
+#include "perseus/util/log.hpp"
 
 namespace perseus::server {
 
@@ -105,6 +106,7 @@ Store::~Store() {
 
 void Store::open(Access access) {
   const bool file = path_ != ":memory:" && !path_.empty();
+  if (file) check_not_empty();
   if (file && access == Access::exclusive) lock();
   if (file) check_not_truncated();
   if (sqlite3_open(path_.c_str(), &db_) != SQLITE_OK) {
@@ -161,6 +163,49 @@ void Store::lock() {
   std::ofstream(note_path, std::ios::trunc) << "pid " << ::getpid() << " on " << host << "\n";
 }
 
+// An existing, empty store file with no write-ahead log to replay: SQLite would start it empty,
+// silently losing every job it held.
+void Store::check_not_empty() const {
+  struct stat db {
+  }, wal{};
+  const std::string wal_path = path_ + "-wal";
+  if (::stat(path_.c_str(), &db) == 0 && db.st_size == 0 &&
+      (::stat(wal_path.c_str(), &wal) != 0 || wal.st_size == 0)) {
+    throw Error("store " + path_ +
+                " is an empty file: a store that lost its contents (restore it from a backup), "
+                "or not a store; remove it to start a new store there");
+  }
+}
+
+// See kPresenceCheckPeriod.
+void Store::check_present() {
+  if (!lost_.empty()) throw StoreError(lost_);
+  if (lock_fd_ < 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_presence_check_) return;
+  next_presence_check_ = now + kPresenceCheckPeriod;
+  struct stat opened {
+  }, named{}, wal{};
+  const std::string wal_path = path_ + "-wal";
+  std::string why;
+  if (::fstat(lock_fd_, &opened) != 0 || opened.st_nlink == 0 ||
+      ::stat(path_.c_str(), &named) != 0 || named.st_ino != opened.st_ino ||
+      named.st_dev != opened.st_dev) {
+    why = "its database file was removed or replaced";
+  } else if (::stat(wal_path.c_str(), &wal) == 0) {
+    if (wal_inode_ != 0 && wal.st_ino != wal_inode_) why = "its write-ahead log was replaced";
+    wal_inode_ = wal.st_ino;
+  } else if (wal_inode_ != 0) {
+    why = "its write-ahead log " + wal_path + " was removed";
+  }
+  if (why.empty()) return;
+  lost_ = "store " + path_ + ": " + why +
+          " while serving; nothing more is acknowledged: stop the server, restore the store, "
+          "start it again";
+  log::error(lost_);
+  throw StoreError(lost_);
+}
+
 void Store::check_not_truncated() const {
   struct stat db {
   }, wal{};
@@ -203,6 +248,7 @@ void Store::exec(const std::string& sql) const {
 // Statements are prepared once and reused (writes are the server's hot path).
 void Store::write(const char* sql, const std::vector<std::string>& text,
                   const std::vector<long>& ints) {
+  check_present();
   auto& stmt = statements_[sql];
   if (!stmt && sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr) != SQLITE_OK) {
     throw StoreError("store " + path_ + ": prepare failed: " + sqlite3_errmsg(db_));

@@ -5,6 +5,9 @@
 // process).
 #pragma once
 
+#include <sys/types.h>
+
+#include <chrono>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -47,6 +50,7 @@ struct StoredJob {
 // schedule 4 MiB, so anything larger is refused as a failed write (StoreError) rather than
 // stored (SQLite's own limit, 1 GB, stored such a value as NULL without a word).
 inline constexpr int kMaxStoredValueBytes = 64 << 20;
+inline constexpr std::chrono::milliseconds kPresenceCheckPeriod{100};
 
 class Store {
  public:
@@ -57,8 +61,12 @@ class Store {
 
   // Opens (creating if needed) the store at `path`; ":memory:" for a throwaway store. Checks it
   // with SQLite's quick_check. Throws perseus::Error naming the file when it cannot be opened,
-  // is locked by another server, fails the check, is not a Perseus store, or is an empty file
-  // beside a non-empty write-ahead log (the database file was lost: never started empty).
+  // is locked by another server, fails the check, is not a Perseus store, is an empty file
+  // (a store that lost its contents: never started empty; a path that does not exist makes a
+  // new store), or is missing or empty beside a non-empty write-ahead log. While serving, a
+  // write finds out (within kPresenceCheckPeriod) when the database file or its log was removed
+  // or replaced, and from then on every write fails (StoreError), so nothing more is
+  // acknowledged that a restart would not find.
   explicit Store(const std::string& path, Access access = Access::exclusive);
   ~Store();
   Store(const Store&) = delete;
@@ -89,9 +97,16 @@ class Store {
   void close();
   void lock();
   void check_not_truncated() const;
+  void check_not_empty() const;
+  void check_present();
   void quick_check() const;
   std::string path_;
-  int lock_fd_ = -1;
+  int lock_fd_ = -1;  // the database file, as opened (its lock)
+  // Whether the database file and its write-ahead log are still the ones opened, checked at most
+  // this often; once they are not, `lost_` says so and every write fails.
+  std::chrono::steady_clock::time_point next_presence_check_{};
+  ino_t wal_inode_ = 0;  // the -wal file, once seen
+  std::string lost_;
   sqlite3* db_ = nullptr;
   std::map<const char*, sqlite3_stmt*> statements_;  // prepared writes, by SQL text address
 };
