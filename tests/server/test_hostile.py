@@ -438,3 +438,40 @@ def test_scheduler_files_stay_in_the_server_folders(server, scheduler, args, rea
     assert not (tmp_path / "pwned.csv").exists() and not (tmp_path.parent / "pwned.csv").exists()
     assert not os.path.exists("/tmp/perseus-pwned.csv")
     complete_job(server)
+
+
+@pytest.mark.parametrize("scheduler, planted, reason", [
+    ("point-solution", "a link out", "outside the server's --data-dir"),
+    ("point-solution", "a FIFO", "is not a regular file"),
+    ("point-solution", "a huge file", "an input file may have"),
+    ("frontier", "a link out", "outside the server's --data-dir"),
+    ("frontier", "a FIFO", "is not a regular file"),
+])
+def test_every_file_an_input_directory_holds_is_checked(server, tmp_path, tmp_path_factory,
+                                                        scheduler, planted, reason):
+    """Issue 50.13/14: an input directory's members are checked as they would be opened: a
+    symlink among them that leads out of --data-dir (an outside plan was served), a FIFO (read,
+    it blocked the server for as long as nothing wrote it) or a file above 64 MiB (seconds on
+    the loop) refuses the job at registration, at once."""
+    folder = tmp_path / "inputs"  # inside --data-dir (the servers' parent folder)
+    folder.mkdir()
+    (folder / "a.json").write_text("[[1410]]")
+    member = folder / "b.json"
+    if planted == "a link out":
+        outside = tmp_path_factory.mktemp("outside") / "plan.json"
+        outside.write_text("[[1410]]")
+        member.symlink_to(outside)
+    elif planted == "a FIFO":
+        os.mkfifo(member)
+    else:
+        with open(member, "wb") as f:
+            f.truncate((64 << 20) + 1)
+    arg = "solution_path" if scheduler == "point-solution" else "frontier"
+    body = {"job_id": "", "pp_degree": 1, "dp_degree": 1, "tp_degree": 1, "world_size": 1,
+            "scheduler": scheduler, "scheduler_args": {"microbatches": 2, arg: str(folder)}}
+    if scheduler == "frontier":
+        del body["scheduler_args"]["microbatches"]
+    status, answer = server.post("/register_job", body)
+    assert status == 422 and reason in answer["detail"], answer
+    assert "b.json" in answer["detail"], answer
+    complete_job(server)

@@ -250,8 +250,60 @@ std::filesystem::path output_path(const ArgReader& args, const char* name, const
   return confined(args, name, path, job.output_dir, job.output_root, "--output-dir");
 }
 
+namespace {
+
+// Refuses (naming the argument) `file`, met under an input path, unless it resolves under
+// `top` (the canonical --data-dir) to a regular file of at most kMaxInputFileBytes.
+void check_input_file(const ArgReader& args, const char* name, const std::filesystem::path& file,
+                      const std::filesystem::path& top) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path real = fs::canonical(file, ec);
+  if (ec) args.fail(name, "'" + file.string() + "' cannot be resolved: " + ec.message());
+  auto [end, inside] = std::mismatch(top.begin(), top.end(), real.begin(), real.end());
+  if (end != top.end()) {
+    args.fail(name, "'" + file.string() + "' leads to '" + real.string() +
+                        "', outside the server's --data-dir (" + top.string() + ")");
+  }
+  const fs::file_status status = fs::status(real, ec);
+  if (ec || !fs::is_regular_file(status)) {
+    args.fail(name, "'" + file.string() +
+                        "' is not a regular file (a FIFO, socket or device is never read)");
+  }
+  const auto size = fs::file_size(real, ec);
+  if (ec || size > kMaxInputFileBytes) {
+    args.fail(name, "'" + file.string() + "' has " + std::to_string(size) + " bytes, above the " +
+                        std::to_string(kMaxInputFileBytes) + " an input file may have");
+  }
+}
+
+}  // namespace
+
 std::filesystem::path data_path(const ArgReader& args, const char* name, const JobSpec& job) {
-  return confined(args, name, args.text(name), job.data_dir, job.data_dir, "--data-dir");
+  namespace fs = std::filesystem;
+  const fs::path path =
+      confined(args, name, args.text(name), job.data_dir, job.data_dir, "--data-dir");
+  std::error_code ec;
+  const fs::path top = fs::weakly_canonical(job.data_dir, ec);
+  if (!fs::is_directory(path, ec)) {
+    if (fs::exists(fs::symlink_status(path, ec))) check_input_file(args, name, path, top);
+    return path;
+  }
+  // Every member, as the readers will open it: a link out of --data-dir, a FIFO or a huge
+  // file is refused here rather than read (or waited on) later.
+  const fs::path real = fs::canonical(path, ec);
+  auto [end, inside] = std::mismatch(top.begin(), top.end(), real.begin(), real.end());
+  if (ec || end != top.end()) {
+    args.fail(name, "'" + path.string() + "' leads outside the server's --data-dir (" +
+                        top.string() + ")");
+  }
+  for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    if (it->is_directory(ec) && !it->is_symlink(ec)) continue;
+    check_input_file(args, name, it->path(), top);
+  }
+  if (ec) args.fail(name, "cannot list '" + path.string() + "': " + ec.message());
+  return path;
 }
 
 void check_results(const std::string& context, const std::vector<StageResult>& results,

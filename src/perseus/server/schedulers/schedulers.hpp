@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -122,7 +123,11 @@ std::vector<StagePlan> uniform_plans(const schedule::Schedule& sched, int mhz);
 
 // A file argument confined to the server's directories: relative paths resolve against the job's
 // output directory (outputs) or the data directory (inputs); absolute paths must lie under the
-// server's --output-dir / --data-dir; no '..' components. Throws naming the argument.
+// server's --output-dir / --data-dir; no '..' components. An input, and every member of an input
+// directory, must resolve (links followed) under --data-dir to a regular file of at most
+// kMaxInputFileBytes: no link out, no FIFO, socket or device, no huge file. Throws naming the
+// argument.
+inline constexpr std::uintmax_t kMaxInputFileBytes = 64u << 20;
 std::filesystem::path output_path(const ArgReader& args, const char* name, const JobSpec& job,
                                   const std::string& path);
 std::filesystem::path data_path(const ArgReader& args, const char* name, const JobSpec& job);
