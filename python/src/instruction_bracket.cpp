@@ -194,8 +194,9 @@ void dealloc(PyObject* self) {
 
 PyObject* repr(PyObject* self) {
   auto* b = reinterpret_cast<Bracket*>(self);
+  if (b->function == nullptr) return PyUnicode_FromString("<perseus instruction bracket, cleared>");
   return PyUnicode_FromFormat("<perseus instruction bracket: %S of stage %d around %R>", b->kind,
-                              b->stage_index, b->function ? b->function : Py_None);
+                              b->stage_index, b->function);
 }
 
 PyMemberDef members[] = {

@@ -111,6 +111,15 @@ constexpr JobRoute kJobRoutes[] = {{"/jobs/", false, "job"},
                                    {wire::kResultPath, true, "result"},
                                    {"/straggler/", true, "straggler"}};
 
+// The job route `path` names, with its job id in `id`; nullptr when it names none.
+const JobRoute* job_route(const std::string& path, std::string& id) {
+  for (const auto& route : kJobRoutes) {
+    id = id_after(path, route.prefix);
+    if (!id.empty()) return &route;
+  }
+  return nullptr;
+}
+
 // The endpoint a request target names, as GET /metrics labels it ("other" for unknown paths).
 std::string endpoint_of(const std::string& target) {
   std::string path = percent_decode(target.substr(0, target.find('?')));
@@ -118,10 +127,9 @@ std::string endpoint_of(const std::string& target) {
     if (path == exact) return exact + 1;
   }
   if (path == "/") return "status_page";
-  for (const auto& route : kJobRoutes) {
-    if (!id_after(path, route.prefix).empty()) return route.endpoint;
-  }
-  return "other";
+  std::string id;
+  const JobRoute* route = job_route(path, id);
+  return route ? route->endpoint : "other";
 }
 
 // A free-text part of a job id (its scheduler, its metadata) at most this long: the id is a
@@ -364,22 +372,20 @@ std::optional<Reply> ControlPlane::check_credentials(const Request& request,
           refuse_unauthenticated(request, path, get && browsable(path) ? query_token : "")) {
     return refused;
   }
-  for (const auto& route : kJobRoutes) {
-    const std::string id = id_after(path, route.prefix);
-    if (id.empty()) continue;
-    auto it = jobs_.find(id);
-    const Job* job = it == jobs_.end() ? nullptr : it->second.get();
-    // A wrong method or an unknown job is route's to answer; a job's status needs no secret.
-    if ((route.post ? !post : !get) || !job || std::string_view(route.prefix) == "/jobs/") {
-      return std::nullopt;
-    }
-    if (job->secret_matches(request.job_secret)) return std::nullopt;
-    log::warn("auth failure: " + printable(request.method) + " " + printable(path) +
-              ": wrong job secret");
-    return forbidden(std::string("missing or wrong secret of job '") + id +
-                     "': send the X-Perseus-Job-Secret that register_job returned");
+  std::string id;
+  const JobRoute* route = job_route(path, id);
+  if (!route) return std::nullopt;
+  auto it = jobs_.find(id);
+  const Job* job = it == jobs_.end() ? nullptr : it->second.get();
+  // A wrong method or an unknown job is route's to answer; a job's status needs no secret.
+  if ((route->post ? !post : !get) || !job || std::string_view(route->prefix) == "/jobs/" ||
+      job->secret_matches(request.job_secret)) {
+    return std::nullopt;
   }
-  return std::nullopt;
+  log::warn("auth failure: " + printable(request.method) + " " + printable(path) +
+            ": wrong job secret");
+  return forbidden(std::string("missing or wrong secret of job '") + id +
+                   "': send the X-Perseus-Job-Secret that register_job returned");
 }
 
 void ControlPlane::route(const Request& request, const Responder& reply) {
@@ -413,16 +419,15 @@ void ControlPlane::route(const Request& request, const Responder& reply) {
     return reply({200, nullptr, metrics_text(), "text/plain; version=0.0.4; charset=utf-8"});
   }
   if (path == wire::kRegisterJobPath && post) return reply(register_job(wire::parse_json(body)));
-  for (const auto& route : kJobRoutes) {
-    std::string id = id_after(path, route.prefix);
-    if (id.empty()) continue;
-    if (route.post ? !post : !get) {
-      return reply(method_not_allowed(std::string(route.post ? "POST" : "GET") +
+  std::string id;
+  if (const JobRoute* route = job_route(path, id)) {
+    if (route->post ? !post : !get) {
+      return reply(method_not_allowed(std::string(route->post ? "POST" : "GET") +
                                       " only: " + method + " " + path));
     }
     Job* job = find(id);
     if (!job) return reply(not_found("unknown job '" + id + "'"));
-    std::string prefix = route.prefix;
+    std::string prefix = route->prefix;
     if (prefix == "/jobs/") return reply({200, job_status(*job, true)});
     if (prefix == wire::kSchedulePath) {
       auto rank = query_int(t, "rank");

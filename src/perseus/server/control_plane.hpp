@@ -83,10 +83,10 @@ class ControlPlane {
 
  private:
   void route(const Request& request, const Responder& respond);
-  // The 401 for a request without the cluster token, when the server has one (logged); the
-  // status page may carry the token as ?token= instead. nullopt: go on.
+  // The 401 for a request without the cluster token, when the server has one (logged);
+  // `query_token` (a ?token=, or empty) stands in for the header. nullopt: go on.
   std::optional<Reply> refuse_unauthenticated(const Request& request, const std::string& path,
-                                              std::string_view query_token = {}) const;
+                                              std::string_view query_token) const;
   // The refusal of a request to `path`: 429 while its peer is locked out after failed
   // authentications (AuthThrottle), else check_credentials's, counted as a failure.
   std::optional<Reply> authenticate(const Request& request, const std::string& path,

@@ -109,12 +109,11 @@ inline bool health_check(std::string_view target) {
 // answer (write deadline), repeat; its first request with credentials (not the health check) must
 // be in within the first-request deadline of the connection's start. The credentials of a
 // request with a body are checked on its header, before room for the body is reserved (within
-// the total and its peer
-// address's share). Deadlines are time points checked by a sweep of all sessions a few times a
-// second, so setting one costs no timer operation. While an answer waits (the schedule barrier) the
-// connection keeps reading: a peer that hangs up is closed at once, and a request pipelined behind
-// the waiting one is dropped and the connection closed after the answer (drop_pipelined), so a
-// waiting connection holds no more than one read buffer.
+// the total and its peer address's share). Deadlines are time points checked by a sweep of all
+// sessions a few times a second, so setting one costs no timer operation. While an answer waits
+// (the schedule barrier) the connection keeps reading: a peer that hangs up is closed at once,
+// and a request pipelined behind the waiting one is dropped and the connection closed after the
+// answer (drop_pipelined), so a waiting connection holds no more than one read buffer.
 //
 // `Stream` is the plain socket or a TLS stream over it (handshake first, under the header
 // deadline).
@@ -175,9 +174,12 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
                                 return self->close_now();
                               }
                               self->buffer_.commit(n);
-                              if (self->pending_) self->drop_pipelined();
                               if (self->draining_ || self->pending_) {
-                                self->buffer_.consume(self->buffer_.size());
+                                if (self->pending_) {
+                                  self->drop_pipelined();
+                                } else {
+                                  self->buffer_.consume(self->buffer_.size());
+                                }
                                 return self->read_more();
                               }
                               self->read_header();
@@ -370,7 +372,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   // The peer's address and what it holds (valid while this connection is counted or reads a
   // body).
   Shared::Peers::iterator peer_;
-  Clock::time_point first_deadline_;  // for the first admitted request's header
+  Clock::time_point first_deadline_;  // for the first request with credentials, until admitted_
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::string out_;

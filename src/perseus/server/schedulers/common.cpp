@@ -225,6 +225,11 @@ std::vector<StagePlan> uniform_plans(const schedule::Schedule& sched, int mhz) {
 
 namespace {
 
+// Whether the canonical path `real` lies under the canonical folder `top`.
+bool lies_under(const std::filesystem::path& real, const std::filesystem::path& top) {
+  return std::mismatch(top.begin(), top.end(), real.begin(), real.end()).first == top.end();
+}
+
 std::filesystem::path confined(const ArgReader& args, const char* name, const std::string& path,
                                const std::filesystem::path& base, const std::filesystem::path& root,
                                const char* option) {
@@ -236,21 +241,11 @@ std::filesystem::path confined(const ArgReader& args, const char* name, const st
   if (!p.is_absolute()) p = base / p;
   std::error_code ec;
   fs::path real = fs::weakly_canonical(p, ec), top = fs::weakly_canonical(root, ec);
-  auto [end, inside] = std::mismatch(top.begin(), top.end(), real.begin(), real.end());
-  if (ec || end != top.end()) {
+  if (ec || !lies_under(real, top)) {
     args.fail(name, "'" + path + "' is outside the server's " + option + " (" + top.string() + ")");
   }
   return p;
 }
-
-}  // namespace
-
-std::filesystem::path output_path(const ArgReader& args, const char* name, const JobSpec& job,
-                                  const std::string& path) {
-  return confined(args, name, path, job.output_dir, job.output_root, "--output-dir");
-}
-
-namespace {
 
 // Refuses (naming the argument) `file`, met under an input path, unless it resolves under
 // `top` (the canonical --data-dir) to a regular file of at most kMaxInputFileBytes.
@@ -260,8 +255,7 @@ void check_input_file(const ArgReader& args, const char* name, const std::filesy
   std::error_code ec;
   const fs::path real = fs::canonical(file, ec);
   if (ec) args.fail(name, "'" + file.string() + "' cannot be resolved: " + ec.message());
-  auto [end, inside] = std::mismatch(top.begin(), top.end(), real.begin(), real.end());
-  if (end != top.end()) {
+  if (!lies_under(real, top)) {
     args.fail(name, "'" + file.string() + "' leads to '" + real.string() +
                         "', outside the server's --data-dir (" + top.string() + ")");
   }
@@ -279,6 +273,11 @@ void check_input_file(const ArgReader& args, const char* name, const std::filesy
 
 }  // namespace
 
+std::filesystem::path output_path(const ArgReader& args, const char* name, const JobSpec& job,
+                                  const std::string& path) {
+  return confined(args, name, path, job.output_dir, job.output_root, "--output-dir");
+}
+
 std::filesystem::path data_path(const ArgReader& args, const char* name, const JobSpec& job) {
   namespace fs = std::filesystem;
   const fs::path path =
@@ -289,14 +288,9 @@ std::filesystem::path data_path(const ArgReader& args, const char* name, const J
     if (fs::exists(fs::symlink_status(path, ec))) check_input_file(args, name, path, top);
     return path;
   }
-  // Every member, as the readers will open it: a link out of --data-dir, a FIFO or a huge
-  // file is refused here rather than read (or waited on) later.
-  const fs::path real = fs::canonical(path, ec);
-  auto [end, inside] = std::mismatch(top.begin(), top.end(), real.begin(), real.end());
-  if (ec || end != top.end()) {
-    args.fail(name, "'" + path.string() + "' leads outside the server's --data-dir (" +
-                        top.string() + ")");
-  }
+  // Every member, as the readers will open it (the folder itself is under --data-dir: confined
+  // resolved it): a link out, a FIFO or a huge file is refused here rather than read (or waited
+  // on) later.
   for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::end(it);
        it.increment(ec)) {
     if (it->is_directory(ec) && !it->is_symlink(ec)) continue;
