@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
@@ -34,6 +35,8 @@ struct ServeArgs {
   server::HttpLimits limits;
   int max_ranks = server::ServerSettings{}.max_ranks, max_jobs = server::ServerSettings{}.max_jobs;
   double stale_after = server::ServerSettings{}.stale_after_s;
+  double expire_finished_after = server::ServerSettings{}.expire_finished_after_s;
+  double expire_abandoned_after = server::ServerSettings{}.expire_abandoned_after_s;
 };
 
 // One connection per waiting rank: allow as many open files as the hard limit permits.
@@ -110,6 +113,13 @@ void serve(ServeArgs a) {
   require(a.stale_after > 0.0 && std::isfinite(a.stale_after),
           "--stale-after must be a positive number of seconds");
   settings.stale_after_s = a.stale_after;
+  for (auto [value, name] : {std::pair{a.expire_finished_after, "--expire-finished-after"},
+                             std::pair{a.expire_abandoned_after, "--expire-abandoned-after"}}) {
+    require(value >= 0.0 && std::isfinite(value),
+            std::string(name) + " must be a number of seconds >= 0 (0: never)");
+  }
+  settings.expire_finished_after_s = a.expire_finished_after;
+  settings.expire_abandoned_after_s = a.expire_abandoned_after;
   settings.max_ranks = a.max_ranks;
   settings.max_jobs = a.max_jobs;
   a.limits.validate();
@@ -183,6 +193,49 @@ void add_limit_options(CLI::App* cmd, ServeArgs& a) {
   cmd->add_option("--max-jobs", a.max_jobs, "jobs in the store at most")->capture_default_str();
 }
 
+// "604800 (7 days)": a default number of seconds as --help shows it.
+std::string seconds_and_days(double seconds) {
+  return std::to_string(std::lround(seconds)) + " (" +
+         std::to_string(std::lround(seconds / 86400)) + " days)";
+}
+
+// `perseus serve delete-job`: deletes a job from a store no server is using (a serving server
+// deletes with DELETE /jobs/{id}).
+void add_delete_job(CLI::App* serve_cmd) {
+  struct Args {
+    std::string store = ServeArgs{}.store, job, data_dir = ServeArgs{}.data_dir;
+    bool force = false;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = serve_cmd->add_subcommand(
+      "delete-job",
+      "Delete a job from a store no server is using (a serving server: DELETE "
+      "/jobs/{id})");
+  cmd->add_option("--store", args->store, "SQLite store of perseus serve")->capture_default_str();
+  cmd->add_option("--job", args->job, "job id")->required();
+  cmd->add_option("--data-dir", args->data_dir,
+                  "the server's --data-dir (to tell whether the job is still running)")
+      ->capture_default_str();
+  cmd->add_flag("--force", args->force, "delete a registering or running job too");
+  cmd->callback([args] {
+    server::ServerSettings settings;
+    settings.store_path = args->store;
+    settings.data_dir = args->data_dir;
+    settings.expire_finished_after_s = settings.expire_abandoned_after_s = 0;
+    std::optional<server::ControlPlane> plane;
+    try {
+      plane.emplace(settings);
+    } catch (const Error& e) {
+      throw Error(std::string(e.what()) +
+                  " (while a server uses the store, delete with DELETE /jobs/{id})");
+    }
+    const server::Reply reply = plane->delete_job(args->job, args->force);
+    require(reply.status == 200, reply.body.value("detail", "cannot delete"));
+    std::printf("deleted job %s (%s) from %s\n", args->job.c_str(),
+                reply.body["state"].get<std::string>().c_str(), args->store.c_str());
+  });
+}
+
 void add_serve(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   auto* cmd = app.add_subcommand(
@@ -212,6 +265,14 @@ void add_serve(CLI::App& app) {
                   "seconds without a request from a running job's ranks before the status page, "
                   "/jobs and /metrics call it stale")
       ->capture_default_str();
+  cmd->add_option("--expire-finished-after", args->expire_finished_after,
+                  "seconds without a request after which a done or failed job is deleted from "
+                  "the store (0: never)")
+      ->default_str(seconds_and_days(args->expire_finished_after));
+  cmd->add_option("--expire-abandoned-after", args->expire_abandoned_after,
+                  "seconds without a request after which a registering or running job is "
+                  "deleted from the store (0: never)")
+      ->default_str(seconds_and_days(args->expire_abandoned_after));
   cmd->add_option("--token-file", args->token_file,
                   "file whose first line is the cluster token every client must send (default: "
                   "$PERSEUS_TOKEN; none: loopback only)");
@@ -223,7 +284,10 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--log-level", args->log_level, "debug, info, warn or error")
       ->capture_default_str();
   cmd->add_option("--log-file", args->log_file, "append the log here instead of stderr");
-  cmd->callback([args] { serve(*args); });
+  add_delete_job(cmd);
+  cmd->callback([args, cmd] {
+    if (!cmd->got_subcommand("delete-job")) serve(*args);
+  });
 }
 
 void add_export(CLI::App& app) {

@@ -156,7 +156,8 @@ def test_oversized_and_unbounded_registrations_are_refused(server_factory):
             and "32768" in answer["detail"], answer
     job_id = server.register_job(pp=2)
     for freqs, reason in [(list(range(1000, 1000 + 2000)), "available_frequencies"),
-                          ([10**9], "available_frequencies"), ([1410, 0], "available_frequencies")]:
+                          ([10**9], "available_frequencies"), ([1410, 0], "available_frequencies"),
+                          ([], "is empty")]:
         status, answer = server.post(f"/register_rank/{job_id}", rank_info(0, 2, freqs=freqs))
         assert status == 422 and reason in answer["detail"], answer
     for _ in range(2):

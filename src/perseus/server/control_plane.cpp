@@ -1,5 +1,6 @@
 #include "perseus/server/control_plane.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <ctime>
@@ -146,6 +147,10 @@ std::string sanitized(const std::string& text) {
   return out;
 }
 
+// How long a deleted job's id is not given to a new job: more than a clock set back by an hour
+// (daylight saving time) repeats.
+constexpr std::chrono::hours kRetiredIdMemory{25};
+
 }  // namespace
 
 ControlPlane::ControlPlane(ServerSettings settings)
@@ -217,7 +222,7 @@ std::string ControlPlane::new_job_id(const wire::JobInfo& info) const {
                    sanitized(info.scheduler.value_or(""));
   if (info.job_metadata && !info.job_metadata->empty()) id += "+" + sanitized(*info.job_metadata);
   std::string unique = id;
-  for (int n = 2; jobs_.count(unique) || store_.has_job(unique); ++n) {
+  for (int n = 2; jobs_.count(unique) || retired_.count(unique) || store_.has_job(unique); ++n) {
     unique = id + "+" + std::to_string(n);
   }
   return unique;
@@ -231,8 +236,13 @@ Reply ControlPlane::register_job(const json& body) {
                          std::to_string(settings_.max_ranks));
   }
   if (jobs_.size() >= static_cast<std::size_t>(settings_.max_jobs)) {
+    next_expiry_ = {};
+    expire_jobs();
+  }
+  if (jobs_.size() >= static_cast<std::size_t>(settings_.max_jobs)) {
     return too_many_requests("the server holds " + std::to_string(jobs_.size()) +
-                             " jobs, its --max-jobs; start another server or store");
+                             " jobs, its --max-jobs; delete finished ones (DELETE /jobs/{id}) "
+                             "or start another server or store");
   }
   if (!info.scheduler) {
     if (settings_.scheduler.empty()) {
@@ -276,8 +286,67 @@ Reply ControlPlane::jobs_summary() const {
 }
 
 bool ControlPlane::stale(const Job& job) const {
-  std::string state = job.state();
-  return (state == "registering" || state == "running") && job.idle_s() > settings_.stale_after_s;
+  return !job.finished() && job.idle_s() > settings_.stale_after_s;
+}
+
+std::string ControlPlane::expired(const Job& job) const {
+  const bool finished = job.finished();
+  const double after =
+      finished ? settings_.expire_finished_after_s : settings_.expire_abandoned_after_s;
+  if (after <= 0 || job.idle_s() <= after) return "";
+  return "expired: " + job.state() + " and no request for " + number(job.idle_s()) + " s (" +
+         (finished ? "--expire-finished-after " : "--expire-abandoned-after ") + number(after) +
+         " s)";
+}
+
+void ControlPlane::expire_jobs() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_expiry_) return;
+  next_expiry_ = now + std::chrono::seconds(1);
+  std::erase_if(retired_, [&](const auto& id) { return now - id.second > kRetiredIdMemory; });
+  std::vector<std::pair<std::string, std::string>> due;  // (id, why)
+  for (const auto& [id, job] : jobs_) {
+    if (auto why = expired(*job); !why.empty()) due.emplace_back(id, why);
+  }
+  for (const auto& [id, why] : due) {
+    try {
+      remove(id, why);
+      ++expired_;
+    } catch (const StoreError& e) {  // kept, and tried again at the next expiry
+      log::error("job " + id + " " + why + ", but cannot be deleted: " + e.what());
+    }
+  }
+}
+
+Reply ControlPlane::delete_job(const std::string& id, bool force) {
+  const Job* job = find(id);
+  if (!job) return not_found("unknown job '" + id + "'");
+  const std::string state = job->state();
+  if (!job->finished() && !force) {
+    return conflict("job '" + id + "' is " + state + " (its ranks' last request " +
+                    number(job->idle_s()) +
+                    " s ago): force the deletion (DELETE /jobs/{id}?force=true, perseus serve "
+                    "delete-job --force), and its ranks get 404 from then on");
+  }
+  try {
+    remove(id, "deleted by an operator (" + state + ")");
+  } catch (const StoreError& e) {
+    log::error(printable(e.what()));
+    return service_unavailable(std::string(e.what()) + "; nothing was deleted, retry");
+  }
+  ++deleted_;
+  return {200, json{{"deleted", id}, {"state", state}}};
+}
+
+void ControlPlane::remove(const std::string& id, const std::string& why) {
+  store_.delete_job(id);
+  auto it = jobs_.find(id);
+  std::unique_ptr<Job> job = std::move(it->second);
+  jobs_.erase(it);
+  order_.erase(std::find(order_.begin(), order_.end(), id));
+  retired_[id] = std::chrono::steady_clock::now();
+  log::info("job " + id + " " + why + "; deleted from the store");
+  job->release_waiters(not_found("job '" + id + "' was deleted: " + why));
 }
 
 json ControlPlane::job_status(const Job& job, bool detailed) const {
@@ -377,9 +446,12 @@ std::optional<Reply> ControlPlane::check_credentials(const Request& request,
   if (!route) return std::nullopt;
   auto it = jobs_.find(id);
   const Job* job = it == jobs_.end() ? nullptr : it->second.get();
-  // A wrong method or an unknown job is route's to answer; a job's status needs no secret.
-  if ((route->post ? !post : !get) || !job || std::string_view(route->prefix) == "/jobs/" ||
-      job->secret_matches(request.job_secret)) {
+  const bool status_route = std::string_view(route->prefix) == "/jobs/";
+  const bool del = status_route && request.method == "DELETE";
+  // A wrong method or an unknown job is route's to answer; a job's status needs no secret, nor
+  // does deleting a finished or stale one (an operator's cleanup).
+  if ((route->post ? !post : !get && !del) || !job || (status_route && !del) ||
+      (del && (job->finished() || stale(*job))) || job->secret_matches(request.job_secret)) {
     return std::nullopt;
   }
   log::warn("auth failure: " + printable(request.method) + " " + printable(path) +
@@ -421,13 +493,17 @@ void ControlPlane::route(const Request& request, const Responder& reply) {
   if (path == wire::kRegisterJobPath && post) return reply(register_job(wire::parse_json(body)));
   std::string id;
   if (const JobRoute* route = job_route(path, id)) {
-    if (route->post ? !post : !get) {
-      return reply(method_not_allowed(std::string(route->post ? "POST" : "GET") +
+    std::string prefix = route->prefix;
+    const bool del = prefix == "/jobs/" && method == "DELETE";
+    if (route->post ? !post : !get && !del) {
+      return reply(method_not_allowed(std::string(route->post          ? "POST"
+                                                  : prefix == "/jobs/" ? "GET or DELETE"
+                                                                       : "GET") +
                                       " only: " + method + " " + path));
     }
     Job* job = find(id);
     if (!job) return reply(not_found("unknown job '" + id + "'"));
-    std::string prefix = route->prefix;
+    if (del) return reply(delete_job(id, t.query.count("force") && t.query["force"] == "true"));
     if (prefix == "/jobs/") return reply({200, job_status(*job, true)});
     if (prefix == wire::kSchedulePath) {
       auto rank = query_int(t, "rank");

@@ -4,7 +4,8 @@
 //
 // Endpoints (Zeus pipeline-frequency-optimizer protocol plus Perseus's own):
 //   POST /register_job, POST /register_rank/{id}, GET /schedule/{id}?rank=R[&round=K],
-//   POST /result/{id}, POST /straggler/{id}, GET /healthz, GET /jobs, GET /jobs/{id}, GET /
+//   POST /result/{id}, POST /straggler/{id}, GET /healthz, GET /jobs, GET /jobs/{id},
+//   DELETE /jobs/{id}[?force=true], GET /
 // Errors are JSON {"detail": "one-line reason"} with a 4xx status (5xx: the job's scheduler
 // failed), and never take the server down.
 #pragma once
@@ -38,6 +39,11 @@ struct ServerSettings {
   // A registering or running job none of whose ranks sent a request for this long is stale
   // (its training probably stopped): marked on the status page, /jobs and /metrics.
   double stale_after_s = 300.0;
+  // Jobs are deleted (from memory and the store) once this long without a request: a done or
+  // failed job after expire_finished_after_s, a registering or running one (abandoned) after
+  // expire_abandoned_after_s; 0 keeps them.
+  double expire_finished_after_s = 7 * 24 * 3600.0;
+  double expire_abandoned_after_s = 30 * 24 * 3600.0;
 };
 
 // What the control plane reads of one HTTP request.
@@ -76,6 +82,13 @@ class ControlPlane {
   std::optional<Reply> refuse_on_header(const Request& request);
 
   std::size_t num_jobs() const { return jobs_.size(); }
+  // Deletes the jobs past their expiry (ServerSettings), at most once a second however often it
+  // is called; the transport calls it periodically, and a registration at --max-jobs first.
+  void expire_jobs();
+  // DELETE /jobs/{id} and `perseus serve delete-job`: deletes the job from the store and the
+  // server (its waiting ranks get 404); a registering or running one only with `force` (409
+  // without). 404 for an unknown job, 503 when the store fails (nothing deleted).
+  Reply delete_job(const std::string& id, bool force);
   // What the transport says of its connections, for GET /metrics (default: not exported).
   void set_connection_stats(std::function<ConnectionStats()> stats) {
     connections_ = std::move(stats);
@@ -97,6 +110,10 @@ class ControlPlane {
   std::optional<Reply> check_credentials(const Request& request, const std::string& path,
                                          std::string_view query_token) const;
   Reply register_job(const nlohmann::json& body);
+  // Removes the job from the store and the server; its waiting ranks get 404 with `why`.
+  void remove(const std::string& id, const std::string& why);
+  // Why `job` is past its expiry ("": it is not).
+  std::string expired(const Job& job) const;
   std::unique_ptr<Job> restore(const StoredJob& stored);
   Reply jobs_summary() const;
   // A job's status (Job::status) with "stale" added.
@@ -118,6 +135,11 @@ class ControlPlane {
   std::map<std::pair<std::string, int>, std::uint64_t> requests_;  // (endpoint, status) -> count
   std::function<ConnectionStats()> connections_;
   AuthThrottle throttle_;
+  std::chrono::steady_clock::time_point next_expiry_{};
+  // Ids of jobs deleted within kRetiredIdMemory: a new job never gets one (the deleted job's
+  // ranks would act on it), also when its id's clock second repeats (a clock set back).
+  std::map<std::string, std::chrono::steady_clock::time_point> retired_;
+  std::uint64_t expired_ = 0, deleted_ = 0;  // jobs removed by expiry, by DELETE
 };
 
 }  // namespace perseus::server

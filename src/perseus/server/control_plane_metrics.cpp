@@ -107,6 +107,12 @@ std::string ControlPlane::metrics_text() const {
   out.histogram("perseus_store_write_seconds", {}, store_.write_latency());
   out.family("perseus_jobs", "gauge", "Jobs the server holds");
   out.sample("perseus_jobs", {}, static_cast<double>(jobs.size()));
+  out.family("perseus_jobs_expired_total", "counter",
+             "Jobs deleted because they expired (--expire-finished-after, "
+             "--expire-abandoned-after)");
+  out.sample("perseus_jobs_expired_total", {}, static_cast<double>(expired_));
+  out.family("perseus_jobs_deleted_total", "counter", "Jobs deleted by DELETE /jobs/{id}");
+  out.sample("perseus_jobs_deleted_total", {}, static_cast<double>(deleted_));
   if (connections_) {
     const ConnectionStats c = connections_();
     out.family("perseus_open_connections", "gauge", "Connections the server holds open");

@@ -102,7 +102,8 @@ struct HttpServer::Impl {
     if (ec) throw Error("--tls-key: cannot use " + files.key + ": " + ec.message());
   }
 
-  // Closes connections past their deadline, a few times a second; forgets closed ones.
+  // Closes connections past their deadline, a few times a second; forgets closed ones; lets the
+  // control plane delete expired jobs.
   void sweep() {
     auto now = Clock::now();
     auto& all = shared.connections;
@@ -115,6 +116,7 @@ struct HttpServer::Impl {
       ++kept;
     }
     all.resize(kept);
+    shared.plane.expire_jobs();
     sweeper.expires_after(kSweepPeriod);
     sweeper.async_wait([this](beast::error_code ec) {
       if (!ec) sweep();

@@ -76,6 +76,11 @@ std::string Job::state() const {
   return finished ? "done" : "running";
 }
 
+bool Job::finished() const {
+  const std::string s = state();
+  return s == "done" || s == "failed";
+}
+
 Reply Job::register_rank(const wire::RankInfo& rank, const json& body) {
   last_activity_ = std::chrono::steady_clock::now();
   if (!error_.empty()) return job_failed(error_);
@@ -230,11 +235,15 @@ void Job::fail(const std::string& message) {
   } catch (const StoreError& e) {  // the failure is served from memory until a restart
     log::error("job " + id_ + ": cannot store its failure: " + e.what());
   }
+  release_waiters(job_failed(message));
+}
+
+void Job::release_waiters(const Reply& reply) {
   auto waiting = std::move(waiters_);
   waiters_.clear();
   asked_.clear();
   for (auto& [round, list] : waiting) {
-    for (auto& [rank, respond] : list) respond(job_failed(message));
+    for (auto& [rank, respond] : list) respond(reply);
   }
 }
 

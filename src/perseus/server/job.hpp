@@ -98,6 +98,10 @@ class Job {
   nlohmann::json status(bool detailed) const;
   // "registering", "running", "done" or "failed".
   std::string state() const;
+  // Done or failed: no rank will be answered anything new.
+  bool finished() const;
+  // Answers every rank waiting on the barrier with `reply` (the job is about to be deleted).
+  void release_waiters(const Reply& reply);
 
   JobMeasurements measurements() const;
   // Seconds since any rank of the job last sent a request (registration, schedule, result).
@@ -122,6 +126,8 @@ class Job {
   // job fails with the reason, which every waiting rank receives. False when it failed.
   bool persist(const std::string& what, const std::function<void()>& write);
   void restore_history(const StoredJob& stored);
+  // Sets the last activity to a time the store kept (StoredJob::active_at).
+  void active_since(double unix_seconds);
   wire::FrequencySchedule schedule_for(int rank, int round) const;
   // The schedule answer of `rank` as JSON text; `cache` maps a plan to its serialized rest.
   std::string schedule_text(int rank, int round,

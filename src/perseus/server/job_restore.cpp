@@ -25,6 +25,18 @@ Job::Job(Store& store, const StoredJob& stored, JobDirs dirs)
     : Job(store, stored.job_id, stored_info(stored), std::move(dirs), true) {
   secret_sha256_ = stored.info.value(kSecretField, "");
   restore_history(stored);
+  active_since(stored.active_at);
+}
+
+// Idle since the store last saw the job active (a restart does not renew a job); unknown: now.
+void Job::active_since(double unix_seconds) {
+  const double since =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
+      unix_seconds;
+  if (unix_seconds > 0 && since > 0) {
+    last_activity_ -= std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(since));
+  }
 }
 
 std::unique_ptr<Job> Job::unusable(Store& store, const StoredJob& stored, std::string reason) {
@@ -32,6 +44,7 @@ std::unique_ptr<Job> Job::unusable(Store& store, const StoredJob& stored, std::s
   none.world_size = 0;
   std::unique_ptr<Job> job(new Job(store, stored.job_id, none, {}, true));
   job->error_ = std::move(reason);
+  job->active_since(stored.active_at);
   try {
     job->info_ = stored_info(stored);  // shown in its status; no per-rank state is built
     job->info_.job_id = stored.job_id;

@@ -30,7 +30,7 @@ constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
   seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL UNIQUE, info TEXT NOT NULL,
-  error TEXT NOT NULL DEFAULT '');
+  error TEXT NOT NULL DEFAULT '', active_at REAL NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS ranks (
   seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, rank INTEGER NOT NULL,
   body TEXT NOT NULL, UNIQUE (job_id, rank));
@@ -71,6 +71,7 @@ class Statement {
     return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column))) : "";
   }
   long integer(int column) const { return static_cast<long>(sqlite3_column_int64(stmt_, column)); }
+  double real(int column) const { return sqlite3_column_double(stmt_, column); }
 
  private:
   [[noreturn]] void fail(const char* what) const {
@@ -118,6 +119,7 @@ void Store::open(Access access) {
   quick_check();
   exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
   exec(kSchema);
+  add_activity_column();
   Statement get(db_, "SELECT value FROM meta WHERE key = 'format'", path_);
   if (!get.step()) {
     write("INSERT INTO meta (key, value) VALUES ('format', ?1)", {kFormat}, {});
@@ -219,6 +221,12 @@ void Store::check_not_truncated() const {
   }
 }
 
+// Stores made before jobs had an activity time get the column (0: not known).
+void Store::add_activity_column() {
+  Statement columns(db_, "SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'active_at'", path_);
+  if (!columns.step()) exec("ALTER TABLE jobs ADD COLUMN active_at REAL NOT NULL DEFAULT 0");
+}
+
 // One line: SQLite's first problem and how many more it found.
 void Store::quick_check() const {
   Statement check(db_, "PRAGMA quick_check", path_);
@@ -282,8 +290,24 @@ void Store::write(const char* sql, const std::vector<std::string>& text,
   }
 }
 
+namespace {
+
+// Now as the store keeps activity times: seconds since the Unix epoch, to the millisecond.
+long now_ms() {
+  using namespace std::chrono;
+  return static_cast<long>(
+      duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count());
+}
+
+}  // namespace
+
+void Store::touch(const std::string& job_id) {
+  write("UPDATE jobs SET active_at = ?2 / 1000.0 WHERE job_id = ?1", {job_id}, {now_ms()});
+}
+
 void Store::add_job(const std::string& job_id, const nlohmann::json& info) {
-  write("INSERT INTO jobs (job_id, info) VALUES (?1, ?2)", {job_id, info.dump()}, {});
+  write("INSERT INTO jobs (job_id, info, active_at) VALUES (?1, ?2, ?3 / 1000.0)",
+        {job_id, info.dump()}, {now_ms()});
 }
 
 void Store::add_rank(const std::string& job_id, int rank, const nlohmann::json& body) {
@@ -298,6 +322,23 @@ void Store::add_round(const std::string& job_id, int round, const nlohmann::json
 
 void Store::mark_released(const std::string& job_id, int round) {
   write("UPDATE rounds SET released = 1 WHERE job_id = ?1 AND round = ?2", {job_id}, {round});
+  touch(job_id);
+}
+
+void Store::delete_job(const std::string& job_id) {
+  write("BEGIN IMMEDIATE", {}, {});
+  try {
+    for (const char* sql :
+         {"DELETE FROM results WHERE job_id = ?1", "DELETE FROM stragglers WHERE job_id = ?1",
+          "DELETE FROM rounds WHERE job_id = ?1", "DELETE FROM ranks WHERE job_id = ?1",
+          "DELETE FROM jobs WHERE job_id = ?1"}) {
+      write(sql, {job_id}, {});
+    }
+    write("COMMIT", {}, {});
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);  // the failure is what it says
+    throw;
+  }
 }
 
 void Store::add_result(const std::string& job_id, int round, int rank, const nlohmann::json& body) {
@@ -311,7 +352,8 @@ void Store::add_straggler(const std::string& job_id, int round, const nlohmann::
 }
 
 void Store::set_error(const std::string& job_id, const std::string& error) {
-  write("UPDATE jobs SET error = ?2 WHERE job_id = ?1", {job_id, error}, {});
+  write("UPDATE jobs SET error = ?2, active_at = ?3 / 1000.0 WHERE job_id = ?1", {job_id, error},
+        {now_ms()});
 }
 
 bool Store::has_job(const std::string& job_id) const {
@@ -341,11 +383,11 @@ class JobLoader {
       : db_(db), path_(path), job_id_(job_id) {}
 
   void read_jobs() {
-    Statement s(db_, select("job_id, info, error FROM jobs", "seq").c_str(), path_);
+    Statement s(db_, select("job_id, info, error, active_at FROM jobs", "seq").c_str(), path_);
     s.bind(1, job_id_);
     while (s.step()) {
       index_[s.text(0)] = jobs_.size();
-      StoredJob job{s.text(0), nullptr, {}, {}, {}, {}, {}, s.text(2), {}};
+      StoredJob job{s.text(0), nullptr, {}, {}, {}, {}, {}, s.text(2), {}, s.real(3)};
       try {
         job.info = parse_stored(s.text(1), path_);
       } catch (const Error& e) {

@@ -44,6 +44,9 @@ struct StoredJob {
   // Non-empty: some of its rows cannot be read (corrupt JSON, a round out of range); says which.
   // The other jobs of the store load as usual.
   std::string unreadable;
+  // When the job last made progress the store saw (registered, a round released, failed), in
+  // seconds since the Unix epoch; 0 when not known (a store written before it was kept).
+  double active_at = 0;
 };
 
 // The largest value (a JSON row) the store takes: requests are at most 1 MiB and a served
@@ -79,6 +82,8 @@ class Store {
   void add_result(const std::string& job_id, int round, int rank, const nlohmann::json& body);
   void add_straggler(const std::string& job_id, int round, const nlohmann::json& body);
   void set_error(const std::string& job_id, const std::string& error);
+  // Removes the job and every row of it, in one transaction.
+  void delete_job(const std::string& job_id);
 
   bool has_job(const std::string& job_id) const;
   // Seconds each write took (the commit included), since the store was opened.
@@ -90,6 +95,9 @@ class Store {
 
  private:
   void exec(const std::string& sql) const;
+  void add_activity_column();
+  // Records now as the job's activity time (StoredJob::active_at).
+  void touch(const std::string& job_id);
   void write(const char* sql, const std::vector<std::string>& text, const std::vector<long>& ints);
   Histogram write_seconds_{latency_bounds()};
   std::vector<StoredJob> load_where(const std::string& job_id) const;

@@ -149,6 +149,10 @@ RankInfo parse_rank_info(const json& body) {
   info.tp_rank = fields.int_field(body, "tp_rank", 0);
   const json& freqs = fields.list(fields.member(body, "available_frequencies"),
                                   "available_frequencies", "a list of integers (MHz)");
+  if (freqs.empty()) {
+    fields.fail("available_frequencies",
+                "is empty; list the SM clocks (MHz) the rank's GPU supports");
+  }
   if (freqs.size() > kMaxClocks) {
     fields.fail("available_frequencies", "has " + std::to_string(freqs.size()) +
                                              " values; at most " + std::to_string(kMaxClocks) +
