@@ -41,13 +41,16 @@ struct Settings {
   std::string host = "127.0.0.1";
   std::string port;
   int jobs = 1, ranks = 8, rounds = 20, pp = 8, threads = 1;
-  std::string scheduler_args;  // per-job scheduler arguments (JSON), optional
-  std::string token;           // the server's cluster token, optional
+  std::string scheduler_args;          // per-job scheduler arguments (JSON), optional
+  std::string token;                   // the server's cluster token, optional
+  std::string frequencies = "[1410]";  // each rank's available_frequencies (JSON)
+  int breakdown = 0;  // results carry time and energy per instruction: forward and backward, N each
 };
 
 struct JobState {
   std::string id;
-  std::string credentials;  // "Authorization: ...\r\nX-Perseus-Job-Secret: ...\r\n" or ""
+  std::string credentials;    // "Authorization: ...\r\nX-Perseus-Job-Secret: ...\r\n" or ""
+  std::string result_fields;  // a result's fields after rank and round
   int ranks = 0;
   std::vector<int> asked;                     // per round: ranks that sent the request
   std::vector<Clock::time_point> last_ask;    // per round: when the last one was sent
@@ -154,8 +157,7 @@ class Rank : public std::enable_shared_from_this<Rank> {
     }
     guard.unlock();
     std::string body = "{\"rank\":" + std::to_string(rank_) +
-                       ",\"round\":" + std::to_string(round_) +
-                       ",\"iter_time\":[1.0,1.0],\"iter_energy\":[400.0,400.0]}";
+                       ",\"round\":" + std::to_string(round_) + job_.result_fields;
     send("POST", "/result/" + job_.id, std::move(body), &Rank::on_result);
   }
 
@@ -230,6 +232,10 @@ std::optional<Settings> parse_settings(int argc, char** argv) {
       s.scheduler_args = value;
     else if (key == "--token")
       s.token = value;
+    else if (key == "--frequencies")
+      s.frequencies = value;
+    else if (key == "--breakdown")
+      s.breakdown = std::atoi(value.c_str());
     else {
       std::fprintf(stderr, "load_client: unknown option %s\n", key.c_str());
       return std::nullopt;
@@ -239,10 +245,25 @@ std::optional<Settings> parse_settings(int argc, char** argv) {
       s.ranks % s.pp != 0) {
     std::fprintf(stderr,
                  "usage: load_client --port P [--jobs J] [--ranks N] [--pp S (divides N)] "
-                 "[--rounds R] [--threads T] [--scheduler-args JSON] [--token T]\n");
+                 "[--rounds R] [--threads T] [--scheduler-args JSON] [--token T] "
+                 "[--frequencies JSON] [--breakdown N]\n");
     return std::nullopt;
   }
   return s;
+}
+
+// A result's fields after rank and round: two iterations, and with `breakdown` > 0 each
+// iteration's `breakdown` forwards and backwards, as a Perseus client reports them.
+std::string result_fields(int breakdown) {
+  std::string fields = ",\"iter_time\":[1.0,1.0],\"iter_energy\":[400.0,400.0]";
+  if (breakdown <= 0) return fields + "}";
+  std::string iteration = "[";
+  for (int i = 0; i < breakdown; ++i) iteration += (i ? ",0.0123456" : "0.0123456");
+  iteration += "]";
+  const std::string both = "[" + iteration + "," + iteration + "]";
+  const std::string per_instruction = "{\"forward\":" + both + ",\"backward\":" + both + "}";
+  return fields + ",\"time_breakdown\":" + per_instruction +
+         ",\"energy_breakdown\":" + per_instruction + "}";
 }
 
 // Registers one job and its ranks (blocking requests) and sizes its per-round statistics.
@@ -262,6 +283,7 @@ void register_job(asio::io_context& io, const Settings& s, JobState& job) {
         "Authorization: Bearer " + s.token + "\r\nX-Perseus-Job-Secret: " + secret + "\r\n";
   }
   job.ranks = s.ranks;
+  job.result_fields = result_fields(s.breakdown);
   job.asked.assign(static_cast<std::size_t>(s.rounds), 0);
   job.last_ask.resize(static_cast<std::size_t>(s.rounds));
   job.answered.resize(static_cast<std::size_t>(s.rounds));
@@ -269,7 +291,7 @@ void register_job(asio::io_context& io, const Settings& s, JobState& job) {
     // Megatron order: data parallelism varies fastest, then pipeline stage.
     std::string rank = "{\"rank\":" + std::to_string(r) + ",\"dp_rank\":" + std::to_string(r % dp) +
                        ",\"pp_rank\":" + std::to_string(r / dp) +
-                       ",\"tp_rank\":0,\"available_frequencies\":[1410]}";
+                       ",\"tp_rank\":0,\"available_frequencies\":" + s.frequencies + "}";
     blocking(io, s, http::verb::post, "/register_rank/" + job.id, rank, secret);
   }
 }

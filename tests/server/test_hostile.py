@@ -412,7 +412,7 @@ def test_log_has_one_line_per_event(server_factory, tmp_path):
     lines = log_file.read_text().splitlines()
     assert any(f"job {job_id} registered: 2 ranks" in line for line in lines), lines
     assert any(f"job {job_id} round 0 released to 2 waiting ranks" in line for line in lines)
-    assert any(f"job {job_id} restored (done, 1 rounds replayed)" in line for line in lines)
+    assert any(f"job {job_id} restored (done, round 0, 1 rounds replayed)" in line for line in lines)
     assert all(line[:4].isdigit() and line[23:24] == "Z" for line in lines), lines
     status, answer = server.post("/register_job", {"world_size": 1})
     assert status == 422

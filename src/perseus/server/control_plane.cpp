@@ -170,10 +170,13 @@ ControlPlane::ControlPlane(ServerSettings settings)
                   e.what());
     }
   }
-  for (const auto& stored : store_.load()) {
-    order_.push_back(stored.job_id);
-    jobs_[stored.job_id] = restore(stored);
-  }
+  for (const auto& stored : store_.load()) add(restore(stored));
+}
+
+void ControlPlane::add(std::unique_ptr<Job> job) {
+  job->on_release([this](double ms) { release_seconds_.observe(ms / 1000.0); });
+  order_.push_back(job->id());
+  jobs_[job->id()] = std::move(job);
 }
 
 std::unique_ptr<Job> ControlPlane::restore(const StoredJob& stored) {
@@ -192,7 +195,8 @@ std::unique_ptr<Job> ControlPlane::restore(const StoredJob& stored) {
           "it was registered before the cluster token was turned on, so it has no job secret "
           "and any token holder could act for it; register the job again");
     }
-    log::info("job " + stored.job_id + " restored (" + state + ", " +
+    log::info("job " + stored.job_id + " restored (" + state + ", round " +
+              std::to_string(static_cast<long>(job->rounds()) - 1) + ", " +
               std::to_string(stored.rounds.size()) + " rounds replayed)");
     return job;
   } catch (const std::exception& e) {
@@ -269,9 +273,7 @@ Reply ControlPlane::register_job(const json& body) {
   }
   std::string id = new_job_id(info);
   std::string secret = settings_.token.empty() ? "" : new_secret();
-  jobs_[id] =
-      std::make_unique<Job>(store_, id, info, dirs(), secret.empty() ? "" : sha256_hex(secret));
-  order_.push_back(id);
+  add(std::make_unique<Job>(store_, id, info, dirs(), secret.empty() ? "" : sha256_hex(secret)));
   log::info("job " + id + " registered: " + std::to_string(info.world_size) + " ranks, scheduler " +
             *info.scheduler);
   Reply answer{200, id};

@@ -115,6 +115,8 @@ class ControlPlane {
   // Why `job` is past its expiry ("": it is not).
   std::string expired(const Job& job) const;
   std::unique_ptr<Job> restore(const StoredJob& stored);
+  // Holds `job` (its barrier releases feed GET /metrics).
+  void add(std::unique_ptr<Job> job);
   Reply jobs_summary() const;
   // A job's status (Job::status) with "stale" added.
   nlohmann::json job_status(const Job& job, bool detailed) const;
@@ -133,6 +135,7 @@ class ControlPlane {
   std::vector<std::string> order_;  // job ids, oldest first
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::map<std::pair<std::string, int>, std::uint64_t> requests_;  // (endpoint, status) -> count
+  Histogram release_seconds_{latency_bounds()};                    // every job's barrier releases
   std::function<ConnectionStats()> connections_;
   AuthThrottle throttle_;
   std::chrono::steady_clock::time_point next_expiry_{};

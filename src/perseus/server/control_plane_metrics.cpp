@@ -13,7 +13,7 @@ namespace {
 // One job as the scrape sees it, measured once (every family reads the same numbers).
 struct JobSample {
   const Job* job;
-  JobMeasurements measured;
+  const JobMeasurements* measured;
   bool stale;
 };
 
@@ -31,7 +31,7 @@ void per_stage(PrometheusText& out, const std::vector<JobSample>& jobs, const st
                const std::string& help, bool energy) {
   out.family(name, "gauge", help);
   for (const JobSample& j : jobs) {
-    const auto& last = j.measured.last;
+    const auto& last = j.measured->last;
     if (!last) continue;
     const auto& values = energy ? last->stage_energy_j : last->stage_time_s;
     for (std::size_t s = 0; s < values.size(); ++s) {
@@ -48,12 +48,12 @@ void job_families(PrometheusText& out, const std::vector<JobSample>& jobs) {
   per_job(out, jobs, "perseus_job_iteration_seconds", "gauge",
           "Mean iteration time of the job's last measured round (slowest stage)",
           [](const JobSample& j) -> Maybe {
-            return j.measured.last ? Maybe(j.measured.last->time_s()) : std::nullopt;
+            return j.measured->last ? Maybe(j.measured->last->time_s()) : std::nullopt;
           });
   per_job(out, jobs, "perseus_job_iteration_energy_joules", "gauge",
           "Mean iteration energy of the job's last measured round (all stages and ranks)",
           [](const JobSample& j) -> Maybe {
-            return j.measured.last ? Maybe(j.measured.last->energy_j()) : std::nullopt;
+            return j.measured->last ? Maybe(j.measured->last->energy_j()) : std::nullopt;
           });
   per_stage(out, jobs, "perseus_job_stage_iteration_seconds",
             "Mean iteration time of one stage in the job's last measured round", false);
@@ -62,11 +62,11 @@ void job_families(PrometheusText& out, const std::vector<JobSample>& jobs) {
             true);
   per_job(out, jobs, "perseus_job_energy_saving_ratio", "gauge",
           "1 - energy of the last measured round / energy of the job's last all-max round",
-          [](const JobSample& j) { return j.measured.energy_saving(); });
+          [](const JobSample& j) { return j.measured->energy_saving(); });
   per_job(out, jobs, "perseus_job_unmeasured_ranks", "gauge",
           "Ranks whose GPU energy counter did not change in the job's latest complete round",
           [](const JobSample& j) -> Maybe {
-            return static_cast<double>(j.measured.unmeasured_ranks.size());
+            return static_cast<double>(j.measured->unmeasured_ranks.size());
           });
   per_job(out, jobs, "perseus_job_stragglers_reported_total", "counter",
           "Straggler reports the job received", [](const JobSample& j) -> Maybe {
@@ -86,7 +86,7 @@ std::string ControlPlane::metrics_text() const {
   std::vector<JobSample> jobs;
   for (const auto& id : order_) {
     const Job& job = *jobs_.at(id);
-    jobs.push_back({&job, job.measurements(), stale(job)});
+    jobs.push_back({&job, &job.measurements(), stale(job)});
   }
   PrometheusText out;
   job_families(out, jobs);
@@ -96,13 +96,9 @@ std::string ControlPlane::metrics_text() const {
                {{"endpoint", key.first}, {"status", std::to_string(key.second)}},
                static_cast<double>(count));
   }
-  Histogram release(latency_bounds());
-  for (const JobSample& j : jobs) {
-    for (double ms : j.job->release_ms()) release.observe(ms / 1000.0);
-  }
   out.family("perseus_barrier_release_seconds", "histogram",
              "From the last rank's schedule request to every answer written, per round");
-  out.histogram("perseus_barrier_release_seconds", {}, release);
+  out.histogram("perseus_barrier_release_seconds", {}, release_seconds_);
   out.family("perseus_store_write_seconds", "histogram", "One SQLite write, commit included");
   out.histogram("perseus_store_write_seconds", {}, store_.write_latency());
   out.family("perseus_jobs", "gauge", "Jobs the server holds");

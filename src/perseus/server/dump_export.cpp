@@ -59,7 +59,7 @@ int export_job(const StoredJob& job, const std::filesystem::path& dir) {
               {"dump_dir", dir.string()}});
   write_json(dir / "ranks.json", ranks);
   for (std::size_t r = 0; r < job.rounds.size(); ++r) {
-    std::string n = std::to_string(r);
+    std::string n = std::to_string(job.first_round + static_cast<int>(r));
     write_json(dir / (n + ".sched.json"), round_schedules(round_from_json(job.rounds[r]), ranks));
     if (r < job.results.size() && !job.results[r].empty()) {
       write_json(dir / (n + ".prof.json"), sorted_by_rank(job.results[r]));

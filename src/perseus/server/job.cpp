@@ -72,8 +72,26 @@ int Job::registered() const {
 std::string Job::state() const {
   if (!error_.empty()) return "failed";
   if (!scheduler_) return "registering";
-  bool finished = !rounds_.empty() && rounds_.back().done && released_.back();
+  bool finished = !held_.empty() && held_.back().plans.done && held_.back().released;
   return finished ? "done" : "running";
+}
+
+Job::HeldRound* Job::held(int round) {
+  if (round < first_held_ || round >= computed()) return nullptr;
+  return &held_[static_cast<std::size_t>(round - first_held_)];
+}
+
+const Job::HeldRound* Job::held(int round) const {
+  return const_cast<Job*>(this)->held(round);
+}
+
+void Job::hold(Round plans, bool released) {
+  held_.push_back({std::move(plans), released, {}, 0});
+  held_.back().results.resize(ranks_.size());
+  while (held_.size() > kHeldRounds) {
+    held_.pop_front();
+    ++first_held_;
+  }
 }
 
 bool Job::finished() const {
@@ -163,28 +181,36 @@ void Job::compute_round() {
     fail(std::string("scheduler '") + info_.scheduler.value_or("") + "' failed: " + e.what());
     return;
   }
-  int index = static_cast<int>(rounds_.size());
+  int index = computed();
   if (!persist("storing round " + std::to_string(index),
                [&] { store_.add_round(id_, index, round_to_json(round)); })) {
     return;
   }
-  rounds_.push_back(std::move(round));
-  released_.push_back(false);
-  results_.emplace_back(ranks_.size());
-  results_in_round_.push_back(0);
+  hold(std::move(round), false);
+  if (scheduler_->history_free()) compact_store();
   try_release(index);
+}
+
+void Job::compact_store() {
+  if (first_held_ == 0) return;
+  try {
+    store_.compact(id_, first_held_, measured_.to_json());
+  } catch (const StoreError& e) {  // the rows stay; the next round tries again
+    log::warn("job " + id_ + ": cannot drop rounds before " + std::to_string(first_held_) +
+              " from the store: " + e.what());
+  }
 }
 
 void Job::try_release(int round) {
   auto asked = asked_.find(round);
-  if (round >= static_cast<int>(rounds_.size()) || asked == asked_.end()) return;
+  if (!held(round) || asked == asked_.end()) return;
   if (asked->second.count < info_.world_size) return;
   auto start = std::chrono::steady_clock::now();
   if (!persist("releasing round " + std::to_string(round),
                [&] { store_.mark_released(id_, round); })) {
     return;
   }
-  released_[static_cast<std::size_t>(round)] = true;
+  held(round)->released = true;
   asked_.erase(asked);
   auto waiting = std::move(waiters_[round]);
   waiters_.erase(round);
@@ -193,6 +219,8 @@ void Job::try_release(int round) {
   // Answers are handed to the kernel inside respond(): this is the server's share of the round.
   std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
   release_ms_.push_back(took.count());
+  if (release_ms_.size() > kReleaseTimesShown) release_ms_.pop_front();
+  if (on_release_) on_release_(took.count());
   log::info("job " + id_ + " round " + std::to_string(round) + " released to " +
             std::to_string(waiting.size()) + " waiting ranks in " + number(took.count()) + " ms");
 }
@@ -200,8 +228,7 @@ void Job::try_release(int round) {
 std::string Job::schedule_text(int rank, int round,
                                std::map<const StagePlan*, std::string>& cache) const {
   const auto& info = *ranks_[static_cast<std::size_t>(rank)];
-  const StagePlan* plan =
-      &plan_for(rounds_[static_cast<std::size_t>(round)], info.dp_rank, info.pp_rank);
+  const StagePlan* plan = &plan_for(held(round)->plans, info.dp_rank, info.pp_rank);
   auto it = cache.find(plan);
   if (it == cache.end()) {
     json body = wire::to_json(schedule_for(rank, round));
@@ -249,7 +276,7 @@ void Job::release_waiters(const Reply& reply) {
 
 wire::FrequencySchedule Job::schedule_for(int rank, int round) const {
   const auto& info = *ranks_[static_cast<std::size_t>(rank)];
-  const Round& r = rounds_[static_cast<std::size_t>(round)];
+  const Round& r = held(round)->plans;
   const StagePlan& plan = plan_for(r, info.dp_rank, info.pp_rank);
   return {rank, plan.frequencies, round, r.done, plan.power_limit_w, r.report_every};
 }
@@ -265,15 +292,20 @@ void Job::request_schedule(int rank, std::optional<int> round, Responder respond
         conflict("rank " + std::to_string(rank) + " of job " + id_ + " has not registered"));
   }
   int r = round.value_or(next_round_[static_cast<std::size_t>(rank)]);
-  int computed = static_cast<int>(rounds_.size());
-  if (computed > 0 && rounds_.back().done && r >= computed) r = computed - 1;
-  if (r < computed && released_[static_cast<std::size_t>(r)]) {
+  const int made = computed();
+  if (made > 0 && held_.back().plans.done && r >= made) r = made - 1;
+  if (r < first_held_) {
+    return respond(conflict("round " + std::to_string(r) + " is over: the job is at round " +
+                            std::to_string(made - 1) + " and holds rounds from " +
+                            std::to_string(first_held_) + " on"));
+  }
+  if (r < made && held(r)->released) {
     std::map<const StagePlan*, std::string> cache;
     return respond({200, nullptr, schedule_text(rank, r, cache)});
   }
-  if (r > computed) {
+  if (r > made) {
     return respond(conflict("round " + std::to_string(r) + " is not the next round for rank " +
-                            std::to_string(rank) + " (next: " + std::to_string(computed) + ")"));
+                            std::to_string(rank) + " (next: " + std::to_string(made) + ")"));
   }
   auto& barrier = asked_[r];
   barrier.asked.resize(ranks_.size(), 0);
@@ -294,16 +326,20 @@ Reply Job::report_result(const wire::ProfilingResult& result, const json& body) 
   auto rank = static_cast<std::size_t>(result.rank);
   int r = result.round.value_or(next_round_[rank]);
   if (already_acknowledged(result, r)) return {200, nullptr};
-  if (r >= static_cast<int>(rounds_.size()) || !released_[static_cast<std::size_t>(r)]) {
+  HeldRound* round = held(r);
+  if (!round || !round->released) {
     return conflict("round " + std::to_string(r) + " has not been served to rank " +
                     std::to_string(result.rank));
   }
-  auto& slot = results_[static_cast<std::size_t>(r)][rank];
+  auto& slot = round->results[rank];
   if (slot) return {200, nullptr};  // a retry of an acknowledged report
   store_.add_result(id_, r, result.rank, body);
   slot = result;
   next_round_[rank] = std::max(next_round_[rank], r + 1);
-  if (++results_in_round_[static_cast<std::size_t>(r)] == info_.world_size) finish_round(r);
+  if (++round->results_in == info_.world_size) {
+    record_measurement(r);
+    finish_round(r);
+  }
   return {200, nullptr};
 }
 
@@ -311,20 +347,19 @@ Reply Job::report_result(const wire::ProfilingResult& result, const json& body) 
 // report past the final round, or one without `round` while this rank's next round is not
 // served yet (the retry of its last report), is acknowledged and changes nothing.
 bool Job::already_acknowledged(const wire::ProfilingResult& result, int r) const {
-  const int computed = static_cast<int>(rounds_.size());
-  if (computed > 0 && rounds_.back().done && r >= computed) return true;
+  const int made = computed();
+  if (made > 0 && held_.back().plans.done && r >= made) return true;
+  if (r < first_held_) return true;  // every rank reported it
   if (result.round || r == 0) return false;
-  bool next_served = r < computed && released_[static_cast<std::size_t>(r)];
-  return !next_served &&
-         results_[static_cast<std::size_t>(r - 1)][static_cast<std::size_t>(result.rank)];
+  const HeldRound* next = held(r);
+  const HeldRound* before = held(r - 1);  // not held: every rank reported it
+  return !(next && next->released) &&
+         (!before || before->results[static_cast<std::size_t>(result.rank)]);
 }
 
 // Every rank reported round `round`: the scheduler observes it and plans the next one.
 void Job::finish_round(int round) {
-  if (rounds_[static_cast<std::size_t>(round)].done ||
-      round + 1 != static_cast<int>(rounds_.size())) {
-    return;
-  }
+  if (held(round)->plans.done || round + 1 != computed()) return;
   try {
     scheduler_->observe(aggregate(round));
   } catch (const std::exception& e) {
@@ -340,7 +375,7 @@ std::vector<StageResult> Job::aggregate(int round) const {
     std::vector<const wire::ProfilingResult*> reports;
     for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
       if (ranks_[rank]->pp_rank == stage) {
-        reports.push_back(&*results_[static_cast<std::size_t>(round)][rank]);
+        reports.push_back(&*held(round)->results[rank]);
       }
     }
     out.push_back(aggregate_stage(reports));
@@ -350,7 +385,7 @@ std::vector<StageResult> Job::aggregate(int round) const {
 
 Reply Job::report_straggler(const json& report) {
   if (!error_.empty()) return job_failed(error_);
-  if (!scheduler_ || rounds_.empty()) {
+  if (!scheduler_ || held_.empty()) {
     return conflict("job " + id_ + " has not started: not every rank has registered");
   }
   try {
@@ -358,7 +393,7 @@ Reply Job::report_straggler(const json& report) {
   } catch (const std::exception& e) {
     return bad_request(e.what());
   }
-  store_.add_straggler(id_, static_cast<int>(rounds_.size()) - 1, report);
+  store_.add_straggler(id_, computed() - 1, report);
   ++stragglers_reported_;
   return {200, nullptr};
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -67,6 +68,9 @@ struct JobMeasurements {
   // 1 - energy of `last` / energy of `all_max` (nullopt without both): what the job saves
   // against running at full clock, by its own measurement.
   std::optional<double> energy_saving() const;
+  // As the store keeps them for rounds it no longer holds.
+  nlohmann::json to_json() const;
+  static JobMeasurements from_json(const nlohmann::json& j);
 };
 
 // Called exactly once with the answer to a deferred request.
@@ -103,20 +107,45 @@ class Job {
   // Answers every rank waiting on the barrier with `reply` (the job is about to be deleted).
   void release_waiters(const Reply& reply);
 
-  JobMeasurements measurements() const;
+  const JobMeasurements& measurements() const { return measured_; }
   // Seconds since any rank of the job last sent a request (registration, schedule, result).
   double idle_s() const;
-  std::size_t rounds() const { return rounds_.size(); }
+  // Rounds the scheduler made so far.
+  std::size_t rounds() const { return static_cast<std::size_t>(computed()); }
   std::size_t stragglers_reported() const { return stragglers_reported_; }
-  // Milliseconds of each barrier release since this process started (server's share).
-  const std::vector<double>& release_ms() const { return release_ms_; }
+  // Called with the milliseconds of each barrier release from now on (the server's share).
+  void on_release(std::function<void(double)> observe) { on_release_ = std::move(observe); }
 
  private:
   // The stored job info's field holding the digest of the job's secret.
   static constexpr const char* kSecretField = "secret_sha256";
   Job(Store& store, std::string job_id, wire::JobInfo info, JobDirs dirs, bool);
+  // A round the job still holds: its plans, whether its barrier was released, its results.
+  struct HeldRound {
+    Round plans;
+    bool released = false;
+    std::vector<std::optional<wire::ProfilingResult>> results;  // per rank
+    int results_in = 0;
+  };
+  // Rounds held in memory: the current one and the one before (where a retried report of a
+  // rank's last round is found). Older rounds live on as the measurements they gave, and in the
+  // store (for a history-free scheduler, only as those measurements: Scheduler::history_free).
+  static constexpr std::size_t kHeldRounds = 2;
+  // Barrier release times kept for GET /jobs/{id}: the latest ones.
+  static constexpr std::size_t kReleaseTimesShown = 1000;
+  int computed() const { return first_held_ + static_cast<int>(held_.size()); }
+  // The round if it is held, else nullptr.
+  HeldRound* held(int round);
+  const HeldRound* held(int round) const;
+  // Holds a new round, letting go of the oldest beyond kHeldRounds.
+  void hold(Round plans, bool released);
+  // Every rank reported `round`: its measurement becomes the job's latest (measured_).
+  void record_measurement(int round);
+  // Drops a history-free job's rounds before the held ones from the store, with the
+  // measurements so far; a failure is logged and tried again at the next round.
+  void compact_store();
   bool start_scheduler();
-  bool replay_round(const StoredJob& stored, std::size_t r);
+  bool replay_round(const StoredJob& stored, std::size_t index);
   void compute_round();
   void finish_round(int round);
   bool already_acknowledged(const wire::ProfilingResult& result, int round) const;
@@ -133,14 +162,6 @@ class Job {
   std::string schedule_text(int rank, int round,
                             std::map<const StagePlan*, std::string>& cache) const;
   std::vector<StageResult> aggregate(int round) const;
-  // The latest round with every result in that `wanted` accepts, measured (one where some rank's
-  // energy counter did not change is skipped: its energies are unknown).
-  std::optional<RoundMeasurement> latest_measured(
-      const std::function<bool(const Round&)>& wanted) const;
-  // The ranks whose energy counter did not change in `round` (wire::ProfilingResult's
-  // energy_measured), and in the latest round with every result in.
-  std::vector<int> unmeasured_ranks(std::size_t round) const;
-  std::vector<int> latest_unmeasured_ranks() const;
   int registered() const;
   // "<field>: N is out of range for world_size W".
   std::string rank_out_of_range(const std::string& field, int rank) const;
@@ -156,10 +177,9 @@ class Job {
   std::vector<std::optional<wire::RankInfo>> ranks_;
   std::vector<nlohmann::json> rank_bodies_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::vector<Round> rounds_;
-  std::vector<bool> released_;
-  std::vector<std::vector<std::optional<wire::ProfilingResult>>> results_;  // [round][rank]
-  std::vector<int> results_in_round_;
+  std::deque<HeldRound> held_;  // rounds first_held_, first_held_ + 1, ...
+  int first_held_ = 0;
+  JobMeasurements measured_;     // as of the latest round with every result in
   std::vector<int> next_round_;  // per rank: one past its last reported round
   std::map<int, std::vector<std::pair<int, Responder>>> waiters_;  // round -> (rank, reply)
   struct Barrier {
@@ -168,9 +188,10 @@ class Job {
   };
   std::map<int, Barrier> asked_;  // round -> ranks that asked for it
   std::string error_;
-  // Per released round since this process started: milliseconds from the last rank's request
-  // to every answer written (the server's share of the round latency).
-  std::vector<double> release_ms_;
+  // The latest released rounds since this process started: milliseconds from the last rank's
+  // request to every answer written (the server's share of the round latency).
+  std::deque<double> release_ms_;
+  std::function<void(double)> on_release_;
   std::size_t stragglers_reported_ = 0;
   int top_clock_ = 0;  // the ranks' highest common SM clock, once the scheduler started
   std::chrono::steady_clock::time_point last_activity_ = std::chrono::steady_clock::now();

@@ -63,19 +63,33 @@ void Job::restore_history(const StoredJob& stored) {
     rank_bodies_[static_cast<std::size_t>(rank.rank)] = body;
   }
   error_ = stored.error;
+  first_held_ = stored.first_round;
+  if (!stored.measurements.is_null()) measured_ = JobMeasurements::from_json(stored.measurements);
   if (!error_.empty() || registered() < info_.world_size || !start_scheduler()) return;
-  for (std::size_t r = 0; r < stored.rounds.size() && error_.empty(); ++r) {
-    if (!replay_round(stored, r)) return;
+  // The rounds the store no longer holds (a history-free scheduler's): their straggler reports.
+  for (const auto& [round, report] : stored.stragglers) {
+    if (round >= stored.first_round) break;
+    try {
+      scheduler_->report_straggler(report);
+    } catch (const std::exception& e) {
+      return fail("replaying round " + std::to_string(round) + ": " + e.what());
+    }
+    ++stragglers_reported_;
   }
-  if (rounds_.empty()) compute_round();
+  for (std::size_t i = 0; i < stored.rounds.size() && error_.empty(); ++i) {
+    if (!replay_round(stored, i)) return;
+  }
+  if (held_.empty()) compute_round();
 }
 
-// Replays round r; false when the scheduler failed.
-bool Job::replay_round(const StoredJob& stored, std::size_t r) {
+// Replays the stored round at `index` (round stored.first_round + index); false when the
+// scheduler failed.
+bool Job::replay_round(const StoredJob& stored, std::size_t index) {
+  const int r = stored.first_round + static_cast<int>(index);
   try {
     scheduler_->next();
     for (const auto& [round, report] : stored.stragglers) {
-      if (round != static_cast<int>(r)) continue;
+      if (round != r) continue;
       scheduler_->report_straggler(report);
       ++stragglers_reported_;
     }
@@ -83,30 +97,29 @@ bool Job::replay_round(const StoredJob& stored, std::size_t r) {
     fail("replaying round " + std::to_string(r) + ": " + e.what());
     return false;
   }
-  rounds_.push_back(round_from_json(stored.rounds[r]));
-  released_.push_back(stored.released[r]);
-  results_.emplace_back(ranks_.size());
-  results_in_round_.push_back(0);
-  if (r >= stored.results.size()) return true;
-  for (const auto& body : stored.results[r]) {
+  hold(round_from_json(stored.rounds[index]), stored.released[index]);
+  HeldRound& round = held_.back();
+  if (index >= stored.results.size()) return true;
+  for (const auto& body : stored.results[index]) {
     auto result = wire::parse_profiling_result(body);
     if (result.rank >= info_.world_size) {
       throw Error("stored result of round " + std::to_string(r) + ": " +
                   rank_out_of_range("field 'rank'", result.rank));
     }
-    results_[r][static_cast<std::size_t>(result.rank)] = result;
+    round.results[static_cast<std::size_t>(result.rank)] = result;
     auto& next = next_round_[static_cast<std::size_t>(result.rank)];
-    next = std::max(next, static_cast<int>(r) + 1);
-    ++results_in_round_[r];
+    next = std::max(next, r + 1);
+    ++round.results_in;
   }
-  bool complete = results_in_round_[r] == info_.world_size && !rounds_[r].done;
-  if (!complete) return true;
-  if (r + 1 == stored.rounds.size()) {
-    finish_round(static_cast<int>(r));  // it crashed before planning the next round
+  if (round.results_in < info_.world_size) return true;
+  record_measurement(r);
+  if (round.plans.done) return true;
+  if (index + 1 == stored.rounds.size()) {
+    finish_round(r);  // it crashed before planning the next round
     return error_.empty();
   }
   try {
-    scheduler_->observe(aggregate(static_cast<int>(r)));
+    scheduler_->observe(aggregate(r));
   } catch (const std::exception& e) {
     fail("replaying round " + std::to_string(r) + ": " + e.what());
     return false;

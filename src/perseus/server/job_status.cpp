@@ -42,43 +42,59 @@ bool runs_all_at(const Round& round, int mhz) {
 
 }  // namespace
 
-std::optional<RoundMeasurement> Job::latest_measured(
-    const std::function<bool(const Round&)>& wanted) const {
-  for (std::size_t r = rounds_.size(); r-- > 0;) {
-    if (results_in_round_[r] < info_.world_size || !wanted(rounds_[r])) continue;
-    if (!unmeasured_ranks(r).empty()) continue;  // their energies are unknown
-    RoundMeasurement m;
-    m.round = static_cast<int>(r);
-    for (const auto& stage : aggregate(m.round)) {
-      m.stage_time_s.push_back(mean(stage.iter_time));
-      m.stage_energy_j.push_back(mean(stage.iter_energy));
-      m.stage_iterations.push_back(stage.iter_time.size());
-    }
-    return m;
+// A round whose energy some rank's counter did not measure (wire::ProfilingResult's
+// energy_measured) is no measurement: its energies are unknown.
+void Job::record_measurement(int round) {
+  const HeldRound& r = *held(round);
+  measured_.unmeasured_ranks.clear();
+  for (const auto& result : r.results) {
+    if (result && !result->energy_measured) measured_.unmeasured_ranks.push_back(result->rank);
   }
-  return std::nullopt;
+  if (!measured_.unmeasured_ranks.empty()) return;
+  RoundMeasurement m;
+  m.round = round;
+  for (const auto& stage : aggregate(round)) {
+    m.stage_time_s.push_back(mean(stage.iter_time));
+    m.stage_energy_j.push_back(mean(stage.iter_energy));
+    m.stage_iterations.push_back(stage.iter_time.size());
+  }
+  if (runs_all_at(r.plans, top_clock_)) measured_.all_max = m;
+  measured_.last = std::move(m);
 }
 
-std::vector<int> Job::unmeasured_ranks(std::size_t round) const {
-  std::vector<int> out;
-  for (const auto& result : results_[round]) {
-    if (result && !result->energy_measured) out.push_back(result->rank);
-  }
-  return out;
+namespace {
+
+json measurement_json(const std::optional<RoundMeasurement>& m) {
+  if (!m) return nullptr;
+  return {{"round", m->round},
+          {"stage_time_s", m->stage_time_s},
+          {"stage_energy_j", m->stage_energy_j},
+          {"stage_iterations", m->stage_iterations}};
 }
 
-std::vector<int> Job::latest_unmeasured_ranks() const {
-  for (std::size_t r = rounds_.size(); r-- > 0;) {
-    if (results_in_round_[r] == info_.world_size) return unmeasured_ranks(r);
-  }
-  return {};
+std::optional<RoundMeasurement> measurement_from_json(const json& j) {
+  if (j.is_null()) return std::nullopt;
+  RoundMeasurement m;
+  j.at("round").get_to(m.round);
+  j.at("stage_time_s").get_to(m.stage_time_s);
+  j.at("stage_energy_j").get_to(m.stage_energy_j);
+  j.at("stage_iterations").get_to(m.stage_iterations);
+  return m;
 }
 
-JobMeasurements Job::measurements() const {
-  const int top = top_clock_;
-  return {latest_measured([](const Round&) { return true; }),
-          latest_measured([top](const Round& round) { return runs_all_at(round, top); }),
-          latest_unmeasured_ranks()};
+}  // namespace
+
+json JobMeasurements::to_json() const {
+  return {{"last", measurement_json(last)},
+          {"all_max", measurement_json(all_max)},
+          {"unmeasured_ranks", unmeasured_ranks}};
+}
+
+JobMeasurements JobMeasurements::from_json(const json& j) {
+  JobMeasurements m{
+      measurement_from_json(j.at("last")), measurement_from_json(j.at("all_max")), {}};
+  j.at("unmeasured_ranks").get_to(m.unmeasured_ranks);
+  return m;
 }
 
 std::optional<double> JobMeasurements::energy_saving() const {
@@ -99,10 +115,10 @@ json Job::status(bool detailed) const {
             {"dp_degree", info_.dp_degree},
             {"tp_degree", info_.tp_degree},
             {"ranks_registered", registered()},
-            {"round", static_cast<int>(rounds_.size()) - 1},
+            {"round", computed() - 1},
             {"idle_s", idle_s()}};
   if (!error_.empty()) j["error"] = error_;
-  const JobMeasurements measured = measurements();
+  const JobMeasurements& measured = measured_;
   auto saving = measured.energy_saving();
   j["energy_saving"] = saving ? json(*saving) : json(nullptr);
   j["unmeasured_ranks"] = measured.unmeasured_ranks;
@@ -110,11 +126,10 @@ json Job::status(bool detailed) const {
   j["job_metadata"] = info_.job_metadata ? json(*info_.job_metadata) : json(nullptr);
   j["scheduler_args"] = info_.scheduler_args.value_or(json::object());
   j["pipeline_order"] = info_.pipeline_order.value_or(nullptr);
-  if (!rounds_.empty()) {
-    std::size_t current = rounds_.size() - 1;
-    j["released"] = static_cast<bool>(released_[current]);
-    j["results_in_round"] = results_in_round_[current];
-    j["current_plan"] = round_to_json(rounds_[current]);
+  if (!held_.empty()) {
+    j["released"] = held_.back().released;
+    j["results_in_round"] = held_.back().results_in;
+    j["current_plan"] = round_to_json(held_.back().plans);
   }
   if (const auto& last = measured.last) {
     json stages = json::array();

@@ -100,6 +100,10 @@ class Scheduler {
   virtual void report_straggler(const nlohmann::json& report);
   // Scheduler-specific status for GET /jobs/{id} (progress, chosen point, files written).
   virtual nlohmann::json status() const { return nlohmann::json::object(); }
+  // Whether next() depends on the straggler reports alone: not on the results observed, nor on
+  // how many rounds came before. The server then keeps only such a job's latest rounds in its
+  // store, and after a restart rebuilds the scheduler from its straggler reports and those.
+  virtual bool history_free() const { return false; }
 };
 
 // Arguments that are valid on their own but cannot be judged without the job.

@@ -30,7 +30,8 @@ constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
   seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL UNIQUE, info TEXT NOT NULL,
-  error TEXT NOT NULL DEFAULT '', active_at REAL NOT NULL DEFAULT 0);
+  error TEXT NOT NULL DEFAULT '', active_at REAL NOT NULL DEFAULT 0,
+  compacted TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS ranks (
   seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, rank INTEGER NOT NULL,
   body TEXT NOT NULL, UNIQUE (job_id, rank));
@@ -119,7 +120,7 @@ void Store::open(Access access) {
   quick_check();
   exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
   exec(kSchema);
-  add_activity_column();
+  add_missing_columns();
   Statement get(db_, "SELECT value FROM meta WHERE key = 'format'", path_);
   if (!get.step()) {
     write("INSERT INTO meta (key, value) VALUES ('format', ?1)", {kFormat}, {});
@@ -221,10 +222,16 @@ void Store::check_not_truncated() const {
   }
 }
 
-// Stores made before jobs had an activity time get the column (0: not known).
-void Store::add_activity_column() {
-  Statement columns(db_, "SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'active_at'", path_);
-  if (!columns.step()) exec("ALTER TABLE jobs ADD COLUMN active_at REAL NOT NULL DEFAULT 0");
+// Stores made before a column of the jobs table existed get it, with its default.
+void Store::add_missing_columns() {
+  for (auto [name, definition] : {std::pair{"active_at", "REAL NOT NULL DEFAULT 0"},
+                                  std::pair{"compacted", "TEXT NOT NULL DEFAULT ''"}}) {
+    Statement column(db_, "SELECT 1 FROM pragma_table_info('jobs') WHERE name = ?1", path_);
+    column.bind(1, std::string(name));
+    if (!column.step()) {
+      exec(std::string("ALTER TABLE jobs ADD COLUMN ") + name + " " + definition);
+    }
+  }
 }
 
 // One line: SQLite's first problem and how many more it found.
@@ -325,20 +332,36 @@ void Store::mark_released(const std::string& job_id, int round) {
   touch(job_id);
 }
 
-void Store::delete_job(const std::string& job_id) {
+void Store::transaction(const std::function<void()>& writes) {
   write("BEGIN IMMEDIATE", {}, {});
   try {
+    writes();
+    write("COMMIT", {}, {});
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);  // the failure is what it says
+    throw;
+  }
+}
+
+void Store::delete_job(const std::string& job_id) {
+  transaction([&] {
     for (const char* sql :
          {"DELETE FROM results WHERE job_id = ?1", "DELETE FROM stragglers WHERE job_id = ?1",
           "DELETE FROM rounds WHERE job_id = ?1", "DELETE FROM ranks WHERE job_id = ?1",
           "DELETE FROM jobs WHERE job_id = ?1"}) {
       write(sql, {job_id}, {});
     }
-    write("COMMIT", {}, {});
-  } catch (...) {
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);  // the failure is what it says
-    throw;
-  }
+  });
+}
+
+void Store::compact(const std::string& job_id, int first_round,
+                    const nlohmann::json& measurements) {
+  const nlohmann::json compacted = {{"first_round", first_round}, {"measurements", measurements}};
+  transaction([&] {
+    write("DELETE FROM results WHERE job_id = ?1 AND round < ?2", {job_id}, {first_round});
+    write("DELETE FROM rounds WHERE job_id = ?1 AND round < ?2", {job_id}, {first_round});
+    write("UPDATE jobs SET compacted = ?2 WHERE job_id = ?1", {job_id, compacted.dump()}, {});
+  });
 }
 
 void Store::add_result(const std::string& job_id, int round, int rank, const nlohmann::json& body) {
@@ -383,14 +406,23 @@ class JobLoader {
       : db_(db), path_(path), job_id_(job_id) {}
 
   void read_jobs() {
-    Statement s(db_, select("job_id, info, error, active_at FROM jobs", "seq").c_str(), path_);
+    Statement s(db_, select("job_id, info, error, active_at, compacted FROM jobs", "seq").c_str(),
+                path_);
     s.bind(1, job_id_);
     while (s.step()) {
       index_[s.text(0)] = jobs_.size();
-      StoredJob job{s.text(0), nullptr, {}, {}, {}, {}, {}, s.text(2), {}, s.real(3)};
+      StoredJob job;
+      job.job_id = s.text(0);
+      job.error = s.text(2);
+      job.active_at = s.real(3);
       try {
         job.info = parse_stored(s.text(1), path_);
-      } catch (const Error& e) {
+        if (!s.text(4).empty()) {
+          const nlohmann::json compacted = parse_stored(s.text(4), path_);
+          compacted.at("first_round").get_to(job.first_round);
+          job.measurements = compacted.at("measurements");
+        }
+      } catch (const std::exception& e) {
         job.unreadable = std::string("jobs row: ") + e.what();
       }
       jobs_.push_back(std::move(job));
@@ -431,14 +463,16 @@ class JobLoader {
   std::map<std::string, std::size_t> index_;
 };
 
-// The stored round a result or straggler report (round in column 2) belongs to.
-std::size_t round_of(Statement& s, const StoredJob& job) {
+// The round (column 2) a result or straggler report belongs to; a result's must be stored (a
+// straggler report's may be before the stored ones).
+long round_of(Statement& s, const StoredJob& job, bool stored) {
   long round = s.integer(2);
-  if (round < 0 || static_cast<std::size_t>(round) >= job.rounds.size()) {
-    throw Error("round " + std::to_string(round) + " is not a stored round (0.." +
-                std::to_string(static_cast<long>(job.rounds.size()) - 1) + ")");
+  const long last = job.first_round + static_cast<long>(job.rounds.size()) - 1;
+  if (round < (stored ? job.first_round : 0) || round > last) {
+    throw Error("round " + std::to_string(round) + " is not a stored round (" +
+                std::to_string(job.first_round) + ".." + std::to_string(last) + ")");
   }
-  return static_cast<std::size_t>(round);
+  return round;
 }
 
 }  // namespace
@@ -449,17 +483,22 @@ std::vector<StoredJob> Store::load_where(const std::string& job_id) const {
   load.read_jobs();
   load.read_rows("ranks", "body", "seq",
                  [&](Statement& s, StoredJob& job) { job.ranks.push_back(load.body(s)); });
-  load.read_rows("rounds", "plans, released", "round", [&](Statement& s, StoredJob& job) {
+  load.read_rows("rounds", "plans, released, round", "round", [&](Statement& s, StoredJob& job) {
+    const long expected = job.first_round + static_cast<long>(job.rounds.size());
+    if (s.integer(3) != expected) {
+      throw Error("round " + std::to_string(s.integer(3)) + " where round " +
+                  std::to_string(expected) + " was expected");
+    }
     job.rounds.push_back(load.body(s));
     job.released.push_back(s.integer(2) != 0);
   });
   load.read_rows("results", "body, round", "seq", [&](Statement& s, StoredJob& job) {
-    auto round = round_of(s, job);
-    if (job.results.size() <= round) job.results.resize(round + 1);
-    job.results[round].push_back(load.body(s));
+    const auto index = static_cast<std::size_t>(round_of(s, job, true) - job.first_round);
+    if (job.results.size() <= index) job.results.resize(index + 1);
+    job.results[index].push_back(load.body(s));
   });
   load.read_rows("stragglers", "body, round", "seq", [&](Statement& s, StoredJob& job) {
-    const auto round = round_of(s, job);
+    const auto round = round_of(s, job, false);
     job.stragglers.emplace_back(static_cast<int>(round), load.body(s));
   });
   return load.take();

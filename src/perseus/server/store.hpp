@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -32,13 +33,17 @@ class StoreError : public Error {
 // One job as stored: everything needed to rebuild its state.
 struct StoredJob {
   std::string job_id;
-  nlohmann::json info;                 // wire::JobInfo as JSON (with the effective scheduler)
-  std::vector<nlohmann::json> ranks;   // wire::RankInfo bodies, in registration order
-  std::vector<nlohmann::json> rounds;  // per round: the Round as JSON
-  std::vector<bool> released;          // per round: its barrier was released to the ranks
-  // results[round] = ProfilingResult bodies of that round, in arrival order
+  nlohmann::json info;                // wire::JobInfo as JSON (with the effective scheduler)
+  std::vector<nlohmann::json> ranks;  // wire::RankInfo bodies, in registration order
+  // The rounds before it are no longer stored (Store::compact), only `measurements`.
+  int first_round = 0;
+  nlohmann::json measurements;         // JobMeasurements as of compacting (null: never)
+  std::vector<nlohmann::json> rounds;  // per round from first_round: the Round as JSON
+  std::vector<bool> released;          // ... its barrier was released to the ranks
+  // results[i] = ProfilingResult bodies of round first_round + i, in arrival order
   std::vector<std::vector<nlohmann::json>> results;
-  // (round during which it arrived, report body), in arrival order
+  // (round during which it arrived, report body), in arrival order; all of them, also those of
+  // rounds before first_round
   std::vector<std::pair<int, nlohmann::json>> stragglers;
   std::string error;  // non-empty: the job failed with this message
   // Non-empty: some of its rows cannot be read (corrupt JSON, a round out of range); says which.
@@ -84,6 +89,9 @@ class Store {
   void set_error(const std::string& job_id, const std::string& error);
   // Removes the job and every row of it, in one transaction.
   void delete_job(const std::string& job_id);
+  // Removes the job's rounds before `first_round` and their results, keeping `measurements`
+  // (what they measured) in their place, in one transaction; straggler reports stay.
+  void compact(const std::string& job_id, int first_round, const nlohmann::json& measurements);
 
   bool has_job(const std::string& job_id) const;
   // Seconds each write took (the commit included), since the store was opened.
@@ -95,7 +103,9 @@ class Store {
 
  private:
   void exec(const std::string& sql) const;
-  void add_activity_column();
+  void add_missing_columns();
+  // Runs `writes` in one transaction (rolled back when one throws).
+  void transaction(const std::function<void()>& writes);
   // Records now as the job's activity time (StoredJob::active_at).
   void touch(const std::string& job_id);
   void write(const char* sql, const std::vector<std::string>& text, const std::vector<long>& ints);

@@ -17,6 +17,7 @@ class AllMax : public Scheduler {
 
   Round next() override { return round_; }
   void observe(const std::vector<StageResult>& /*results*/) override {}
+  bool history_free() const override { return true; }
   nlohmann::json status() const override {
     return {{"frequency", round_.stages.front().frequencies.front().second}, {"state", "done"}};
   }

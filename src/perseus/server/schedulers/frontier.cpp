@@ -54,6 +54,8 @@ class FrontierScheduler : public Scheduler {
     check_results(context_, results, sched_.num_ranks());
   }
 
+  bool history_free() const override { return true; }
+
   void report_straggler(const json& report) override {
     ArgReader r(context_ + ": straggler report", report, {"dp_rank", "time_s", "factor", "clear"});
     int dp_rank = r.integer("dp_rank", 0);
