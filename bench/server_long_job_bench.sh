@@ -24,7 +24,7 @@ trap 'kill $server_pid 2>/dev/null || true; rm -rf "$work"' EXIT
   --blocking-power 83.64 --out "$work/frontier" --quiet
 frequencies=$(/usr/bin/python3 -c "print(list(range(1410, 854, -15)))" | tr -d ' ')
 
-start_server() {  # prints the seconds from start to listening
+start_server() {  # writes the seconds from start to listening to $work/started_s
   local begin
   begin=$(date +%s.%N)
   "$perseus" serve --port 0 --store "$work/store.sqlite" --output-dir "$work/out" \
@@ -36,7 +36,7 @@ start_server() {  # prints the seconds from start to listening
     kill -0 $server_pid 2>/dev/null || { cat "$work/server.log" >&2; exit 1; }
     sleep 0.01
   done
-  /usr/bin/python3 -c "print($(date +%s.%N) - $begin)"
+  /usr/bin/python3 -c "print($(date +%s.%N) - $begin)" > "$work/started_s"
 }
 
 port() { sed -nE 's/^listening on .*:([0-9]+) .*/\1/p' "$work/server.log"; }
@@ -57,7 +57,7 @@ watch_job() {  # windows
 run_job() {  # ranks, windows
   local ranks=$1 windows=$2
   rm -rf "$work"/store.sqlite* "$work/out"
-  start_server >/dev/null
+  start_server
   watch_job "$windows" &
   local watcher=$!
   timeout 1800 "$client" --port "$(port)" --jobs 1 --ranks "$ranks" --pp 8 --rounds "$windows" \
@@ -69,8 +69,9 @@ run_job() {  # ranks, windows
   end_store=$(store_mb)
   kill $server_pid
   wait $server_pid 2>/dev/null || true
+  start_server
   local restart_s
-  restart_s=$(start_server)
+  restart_s=$(cat "$work/started_s")
   local restored
   restored=$(curl -s "http://127.0.0.1:$(port)/jobs" |
     /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)[0]['round'])")
