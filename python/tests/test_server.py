@@ -126,7 +126,7 @@ def test_two_ranks_profiler_rounds_and_results(server, profile2, profile2_rows, 
     clocks = sorted(profile2_rows[(0, "forward")], reverse=True)[:3]
     out = tmp_path / "measured.csv"
     args = {"microbatches": MICROBATCHES, "max_frequency": clocks[0],
-            "min_frequency": clocks[-1], "output": str(out), "skip_iterations": 0,
+            "min_frequency": clocks[-1], "output": out.name, "skip_iterations": 0,
             "patience": 10, "max_windows": 1}
     job_id, results = run_ranks(server, profile2, stages, report_every * 5, report_every,
                                 scheduler="profiler", scheduler_args=args)
@@ -147,7 +147,7 @@ def test_two_ranks_profiler_rounds_and_results(server, profile2, profile2_rows, 
 
     # Virtual time: what the client measured and reported is exactly the simulated profile.
     from conftest import read_rows
-    measured = read_rows(out)
+    measured = read_rows(tmp_path / job_id / out.name)  # the job's folder in --output-dir
     for (stage, name), rows in measured.items():
         assert set(rows) == set(clocks)
         for mhz, (t, e) in rows.items():
@@ -168,7 +168,7 @@ def test_profiler_records_the_clock_each_row_ran_at(server, tmp_path, monkeypatc
     monkeypatch.setenv("FAKE_NVML_REFRESH_MS", "10")
     out = tmp_path / "capped.csv"
     # Windows of 0.16 s hold 16 refreshes of this counter: long enough (min_window 0).
-    args = {"microbatches": 1, "output": str(out), "skip_iterations": 0, "max_windows": 1,
+    args = {"microbatches": 1, "output": out.name, "skip_iterations": 0, "max_windows": 1,
             "patience": 1, "min_window": 0}
     logs = []
     gpu = perseus.NvmlGpu(0, library=FAKE)
@@ -187,14 +187,14 @@ def test_profiler_records_the_clock_each_row_ran_at(server, tmp_path, monkeypatc
     job_id = opt.job_id
     opt.close()
 
-    with open(out) as f:
+    with open(tmp_path / job_id / out.name) as f:
         rows = list(csv.DictReader(f))
     assert {int(r["frequency"]) for r in rows} == {1410, 1395, 1380, 1005}, rows
     for r in rows:
         locked, measured = int(r["frequency"]), float(r["measured_clock_mhz"])
         assert measured == pytest.approx(min(locked, 1200), rel=0.03), r
         assert float(r["clock_held_down"]) == pytest.approx(1.0), r  # 450 W > 400 W throughout
-    summary = json.loads((tmp_path / "capped.csv.json").read_text())
+    summary = json.loads((tmp_path / job_id / "capped.csv.json").read_text())
     below = {(r["instruction"], r["mhz"]) for r in summary["clocks_not_reached"]}
     assert below == {(i, mhz) for i in ("forward", "backward") for mhz in (1410, 1395, 1380)}
     assert all(r["measured_mhz"] <= 1200.5 for r in summary["clocks_not_reached"]), summary

@@ -35,12 +35,13 @@ class CounterThatStops(MeasuringOnly):
 
 
 def profile_until_the_counter_fails(server, gpu, out):
-    """A profiler job on `gpu` (one window of 4 iterations per clock, min_window 0, output `out`)
+    """A profiler job on `gpu` (one window of 4 iterations per clock, min_window 0, output
+    `out`'s name, in the job's folder of the server's --output-dir, `out`'s folder)
     through 80 iterations of a 10 ms forward and a 20 ms backward. Checks that the job failed on
     the counter naming rank 0, wrote no profile of 0 J rows, and was said to have failed once,
     the client never asking again; that every iteration trained (and measured its time); and
     returns (the job's status, the client's log)."""
-    args = {"microbatches": 1, "output": str(out), "skip_iterations": 0, "max_windows": 1,
+    args = {"microbatches": 1, "output": out.name, "skip_iterations": 0, "max_windows": 1,
             "patience": 100, "min_window": 0}
     logs = []
     opt = perseus.PipelineFrequencyOptimizer(
@@ -55,7 +56,7 @@ def profile_until_the_counter_fails(server, gpu, out):
     assert status["state"] == "failed", status
     assert ("the GPU energy counter of rank 0 (stage 0) did not change in 3 reporting windows in "
             "a row") in status["error"], status
-    assert not out.exists()
+    assert not (out.parent / job_id / out.name).exists()  # the job's folder in --output-dir
     assert trained == 80
     assert sum("the job failed for good" in m for m in logs) == 1, logs
     assert schedule_answers(server, 500) == 1

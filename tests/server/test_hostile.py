@@ -421,7 +421,7 @@ def test_log_has_one_line_per_event(server_factory, tmp_path):
 @pytest.mark.parametrize("scheduler, args, reason", [
     ("profiler", {"microbatches": 2, "output": "../../pwned.csv"}, "must not contain '..'"),
     ("profiler", {"microbatches": 2, "output": "/tmp/perseus-pwned.csv"},
-     "is outside the server's --output-dir"),
+     "is outside this job's own folder in the server's --output-dir"),
     ("point-solution", {"microbatches": 2, "solution_path": "/etc/passwd"},
      "is outside the server's --data-dir"),
     ("point-solution", {"microbatches": 2, "solution_path": "../../../etc"},
@@ -476,3 +476,24 @@ def test_every_file_an_input_directory_holds_is_checked(server, tmp_path, tmp_pa
     assert status == 422 and reason in answer["detail"], answer
     assert "b.json" in answer["detail"], answer
     complete_job(server)
+
+
+def test_a_job_writes_only_in_its_own_output_folder(server):
+    """Issue 50.15: a job's outputs go to its own folder in --output-dir, never another job's
+    (a job with only the cluster token wrote another job's profile there), and an output that
+    names a folder is refused at registration, not after the sweep."""
+    def register(output):
+        return server.post("/register_job", {
+            "job_id": "", "pp_degree": 1, "dp_degree": 1, "tp_degree": 1, "world_size": 1,
+            "scheduler": "profiler", "scheduler_args": {"microbatches": 2, "output": output}})
+
+    status, first = register("profile.csv")
+    assert status == 200, first
+    others = server.workdir / "out" / first
+    status, answer = register(str(others / "profile.csv"))
+    assert status == 422 and "outside this job's own folder" in answer["detail"], answer
+    for folder in (".", "profiles/"):
+        status, answer = register(folder)
+        assert status == 422 and "names a folder" in answer["detail"], answer
+    _, jobs = server.get("/jobs")
+    assert [job["job_id"] for job in jobs] == [first]

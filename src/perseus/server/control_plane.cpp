@@ -260,9 +260,10 @@ Reply ControlPlane::register_job(const json& body) {
     return unprocessable("field 'scheduler': unknown scheduler '" + *info.scheduler + "' (" +
                          scheduler_choices() + ")");
   }
+  std::string id = new_job_id(info);
   JobSpec spec;
   try {
-    spec = job_spec("", info, dirs());  // parses the job's pipeline_order
+    spec = job_spec(id, info, dirs());  // parses the job's pipeline_order
   } catch (const Error& e) {
     return unprocessable(e.what());
   }
@@ -271,7 +272,6 @@ Reply ControlPlane::register_job(const json& body) {
   } catch (const Error& e) {
     return unprocessable(std::string("field 'scheduler_args': ") + e.what());
   }
-  std::string id = new_job_id(info);
   std::string secret = settings_.token.empty() ? "" : new_secret();
   add(std::make_unique<Job>(store_, id, info, dirs(), secret.empty() ? "" : sha256_hex(secret)));
   log::info("job " + id + " registered: " + std::to_string(info.world_size) + " ranks, scheduler " +

@@ -40,8 +40,9 @@ struct JobSpec {
   // The order the job's ranks run, when the job registered it (wire::JobInfo::pipeline_order, a
   // framework adapter's): schedulers plan for it instead of a schedule their arguments name.
   std::optional<schedule::Schedule> pipeline_order;
-  // Where the scheduler writes its files (profiles, ...): relative "output" arguments resolve
-  // against it; every output must lie under output_root (the server's --output-dir).
+  // Where the scheduler writes its files (profiles, ...): the job's own folder, output_root (the
+  // server's --output-dir) / job id. Relative "output" arguments resolve against it, and every
+  // output must lie under it.
   std::filesystem::path output_dir;
   std::filesystem::path output_root;
   // Files the scheduler reads (plans, frontiers) must lie under it (the server's --data-dir);

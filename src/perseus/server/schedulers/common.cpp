@@ -242,7 +242,7 @@ std::filesystem::path confined(const ArgReader& args, const char* name, const st
   std::error_code ec;
   fs::path real = fs::weakly_canonical(p, ec), top = fs::weakly_canonical(root, ec);
   if (ec || !lies_under(real, top)) {
-    args.fail(name, "'" + path + "' is outside the server's " + option + " (" + top.string() + ")");
+    args.fail(name, "'" + path + "' is outside " + option + " (" + top.string() + ")");
   }
   return p;
 }
@@ -275,13 +275,23 @@ void check_input_file(const ArgReader& args, const char* name, const std::filesy
 
 std::filesystem::path output_path(const ArgReader& args, const char* name, const JobSpec& job,
                                   const std::string& path) {
-  return confined(args, name, path, job.output_dir, job.output_root, "--output-dir");
+  namespace fs = std::filesystem;
+  const bool own_folder = job.output_dir != job.output_root;
+  fs::path p = confined(args, name, path, job.output_dir, job.output_dir,
+                        own_folder ? "this job's own folder in the server's --output-dir"
+                                   : "the server's --output-dir");
+  std::error_code ec;
+  const fs::path file = fs::path(path).filename();
+  if (file.empty() || file == "." || fs::is_directory(p, ec)) {
+    args.fail(name, "'" + path + "' names a folder; name the file to write");
+  }
+  return p;
 }
 
 std::filesystem::path data_path(const ArgReader& args, const char* name, const JobSpec& job) {
   namespace fs = std::filesystem;
   const fs::path path =
-      confined(args, name, args.text(name), job.data_dir, job.data_dir, "--data-dir");
+      confined(args, name, args.text(name), job.data_dir, job.data_dir, "the server's --data-dir");
   std::error_code ec;
   const fs::path top = fs::weakly_canonical(job.data_dir, ec);
   if (!fs::is_directory(path, ec)) {

@@ -122,8 +122,9 @@ std::vector<StagePlan> stage_plans(const schedule::Schedule& sched, const plan::
 std::vector<StagePlan> uniform_plans(const schedule::Schedule& sched, int mhz);
 
 // A file argument confined to the server's directories: relative paths resolve against the job's
-// output directory (outputs) or the data directory (inputs); absolute paths must lie under the
-// server's --output-dir / --data-dir; no '..' components. An input, and every member of an input
+// own output folder (outputs, JobSpec::output_dir) or the data directory (inputs); absolute paths
+// must lie under that folder / the server's --data-dir; no '..' components; an output must name
+// a file, not a folder. An input, and every member of an input
 // directory, must resolve (links followed) under --data-dir to a regular file of at most
 // kMaxInputFileBytes: no link out, no FIFO, socket or device, no huge file. Throws naming the
 // argument.
