@@ -8,11 +8,7 @@
 # server's peak RSS. Target: p99 round latency under 100 ms at 4096 ranks.
 # Usage: bash bench/server_load_bench.sh [ranks=4096] [jobs=100]
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-bash "$root/scripts/build.sh" >/dev/null
-cmake --build "$root/build" --target perseus_load_client >/dev/null
-perseus=$root/build/src/perseus
-client=$root/build/bench/perseus_load_client
+source "$(dirname "$0")/load/prepare.sh"
 ranks=${1:-4096}
 jobs=${2:-100}
 work=$(mktemp -d)

@@ -8,11 +8,7 @@
 # store flat within 10 %; restart under 1 s.
 # Usage: bash bench/server_long_job_bench.sh [windows_64=5000] [windows_4096=200]
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-bash "$root/scripts/build.sh" >/dev/null
-cmake --build "$root/build" --target perseus_load_client >/dev/null
-perseus=$root/build/src/perseus
-client=$root/build/bench/perseus_load_client
+source "$(dirname "$0")/load/prepare.sh"
 windows_64=${1:-5000}
 windows_4096=${2:-200}
 work=$(mktemp -d)
