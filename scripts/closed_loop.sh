@@ -23,7 +23,7 @@ gpus=$2 microbatches=$3 iterations=$4 gpu=${5:-a100}
 schedule=${PERSEUS_SCHEDULE:-1f1b}
 declare -A blocking=([a100]=83.64 [a40]=70.38 [h100]=110)
 
-"$perseus" serve --port 0 --store "$out/store.sqlite" --output-dir "$out" --data-dir "$out" \
+"$perseus" serve --port 0 --store "$out/store.sqlite" --output-dir "$out/jobs" --data-dir "$out" \
   > "$out/server.log" 2>&1 &
 server_pid=$!
 trap 'kill $server_pid 2>/dev/null || true' EXIT
@@ -48,8 +48,12 @@ job="\"microbatches\": $microbatches, \"schedule\": \"$schedule\""
 
 echo "1/4 profiling with the instruction profiler ..."
 simulate profiler \
-  "{$job, \"output\": \"$out/profile.csv\"${PERSEUS_PROFILER_ARGS:+, $PERSEUS_PROFILER_ARGS}}" \
+  "{$job, \"output\": \"profile.csv\"${PERSEUS_PROFILER_ARGS:+, $PERSEUS_PROFILER_ARGS}}" \
   "$out/profile-run.json" --until-done
+# The profiler wrote in the job's own folder, $out/jobs/<job id>/.
+profiled=$(/usr/bin/python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['job_id'])" \
+  "$out/profile-run.json")
+cp "$out/jobs/$profiled"/profile.csv* "$out/"
 p_block=$(printf "%.2f" "$(cat "$out/profile.csv.blocking_power")")
 echo "    measured $(($(wc -l < "$out/profile.csv") - 1)) profile rows, blocking power $p_block W"
 

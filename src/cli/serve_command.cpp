@@ -37,6 +37,7 @@ struct ServeArgs {
   double stale_after = server::ServerSettings{}.stale_after_s;
   double expire_finished_after = server::ServerSettings{}.expire_finished_after_s;
   double expire_abandoned_after = server::ServerSettings{}.expire_abandoned_after_s;
+  double store_retry = server::ServerSettings{}.store_retry_s;
 };
 
 // One connection per waiting rank: allow as many open files as the hard limit permits.
@@ -118,6 +119,9 @@ void serve(ServeArgs a) {
     require(value >= 0.0 && std::isfinite(value),
             std::string(name) + " must be a number of seconds >= 0 (0: never)");
   }
+  require(a.store_retry >= 0.0 && std::isfinite(a.store_retry),
+          "--store-retry-for must be a number of seconds >= 0");
+  settings.store_retry_s = a.store_retry;
   settings.expire_finished_after_s = a.expire_finished_after;
   settings.expire_abandoned_after_s = a.expire_abandoned_after;
   settings.max_ranks = a.max_ranks;
@@ -273,6 +277,10 @@ void add_serve(CLI::App& app) {
                   "seconds without a request after which a registering or running job is "
                   "deleted from the store (0: never)")
       ->default_str(seconds_and_days(args->expire_abandoned_after));
+  cmd->add_option("--store-retry-for", args->store_retry,
+                  "seconds a job retries (every second) a failed store write of its progress "
+                  "(a new round, a release) before it fails; 0: fail at once")
+      ->capture_default_str();
   cmd->add_option("--token-file", args->token_file,
                   "file whose first line is the cluster token every client must send (default: "
                   "$PERSEUS_TOKEN; none: loopback only)");

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import rank_info, result_body, self_signed_certificate
+from conftest import rank_info, raw_request, result_body, self_signed_certificate
 
 
 def complete_job(server, **job):
@@ -497,3 +497,24 @@ def test_a_job_writes_only_in_its_own_output_folder(server):
         assert status == 422 and "names a folder" in answer["detail"], answer
     _, jobs = server.get("/jobs")
     assert [job["job_id"] for job in jobs] == [first]
+
+
+def test_a_half_closed_barrier_wait_gets_its_answer(server_factory):
+    """Issue 50.18: a client that shuts down its sending side after its schedule request (a
+    half-close) still reads the answer when the barrier releases, and the connection then
+    closes; hang-ups after more bytes still close at once (test above)."""
+    server = server_factory("all-max", {"microbatches": 2})
+    job_id = server.register_job(pp=2)
+    server.register_ranks(job_id, pp=2)
+    sock = raw_request(server.port, f"GET /schedule/{job_id}?rank=0 HTTP/1.1\r\nHost: x\r\n\r\n")
+    sock.shutdown(socket.SHUT_WR)
+    time.sleep(0.3)  # the server has seen the end of the stream
+    status, schedule = server.get(f"/schedule/{job_id}?rank=1", timeout=10)
+    assert status == 200 and schedule["round"] == 0, schedule
+    answer = b""
+    while chunk := sock.recv(65536):
+        answer += chunk
+    sock.close()
+    head, body = answer.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 200") and b"Connection: close" in head, head
+    assert json.loads(body)["rank"] == 0 and json.loads(body)["round"] == 0, body

@@ -1,6 +1,7 @@
 """Store failures are contained (issue 12): one server per store, a damaged store is refused or
 its damaged jobs fail alone, and a store that refuses a write loses nothing acknowledged."""
 import json
+import socket
 import os
 import sqlite3
 import subprocess
@@ -9,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import PERSEUS, result_body
+from conftest import PERSEUS, raw_request, result_body
 from test_hostile import assert_healthy, complete_job
 
 
@@ -183,7 +184,7 @@ def test_a_store_that_keeps_refusing_a_new_round_fails_the_job_with_the_reason(s
                                                                                  tmp_path):
     plan = tmp_path / "plan.py"
     plan.write_text("[[1395, 1395, 1395, 1395], [1380, 1380, 1380, 1380]]\n")
-    server = server_factory()
+    server = server_factory(extra=["--store-retry-for", "1"])
     job_id = server.register_job(pp=2, scheduler="point-solution", scheduler_args={
         "solution_path": str(plan), "microbatches": 2, "warmup_rounds": 1})
     server.register_ranks(job_id, pp=2)
@@ -199,11 +200,47 @@ def test_a_store_that_keeps_refusing_a_new_round_fails_the_job_with_the_reason(s
         status, _ = server.post(f"/result/{job_id}", result_body(rank, names, round_=0))
         assert status == 200  # the results themselves are stored
     answers = server.schedules(job_id, [0, 1], round_=1)
-    for status, answer in answers.values():
+    for status, answer in answers.values():  # after a second of retries
         assert status == 500 and "the store failed while storing round 1" in answer["detail"]
-        assert "disk says no" in answer["detail"]
+        assert "disk says no" in answer["detail"] and "--store-retry-for 1 s" in answer["detail"]
     assert_healthy(server)
     status, info = server.get(f"/jobs/{other}")
     assert info["state"] == "done"
     assert "job " + job_id + ": store " in server.log.read_text()  # the retries were logged
 
+
+
+def test_a_short_store_outage_does_not_end_the_job(server_factory, tmp_path):
+    """Issue 50.12: a store that refuses writes for a while (a disk full for seconds) holds the
+    job's next round back, retried every second across the ranks' windows, instead of failing
+    the job for good; once it takes the round, the ranks get it."""
+    plan = tmp_path / "plan.py"
+    plan.write_text("[[1395, 1395, 1395, 1395], [1380, 1380, 1380, 1380]]\n")
+    server = server_factory()
+    job_id = server.register_job(pp=2, scheduler="point-solution", scheduler_args={
+        "solution_path": str(plan), "microbatches": 2, "warmup_rounds": 1})
+    server.register_ranks(job_id, pp=2)
+    answers = server.schedules(job_id, [0, 1])
+    corrupt(server.store, "CREATE TRIGGER refuse_round_1 BEFORE INSERT ON rounds "
+                          "WHEN NEW.round >= 1 BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    for rank, (status, schedule) in answers.items():
+        names = [name for name, _ in schedule["frequencies"]]
+        status, _ = server.post(f"/result/{job_id}", result_body(rank, names, round_=0))
+        assert status == 200
+    # The ranks' windows pass: their requests for round 1 wait (their clients give up after
+    # their stall bound and train on); the job still runs.
+    for _ in range(2):
+        for rank in (0, 1):
+            sock = raw_request(server.port, f"GET /schedule/{job_id}?rank={rank}&round=1 "
+                                            "HTTP/1.1\r\nHost: x\r\n\r\n")
+            sock.settimeout(1.2)
+            with pytest.raises(socket.timeout):
+                sock.recv(100)
+            sock.close()
+    status, info = server.get(f"/jobs/{job_id}")
+    assert info["state"] == "running" and info["round"] == 0, info
+    assert "retrying every 1 s" in server.log.read_text()
+    corrupt(server.store, "DROP TRIGGER refuse_round_1")
+    answers = server.schedules(job_id, [0, 1], round_=1)
+    assert all(status == 200 and body["round"] == 1 for status, body in answers.values()), answers
+    assert "the store works again (storing round 1)" in server.log.read_text()

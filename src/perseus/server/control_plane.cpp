@@ -163,7 +163,7 @@ ControlPlane::ControlPlane(ServerSettings settings)
     wire::JobInfo any;
     any.scheduler_args = settings_.scheduler_args;
     try {
-      check_scheduler(settings_.scheduler, job_spec("", any, dirs()), false);
+      check_scheduler(settings_.scheduler, job_spec("", any, job_settings()), false);
     } catch (const Error& e) {
       throw Error(std::string("default scheduler arguments (--scheduler-args or "
                               "ZEUS_PFO_SCHEDULER_ARGS): ") +
@@ -187,7 +187,7 @@ std::unique_ptr<Job> ControlPlane::restore(const StoredJob& stored) {
       throw Error("world_size " + std::to_string(world) + " is above this server's --max-ranks " +
                   std::to_string(settings_.max_ranks));
     }
-    auto job = std::make_unique<Job>(store_, stored, dirs());
+    auto job = std::make_unique<Job>(store_, stored, job_settings());
     const std::string state = job->state();
     if (!settings_.token.empty() && !job->has_secret() &&
         (state == "registering" || state == "running")) {
@@ -206,8 +206,8 @@ std::unique_ptr<Job> ControlPlane::restore(const StoredJob& stored) {
   }
 }
 
-JobDirs ControlPlane::dirs() const {
-  return {settings_.output_dir, settings_.data_dir};
+JobSettings ControlPlane::job_settings() const {
+  return {settings_.output_dir, settings_.data_dir, settings_.store_retry_s};
 }
 
 Job* ControlPlane::find(const std::string& id) {
@@ -263,7 +263,7 @@ Reply ControlPlane::register_job(const json& body) {
   std::string id = new_job_id(info);
   JobSpec spec;
   try {
-    spec = job_spec(id, info, dirs());  // parses the job's pipeline_order
+    spec = job_spec(id, info, job_settings());  // parses the job's pipeline_order
   } catch (const Error& e) {
     return unprocessable(e.what());
   }
@@ -273,7 +273,8 @@ Reply ControlPlane::register_job(const json& body) {
     return unprocessable(std::string("field 'scheduler_args': ") + e.what());
   }
   std::string secret = settings_.token.empty() ? "" : new_secret();
-  add(std::make_unique<Job>(store_, id, info, dirs(), secret.empty() ? "" : sha256_hex(secret)));
+  add(std::make_unique<Job>(store_, id, info, job_settings(),
+                            secret.empty() ? "" : sha256_hex(secret)));
   log::info("job " + id + " registered: " + std::to_string(info.world_size) + " ranks, scheduler " +
             *info.scheduler);
   Reply answer{200, id};
@@ -299,6 +300,11 @@ std::string ControlPlane::expired(const Job& job) const {
   return "expired: " + job.state() + " and no request for " + number(job.idle_s()) + " s (" +
          (finished ? "--expire-finished-after " : "--expire-abandoned-after ") + number(after) +
          " s)";
+}
+
+void ControlPlane::tick() {
+  for (auto& [id, job] : jobs_) job->retry_store();
+  expire_jobs();
 }
 
 void ControlPlane::expire_jobs() {

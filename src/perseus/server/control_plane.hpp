@@ -44,6 +44,8 @@ struct ServerSettings {
   // expire_abandoned_after_s; 0 keeps them.
   double expire_finished_after_s = 7 * 24 * 3600.0;
   double expire_abandoned_after_s = 30 * 24 * 3600.0;
+  // A job retries a failed store write its progress waits for this long (JobSettings).
+  double store_retry_s = JobSettings{}.store_retry_s;
 };
 
 // What the control plane reads of one HTTP request.
@@ -82,9 +84,9 @@ class ControlPlane {
   std::optional<Reply> refuse_on_header(const Request& request);
 
   std::size_t num_jobs() const { return jobs_.size(); }
-  // Deletes the jobs past their expiry (ServerSettings), at most once a second however often it
-  // is called; the transport calls it periodically, and a registration at --max-jobs first.
-  void expire_jobs();
+  // What the transport calls a few times a second: jobs retry their failed store writes
+  // (Job::retry_store), and expired ones are deleted (expire_jobs).
+  void tick();
   // DELETE /jobs/{id} and `perseus serve delete-job`: deletes the job from the store and the
   // server (its waiting ranks get 404); a registering or running one only with `force` (409
   // without). 404 for an unknown job, 503 when the store fails (nothing deleted).
@@ -115,6 +117,9 @@ class ControlPlane {
   // Why `job` is past its expiry ("": it is not).
   std::string expired(const Job& job) const;
   std::unique_ptr<Job> restore(const StoredJob& stored);
+  // Deletes the jobs past their expiry (ServerSettings), at most once a second however often it
+  // is called; tick() calls it, and a registration at --max-jobs first.
+  void expire_jobs();
   // Holds `job` (its barrier releases feed GET /metrics).
   void add(std::unique_ptr<Job> job);
   Reply jobs_summary() const;
@@ -127,7 +132,7 @@ class ControlPlane {
   std::string status_page(const std::string& query) const;
   std::string new_job_id(const wire::JobInfo& info) const;
   Job* find(const std::string& id);
-  JobDirs dirs() const;
+  JobSettings job_settings() const;
 
   ServerSettings settings_;
   Store store_;

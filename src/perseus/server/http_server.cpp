@@ -61,13 +61,14 @@ void HttpLimits::validate() const {
 struct HttpServer::Impl {
   Impl(ControlPlane& p, const std::string& address, unsigned short port, HttpLimits limits,
        const TlsFiles& tls_files)
-      : shared{p, limits, 0, 0, {}, {}},
+      : shared{p, limits, 0, 0, 0, 1, {}, {}},
         acceptor(io),
         backoff(io),
         sweeper(io),
         signals(io, SIGINT, SIGTERM) {
     limits.validate();
     max_connections = limits.max_connections ? limits.max_connections : descriptor_budget();
+    shared.max_half_closed = std::max<std::size_t>(1, max_connections / kHalfClosedShare);
     log::info("connections: at most " + std::to_string(max_connections) + ", " +
               std::to_string(limits.max_connections_per_peer) + " per peer address");
     if (!tls_files.cert.empty() || !tls_files.key.empty()) load_tls(tls_files);
@@ -103,7 +104,7 @@ struct HttpServer::Impl {
   }
 
   // Closes connections past their deadline, a few times a second; forgets closed ones; lets the
-  // control plane delete expired jobs.
+  // control plane do its periodic work (ControlPlane::tick).
   void sweep() {
     auto now = Clock::now();
     auto& all = shared.connections;
@@ -116,7 +117,7 @@ struct HttpServer::Impl {
       ++kept;
     }
     all.resize(kept);
-    shared.plane.expire_jobs();
+    shared.plane.tick();
     sweeper.expires_after(kSweepPeriod);
     sweeper.async_wait([this](beast::error_code ec) {
       if (!ec) sweep();

@@ -30,6 +30,8 @@ using tcp = asio::ip::tcp;
 
 constexpr std::uint32_t kHeaderLimit = 16u << 10;  // bytes of request line and headers
 constexpr double kDrainSeconds = 1.0;  // reading what a refused peer still sends, at most
+// At most one connection in this many of a cap (total, per peer) may wait half-closed.
+constexpr std::size_t kHalfClosedShare = 8;
 
 // The whole response as bytes: status line, headers, body. Written with one async_write (no
 // serializer): a barrier release writes thousands of these in one go.
@@ -65,6 +67,7 @@ struct Shared {
   struct PeerUse {
     std::string address;  // as text, for the log and the control plane
     std::size_t connections = 0;
+    std::size_t half_closed = 0;  // of them: waiting for an answer after the peer's EOF
     std::uint64_t body_bytes = 0;
   };
   using Peers = std::map<asio::ip::address, PeerUse>;
@@ -73,6 +76,8 @@ struct Shared {
   HttpLimits limits;
   std::uint64_t inflight_bytes = 0;  // bytes of bodies being read, in all
   std::size_t open = 0;              // open connections, in all
+  std::size_t half_closed = 0;       // of them: waiting for an answer after the peer's EOF
+  std::size_t max_half_closed = 1;   // ... at most (a share of the connection cap)
   Peers peers;                       // only peers that hold something
   std::vector<std::weak_ptr<Connection>> connections;
 
@@ -113,7 +118,10 @@ inline bool health_check(std::string_view target) {
 // sessions a few times a second, so setting one costs no timer operation. While an answer waits
 // (the schedule barrier) the connection keeps reading: a peer that hangs up is closed at once,
 // and a request pipelined behind the waiting one is dropped and the connection closed after the
-// answer (drop_pipelined), so a waiting connection holds no more than one read buffer.
+// answer (drop_pipelined), so a waiting connection holds no more than one read buffer. A peer
+// that only shut down its sending side after its request (a half-close: end of stream, no more
+// bytes) may still read the answer: while few connections do so (keep_half_closed), the
+// connection waits for it, for at most the body deadline.
 //
 // `Stream` is the plain socket or a TLS stream over it (handshake first, under the header
 // deadline).
@@ -166,24 +174,27 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   // The connection's one outstanding read between requests.
   void read_more() {
     reading_ = true;
-    stream_.async_read_some(buffer_.prepare(4096),
-                            [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
-                              self->reading_ = false;
-                              if (ec) {
-                                self->gone_ = self->pending_;
-                                return self->close_now();
-                              }
-                              self->buffer_.commit(n);
-                              if (self->draining_ || self->pending_) {
-                                if (self->pending_) {
-                                  self->drop_pipelined();
-                                } else {
-                                  self->buffer_.consume(self->buffer_.size());
-                                }
-                                return self->read_more();
-                              }
-                              self->read_header();
-                            });
+    stream_.async_read_some(buffer_.prepare(4096), [self = this->shared_from_this()](
+                                                       beast::error_code ec, std::size_t n) {
+      self->reading_ = false;
+      if (ec) {
+        if (self->pending_ && ec == asio::error::eof && self->keep_half_closed()) {
+          return;  // its answer is written when it comes
+        }
+        self->gone_ = self->pending_;
+        return self->close_now();
+      }
+      self->buffer_.commit(n);
+      if (self->draining_ || self->pending_) {
+        if (self->pending_) {
+          self->drop_pipelined();
+        } else {
+          self->buffer_.consume(self->buffer_.size());
+        }
+        return self->read_more();
+      }
+      self->read_header();
+    });
   }
 
   // Bytes that arrive while an answer waits are a pipelined request: it is not answered (the
@@ -191,7 +202,30 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   // reading goes on, dropping them, so that a hang-up is still seen and nothing accumulates.
   void drop_pipelined() {
     keep_alive_ = false;
+    pipelined_ = true;
     buffer_.consume(buffer_.size());
+  }
+
+  // Whether a peer whose stream ended while its answer waits may still read it: a plain
+  // connection that sent nothing after its request (a peer that sent more and hung up is gone),
+  // while fewer than 1 in kHalfClosedShare connections of the server and of its peer address
+  // wait so (a hang-up and a half-close look alike: the share bounds what hang-ups hold). The
+  // connection then waits, for at most the body deadline, and closes after the answer.
+  bool keep_half_closed() {
+    if constexpr (kTls) return false;
+    Shared::PeerUse& use = peer_->second;
+    const std::size_t per_peer =
+        std::max<std::size_t>(1, shared_.limits.max_connections_per_peer / kHalfClosedShare);
+    if (pipelined_ || shared_.half_closed >= shared_.max_half_closed ||
+        use.half_closed >= per_peer) {
+      return false;
+    }
+    half_closed_ = true;
+    ++shared_.half_closed;
+    ++use.half_closed;
+    keep_alive_ = false;
+    arm(shared_.limits.body_timeout_s);
+    return true;
   }
 
   void read_header() {
@@ -355,6 +389,10 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   void uncount() {
     if (!counted_) return;
     counted_ = false;
+    if (half_closed_) {
+      --shared_.half_closed;
+      --peer_->second.half_closed;
+    }
     shared_.disconnect(peer_);
   }
 
@@ -382,10 +420,12 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   bool health_ = false;    // the request being handled is the health check
   bool checked_ = false;   // its credentials were checked on its header
   bool keep_alive_ = true;
-  bool pending_ = false;   // a request is waiting for its answer
-  bool reading_ = false;   // read_more's read is outstanding
-  bool gone_ = false;      // the peer hung up while its answer waited
-  bool draining_ = false;  // answered with "Connection: close"; dropping what still arrives
+  bool pending_ = false;      // a request is waiting for its answer
+  bool reading_ = false;      // read_more's read is outstanding
+  bool gone_ = false;         // the peer hung up while its answer waited
+  bool pipelined_ = false;    // bytes came after the request whose answer waits
+  bool half_closed_ = false;  // the peer's stream ended; its answer is still written
+  bool draining_ = false;     // answered with "Connection: close"; dropping what still arrives
 };
 
 }  // namespace perseus::server::http_detail

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <functional>
 #include <set>
-#include <thread>
 
 #include "perseus/schedule/schedule_file.hpp"
 #include "perseus/server/auth.hpp"
@@ -14,23 +13,23 @@
 
 namespace perseus::server {
 
-// Attempts of a store write the job's progress depends on (a new round, a release).
-constexpr int kStoreAttempts = 3;
+// How often a failed store write the job's progress waits for is tried again.
+constexpr std::chrono::seconds kStoreRetryPeriod{1};
 
 using nlohmann::json;
 
-Job::Job(Store& store, std::string job_id, wire::JobInfo info, JobDirs dirs, bool)
+Job::Job(Store& store, std::string job_id, wire::JobInfo info, JobSettings dirs, bool)
     : store_(store),
       id_(std::move(job_id)),
       info_(std::move(info)),
-      dirs_(std::move(dirs)),
+      settings_(std::move(dirs)),
       ranks_(static_cast<std::size_t>(info_.world_size)),
       rank_bodies_(ranks_.size()),
       next_round_(ranks_.size(), 0) {
   info_.job_id = id_;
 }
 
-Job::Job(Store& store, std::string job_id, const wire::JobInfo& info, JobDirs dirs,
+Job::Job(Store& store, std::string job_id, const wire::JobInfo& info, JobSettings dirs,
          std::string secret_sha256)
     : Job(store, std::move(job_id), info, std::move(dirs), true) {
   secret_sha256_ = std::move(secret_sha256);
@@ -131,7 +130,7 @@ std::optional<schedule::Schedule> job_pipeline_order(const wire::JobInfo& info) 
 
 }  // namespace
 
-JobSpec job_spec(const std::string& id, const wire::JobInfo& info, const JobDirs& dirs) {
+JobSpec job_spec(const std::string& id, const wire::JobInfo& info, const JobSettings& dirs) {
   JobSpec spec;
   spec.job_id = id;
   spec.pp_degree = info.pp_degree;
@@ -147,7 +146,7 @@ JobSpec job_spec(const std::string& id, const wire::JobInfo& info, const JobDirs
 
 // Builds the scheduler once every rank registered; false when that failed.
 bool Job::start_scheduler() {
-  JobSpec spec = job_spec(id_, info_, dirs_);
+  JobSpec spec = job_spec(id_, info_, settings_);
   std::set<int> common(ranks_[0]->available_frequencies.begin(),
                        ranks_[0]->available_frequencies.end());
   for (const auto& rank : ranks_) {
@@ -181,14 +180,30 @@ void Job::compute_round() {
     fail(std::string("scheduler '") + info_.scheduler.value_or("") + "' failed: " + e.what());
     return;
   }
-  int index = computed();
+  unstored_ = std::move(round);
+  store_next_round();
+}
+
+void Job::store_next_round() {
+  const int index = computed();
   if (!persist("storing round " + std::to_string(index),
-               [&] { store_.add_round(id_, index, round_to_json(round)); })) {
+               [&] { store_.add_round(id_, index, round_to_json(*unstored_)); })) {
     return;
   }
-  hold(std::move(round), false);
+  hold(std::move(*unstored_), false);
+  unstored_.reset();
   if (scheduler_->history_free()) compact_store();
   try_release(index);
+}
+
+void Job::retry_store() {
+  if (!store_failing_since_ || !error_.empty()) return;
+  if (unstored_) return store_next_round();
+  std::vector<int> complete;  // barriers every rank reached, not released: the release failed
+  for (const auto& [round, barrier] : asked_) {
+    if (barrier.count == info_.world_size) complete.push_back(round);
+  }
+  for (int round : complete) try_release(round);
 }
 
 void Job::compact_store() {
@@ -239,19 +254,33 @@ std::string Job::schedule_text(int rank, int round,
 }
 
 bool Job::persist(const std::string& what, const std::function<void()>& write) {
-  for (int attempt = 1;; ++attempt) {
-    try {
-      write();
-      return true;
-    } catch (const StoreError& e) {
-      if (attempt == kStoreAttempts) {
-        fail("the store failed while " + what + ": " + e.what());
-        return false;
-      }
-      log::warn("job " + id_ + ": " + e.what() + "; retrying");
-      std::this_thread::sleep_for(std::chrono::milliseconds(50 * attempt));
+  const auto now = std::chrono::steady_clock::now();
+  if (store_failing_since_ && now < next_store_try_) return false;
+  try {
+    write();
+  } catch (const StoreError& e) {
+    const bool first = !store_failing_since_;
+    if (first) store_failing_since_ = now;
+    const double failing_s = std::chrono::duration<double>(now - *store_failing_since_).count();
+    if (failing_s >= settings_.store_retry_s) {
+      fail("the store failed while " + what + " (for " + number(failing_s) + " s, " +
+           "--store-retry-for " + number(settings_.store_retry_s) + " s): " + e.what());
+      return false;
     }
+    if (first) {  // said once; the end of the episode is said too
+      log::warn("job " + id_ + ": " + e.what() + " while " + what + "; retrying every " +
+                std::to_string(kStoreRetryPeriod.count()) + " s for up to " +
+                number(settings_.store_retry_s) + " s");
+    }
+    next_store_try_ = now + kStoreRetryPeriod;
+    return false;
+  } catch (const std::exception& e) {  // out of memory: failed with the reason, never half-made
+    fail(what + " failed: " + e.what());
+    return false;
   }
+  if (store_failing_since_) log::info("job " + id_ + ": the store works again (" + what + ")");
+  store_failing_since_.reset();
+  return true;
 }
 
 void Job::fail(const std::string& message) {
@@ -283,6 +312,7 @@ wire::FrequencySchedule Job::schedule_for(int rank, int round) const {
 
 void Job::request_schedule(int rank, std::optional<int> round, Responder respond) {
   last_activity_ = std::chrono::steady_clock::now();
+  retry_store();
   if (!error_.empty()) return respond(job_failed(error_));
   if (rank < 0 || rank >= info_.world_size) {
     return respond(bad_request(rank_out_of_range("query 'rank'", rank)));

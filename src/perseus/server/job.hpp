@@ -35,18 +35,21 @@ Round round_from_json(const nlohmann::json& j);
 // The plan one rank runs: its pipeline's override if there is one, else its stage's plan.
 const StagePlan& plan_for(const Round& round, int dp_rank, int pp_rank);
 
-// The server's directories a job's scheduler may use: it writes under `output` (its own
-// folder output/<job id>/) and reads under `data`.
-struct JobDirs {
+// What the server gives a job: the directories its scheduler may use (it writes under `output`,
+// in its own folder output/<job id>/, and reads under `data`), and how long it retries its store.
+struct JobSettings {
   std::filesystem::path output = ".";
   std::filesystem::path data = ".";
+  // A store write the job's progress waits for (a new round, a barrier release) that fails is
+  // tried again, every second, for this long; then the job fails with the reason.
+  double store_retry_s = 600.0;
 };
 
 // What the scheduler of job `id` is told before its ranks' clocks are known, the order the job
 // registered (wire::JobInfo::pipeline_order) parsed into a schedule. Throws perseus::Error naming
 // the action or rank when that order is not one (unknown action, a stage on two ranks, a
 // deadlock) or has another number of ranks than pp_degree.
-JobSpec job_spec(const std::string& id, const wire::JobInfo& info, const JobDirs& dirs);
+JobSpec job_spec(const std::string& id, const wire::JobInfo& info, const JobSettings& dirs);
 
 // What the ranks measured in one round whose results are complete: per stage (max time and summed
 // energy over the stage's ranks), the mean over the window's iterations.
@@ -80,10 +83,10 @@ class Job {
  public:
   // A new job; stores it. `scheduler` and `args` are the effective scheduler for this job;
   // `secret_sha256` is the digest of its secret ("": the job has none).
-  Job(Store& store, std::string job_id, const wire::JobInfo& info, JobDirs dirs,
+  Job(Store& store, std::string job_id, const wire::JobInfo& info, JobSettings dirs,
       std::string secret_sha256 = "");
   // Rebuilds a stored job by replaying its history through a fresh scheduler.
-  Job(Store& store, const StoredJob& stored, JobDirs dirs);
+  Job(Store& store, const StoredJob& stored, JobSettings dirs);
   // A stored job this server cannot serve (rows it cannot read, above its caps): failed with
   // `reason` in every answer and status; the store keeps the job as it is.
   static std::unique_ptr<Job> unusable(Store& store, const StoredJob& stored, std::string reason);
@@ -93,6 +96,9 @@ class Job {
   void request_schedule(int rank, std::optional<int> round, Responder respond);
   Reply report_result(const wire::ProfilingResult& result, const nlohmann::json& body);
   Reply report_straggler(const nlohmann::json& report);
+  // Tries again a store write the job's progress waits for (a round to store, a barrier to
+  // release) once its retry period has passed; the server calls it periodically.
+  void retry_store();
 
   const std::string& id() const { return id_; }
   // True when the job has no secret or `secret` is it.
@@ -119,7 +125,7 @@ class Job {
  private:
   // The stored job info's field holding the digest of the job's secret.
   static constexpr const char* kSecretField = "secret_sha256";
-  Job(Store& store, std::string job_id, wire::JobInfo info, JobDirs dirs, bool);
+  Job(Store& store, std::string job_id, wire::JobInfo info, JobSettings dirs, bool);
   // A round the job still holds: its plans, whether its barrier was released, its results.
   struct HeldRound {
     Round plans;
@@ -151,9 +157,13 @@ class Job {
   bool already_acknowledged(const wire::ProfilingResult& result, int round) const;
   void try_release(int round);
   void fail(const std::string& message);
-  // Runs a store write the job's progress depends on, retried kStoreAttempts times; then the
-  // job fails with the reason, which every waiting rank receives. False when it failed.
+  // Runs a store write the job's progress depends on. False when it failed: it is tried again
+  // (retry_store, a later request) after kStoreRetryPeriod, for JobSettings::store_retry_s;
+  // then, or at once for a failure other than the store's (out of memory), the job fails with
+  // the reason, which every waiting rank receives.
   bool persist(const std::string& what, const std::function<void()>& write);
+  // Stores the round the scheduler made last (unstored_) and holds and releases it.
+  void store_next_round();
   void restore_history(const StoredJob& stored);
   // Sets the last activity to a time the store kept (StoredJob::active_at).
   void active_since(double unix_seconds);
@@ -171,13 +181,17 @@ class Job {
   Store& store_;
   std::string id_;
   wire::JobInfo info_;
-  JobDirs dirs_;
+  JobSettings settings_;
   std::string secret_sha256_;         // "" = no secret
   mutable std::string known_secret_;  // the secret itself, once a request proved it
   std::vector<std::optional<wire::RankInfo>> ranks_;
   std::vector<nlohmann::json> rank_bodies_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::deque<HeldRound> held_;  // rounds first_held_, first_held_ + 1, ...
+  std::deque<HeldRound> held_;     // rounds first_held_, first_held_ + 1, ...
+  std::optional<Round> unstored_;  // the next round, made, until the store took it
+  // Since when the job's store writes fail (none: they do not), and when to try again.
+  std::optional<std::chrono::steady_clock::time_point> store_failing_since_;
+  std::chrono::steady_clock::time_point next_store_try_{};
   int first_held_ = 0;
   JobMeasurements measured_;     // as of the latest round with every result in
   std::vector<int> next_round_;  // per rank: one past its last reported round

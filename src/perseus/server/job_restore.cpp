@@ -21,7 +21,7 @@ wire::JobInfo stored_info(const StoredJob& stored) {
 
 }  // namespace
 
-Job::Job(Store& store, const StoredJob& stored, JobDirs dirs)
+Job::Job(Store& store, const StoredJob& stored, JobSettings dirs)
     : Job(store, stored.job_id, stored_info(stored), std::move(dirs), true) {
   secret_sha256_ = stored.info.value(kSecretField, "");
   restore_history(stored);
