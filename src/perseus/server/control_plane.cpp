@@ -282,10 +282,19 @@ Reply ControlPlane::register_job(const json& body) {
   return answer;
 }
 
-Reply ControlPlane::jobs_summary() const {
-  json list = json::array();
-  for (const auto& id : order_) list.push_back(job_status(*jobs_.at(id), false));
-  return {200, std::move(list)};
+std::vector<JobSummary> ControlPlane::summaries() const {
+  std::vector<JobSummary> out;
+  out.reserve(order_.size());
+  for (const auto& id : order_) {
+    out.push_back(jobs_.at(id)->summary());
+    out.back().stale = stale(*jobs_.at(id));
+  }
+  return out;
+}
+
+void ControlPlane::off_loop(std::function<Reply()> render, const Responder& respond) {
+  if (offload_) return offload_(std::move(render), respond);
+  respond(render());
 }
 
 bool ControlPlane::stale(const Job& job) const {
@@ -355,19 +364,6 @@ void ControlPlane::remove(const std::string& id, const std::string& why) {
   retired_[id] = std::chrono::steady_clock::now();
   log::info("job " + id + " " + why + "; deleted from the store");
   job->release_waiters(not_found("job '" + id + "' was deleted: " + why));
-}
-
-json ControlPlane::job_status(const Job& job, bool detailed) const {
-  json j = job.status(detailed);
-  j["stale"] = stale(job);
-  return j;
-}
-
-std::string ControlPlane::status_page(const std::string& query) const {
-  std::vector<json> jobs;
-  for (const auto& id : order_) jobs.push_back(job_status(*jobs_.at(id), true));
-  auto uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_);
-  return render_status_page(jobs, uptime.count(), query);
 }
 
 void ControlPlane::handle(const Request& request, Responder answer) {
@@ -492,11 +488,33 @@ void ControlPlane::route(const Request& request, const Responder& reply) {
     const std::string query = token == t.query.end() || settings_.token.empty()
                                   ? ""
                                   : "?token=" + percent_encode(token->second);
-    return reply({200, nullptr, status_page(query), "text/html; charset=utf-8"});
+    const double uptime =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    return off_loop(
+        [jobs = summaries(), uptime, query] {
+          std::vector<json> shown;
+          for (const auto& job : jobs) shown.push_back(job.to_json());
+          return Reply{200, nullptr, render_status_page(shown, uptime, query),
+                       "text/html; charset=utf-8"};
+        },
+        reply);
   }
-  if (path == "/jobs" && get) return reply(jobs_summary());
+  if (path == "/jobs" && get) {
+    return off_loop(
+        [jobs = summaries()] {
+          json list = json::array();
+          for (const auto& job : jobs) list.push_back(job.to_json());
+          return Reply{200, nullptr, list.dump(-1, ' ', false, json::error_handler_t::replace)};
+        },
+        reply);
+  }
   if (path == "/metrics" && get) {
-    return reply({200, nullptr, metrics_text(), "text/plain; version=0.0.4; charset=utf-8"});
+    return off_loop(
+        [snapshot = metrics_snapshot()] {
+          return Reply{200, nullptr, metrics_text(snapshot),
+                       "text/plain; version=0.0.4; charset=utf-8"};
+        },
+        reply);
   }
   if (path == wire::kRegisterJobPath && post) return reply(register_job(wire::parse_json(body)));
   std::string id;
@@ -512,7 +530,11 @@ void ControlPlane::route(const Request& request, const Responder& reply) {
     Job* job = find(id);
     if (!job) return reply(not_found("unknown job '" + id + "'"));
     if (del) return reply(delete_job(id, t.query.count("force") && t.query["force"] == "true"));
-    if (prefix == "/jobs/") return reply({200, job_status(*job, true)});
+    if (prefix == "/jobs/") {
+      json status = job->status();
+      status["stale"] = stale(*job);
+      return reply({200, std::move(status)});
+    }
     if (prefix == wire::kSchedulePath) {
       auto rank = query_int(t, "rank");
       if (!rank) return reply(unprocessable("query 'rank': missing"));

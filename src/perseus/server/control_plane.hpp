@@ -67,6 +67,18 @@ struct ConnectionStats {
   std::uint64_t refused = 0;
 };
 
+// What GET /metrics shows, copied on the event loop.
+struct MetricsSnapshot {
+  std::vector<JobSummary> jobs;
+  std::map<std::pair<std::string, int>, std::uint64_t> responses;  // (endpoint, status) -> count
+  Histogram release_seconds{latency_bounds()};
+  Histogram store_write_seconds{latency_bounds()};
+  std::uint64_t expired = 0, deleted = 0;
+  std::optional<ConnectionStats> connections;
+};
+// The Prometheus text of `snapshot` (control_plane_metrics.cpp).
+std::string metrics_text(const MetricsSnapshot& snapshot);
+
 class ControlPlane {
  public:
   // Opens the store and restores every stored job. Throws perseus::Error for a bad store or
@@ -95,6 +107,11 @@ class ControlPlane {
   void set_connection_stats(std::function<ConnectionStats()> stats) {
     connections_ = std::move(stats);
   }
+  // How the transport makes a large answer (GET /jobs, /metrics, the status page) off its event
+  // loop: it runs `render` elsewhere, then calls `respond` with the result on the loop (default:
+  // both at once, here).
+  using Offload = std::function<void(std::function<Reply()> render, Responder respond)>;
+  void set_offload(Offload offload) { offload_ = std::move(offload); }
 
  private:
   void route(const Request& request, const Responder& respond);
@@ -122,14 +139,15 @@ class ControlPlane {
   void expire_jobs();
   // Holds `job` (its barrier releases feed GET /metrics).
   void add(std::unique_ptr<Job> job);
-  Reply jobs_summary() const;
-  // A job's status (Job::status) with "stale" added.
-  nlohmann::json job_status(const Job& job, bool detailed) const;
+  // Every job's summary (with "stale"), oldest first: what GET /jobs, the status page and
+  // GET /metrics show, copied so that they can be written off the event loop.
+  std::vector<JobSummary> summaries() const;
   bool stale(const Job& job) const;
-  // GET /metrics: the Prometheus text (control_plane_metrics.cpp).
-  std::string metrics_text() const;
-  // The status page; `query` ("" or "?token=...") goes on its links.
-  std::string status_page(const std::string& query) const;
+  // What GET /metrics shows, copied (control_plane_metrics.cpp).
+  MetricsSnapshot metrics_snapshot() const;
+  // Answers with what `render` makes of its copies: on the transport's worker thread when it
+  // has one (set_offload), so a large answer never holds up the event loop.
+  void off_loop(std::function<Reply()> render, const Responder& respond);
   std::string new_job_id(const wire::JobInfo& info) const;
   Job* find(const std::string& id);
   JobSettings job_settings() const;
@@ -142,6 +160,7 @@ class ControlPlane {
   std::map<std::pair<std::string, int>, std::uint64_t> requests_;  // (endpoint, status) -> count
   Histogram release_seconds_{latency_bounds()};                    // every job's barrier releases
   std::function<ConnectionStats()> connections_;
+  Offload offload_;
   AuthThrottle throttle_;
   std::chrono::steady_clock::time_point next_expiry_{};
   // Ids of jobs deleted within kRetiredIdMemory: a new job never gets one (the deleted job's

@@ -10,12 +10,7 @@ namespace perseus::server {
 
 namespace {
 
-// One job as the scrape sees it, measured once (every family reads the same numbers).
-struct JobSample {
-  const Job* job;
-  const JobMeasurements* measured;
-  bool stale;
-};
+using JobSample = JobSummary;
 
 // One gauge or counter family with a sample per job that has a value.
 template <typename Value>
@@ -23,7 +18,7 @@ void per_job(PrometheusText& out, const std::vector<JobSample>& jobs, const std:
              const std::string& type, const std::string& help, Value value) {
   out.family(name, type, help);
   for (const JobSample& j : jobs) {
-    if (auto v = value(j)) out.sample(name, {{"job", j.job->id()}}, *v);
+    if (auto v = value(j)) out.sample(name, {{"job", j.id}}, *v);
   }
 }
 
@@ -31,11 +26,11 @@ void per_stage(PrometheusText& out, const std::vector<JobSample>& jobs, const st
                const std::string& help, bool energy) {
   out.family(name, "gauge", help);
   for (const JobSample& j : jobs) {
-    const auto& last = j.measured->last;
+    const auto& last = j.measured.last;
     if (!last) continue;
     const auto& values = energy ? last->stage_energy_j : last->stage_time_s;
     for (std::size_t s = 0; s < values.size(); ++s) {
-      out.sample(name, {{"job", j.job->id()}, {"stage", std::to_string(s)}}, values[s]);
+      out.sample(name, {{"job", j.id}, {"stage", std::to_string(s)}}, values[s]);
     }
   }
 }
@@ -44,16 +39,16 @@ void per_stage(PrometheusText& out, const std::vector<JobSample>& jobs, const st
 void job_families(PrometheusText& out, const std::vector<JobSample>& jobs) {
   using Maybe = std::optional<double>;
   per_job(out, jobs, "perseus_job_rounds", "gauge", "Rounds of plans the job's scheduler made",
-          [](const JobSample& j) -> Maybe { return static_cast<double>(j.job->rounds()); });
+          [](const JobSample& j) -> Maybe { return static_cast<double>(j.round + 1); });
   per_job(out, jobs, "perseus_job_iteration_seconds", "gauge",
           "Mean iteration time of the job's last measured round (slowest stage)",
           [](const JobSample& j) -> Maybe {
-            return j.measured->last ? Maybe(j.measured->last->time_s()) : std::nullopt;
+            return j.measured.last ? Maybe(j.measured.last->time_s()) : std::nullopt;
           });
   per_job(out, jobs, "perseus_job_iteration_energy_joules", "gauge",
           "Mean iteration energy of the job's last measured round (all stages and ranks)",
           [](const JobSample& j) -> Maybe {
-            return j.measured->last ? Maybe(j.measured->last->energy_j()) : std::nullopt;
+            return j.measured.last ? Maybe(j.measured.last->energy_j()) : std::nullopt;
           });
   per_stage(out, jobs, "perseus_job_stage_iteration_seconds",
             "Mean iteration time of one stage in the job's last measured round", false);
@@ -62,19 +57,18 @@ void job_families(PrometheusText& out, const std::vector<JobSample>& jobs) {
             true);
   per_job(out, jobs, "perseus_job_energy_saving_ratio", "gauge",
           "1 - energy of the last measured round / energy of the job's last all-max round",
-          [](const JobSample& j) { return j.measured->energy_saving(); });
+          [](const JobSample& j) { return j.measured.energy_saving(); });
   per_job(out, jobs, "perseus_job_unmeasured_ranks", "gauge",
           "Ranks whose GPU energy counter did not change in the job's latest complete round",
           [](const JobSample& j) -> Maybe {
-            return static_cast<double>(j.measured->unmeasured_ranks.size());
+            return static_cast<double>(j.measured.unmeasured_ranks.size());
           });
   per_job(out, jobs, "perseus_job_stragglers_reported_total", "counter",
-          "Straggler reports the job received", [](const JobSample& j) -> Maybe {
-            return static_cast<double>(j.job->stragglers_reported());
-          });
+          "Straggler reports the job received",
+          [](const JobSample& j) -> Maybe { return static_cast<double>(j.stragglers_reported); });
   per_job(out, jobs, "perseus_job_idle_seconds", "gauge",
           "Seconds since a rank of the job last sent a request",
-          [](const JobSample& j) -> Maybe { return j.job->idle_s(); });
+          [](const JobSample& j) -> Maybe { return j.idle_s; });
   per_job(out, jobs, "perseus_job_stale", "gauge",
           "1 when a registering or running job's ranks have been silent for --stale-after",
           [](const JobSample& j) -> Maybe { return j.stale ? 1.0 : 0.0; });
@@ -82,35 +76,43 @@ void job_families(PrometheusText& out, const std::vector<JobSample>& jobs) {
 
 }  // namespace
 
-std::string ControlPlane::metrics_text() const {
-  std::vector<JobSample> jobs;
-  for (const auto& id : order_) {
-    const Job& job = *jobs_.at(id);
-    jobs.push_back({&job, &job.measurements(), stale(job)});
-  }
+MetricsSnapshot ControlPlane::metrics_snapshot() const {
+  MetricsSnapshot m;
+  m.jobs = summaries();
+  m.responses = requests_;
+  m.release_seconds = release_seconds_;
+  m.store_write_seconds = store_.write_latency();
+  m.expired = expired_;
+  m.deleted = deleted_;
+  if (connections_) m.connections = connections_();
+  return m;
+}
+
+std::string metrics_text(const MetricsSnapshot& m) {
+  const std::vector<JobSummary>& jobs = m.jobs;
   PrometheusText out;
   job_families(out, jobs);
   out.family("perseus_http_responses_total", "counter", "Answers by endpoint and HTTP status");
-  for (const auto& [key, count] : requests_) {
+  for (const auto& [key, count] : m.responses) {
     out.sample("perseus_http_responses_total",
                {{"endpoint", key.first}, {"status", std::to_string(key.second)}},
                static_cast<double>(count));
   }
   out.family("perseus_barrier_release_seconds", "histogram",
              "From the last rank's schedule request to every answer written, per round");
-  out.histogram("perseus_barrier_release_seconds", {}, release_seconds_);
+  out.histogram("perseus_barrier_release_seconds", {}, m.release_seconds);
   out.family("perseus_store_write_seconds", "histogram", "One SQLite write, commit included");
-  out.histogram("perseus_store_write_seconds", {}, store_.write_latency());
+  out.histogram("perseus_store_write_seconds", {}, m.store_write_seconds);
   out.family("perseus_jobs", "gauge", "Jobs the server holds");
   out.sample("perseus_jobs", {}, static_cast<double>(jobs.size()));
   out.family("perseus_jobs_expired_total", "counter",
              "Jobs deleted because they expired (--expire-finished-after, "
              "--expire-abandoned-after)");
-  out.sample("perseus_jobs_expired_total", {}, static_cast<double>(expired_));
+  out.sample("perseus_jobs_expired_total", {}, static_cast<double>(m.expired));
   out.family("perseus_jobs_deleted_total", "counter", "Jobs deleted by DELETE /jobs/{id}");
-  out.sample("perseus_jobs_deleted_total", {}, static_cast<double>(deleted_));
-  if (connections_) {
-    const ConnectionStats c = connections_();
+  out.sample("perseus_jobs_deleted_total", {}, static_cast<double>(m.deleted));
+  if (m.connections) {
+    const ConnectionStats& c = *m.connections;
     out.family("perseus_open_connections", "gauge", "Connections the server holds open");
     out.sample("perseus_open_connections", {}, static_cast<double>(c.open));
     out.family("perseus_max_connections", "gauge",

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <boost/asio/thread_pool.hpp>
 #include <cerrno>
 #include <cmath>
 
@@ -101,6 +102,29 @@ struct HttpServer::Impl {
     if (ec) throw Error("--tls-cert: cannot use " + files.cert + ": " + ec.message());
     tls->use_private_key_file(files.key, asio::ssl::context::pem, ec);
     if (ec) throw Error("--tls-key: cannot use " + files.key + ": " + ec.message());
+  }
+
+  // Runs `render` on the renderer thread and hands its answer to `respond` on the event loop; at
+  // most kMaxRendering at once (more: 503), so a peer that asks again and again for a large
+  // answer holds a bounded number of copies.
+  void render_off_loop(std::function<Reply()> render, Responder respond) {
+    if (rendering >= kMaxRendering) {
+      return respond(service_unavailable("the server is building " + std::to_string(rendering) +
+                                         " large answers already; retry later"));
+    }
+    ++rendering;
+    asio::post(renderer, [this, render = std::move(render), respond = std::move(respond)] {
+      Reply reply;
+      try {
+        reply = render();
+      } catch (const std::exception& e) {
+        reply = internal_error(std::string("internal error: ") + e.what());
+      }
+      asio::post(io, [this, reply = std::move(reply), respond = std::move(respond)] {
+        --rendering;
+        respond(reply);
+      });
+    });
   }
 
   // Closes connections past their deadline, a few times a second; forgets closed ones; lets the
@@ -215,6 +239,10 @@ struct HttpServer::Impl {
   }
 
   asio::io_context io{1};
+  // Builds the large answers (ControlPlane::set_offload); destroyed (joined) before `io`.
+  asio::thread_pool renderer{1};
+  std::size_t rendering = 0;  // answers being built
+  static constexpr std::size_t kMaxRendering = 4;
   std::optional<asio::ssl::context> tls;
   Shared shared;
   tcp::acceptor acceptor;
@@ -237,6 +265,9 @@ HttpServer::HttpServer(ControlPlane& plane, const std::string& address, unsigned
     return ConnectionStats{impl->shared.open, impl->max_connections,
                            impl->shared.limits.max_connections_per_peer, impl->refused_connections};
   });
+  plane.set_offload([impl = impl_.get()](std::function<Reply()> render, Responder respond) {
+    impl->render_off_loop(std::move(render), std::move(respond));
+  });
 }
 
 bool HttpServer::tls() const {
@@ -245,6 +276,7 @@ bool HttpServer::tls() const {
 
 HttpServer::~HttpServer() {
   impl_->shared.plane.set_connection_stats(nullptr);  // they read this server's state
+  impl_->shared.plane.set_offload(nullptr);
 }
 
 unsigned short HttpServer::port() const {

@@ -76,6 +76,20 @@ struct JobMeasurements {
   static JobMeasurements from_json(const nlohmann::json& j);
 };
 
+// A job as GET /jobs, the status page and GET /metrics show it: a copy, which may be read on
+// another thread than the job's.
+struct JobSummary {
+  std::string id, state, scheduler, error;
+  int world_size = 0, pp_degree = 0, dp_degree = 0, tp_degree = 0, ranks_registered = 0;
+  int round = -1;  // the latest round made (-1: none yet)
+  double idle_s = 0;
+  bool stale = false;  // set by the control plane (ServerSettings::stale_after_s)
+  std::size_t stragglers_reported = 0;
+  JobMeasurements measured;
+  // {"job_id", "state", ..., "energy_saving", "unmeasured_ranks", "last_results", "stale"}.
+  nlohmann::json to_json() const;
+};
+
 // Called exactly once with the answer to a deferred request.
 using Responder = std::function<void(const Reply&)>;
 
@@ -104,8 +118,9 @@ class Job {
   // True when the job has no secret or `secret` is it.
   bool secret_matches(const std::string& secret) const;
   bool has_secret() const { return !secret_sha256_.empty(); }
-  // Summary (detailed=false) or everything GET /jobs/{id} shows.
-  nlohmann::json status(bool detailed) const;
+  JobSummary summary() const;
+  // Everything GET /jobs/{id} shows: the summary's JSON and the job's details.
+  nlohmann::json status() const;
   // "registering", "running", "done" or "failed".
   std::string state() const;
   // Done or failed: no rank will be answered anything new.

@@ -106,31 +106,35 @@ double Job::idle_s() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - last_activity_).count();
 }
 
-json Job::status(bool detailed) const {
-  json j = {{"job_id", id_},
-            {"state", state()},
-            {"scheduler", info_.scheduler.value_or("")},
-            {"world_size", info_.world_size},
-            {"pp_degree", info_.pp_degree},
-            {"dp_degree", info_.dp_degree},
-            {"tp_degree", info_.tp_degree},
-            {"ranks_registered", registered()},
-            {"round", computed() - 1},
-            {"idle_s", idle_s()}};
-  if (!error_.empty()) j["error"] = error_;
-  const JobMeasurements& measured = measured_;
+JobSummary Job::summary() const {
+  JobSummary s;
+  s.id = id_;
+  s.state = state();
+  s.scheduler = info_.scheduler.value_or("");
+  s.error = error_;
+  s.world_size = info_.world_size;
+  s.pp_degree = info_.pp_degree;
+  s.dp_degree = info_.dp_degree;
+  s.tp_degree = info_.tp_degree;
+  s.ranks_registered = registered();
+  s.round = computed() - 1;
+  s.idle_s = idle_s();
+  s.stragglers_reported = stragglers_reported_;
+  s.measured = measured_;
+  return s;
+}
+
+json JobSummary::to_json() const {
+  json j = {{"job_id", id},           {"state", state},
+            {"scheduler", scheduler}, {"world_size", world_size},
+            {"pp_degree", pp_degree}, {"dp_degree", dp_degree},
+            {"tp_degree", tp_degree}, {"ranks_registered", ranks_registered},
+            {"round", round},         {"idle_s", idle_s},
+            {"stale", stale}};
+  if (!error.empty()) j["error"] = error;
   auto saving = measured.energy_saving();
   j["energy_saving"] = saving ? json(*saving) : json(nullptr);
   j["unmeasured_ranks"] = measured.unmeasured_ranks;
-  if (!detailed) return j;
-  j["job_metadata"] = info_.job_metadata ? json(*info_.job_metadata) : json(nullptr);
-  j["scheduler_args"] = info_.scheduler_args.value_or(json::object());
-  j["pipeline_order"] = info_.pipeline_order.value_or(nullptr);
-  if (!held_.empty()) {
-    j["released"] = held_.back().released;
-    j["results_in_round"] = held_.back().results_in;
-    j["current_plan"] = round_to_json(held_.back().plans);
-  }
   if (const auto& last = measured.last) {
     json stages = json::array();
     for (std::size_t s = 0; s < last->stage_time_s.size(); ++s) {
@@ -140,7 +144,20 @@ json Job::status(bool detailed) const {
     }
     j["last_results"] = {{"round", last->round}, {"stages", std::move(stages)}};
   }
-  if (measured.all_max) j["all_max_round"] = measured.all_max->round;
+  return j;
+}
+
+json Job::status() const {
+  json j = summary().to_json();
+  j["job_metadata"] = info_.job_metadata ? json(*info_.job_metadata) : json(nullptr);
+  j["scheduler_args"] = info_.scheduler_args.value_or(json::object());
+  j["pipeline_order"] = info_.pipeline_order.value_or(nullptr);
+  if (!held_.empty()) {
+    j["released"] = held_.back().released;
+    j["results_in_round"] = held_.back().results_in;
+    j["current_plan"] = round_to_json(held_.back().plans);
+  }
+  if (measured_.all_max) j["all_max_round"] = measured_.all_max->round;
   if (scheduler_) j["scheduler_status"] = scheduler_->status();
   j["barrier_release_ms"] = release_ms_;
   return j;

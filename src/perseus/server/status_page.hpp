@@ -8,7 +8,7 @@
 
 namespace perseus::server {
 
-// `jobs` are Job::status(true) objects, oldest first. `query` ("" or "?token=...", URL-encoded)
+// `jobs` are JobSummary::to_json objects, oldest first. `query` ("" or "?token=...", URL-encoded)
 // is appended to the page's links to the server's other pages, so that a browser that opened
 // the page with the token in its address can follow them.
 std::string render_status_page(const std::vector<nlohmann::json>& jobs, double uptime_s,
