@@ -75,3 +75,32 @@ def test_bad_certificate_files_are_one_line_errors(tmp_path):
                              capture_output=True, text=True, timeout=30)
         errors = [line for line in out.stderr.splitlines() if line.startswith("perseus: error")]
         assert out.returncode != 0 and len(errors) == 1 and reason in errors[0], out.stderr
+
+
+SLOW_RESOLVER = os.environ.get("PERSEUS_SLOW_RESOLVER", "")
+
+
+@pytest.mark.skipif(not os.path.isfile(SLOW_RESOLVER),
+                    reason="PERSEUS_SLOW_RESOLVER (the late-answering resolver) not set")
+def test_the_client_resolves_the_server_name_once_and_within_its_deadline(server_factory,
+                                                                           tmp_path):
+    """Issue 50.17: a resolver that answers late (here 0.5 s a lookup) is asked once per client
+    process, on a thread of its own within the request's deadline; its answer is kept for the
+    job's every later request (before: one blocking lookup per request, 20 s with dead DNS
+    servers)."""
+    server = server_factory("all-max", {"microbatches": 4})
+    log = tmp_path / "lookups.log"
+    env = dict(os.environ, LD_PRELOAD=SLOW_RESOLVER, SLOW_RESOLVER_LOG=str(log),
+               SLOW_RESOLVER_SECONDS="0.5")
+    url = f"http://slow.perseus.test:{server.port}"
+    out = subprocess.run([PERSEUS, "simulate-training", "--server", url, "--stages", "2",
+                          "--microbatches", "4", "--iterations", "12", "--report-every", "2",
+                          "--quiet", "--blocking-power", "83.64",
+                          "--out", str(tmp_path / "run.json")],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "perseus: warning" not in out.stderr, out.stderr
+    _, jobs = server.get("/jobs")
+    assert len(jobs) == 1 and jobs[0]["ranks_registered"] == 2, jobs
+    # Each of the 2 rank processes looked the name up once for its many requests.
+    assert log.read_text().splitlines() == ["slow.perseus.test"] * 2

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "perseus/client/name_resolver.hpp"
 #include "perseus/util/steady_time.hpp"
 
 namespace perseus::client {
@@ -107,7 +108,10 @@ HttpUrl parse_http_url(const std::string& url) {
 
 HttpClient::HttpClient(const std::string& base_url, double connect_timeout_s,
                        const std::string& ca_file)
-    : base_url_(base_url), url_(parse_http_url(base_url)), connect_timeout_s_(connect_timeout_s) {
+    : base_url_(base_url),
+      url_(parse_http_url(base_url)),
+      connect_timeout_s_(connect_timeout_s),
+      resolver_(std::make_shared<NameResolver>(url_.host, url_.port)) {
   check_timeout(connect_timeout_s, "HTTP connect timeout");
   if (!url_.tls) return;
   tls_ = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
@@ -150,11 +154,7 @@ HttpResponse HttpClient::request(bool post, const std::string& target, const std
   beast::tcp_stream stream(ioc);
   beast::error_code ec;
 
-  // Resolve: numeric addresses need no lookup; names use the system resolver.
-  tcp::resolver::results_type endpoints;
-  tcp::resolver resolver(ioc);
-  endpoints = resolver.resolve(url_.host, url_.port, ec);
-  if (ec) throw transport_error(what, "resolving " + url_.host, ec);
+  const NameResolver::Endpoints endpoints = resolver_->resolve(deadline, what);
 
   const double connect_s = std::min(connect_timeout_s_, timeout_s);
   stream.expires_after(steady_duration(connect_s));

@@ -1,6 +1,7 @@
 // A small synchronous HTTP/1.1 client for the control-plane protocol (architecture section 7), on
 // Boost.Beast: one connection per request ("Connection: close"), one deadline per request that
-// covers connecting (itself at most the connect timeout), sending and reading the answer, and an
+// covers resolving the host's name (NameResolver: kept, and never past the deadline), connecting
+// (itself at most the connect timeout), sending and reading the answer, and an
 // answer size limit (4 MiB) enforced while reading, so no server can hold or fill the caller.
 // http and https (Boost.Asio SSL on OpenSSL: the server's certificate and name are verified).
 #pragma once
@@ -21,6 +22,8 @@ class context;
 }  // namespace boost::asio
 
 namespace perseus::client {
+
+class NameResolver;
 
 // "http[s]://host[:port][/prefix]" split into its parts. Hosts may be names, IPv4 addresses or
 // bracketed IPv6 addresses ("[::1]"); the port defaults to 80 (443 for https).
@@ -88,6 +91,7 @@ class HttpClient {
   double connect_timeout_s_;
   std::vector<std::pair<std::string, std::string>> headers_;
   std::shared_ptr<boost::asio::ssl::context> tls_;  // https only
+  std::shared_ptr<NameResolver> resolver_;          // the host's addresses, kept
 };
 
 }  // namespace perseus::client
