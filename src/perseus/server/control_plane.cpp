@@ -175,6 +175,7 @@ ControlPlane::ControlPlane(ServerSettings settings)
 
 void ControlPlane::add(std::unique_ptr<Job> job) {
   job->on_release([this](double ms) { release_seconds_.observe(ms / 1000.0); });
+  total_ranks_ += job->ranks_held();
   order_.push_back(job->id());
   jobs_[job->id()] = std::move(job);
 }
@@ -186,6 +187,11 @@ std::unique_ptr<Job> ControlPlane::restore(const StoredJob& stored) {
     if (world > settings_.max_ranks) {
       throw Error("world_size " + std::to_string(world) + " is above this server's --max-ranks " +
                   std::to_string(settings_.max_ranks));
+    }
+    if (total_ranks_ + world > settings_.max_total_ranks) {
+      throw Error(
+          "its " + std::to_string(world) + " ranks would take the jobs restored before it " +
+          "above this server's --max-total-ranks " + std::to_string(settings_.max_total_ranks));
     }
     auto job = std::make_unique<Job>(store_, stored, job_settings());
     const std::string state = job->state();
@@ -239,9 +245,21 @@ Reply ControlPlane::register_job(const json& body) {
                          " is above this server's --max-ranks " +
                          std::to_string(settings_.max_ranks));
   }
-  if (jobs_.size() >= static_cast<std::size_t>(settings_.max_jobs)) {
+  const auto over_caps = [&] {
+    return jobs_.size() >= static_cast<std::size_t>(settings_.max_jobs) ||
+           total_ranks_ + info.world_size > settings_.max_total_ranks;
+  };
+  if (over_caps()) {
     next_expiry_ = {};
     expire_jobs();
+  }
+  if (total_ranks_ + info.world_size > settings_.max_total_ranks) {
+    return too_many_requests("the server holds jobs of " + std::to_string(total_ranks_) +
+                             " ranks in all; " + std::to_string(info.world_size) +
+                             " more would pass its --max-total-ranks " +
+                             std::to_string(settings_.max_total_ranks) +
+                             "; delete finished jobs (DELETE /jobs/{id}) or start another server "
+                             "or store");
   }
   if (jobs_.size() >= static_cast<std::size_t>(settings_.max_jobs)) {
     return too_many_requests("the server holds " + std::to_string(jobs_.size()) +
@@ -361,6 +379,7 @@ void ControlPlane::remove(const std::string& id, const std::string& why) {
   std::unique_ptr<Job> job = std::move(it->second);
   jobs_.erase(it);
   order_.erase(std::find(order_.begin(), order_.end(), id));
+  total_ranks_ -= job->ranks_held();
   retired_[id] = std::chrono::steady_clock::now();
   log::info("job " + id + " " + why + "; deleted from the store");
   job->release_waiters(not_found("job '" + id + "' was deleted: " + why));

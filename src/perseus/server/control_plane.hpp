@@ -36,6 +36,9 @@ struct ServerSettings {
   std::string token;
   int max_ranks = 65536;  // world_size of one job at most
   int max_jobs = 10000;   // jobs in the store at most
+  // The ranks of all jobs held together at most: what bounds the server's memory, since each
+  // rank of a job costs a few kilobytes (its registration, its latest results).
+  long max_total_ranks = 262144;
   // A registering or running job none of whose ranks sent a request for this long is stale
   // (its training probably stopped): marked on the status page, /jobs and /metrics.
   double stale_after_s = 300.0;
@@ -167,6 +170,7 @@ class ControlPlane {
   // ranks would act on it), also when its id's clock second repeats (a clock set back).
   std::map<std::string, std::chrono::steady_clock::time_point> retired_;
   std::uint64_t expired_ = 0, deleted_ = 0;  // jobs removed by expiry, by DELETE
+  long total_ranks_ = 0;                     // Job::ranks_held of all jobs
 };
 
 }  // namespace perseus::server

@@ -134,6 +134,8 @@ class Job {
   // Rounds the scheduler made so far.
   std::size_t rounds() const { return static_cast<std::size_t>(computed()); }
   std::size_t stragglers_reported() const { return stragglers_reported_; }
+  // The ranks the job holds state for: its world size (0 for a job restored unusable).
+  long ranks_held() const { return static_cast<long>(ranks_.size()); }
   // Called with the milliseconds of each barrier release from now on (the server's share).
   void on_release(std::function<void(double)> observe) { on_release_ = std::move(observe); }
 
