@@ -518,3 +518,29 @@ def test_a_half_closed_barrier_wait_gets_its_answer(server_factory):
     head, body = answer.split(b"\r\n\r\n", 1)
     assert head.startswith(b"HTTP/1.1 200") and b"Connection: close" in head, head
     assert json.loads(body)["rank"] == 0 and json.loads(body)["round"] == 0, body
+
+
+def test_a_registration_reads_its_files_off_the_event_loop(server, tmp_path):
+    """Issue 50.14: the files a registration's scheduler arguments name (up to 64 MiB each) are
+    read off the event loop: while a 60 MB plan is read and refused, other requests are
+    answered (before, every request waited for it)."""
+    plan = tmp_path / "huge_plan.py"  # inside --data-dir (the servers' parent folder)
+    plan.write_text("[[" + ", ".join(["1410"] * 10_000_000) + "]]\n")
+    answer = {}
+
+    def register():
+        answer["reply"] = server.post("/register_job", {
+            "job_id": "", "pp_degree": 1, "dp_degree": 1, "tp_degree": 1, "world_size": 1,
+            "scheduler": "point-solution",
+            "scheduler_args": {"microbatches": 2, "solution_path": str(plan)}})
+
+    thread = threading.Thread(target=register)
+    thread.start()
+    time.sleep(0.2)  # the registration is being read
+    status, metrics = server.get("/metrics")
+    assert status == 200
+    # Answered while the registration is still read: it has no answer yet.
+    assert 'endpoint="register_job",status="422"' not in metrics, metrics
+    thread.join(60)
+    status, detail = answer["reply"]
+    assert status == 422 and "huge_plan.py" in detail["detail"], detail

@@ -232,19 +232,15 @@ std::string ControlPlane::new_job_id(const wire::JobInfo& info) const {
                    sanitized(info.scheduler.value_or(""));
   if (info.job_metadata && !info.job_metadata->empty()) id += "+" + sanitized(*info.job_metadata);
   std::string unique = id;
-  for (int n = 2; jobs_.count(unique) || retired_.count(unique) || store_.has_job(unique); ++n) {
+  for (int n = 2; jobs_.count(unique) || retired_.count(unique) || registering_.count(unique) ||
+                  store_.has_job(unique);
+       ++n) {
     unique = id + "+" + std::to_string(n);
   }
   return unique;
 }
 
-Reply ControlPlane::register_job(const json& body) {
-  auto info = wire::parse_job_info(body);
-  if (info.world_size > settings_.max_ranks) {
-    return unprocessable("field 'world_size': " + std::to_string(info.world_size) +
-                         " is above this server's --max-ranks " +
-                         std::to_string(settings_.max_ranks));
-  }
+std::optional<Reply> ControlPlane::refuse_registration(const wire::JobInfo& info) {
   const auto over_caps = [&] {
     return jobs_.size() >= static_cast<std::size_t>(settings_.max_jobs) ||
            total_ranks_ + info.world_size > settings_.max_total_ranks;
@@ -266,33 +262,71 @@ Reply ControlPlane::register_job(const json& body) {
                              " jobs, its --max-jobs; delete finished ones (DELETE /jobs/{id}) "
                              "or start another server or store");
   }
+  return std::nullopt;
+}
+
+void ControlPlane::register_job(const json& body, const Responder& respond) {
+  auto info = wire::parse_job_info(body);
+  if (info.world_size > settings_.max_ranks) {
+    return respond(unprocessable("field 'world_size': " + std::to_string(info.world_size) +
+                                 " is above this server's --max-ranks " +
+                                 std::to_string(settings_.max_ranks)));
+  }
+  if (auto refused = refuse_registration(info)) return respond(*refused);
   if (!info.scheduler) {
     if (settings_.scheduler.empty()) {
-      return unprocessable(
-          "field 'scheduler': missing, and the server has no default "
-          "scheduler (perseus serve --scheduler)");
+      return respond(
+          unprocessable("field 'scheduler': missing, and the server has no default "
+                        "scheduler (perseus serve --scheduler)"));
     }
     info.scheduler = settings_.scheduler;
     if (!info.scheduler_args) info.scheduler_args = settings_.scheduler_args;
   } else if (!known_scheduler(*info.scheduler)) {
-    return unprocessable("field 'scheduler': unknown scheduler '" + *info.scheduler + "' (" +
-                         scheduler_choices() + ")");
+    return respond(unprocessable("field 'scheduler': unknown scheduler '" + *info.scheduler +
+                                 "' (" + scheduler_choices() + ")"));
   }
   std::string id = new_job_id(info);
   JobSpec spec;
   try {
     spec = job_spec(id, info, job_settings());  // parses the job's pipeline_order
   } catch (const Error& e) {
-    return unprocessable(e.what());
+    return respond(unprocessable(e.what()));
   }
-  try {
-    check_scheduler(*info.scheduler, std::move(spec), true);
-  } catch (const Error& e) {
-    return unprocessable(std::string("field 'scheduler_args': ") + e.what());
-  }
+  // The scheduler's check reads its files (plans, a frontier: up to 64 MiB each): off the loop.
+  registering_.insert(id);
+  off_loop(
+      [name = *info.scheduler, spec = std::move(spec)]() mutable {
+        try {
+          check_scheduler(name, std::move(spec), true);
+        } catch (const Error& e) {
+          return unprocessable(std::string("field 'scheduler_args': ") + e.what());
+        }
+        return Reply{200};
+      },
+      [this, id, info, respond](const Reply& checked) {
+        registering_.erase(id);
+        if (checked.status != 200) return respond(checked);
+        Reply answer;
+        try {
+          answer = admit(id, info);
+        } catch (const std::exception& e) {
+          log::error("internal error registering job " + id + ": " + printable(e.what()));
+          answer = internal_error(std::string("internal error: ") + e.what());
+        }
+        respond(answer);
+      });
+}
+
+Reply ControlPlane::admit(const std::string& id, const wire::JobInfo& info) {
+  if (auto refused = refuse_registration(info)) return *refused;  // others came first
   std::string secret = settings_.token.empty() ? "" : new_secret();
-  add(std::make_unique<Job>(store_, id, info, job_settings(),
-                            secret.empty() ? "" : sha256_hex(secret)));
+  try {
+    add(std::make_unique<Job>(store_, id, info, job_settings(),
+                              secret.empty() ? "" : sha256_hex(secret)));
+  } catch (const StoreError& e) {
+    log::error(printable(e.what()));
+    return service_unavailable(std::string(e.what()) + "; nothing was recorded, retry");
+  }
   log::info("job " + id + " registered: " + std::to_string(info.world_size) + " ranks, scheduler " +
             *info.scheduler);
   Reply answer{200, id};
@@ -535,7 +569,7 @@ void ControlPlane::route(const Request& request, const Responder& reply) {
         },
         reply);
   }
-  if (path == wire::kRegisterJobPath && post) return reply(register_job(wire::parse_json(body)));
+  if (path == wire::kRegisterJobPath && post) return register_job(wire::parse_json(body), reply);
   std::string id;
   if (const JobRoute* route = job_route(path, id)) {
     std::string prefix = route->prefix;

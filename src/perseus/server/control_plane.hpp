@@ -17,6 +17,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "perseus/server/auth_throttle.hpp"
@@ -131,7 +132,13 @@ class ControlPlane {
   // may carry instead of the header (GET /, /jobs, /jobs/{id}, /metrics). nullopt: go on.
   std::optional<Reply> check_credentials(const Request& request, const std::string& path,
                                          std::string_view query_token) const;
-  Reply register_job(const nlohmann::json& body);
+  // POST /register_job: checked here, then its scheduler (which reads the files its arguments
+  // name) off the event loop, then admitted (admit).
+  void register_job(const nlohmann::json& body, const Responder& respond);
+  // The 429 of a registration past --max-jobs or --max-total-ranks (expired jobs deleted first).
+  std::optional<Reply> refuse_registration(const wire::JobInfo& info);
+  // Makes and stores the job `id` whose scheduler was checked.
+  Reply admit(const std::string& id, const wire::JobInfo& info);
   // Removes the job from the store and the server; its waiting ranks get 404 with `why`.
   void remove(const std::string& id, const std::string& why);
   // Why `job` is past its expiry ("": it is not).
@@ -169,6 +176,7 @@ class ControlPlane {
   // Ids of jobs deleted within kRetiredIdMemory: a new job never gets one (the deleted job's
   // ranks would act on it), also when its id's clock second repeats (a clock set back).
   std::map<std::string, std::chrono::steady_clock::time_point> retired_;
+  std::set<std::string> registering_;        // ids of jobs whose scheduler is being checked
   std::uint64_t expired_ = 0, deleted_ = 0;  // jobs removed by expiry, by DELETE
   long total_ranks_ = 0;                     // Job::ranks_held of all jobs
 };

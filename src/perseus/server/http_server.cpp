@@ -106,11 +106,12 @@ struct HttpServer::Impl {
 
   // Runs `render` on the renderer thread and hands its answer to `respond` on the event loop; at
   // most kMaxRendering at once (more: 503), so a peer that asks again and again for a large
-  // answer holds a bounded number of copies.
+  // answer, or registers again and again, holds a bounded number of copies.
   void render_off_loop(std::function<Reply()> render, Responder respond) {
     if (rendering >= kMaxRendering) {
-      return respond(service_unavailable("the server is building " + std::to_string(rendering) +
-                                         " large answers already; retry later"));
+      return respond(service_unavailable("the server is busy with " + std::to_string(rendering) +
+                                         " requests it handles off its event loop (large "
+                                         "answers, registrations); retry later"));
     }
     ++rendering;
     asio::post(renderer, [this, render = std::move(render), respond = std::move(respond)] {
@@ -239,10 +240,11 @@ struct HttpServer::Impl {
   }
 
   asio::io_context io{1};
-  // Builds the large answers (ControlPlane::set_offload); destroyed (joined) before `io`.
+  // Builds large answers and checks registrations (ControlPlane::set_offload); destroyed
+  // (joined) before `io`.
   asio::thread_pool renderer{1};
   std::size_t rendering = 0;  // answers being built
-  static constexpr std::size_t kMaxRendering = 4;
+  static constexpr std::size_t kMaxRendering = 16;
   std::optional<asio::ssl::context> tls;
   Shared shared;
   tcp::acceptor acceptor;
