@@ -197,8 +197,9 @@ void Job::store_next_round() {
 }
 
 void Job::retry_store() {
-  if (!store_failing_since_ || !error_.empty()) return;
-  if (unstored_) return store_next_round();
+  if (!error_.empty()) return;
+  if (unstored_) return store_next_round();  // (persist keeps the back-off)
+  if (!store_failing_since_) return;
   std::vector<int> complete;  // barriers every rank reached, not released: the release failed
   for (const auto& [round, barrier] : asked_) {
     if (barrier.count == info_.world_size) complete.push_back(round);
