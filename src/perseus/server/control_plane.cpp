@@ -241,15 +241,17 @@ std::string ControlPlane::new_job_id(const wire::JobInfo& info) const {
 }
 
 std::optional<Reply> ControlPlane::refuse_registration(const wire::JobInfo& info) {
-  const auto over_caps = [&] {
-    return jobs_.size() >= static_cast<std::size_t>(settings_.max_jobs) ||
-           total_ranks_ + info.world_size > settings_.max_total_ranks;
+  const auto ranks_full = [&] {
+    return total_ranks_ + info.world_size > settings_.max_total_ranks;
   };
-  if (over_caps()) {
+  const auto jobs_full = [&] {
+    return jobs_.size() >= static_cast<std::size_t>(settings_.max_jobs);
+  };
+  if (ranks_full() || jobs_full()) {
     next_expiry_ = {};
     expire_jobs();
   }
-  if (total_ranks_ + info.world_size > settings_.max_total_ranks) {
+  if (ranks_full()) {
     return too_many_requests("the server holds jobs of " + std::to_string(total_ranks_) +
                              " ranks in all; " + std::to_string(info.world_size) +
                              " more would pass its --max-total-ranks " +
@@ -257,7 +259,7 @@ std::optional<Reply> ControlPlane::refuse_registration(const wire::JobInfo& info
                              "; delete finished jobs (DELETE /jobs/{id}) or start another server "
                              "or store");
   }
-  if (jobs_.size() >= static_cast<std::size_t>(settings_.max_jobs)) {
+  if (jobs_full()) {
     return too_many_requests("the server holds " + std::to_string(jobs_.size()) +
                              " jobs, its --max-jobs; delete finished ones (DELETE /jobs/{id}) "
                              "or start another server or store");

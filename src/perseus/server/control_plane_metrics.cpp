@@ -10,22 +10,20 @@ namespace perseus::server {
 
 namespace {
 
-using JobSample = JobSummary;
-
 // One gauge or counter family with a sample per job that has a value.
 template <typename Value>
-void per_job(PrometheusText& out, const std::vector<JobSample>& jobs, const std::string& name,
+void per_job(PrometheusText& out, const std::vector<JobSummary>& jobs, const std::string& name,
              const std::string& type, const std::string& help, Value value) {
   out.family(name, type, help);
-  for (const JobSample& j : jobs) {
+  for (const JobSummary& j : jobs) {
     if (auto v = value(j)) out.sample(name, {{"job", j.id}}, *v);
   }
 }
 
-void per_stage(PrometheusText& out, const std::vector<JobSample>& jobs, const std::string& name,
+void per_stage(PrometheusText& out, const std::vector<JobSummary>& jobs, const std::string& name,
                const std::string& help, bool energy) {
   out.family(name, "gauge", help);
-  for (const JobSample& j : jobs) {
+  for (const JobSummary& j : jobs) {
     const auto& last = j.measured.last;
     if (!last) continue;
     const auto& values = energy ? last->stage_energy_j : last->stage_time_s;
@@ -36,18 +34,18 @@ void per_stage(PrometheusText& out, const std::vector<JobSample>& jobs, const st
 }
 
 // The families about jobs: one sample per job (or per job and stage).
-void job_families(PrometheusText& out, const std::vector<JobSample>& jobs) {
+void job_families(PrometheusText& out, const std::vector<JobSummary>& jobs) {
   using Maybe = std::optional<double>;
   per_job(out, jobs, "perseus_job_rounds", "gauge", "Rounds of plans the job's scheduler made",
-          [](const JobSample& j) -> Maybe { return static_cast<double>(j.round + 1); });
+          [](const JobSummary& j) -> Maybe { return static_cast<double>(j.round + 1); });
   per_job(out, jobs, "perseus_job_iteration_seconds", "gauge",
           "Mean iteration time of the job's last measured round (slowest stage)",
-          [](const JobSample& j) -> Maybe {
+          [](const JobSummary& j) -> Maybe {
             return j.measured.last ? Maybe(j.measured.last->time_s()) : std::nullopt;
           });
   per_job(out, jobs, "perseus_job_iteration_energy_joules", "gauge",
           "Mean iteration energy of the job's last measured round (all stages and ranks)",
-          [](const JobSample& j) -> Maybe {
+          [](const JobSummary& j) -> Maybe {
             return j.measured.last ? Maybe(j.measured.last->energy_j()) : std::nullopt;
           });
   per_stage(out, jobs, "perseus_job_stage_iteration_seconds",
@@ -57,21 +55,21 @@ void job_families(PrometheusText& out, const std::vector<JobSample>& jobs) {
             true);
   per_job(out, jobs, "perseus_job_energy_saving_ratio", "gauge",
           "1 - energy of the last measured round / energy of the job's last all-max round",
-          [](const JobSample& j) { return j.measured.energy_saving(); });
+          [](const JobSummary& j) { return j.measured.energy_saving(); });
   per_job(out, jobs, "perseus_job_unmeasured_ranks", "gauge",
           "Ranks whose GPU energy counter did not change in the job's latest complete round",
-          [](const JobSample& j) -> Maybe {
+          [](const JobSummary& j) -> Maybe {
             return static_cast<double>(j.measured.unmeasured_ranks.size());
           });
   per_job(out, jobs, "perseus_job_stragglers_reported_total", "counter",
           "Straggler reports the job received",
-          [](const JobSample& j) -> Maybe { return static_cast<double>(j.stragglers_reported); });
+          [](const JobSummary& j) -> Maybe { return static_cast<double>(j.stragglers_reported); });
   per_job(out, jobs, "perseus_job_idle_seconds", "gauge",
           "Seconds since a rank of the job last sent a request",
-          [](const JobSample& j) -> Maybe { return j.idle_s; });
+          [](const JobSummary& j) -> Maybe { return j.idle_s; });
   per_job(out, jobs, "perseus_job_stale", "gauge",
           "1 when a registering or running job's ranks have been silent for --stale-after",
-          [](const JobSample& j) -> Maybe { return j.stale ? 1.0 : 0.0; });
+          [](const JobSummary& j) -> Maybe { return j.stale ? 1.0 : 0.0; });
 }
 
 }  // namespace

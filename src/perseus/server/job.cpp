@@ -18,20 +18,20 @@ constexpr std::chrono::seconds kStoreRetryPeriod{1};
 
 using nlohmann::json;
 
-Job::Job(Store& store, std::string job_id, wire::JobInfo info, JobSettings dirs, bool)
+Job::Job(Store& store, std::string job_id, wire::JobInfo info, JobSettings settings, bool)
     : store_(store),
       id_(std::move(job_id)),
       info_(std::move(info)),
-      settings_(std::move(dirs)),
+      settings_(std::move(settings)),
       ranks_(static_cast<std::size_t>(info_.world_size)),
       rank_bodies_(ranks_.size()),
       next_round_(ranks_.size(), 0) {
   info_.job_id = id_;
 }
 
-Job::Job(Store& store, std::string job_id, const wire::JobInfo& info, JobSettings dirs,
+Job::Job(Store& store, std::string job_id, const wire::JobInfo& info, JobSettings settings,
          std::string secret_sha256)
-    : Job(store, std::move(job_id), info, std::move(dirs), true) {
+    : Job(store, std::move(job_id), info, std::move(settings), true) {
   secret_sha256_ = std::move(secret_sha256);
   json stored = wire::to_json(info_);
   if (!secret_sha256_.empty()) stored[kSecretField] = secret_sha256_;
@@ -130,7 +130,7 @@ std::optional<schedule::Schedule> job_pipeline_order(const wire::JobInfo& info) 
 
 }  // namespace
 
-JobSpec job_spec(const std::string& id, const wire::JobInfo& info, const JobSettings& dirs) {
+JobSpec job_spec(const std::string& id, const wire::JobInfo& info, const JobSettings& settings) {
   JobSpec spec;
   spec.job_id = id;
   spec.pp_degree = info.pp_degree;
@@ -138,9 +138,9 @@ JobSpec job_spec(const std::string& id, const wire::JobInfo& info, const JobSett
   spec.tp_degree = info.tp_degree;
   spec.args = info.scheduler_args.value_or(json::object());
   spec.pipeline_order = job_pipeline_order(info);
-  spec.output_dir = id.empty() ? dirs.output : dirs.output / id;
-  spec.output_root = dirs.output;
-  spec.data_dir = dirs.data;
+  spec.output_dir = id.empty() ? settings.output : settings.output / id;
+  spec.output_root = settings.output;
+  spec.data_dir = settings.data;
   return spec;
 }
 

@@ -49,7 +49,7 @@ struct JobSettings {
 // registered (wire::JobInfo::pipeline_order) parsed into a schedule. Throws perseus::Error naming
 // the action or rank when that order is not one (unknown action, a stage on two ranks, a
 // deadlock) or has another number of ranks than pp_degree.
-JobSpec job_spec(const std::string& id, const wire::JobInfo& info, const JobSettings& dirs);
+JobSpec job_spec(const std::string& id, const wire::JobInfo& info, const JobSettings& settings);
 
 // What the ranks measured in one round whose results are complete: per stage (max time and summed
 // energy over the stage's ranks), the mean over the window's iterations.
@@ -97,10 +97,10 @@ class Job {
  public:
   // A new job; stores it. `scheduler` and `args` are the effective scheduler for this job;
   // `secret_sha256` is the digest of its secret ("": the job has none).
-  Job(Store& store, std::string job_id, const wire::JobInfo& info, JobSettings dirs,
+  Job(Store& store, std::string job_id, const wire::JobInfo& info, JobSettings settings,
       std::string secret_sha256 = "");
   // Rebuilds a stored job by replaying its history through a fresh scheduler.
-  Job(Store& store, const StoredJob& stored, JobSettings dirs);
+  Job(Store& store, const StoredJob& stored, JobSettings settings);
   // A stored job this server cannot serve (rows it cannot read, above its caps): failed with
   // `reason` in every answer and status; the store keeps the job as it is.
   static std::unique_ptr<Job> unusable(Store& store, const StoredJob& stored, std::string reason);
@@ -128,12 +128,10 @@ class Job {
   // Answers every rank waiting on the barrier with `reply` (the job is about to be deleted).
   void release_waiters(const Reply& reply);
 
-  const JobMeasurements& measurements() const { return measured_; }
   // Seconds since any rank of the job last sent a request (registration, schedule, result).
   double idle_s() const;
   // Rounds the scheduler made so far.
   std::size_t rounds() const { return static_cast<std::size_t>(computed()); }
-  std::size_t stragglers_reported() const { return stragglers_reported_; }
   // The ranks the job holds state for: its world size (0 for a job restored unusable).
   long ranks_held() const { return static_cast<long>(ranks_.size()); }
   // Called with the milliseconds of each barrier release from now on (the server's share).
@@ -142,7 +140,7 @@ class Job {
  private:
   // The stored job info's field holding the digest of the job's secret.
   static constexpr const char* kSecretField = "secret_sha256";
-  Job(Store& store, std::string job_id, wire::JobInfo info, JobSettings dirs, bool);
+  Job(Store& store, std::string job_id, wire::JobInfo info, JobSettings settings, bool);
   // A round the job still holds: its plans, whether its barrier was released, its results.
   struct HeldRound {
     Round plans;

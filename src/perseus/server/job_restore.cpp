@@ -21,8 +21,8 @@ wire::JobInfo stored_info(const StoredJob& stored) {
 
 }  // namespace
 
-Job::Job(Store& store, const StoredJob& stored, JobSettings dirs)
-    : Job(store, stored.job_id, stored_info(stored), std::move(dirs), true) {
+Job::Job(Store& store, const StoredJob& stored, JobSettings settings)
+    : Job(store, stored.job_id, stored_info(stored), std::move(settings), true) {
   secret_sha256_ = stored.info.value(kSecretField, "");
   restore_history(stored);
   active_since(stored.active_at);
