@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import rank_info, raw_request, result_body, self_signed_certificate
+from conftest import rank_info, result_body, self_signed_certificate
 
 
 def complete_job(server, **job):
@@ -499,15 +499,26 @@ def test_a_job_writes_only_in_its_own_output_folder(server):
     assert [job["job_id"] for job in jobs] == [first]
 
 
-def test_a_half_closed_barrier_wait_gets_its_answer(server_factory):
+@pytest.mark.parametrize("transport", ["plain", "tls"])
+def test_a_half_closed_barrier_wait_gets_its_answer(server_factory, tmp_path, transport):
     """Issue 50.18: a client that shuts down its sending side after its schedule request (a
-    half-close) still reads the answer when the barrier releases, and the connection then
-    closes; hang-ups after more bytes still close at once (test above)."""
-    server = server_factory("all-max", {"microbatches": 2})
+    half-close: a TCP end of stream, over TLS without close_notify) still reads the answer when
+    the barrier releases, and the connection then closes; hang-ups after more bytes still close
+    at once (test above)."""
+    tls, extra = None, []
+    if transport == "tls":
+        cert, key = self_signed_certificate(tmp_path)
+        tls = ssl.create_default_context(cafile=cert)
+        extra = ["--tls-cert", cert, "--tls-key", key]
+    server = server_factory("all-max", {"microbatches": 2}, tls=tls, extra=extra)
     job_id = server.register_job(pp=2)
     server.register_ranks(job_id, pp=2)
-    sock = raw_request(server.port, f"GET /schedule/{job_id}?rank=0 HTTP/1.1\r\nHost: x\r\n\r\n")
-    sock.shutdown(socket.SHUT_WR)
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    if tls is not None:
+        sock = tls.wrap_socket(sock, server_hostname="127.0.0.1")
+    sock.sendall(f"GET /schedule/{job_id}?rank=0 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    # The TCP shutdown itself (SSLSocket.shutdown would also drop the TLS session).
+    socket.socket.shutdown(sock, socket.SHUT_WR)
     time.sleep(0.3)  # the server has seen the end of the stream
     status, schedule = server.get(f"/schedule/{job_id}?rank=1", timeout=10)
     assert status == 200 and schedule["round"] == 0, schedule

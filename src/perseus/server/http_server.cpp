@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "perseus/server/http_session.hpp"
+#include "perseus/server/tls_socket.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/log.hpp"
 
@@ -97,6 +98,7 @@ struct HttpServer::Impl {
     tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
                      asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
                      asio::ssl::context::no_tlsv1_1);
+    prepare_server_context(*tls);
     beast::error_code ec;
     tls->use_certificate_chain_file(files.cert, ec);
     if (ec) throw Error("--tls-cert: cannot use " + files.cert + ": " + ec.message());
@@ -197,9 +199,7 @@ struct HttpServer::Impl {
     socket.set_option(tcp::no_delay(true), ignored);
     socket.set_option(asio::socket_base::keep_alive(true), ignored);
     if (tls) {
-      std::make_shared<Session<asio::ssl::stream<tcp::socket>>>(std::move(socket), peer, shared,
-                                                                *tls)
-          ->start();
+      std::make_shared<Session<TlsSocket>>(std::move(socket), peer, shared, *tls)->start();
     } else {
       std::make_shared<Session<tcp::socket>>(std::move(socket), peer, shared)->start();
     }

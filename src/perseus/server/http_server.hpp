@@ -10,7 +10,7 @@
 // exceed `max_inflight_bytes` together (503). A barrier waiter whose peer hangs up is closed at
 // once, freeing its descriptor (the rank still counts as having asked). When descriptors run out
 // the acceptor backs off instead of spinning, and keeps serving the connections it has. With a
-// certificate and key it serves HTTPS only (TLS 1.2 or later, Boost.Asio SSL on OpenSSL).
+// certificate and key it serves HTTPS only (TLS 1.2 or later, OpenSSL through TlsSocket).
 #pragma once
 
 #include <cstdint>

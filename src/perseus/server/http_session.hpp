@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <boost/asio.hpp>
-#include <boost/asio/ssl.hpp>
+#include <boost/asio/ssl/stream_base.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <map>
@@ -212,7 +212,6 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   // wait so (a hang-up and a half-close look alike: the share bounds what hang-ups hold). The
   // connection then waits, for at most the body deadline, and closes after the answer.
   bool keep_half_closed() {
-    if constexpr (kTls) return false;
     Shared::PeerUse& use = peer_->second;
     const std::size_t per_peer =
         std::max<std::size_t>(1, shared_.limits.max_connections_per_peer / kHalfClosedShare);
@@ -365,11 +364,13 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     wait_request();
   }
 
-  // Closes after an answer with "Connection: close": stops sending, then reads and drops what
+  // Closes after an answer with "Connection: close": stops sending (over TLS after a
+  // close_notify), then reads and drops what
   // the peer still sends (for at most kDrainSeconds) so closing does not reset the connection
   // before the peer has read the answer.
   void drain_and_close() {
     beast::error_code ignored;
+    if constexpr (kTls) stream_.send_close_notify();
     socket().shutdown(tcp::socket::shutdown_send, ignored);
     draining_ = true;
     buffer_.consume(buffer_.size());
