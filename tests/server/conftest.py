@@ -8,6 +8,7 @@ import resource
 import socket
 import subprocess
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -97,6 +98,13 @@ class Server:
             body = rank_info(rank, pp, dp, tp, freqs)
             status, answer = self.post(f"/register_rank/{job_id}", body)
             assert status == 200, answer
+        # The last registration starts the job's scheduler off the server's event loop: wait for
+        # it to start, as a rank's first schedule request would.
+        for _ in range(600):
+            status, job = self.get(f"/jobs/{job_id}")
+            if status != 200 or job["state"] != "registering":
+                return
+            time.sleep(0.05)
 
     def schedules(self, job_id, ranks, round_=None):
         """Every rank asks for its schedule at once (threads); returns {rank: (status, body)}."""

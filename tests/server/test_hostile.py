@@ -555,3 +555,28 @@ def test_a_registration_reads_its_files_off_the_event_loop(server, tmp_path):
     thread.join(60)
     status, detail = answer["reply"]
     assert status == 422 and "huge_plan.py" in detail["detail"], detail
+
+
+def test_a_job_makes_its_scheduler_off_the_event_loop(server, tmp_path):
+    """Issue 50.14: when the last rank registers, the job's scheduler is made (its plans read
+    again: here 24 plans of 1.5 MB) off the event loop: the registration is answered at once and
+    the job shows "registering" until its scheduler is made, then runs; meanwhile other requests
+    are answered. (Before, the last registration's answer, and every other request, waited.)"""
+    plans = tmp_path / "plans"  # inside --data-dir (the servers' parent folder)
+    plans.mkdir()
+    row = "[" + ", ".join(["1410"] * 65536) + "]"
+    for i in range(24):
+        (plans / f"plan{i:02d}.py").write_text("[\n" + ",\n".join([row] * 4) + "\n]\n")
+    job_id = server.register_job(pp=4, scheduler="point-solution",
+                                 scheduler_args={"microbatches": 32768, "solution_path": str(plans)})
+    for rank in range(4):
+        assert server.post(f"/register_rank/{job_id}", rank_info(rank, 4))[0] == 200
+    status, job = server.get(f"/jobs/{job_id}")
+    assert status == 200 and job["state"] == "registering", job
+    assert server.get("/healthz")[0] == 200
+    for _ in range(1200):
+        status, job = server.get(f"/jobs/{job_id}")
+        if job["state"] != "registering":
+            break
+        time.sleep(0.05)
+    assert job["state"] == "running" and job["round"] == 0, job

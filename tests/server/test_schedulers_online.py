@@ -58,9 +58,7 @@ def test_bad_straggler_reports(server_factory, tmp_path):
                                  scheduler_args={"frontier": str(frontier)})
     status, answer = server.post(f"/straggler/{job_id}", {"dp_rank": 0, "factor": 1.2})
     assert status == 409 and "has not started" in answer["detail"]
-    freqs = list(range(1410, 854, -15))
-    for rank in range(8):
-        server.post(f"/register_rank/{job_id}", rank_info(rank, 4, 2, 1, freqs))
+    server.register_ranks(job_id, pp=4, dp=2, freqs=list(range(1410, 854, -15)))
     for body, reason in [({"dp_rank": 5, "factor": 1.2}, "dp_rank"),
                          ({"dp_rank": 0, "factor": 0.5}, "factor"),
                          ({"dp_rank": 0}, "")]:

@@ -366,8 +366,40 @@ std::string ControlPlane::expired(const Job& job) const {
 }
 
 void ControlPlane::tick() {
-  for (auto& [id, job] : jobs_) job->retry_store();
+  for (auto& [id, job] : jobs_) {
+    job->retry_store();
+    if (job->ready_to_start()) start(*job);  // its earlier try found the renderer busy
+  }
   expire_jobs();
+}
+
+void ControlPlane::start(Job& job) {
+  std::pair<std::string, JobSpec> spec;
+  try {
+    spec = job.start_spec();
+  } catch (const Error& e) {
+    return job.start(nullptr, e.what());
+  }
+  struct Made {
+    std::unique_ptr<Scheduler> scheduler;
+    std::string error;
+  };
+  auto made = std::make_shared<Made>();
+  off_loop(
+      [made, spec = std::move(spec)] {
+        try {
+          made->scheduler = make_scheduler(spec.first, spec.second);
+        } catch (const std::exception& e) {
+          made->error = e.what();
+        }
+        return Reply{200};
+      },
+      [this, id = job.id(), made](const Reply&) {
+        Job* job = find(id);  // deleted meanwhile: nothing to start
+        if (!job) return;
+        if (!made->scheduler && made->error.empty()) return job->stop_starting();  // busy
+        job->start(std::move(made->scheduler), made->error);
+      });
 }
 
 void ControlPlane::expire_jobs() {
@@ -597,7 +629,9 @@ void ControlPlane::route(const Request& request, const Responder& reply) {
     }
     json parsed = wire::parse_json(body);
     if (prefix == wire::kRegisterRankPath) {
-      return reply(job->register_rank(wire::parse_rank_info(parsed), parsed));
+      reply(job->register_rank(wire::parse_rank_info(parsed), parsed));
+      if (job->ready_to_start()) start(*job);
+      return;
     }
     if (prefix == wire::kResultPath) {
       return reply(job->report_result(wire::parse_profiling_result(parsed), parsed));

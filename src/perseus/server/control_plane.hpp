@@ -139,6 +139,10 @@ class ControlPlane {
   std::optional<Reply> refuse_registration(const wire::JobInfo& info);
   // Makes and stores the job `id` whose scheduler was checked.
   Reply admit(const std::string& id, const wire::JobInfo& info);
+  // Makes the scheduler of `job`, whose ranks all registered, off the event loop (it reads the
+  // files its arguments name), then starts the job with it on the loop; when the transport is
+  // too busy to take it, tick() tries again.
+  void start(Job& job);
   // Removes the job from the store and the server; its waiting ranks get 404 with `why`.
   void remove(const std::string& id, const std::string& why);
   // Why `job` is past its expiry ("": it is not).

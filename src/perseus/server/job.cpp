@@ -111,7 +111,6 @@ Reply Job::register_rank(const wire::RankInfo& rank, const json& body) {
   store_.add_rank(id_, rank.rank, body);
   slot = rank;
   rank_bodies_[static_cast<std::size_t>(rank.rank)] = body;
-  if (registered() == info_.world_size && start_scheduler()) compute_round();
   return {200, nullptr};
 }
 
@@ -144,8 +143,11 @@ JobSpec job_spec(const std::string& id, const wire::JobInfo& info, const JobSett
   return spec;
 }
 
-// Builds the scheduler once every rank registered; false when that failed.
-bool Job::start_scheduler() {
+bool Job::ready_to_start() const {
+  return error_.empty() && !scheduler_ && !starting_ && registered() == info_.world_size;
+}
+
+std::pair<std::string, JobSpec> Job::start_spec() {
   JobSpec spec = job_spec(id_, info_, settings_);
   std::set<int> common(ranks_[0]->available_frequencies.begin(),
                        ranks_[0]->available_frequencies.end());
@@ -157,15 +159,37 @@ bool Job::start_scheduler() {
     common = std::move(both);
   }
   spec.available_frequencies.assign(common.rbegin(), common.rend());
-  try {
-    if (spec.available_frequencies.empty()) throw Error("the ranks have no SM clock in common");
-    top_clock_ = spec.available_frequencies.front();
-    scheduler_ = make_scheduler(info_.scheduler.value_or(""), spec);
-  } catch (const std::exception& e) {
-    fail(std::string("scheduler '") + info_.scheduler.value_or("") + "' failed: " + e.what());
+  if (spec.available_frequencies.empty()) throw Error("the ranks have no SM clock in common");
+  top_clock_ = spec.available_frequencies.front();
+  starting_ = true;
+  return {info_.scheduler.value_or(""), std::move(spec)};
+}
+
+void Job::start(std::unique_ptr<Scheduler> scheduler, const std::string& error) {
+  if (install(std::move(scheduler), error)) compute_round();
+}
+
+bool Job::install(std::unique_ptr<Scheduler> scheduler, const std::string& error) {
+  starting_ = false;
+  if (!error_.empty()) return false;
+  if (!scheduler) {
+    fail(std::string("scheduler '") + info_.scheduler.value_or("") + "' failed: " + error);
     return false;
   }
+  scheduler_ = std::move(scheduler);
   return true;
+}
+
+bool Job::start_scheduler() {
+  std::unique_ptr<Scheduler> scheduler;
+  std::string error;
+  try {
+    auto [name, spec] = start_spec();
+    scheduler = make_scheduler(name, spec);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  return install(std::move(scheduler), error);
 }
 
 void Job::compute_round() {
@@ -417,7 +441,10 @@ std::vector<StageResult> Job::aggregate(int round) const {
 Reply Job::report_straggler(const json& report) {
   if (!error_.empty()) return job_failed(error_);
   if (!scheduler_ || held_.empty()) {
-    return conflict("job " + id_ + " has not started: not every rank has registered");
+    return conflict("job " + id_ + " has not started: " +
+                    (registered() < info_.world_size
+                         ? std::string("not every rank has registered")
+                         : std::string("its scheduler is being made; retry in a moment")));
   }
   try {
     scheduler_->report_straggler(report);

@@ -106,6 +106,19 @@ class Job {
   static std::unique_ptr<Job> unusable(Store& store, const StoredJob& stored, std::string reason);
 
   Reply register_rank(const wire::RankInfo& rank, const nlohmann::json& body);
+  // Every rank registered and no scheduler was made or is being made for the job: the control
+  // plane makes one (its files are read: off the event loop) from start_spec and hands it to
+  // start.
+  bool ready_to_start() const;
+  // The job's scheduler and what it is told: the ranks' common SM clocks included. Marks the job
+  // as starting (ready_to_start is false until start or stop_starting). Throws perseus::Error
+  // when the ranks have no clock in common.
+  std::pair<std::string, JobSpec> start_spec();
+  // Takes the scheduler made from start_spec and plans round 0; null: fails the job, the
+  // scheduler's `error` the reason.
+  void start(std::unique_ptr<Scheduler> scheduler, const std::string& error);
+  // The scheduler could not be made now (no error of the job's): ready_to_start again.
+  void stop_starting() { starting_ = false; }
   // Answers now or later (barrier); `respond` is called exactly once.
   void request_schedule(int rank, std::optional<int> round, Responder respond);
   Reply report_result(const wire::ProfilingResult& result, const nlohmann::json& body);
@@ -165,6 +178,11 @@ class Job {
   // Drops a history-free job's rounds before the held ones from the store, with the
   // measurements so far; a failure is logged and tried again at the next round.
   void compact_store();
+  // Takes the scheduler made from start_spec (null: fails the job with `error`); false when the
+  // job failed.
+  bool install(std::unique_ptr<Scheduler> scheduler, const std::string& error);
+  // start_spec, make_scheduler and install in one go (a restored job, before it replays its
+  // rounds); false when the job failed.
   bool start_scheduler();
   bool replay_round(const StoredJob& stored, std::size_t index);
   void compute_round();
@@ -202,6 +220,7 @@ class Job {
   std::vector<std::optional<wire::RankInfo>> ranks_;
   std::vector<nlohmann::json> rank_bodies_;
   std::unique_ptr<Scheduler> scheduler_;
+  bool starting_ = false;  // start_spec was taken; start has not come yet
   std::deque<HeldRound> held_;     // rounds first_held_, first_held_ + 1, ...
   std::optional<Round> unstored_;  // the next round, made, until the store took it
   // Since when the job's store writes fail (none: they do not), and when to try again.
