@@ -143,7 +143,7 @@ TEST_F(SchedulerFrontier, SlowsOtherPipelinesDownToTheStraggler) {
   Round r = s->next();
   ASSERT_EQ(r.pipelines.size(), 1u);
   ASSERT_EQ(r.pipelines.count(2), 1u);
-  EXPECT_EQ(clocks_of(r.pipelines[2]), stored().plans[fastest()]);
+  EXPECT_EQ(clocks_of(*r.pipelines[2]), stored().plans[fastest()]);
   std::size_t others = served(*s);
   plan::FrontierQuery q(stored());
   EXPECT_EQ(others, q.within_time(1.15 * fast.evaluated_time_s));

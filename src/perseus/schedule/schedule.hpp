@@ -92,9 +92,11 @@ Schedule identify_schedule(const std::vector<std::vector<InstructionType>>& type
 void check_sizes(int num_stages, int num_microbatches);
 // The most (stage, microbatch) pairs a schedule may hold on one rank (up to 3 instructions
 // each: F, I, W, about 30 bytes each as a served schedule, within the 4 MiB a client reads), and
-// in all (its instructions' memory).
+// in all: a server holds a job's plans a few times over (about 160 bytes a pair while it runs,
+// 500 while it makes and stores a round), so 2^18 pairs (64 stages of 4096 microbatches, far
+// beyond any pipeline trained) cost a job about 40 MB, 130 MB at its peak.
 inline constexpr long long kMaxPairsPerRank = 32768;
-inline constexpr long long kMaxPairs = 1LL << 22;
+inline constexpr long long kMaxPairs = 1LL << 18;
 // Refuses (perseus::Error, naming the microbatches) a schedule of `num_stages` stages,
 // `stages_per_rank` on each rank, and `num_microbatches` beyond those bounds, before it is built.
 void check_schedule_size(int num_stages, int stages_per_rank, int num_microbatches);

@@ -29,7 +29,8 @@
 namespace perseus::server {
 
 // A round as stored and shown: {"stages": [{"frequencies": [[name, MHz], ...],
-// "power_limit_w": W}, ...], "pipelines": {"dp": [...]}, "done": bool}.
+// "power_limit_w": W}, ...], "pipelines": {"dp": i}, "variants": [[stage plans], ...], "done":
+// bool}: pipeline dp runs variants[i] (round_from_json also reads the older {"dp": [...]}).
 nlohmann::json round_to_json(const Round& round);
 Round round_from_json(const nlohmann::json& j);
 // The plan one rank runs: its pipeline's override if there is one, else its stage's plan.

@@ -1,5 +1,7 @@
 // Rounds as the store keeps them and GET /jobs/{id} shows them (round_to_json, round_from_json),
 // and which plan of a round one rank runs (plan_for).
+#include <map>
+#include <memory>
 #include <string>
 
 #include "perseus/server/job.hpp"
@@ -38,12 +40,16 @@ std::vector<StagePlan> stages_from_json(const json& j) {
 }  // namespace
 
 json round_to_json(const Round& round) {
-  json pipelines = json::object();
+  json pipelines = json::object(), variants = json::array();
+  std::map<const StagePlans*, std::size_t> index;  // a shared plan set -> its place in variants
   for (const auto& [dp, stages] : round.pipelines) {
-    pipelines[std::to_string(dp)] = stages_to_json(stages);
+    auto [it, added] = index.try_emplace(stages.get(), variants.size());
+    if (added) variants.push_back(stages_to_json(*stages));
+    pipelines[std::to_string(dp)] = it->second;
   }
   json j = {{"stages", stages_to_json(round.stages)},
             {"pipelines", std::move(pipelines)},
+            {"variants", std::move(variants)},
             {"done", round.done}};
   if (round.report_every) j["report_every"] = *round.report_every;
   return j;
@@ -52,8 +58,15 @@ json round_to_json(const Round& round) {
 Round round_from_json(const json& j) {
   Round round;
   round.stages = stages_from_json(j.at("stages"));
+  std::vector<std::shared_ptr<const StagePlans>> variants;
+  for (const auto& stages : j.value("variants", json::array())) {
+    variants.push_back(std::make_shared<const StagePlans>(stages_from_json(stages)));
+  }
   for (const auto& [dp, stages] : j.at("pipelines").items()) {
-    round.pipelines[std::stoi(dp)] = stages_from_json(stages);
+    // A plan set's index in "variants"; in rounds stored before plan sets were shared, the set.
+    round.pipelines[std::stoi(dp)] =
+        stages.is_number() ? variants.at(stages.get<std::size_t>())
+                           : std::make_shared<const StagePlans>(stages_from_json(stages));
   }
   round.done = j.at("done").get<bool>();
   if (j.contains("report_every")) round.report_every = j["report_every"].get<int>();
@@ -62,7 +75,7 @@ Round round_from_json(const json& j) {
 
 const StagePlan& plan_for(const Round& round, int dp_rank, int pp_rank) {
   auto it = round.pipelines.find(dp_rank);
-  const auto& stages = it == round.pipelines.end() ? round.stages : it->second;
+  const auto& stages = it == round.pipelines.end() ? round.stages : *it->second;
   return stages.at(static_cast<std::size_t>(pp_rank));
 }
 

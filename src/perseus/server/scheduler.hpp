@@ -56,11 +56,14 @@ struct StagePlan {
   std::optional<double> power_limit_w;  // power-limit schedulers: set this limit instead
 };
 
+using StagePlans = std::vector<StagePlan>;  // one per pipeline stage (pp_degree entries)
+
 struct Round {
-  std::vector<StagePlan> stages;  // one per pipeline stage (pp_degree entries)
-  // Plans for particular data-parallel pipelines (dp_rank -> per-stage plans), e.g. the straggler
-  // runs its fastest plan while the others slow down.
-  std::map<int, std::vector<StagePlan>> pipelines;
+  StagePlans stages;
+  // Plans for particular data-parallel pipelines (dp_rank -> per-stage plans), e.g. the
+  // stragglers run their fastest plan while the others slow down. Pipelines that run the same
+  // plans share them: a round holds, stores and serves each once, however many pipelines run it.
+  std::map<int, std::shared_ptr<const StagePlans>> pipelines;
   bool done = false;  // the final round: clients keep these plans and stop reporting
   // Iterations per reporting window the clients are asked for (none: their own report_every).
   std::optional<int> report_every;

@@ -44,9 +44,10 @@ class FrontierScheduler : public Scheduler {
   Round next() override {
     Round r;
     r.stages = stage_plans(sched_, frontier_.plans[others_]);
-    for (const auto& [dp_rank, time] : stragglers_) {
-      r.pipelines[dp_rank] = stage_plans(sched_, frontier_.plans[fastest_]);
-    }
+    if (stragglers_.empty()) return r;
+    auto fastest =
+        std::make_shared<const StagePlans>(stage_plans(sched_, frontier_.plans[fastest_]));
+    for (const auto& [dp_rank, time] : stragglers_) r.pipelines[dp_rank] = fastest;
     return r;
   }
 
