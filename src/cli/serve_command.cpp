@@ -34,7 +34,7 @@ struct ServeArgs {
   int port = 7787;
   server::HttpLimits limits;
   int max_ranks = server::ServerSettings{}.max_ranks, max_jobs = server::ServerSettings{}.max_jobs;
-  long max_total_ranks = server::ServerSettings{}.max_total_ranks;
+  std::uint64_t max_memory = server::ServerSettings{}.max_memory_bytes;
   double stale_after = server::ServerSettings{}.stale_after_s;
   double expire_finished_after = server::ServerSettings{}.expire_finished_after_s;
   double expire_abandoned_after = server::ServerSettings{}.expire_abandoned_after_s;
@@ -126,9 +126,11 @@ void serve(ServeArgs a) {
   settings.expire_finished_after_s = a.expire_finished_after;
   settings.expire_abandoned_after_s = a.expire_abandoned_after;
   settings.max_ranks = a.max_ranks;
-  require(a.max_total_ranks >= a.max_ranks,
-          "--max-total-ranks must be >= --max-ranks (" + std::to_string(a.max_ranks) + ")");
-  settings.max_total_ranks = a.max_total_ranks;
+  const std::uint64_t largest = server::job_memory_bytes(a.max_ranks, 0);
+  require(a.max_memory >= largest, "--max-memory must hold a job of --max-ranks " +
+                                       std::to_string(a.max_ranks) + " ranks: at least " +
+                                       std::to_string(largest >> 20) + " MiB");
+  settings.max_memory_bytes = a.max_memory;
   settings.max_jobs = a.max_jobs;
   a.limits.validate();
   log::configure(log::parse_level(a.log_level), a.log_file);
@@ -199,9 +201,11 @@ void add_limit_options(CLI::App* cmd, ServeArgs& a) {
   cmd->add_option("--max-ranks", a.max_ranks, "world_size of one job at most")
       ->capture_default_str();
   cmd->add_option("--max-jobs", a.max_jobs, "jobs in the store at most")->capture_default_str();
-  cmd->add_option("--max-total-ranks", a.max_total_ranks,
-                  "ranks of all jobs held together at most (each costs the server a few KB)")
-      ->capture_default_str();
+  cmd->add_option("--max-memory", a.max_memory,
+                  "server memory all jobs held may take (8 KiB a rank, 128 bytes an instruction "
+                  "of their plans), in bytes or with a unit: 512MiB, 4GiB")
+      ->transform(CLI::AsSizeValue(false))
+      ->default_str("4GiB");
 }
 
 // "604800 (7 days)": a default number of seconds as --help shows it.

@@ -214,27 +214,37 @@ def test_a_store_from_before_activity_times_is_upgraded(server_factory):
     assert "active_at" in columns and active_at == 0  # unknown until the job makes progress
 
 
-def test_the_ranks_of_all_jobs_are_capped_across_restarts(server_factory):
-    """Issue 50.5: the jobs held may have --max-total-ranks ranks in all (what bounds the
-    server's memory: 400 registrations of 65536 ranks took 1.76 GB); a registration past it is
-    a 429, deleting a job frees its ranks, and a restart under a lower cap restores the jobs
+def test_the_memory_of_all_jobs_is_budgeted_across_restarts(server_factory):
+    """Issue 50.5: the jobs held may take --max-memory together, each what its ranks (8 KiB
+    each) and the instructions of its plans (128 bytes each, counted on the first round its
+    checked scheduler makes) cost: 400 registrations of 65536 ranks took 1.76 GB, and a job of
+    2^22 (stage, microbatch) pairs 2 GB. A registration past it is a 429 that says what the job
+    needs, deleting a job frees its share, and a restart under a lower budget restores the jobs
     that fit, oldest first, and the others as failed with the reason."""
-    server = server_factory(*ALL_MAX, extra=["--max-ranks", "8", "--max-total-ranks", "12"])
-    first = server.register_job(pp=8)
+    server = server_factory(*ALL_MAX, extra=["--max-ranks", "8", "--max-memory", "110KiB"])
+    first = server.register_job(pp=8)  # 8 ranks, 32 instructions: 68 KiB
     status, answer = server.post("/register_job", {"pp_degree": 8, "dp_degree": 1,
                                                    "tp_degree": 1, "world_size": 8})
-    assert status == 429 and "--max-total-ranks 12" in answer["detail"], answer
-    assert "jobs of 8 ranks in all" in answer["detail"], answer
-    second = server.register_job(pp=4)
+    assert status == 429 and "--max-memory 110.0 KiB" in answer["detail"], answer
+    assert "jobs held take 68.0 KiB" in answer["detail"], answer
+    # One rank, but plans of 2048 instructions: 264 KiB, which its rank alone would not show.
+    status, answer = server.post("/register_job", {
+        "pp_degree": 1, "dp_degree": 1, "tp_degree": 1, "world_size": 1,
+        "scheduler": "all-max", "scheduler_args": {"microbatches": 1024}})
+    assert status == 429 and "2048 instructions a round" in answer["detail"], answer
+    second = server.register_job(pp=4)  # 34 KiB
     assert server.request("DELETE", f"/jobs/{first}?force=true")[0] == 200
     third = server.register_job(pp=8)
+    _, metrics = server.get("/metrics")
+    assert f"perseus_jobs_memory_bytes {102 * 1024}" in metrics, metrics
+    assert f"perseus_max_memory_bytes {110 * 1024}" in metrics, metrics
     server.kill()
-    server.args[server.args.index("--max-total-ranks") + 1] = "8"
+    server.args[server.args.index("--max-memory") + 1] = "64KiB"
     server.start()
     _, jobs = server.get("/jobs")
     states = {job["job_id"]: job for job in jobs}
     assert states[second]["state"] == "registering", states
     assert states[third]["state"] == "failed", states
-    assert "above this server's --max-total-ranks 8" in states[third]["error"], states
-    # The failed job holds no ranks: a job of 4 more still fits.
-    server.register_job(pp=4)
+    assert "above this server's --max-memory 64.0 KiB" in states[third]["error"], states
+    # The failed job holds nothing: a job of 2 ranks (17 KiB) still fits.
+    server.register_job(pp=2)

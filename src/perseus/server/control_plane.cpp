@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdio>
 #include <ctime>
 #include <optional>
 
@@ -151,6 +152,22 @@ std::string sanitized(const std::string& text) {
 // (daylight saving time) repeats.
 constexpr std::chrono::hours kRetiredIdMemory{25};
 
+// "66.0 KiB", "12.5 MiB", "4.0 GiB".
+std::string memory_text(std::uint64_t bytes) {
+  const char* unit = "KiB";
+  double value = static_cast<double>(bytes) / 1024;
+  if (bytes >= 1ull << 30) {
+    unit = "GiB";
+    value /= 1 << 20;
+  } else if (bytes >= 1ull << 20) {
+    unit = "MiB";
+    value /= 1 << 10;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f %s", value, unit);
+  return text;
+}
+
 }  // namespace
 
 ControlPlane::ControlPlane(ServerSettings settings)
@@ -175,7 +192,7 @@ ControlPlane::ControlPlane(ServerSettings settings)
 
 void ControlPlane::add(std::unique_ptr<Job> job) {
   job->on_release([this](double ms) { release_seconds_.observe(ms / 1000.0); });
-  total_ranks_ += job->ranks_held();
+  memory_bytes_ += job->memory_bytes();
   order_.push_back(job->id());
   jobs_[job->id()] = std::move(job);
 }
@@ -188,10 +205,10 @@ std::unique_ptr<Job> ControlPlane::restore(const StoredJob& stored) {
       throw Error("world_size " + std::to_string(world) + " is above this server's --max-ranks " +
                   std::to_string(settings_.max_ranks));
     }
-    if (total_ranks_ + world > settings_.max_total_ranks) {
-      throw Error(
-          "its " + std::to_string(world) + " ranks would take the jobs restored before it " +
-          "above this server's --max-total-ranks " + std::to_string(settings_.max_total_ranks));
+    const std::uint64_t bytes = Job::stored_memory_bytes(stored.info);
+    if (memory_bytes_ + bytes > settings_.max_memory_bytes) {
+      throw Error("its " + memory_text(bytes) + " would take the jobs restored before it above this " +
+                  "server's --max-memory " + memory_text(settings_.max_memory_bytes));
     }
     auto job = std::make_unique<Job>(store_, stored, job_settings());
     const std::string state = job->state();
@@ -240,24 +257,25 @@ std::string ControlPlane::new_job_id(const wire::JobInfo& info) const {
   return unique;
 }
 
-std::optional<Reply> ControlPlane::refuse_registration(const wire::JobInfo& info) {
-  const auto ranks_full = [&] {
-    return total_ranks_ + info.world_size > settings_.max_total_ranks;
-  };
+std::optional<Reply> ControlPlane::refuse_registration(const wire::JobInfo& info,
+                                                       std::size_t instructions) {
+  const std::uint64_t bytes = job_memory_bytes(info.world_size, instructions);
+  const auto memory_full = [&] { return memory_bytes_ + bytes > settings_.max_memory_bytes; };
   const auto jobs_full = [&] {
     return jobs_.size() >= static_cast<std::size_t>(settings_.max_jobs);
   };
-  if (ranks_full() || jobs_full()) {
+  if (memory_full() || jobs_full()) {
     next_expiry_ = {};
     expire_jobs();
   }
-  if (ranks_full()) {
-    return too_many_requests("the server holds jobs of " + std::to_string(total_ranks_) +
-                             " ranks in all; " + std::to_string(info.world_size) +
-                             " more would pass its --max-total-ranks " +
-                             std::to_string(settings_.max_total_ranks) +
-                             "; delete finished jobs (DELETE /jobs/{id}) or start another server "
-                             "or store");
+  if (memory_full()) {
+    return too_many_requests(
+        "the job needs " + memory_text(bytes) + " of server memory (" + std::to_string(info.world_size) +
+        " ranks" +
+        (instructions ? ", " + std::to_string(instructions) + " instructions a round" : "") +
+        ") and the jobs held take " + memory_text(memory_bytes_) + " of its --max-memory " +
+        memory_text(settings_.max_memory_bytes) +
+        "; delete finished jobs (DELETE /jobs/{id}), or start another server or store");
   }
   if (jobs_full()) {
     return too_many_requests("the server holds " + std::to_string(jobs_.size()) +
@@ -274,7 +292,7 @@ void ControlPlane::register_job(const json& body, const Responder& respond) {
                                  " is above this server's --max-ranks " +
                                  std::to_string(settings_.max_ranks)));
   }
-  if (auto refused = refuse_registration(info)) return respond(*refused);
+  if (auto refused = refuse_registration(info, 0)) return respond(*refused);
   if (!info.scheduler) {
     if (settings_.scheduler.empty()) {
       return respond(
@@ -294,23 +312,25 @@ void ControlPlane::register_job(const json& body, const Responder& respond) {
   } catch (const Error& e) {
     return respond(unprocessable(e.what()));
   }
-  // The scheduler's check reads its files (plans, a frontier: up to 64 MiB each): off the loop.
+  // The scheduler's check reads its files (plans, a frontier: up to 64 MiB each) and makes a
+  // first round, whose size is what the job's plans will cost: off the loop.
   registering_.insert(id);
+  auto instructions = std::make_shared<std::size_t>(0);
   off_loop(
-      [name = *info.scheduler, spec = std::move(spec)]() mutable {
+      [name = *info.scheduler, spec = std::move(spec), instructions]() mutable {
         try {
-          check_scheduler(name, std::move(spec), true);
+          *instructions = round_instructions(check_scheduler(name, std::move(spec), true)->next());
         } catch (const Error& e) {
           return unprocessable(std::string("field 'scheduler_args': ") + e.what());
         }
         return Reply{200};
       },
-      [this, id, info, respond](const Reply& checked) {
+      [this, id, info, respond, instructions](const Reply& checked) {
         registering_.erase(id);
         if (checked.status != 200) return respond(checked);
         Reply answer;
         try {
-          answer = admit(id, info);
+          answer = admit(id, info, *instructions);
         } catch (const std::exception& e) {
           log::error("internal error registering job " + id + ": " + printable(e.what()));
           answer = internal_error(std::string("internal error: ") + e.what());
@@ -319,12 +339,13 @@ void ControlPlane::register_job(const json& body, const Responder& respond) {
       });
 }
 
-Reply ControlPlane::admit(const std::string& id, const wire::JobInfo& info) {
-  if (auto refused = refuse_registration(info)) return *refused;  // others came first
+Reply ControlPlane::admit(const std::string& id, const wire::JobInfo& info,
+                          std::size_t instructions) {
+  if (auto refused = refuse_registration(info, instructions)) return *refused;
   std::string secret = settings_.token.empty() ? "" : new_secret();
   try {
     add(std::make_unique<Job>(store_, id, info, job_settings(),
-                              secret.empty() ? "" : sha256_hex(secret)));
+                              secret.empty() ? "" : sha256_hex(secret), instructions));
   } catch (const StoreError& e) {
     log::error(printable(e.what()));
     return service_unavailable(std::string(e.what()) + "; nothing was recorded, retry");
@@ -447,7 +468,7 @@ void ControlPlane::remove(const std::string& id, const std::string& why) {
   std::unique_ptr<Job> job = std::move(it->second);
   jobs_.erase(it);
   order_.erase(std::find(order_.begin(), order_.end(), id));
-  total_ranks_ -= job->ranks_held();
+  memory_bytes_ -= job->memory_bytes();
   retired_[id] = std::chrono::steady_clock::now();
   log::info("job " + id + " " + why + "; deleted from the store");
   job->release_waiters(not_found("job '" + id + "' was deleted: " + why));

@@ -37,9 +37,9 @@ struct ServerSettings {
   std::string token;
   int max_ranks = 65536;  // world_size of one job at most
   int max_jobs = 10000;   // jobs in the store at most
-  // The ranks of all jobs held together at most: what bounds the server's memory, since each
-  // rank of a job costs a few kilobytes (its registration, its latest results).
-  long max_total_ranks = 262144;
+  // The memory all jobs held together may take (Job::memory_bytes: their ranks and the
+  // instructions of their plans), at most.
+  std::uint64_t max_memory_bytes = 4ull << 30;
   // A registering or running job none of whose ranks sent a request for this long is stale
   // (its training probably stopped): marked on the status page, /jobs and /metrics.
   double stale_after_s = 300.0;
@@ -78,6 +78,7 @@ struct MetricsSnapshot {
   Histogram release_seconds{latency_bounds()};
   Histogram store_write_seconds{latency_bounds()};
   std::uint64_t expired = 0, deleted = 0;
+  std::uint64_t memory_bytes = 0, max_memory_bytes = 0;  // the jobs' memory budget, and its cap
   std::optional<ConnectionStats> connections;
 };
 // The Prometheus text of `snapshot` (control_plane_metrics.cpp).
@@ -135,10 +136,12 @@ class ControlPlane {
   // POST /register_job: checked here, then its scheduler (which reads the files its arguments
   // name) off the event loop, then admitted (admit).
   void register_job(const nlohmann::json& body, const Responder& respond);
-  // The 429 of a registration past --max-jobs or --max-total-ranks (expired jobs deleted first).
-  std::optional<Reply> refuse_registration(const wire::JobInfo& info);
-  // Makes and stores the job `id` whose scheduler was checked.
-  Reply admit(const std::string& id, const wire::JobInfo& info);
+  // The 429 of a registration past --max-jobs or --max-memory (expired jobs deleted first), for
+  // a job whose rounds hold `instructions` (0: not known yet, its ranks alone count).
+  std::optional<Reply> refuse_registration(const wire::JobInfo& info, std::size_t instructions);
+  // Makes and stores the job `id` whose scheduler was checked (its first round held
+  // `instructions`).
+  Reply admit(const std::string& id, const wire::JobInfo& info, std::size_t instructions);
   // Makes the scheduler of `job`, whose ranks all registered, off the event loop (it reads the
   // files its arguments name), then starts the job with it on the loop; when the transport is
   // too busy to take it, tick() tries again.
@@ -182,7 +185,7 @@ class ControlPlane {
   std::map<std::string, std::chrono::steady_clock::time_point> retired_;
   std::set<std::string> registering_;        // ids of jobs whose scheduler is being checked
   std::uint64_t expired_ = 0, deleted_ = 0;  // jobs removed by expiry, by DELETE
-  long total_ranks_ = 0;                     // Job::ranks_held of all jobs
+  std::uint64_t memory_bytes_ = 0;           // Job::memory_bytes of all jobs
 };
 
 }  // namespace perseus::server

@@ -82,6 +82,8 @@ MetricsSnapshot ControlPlane::metrics_snapshot() const {
   m.store_write_seconds = store_.write_latency();
   m.expired = expired_;
   m.deleted = deleted_;
+  m.memory_bytes = memory_bytes_;
+  m.max_memory_bytes = settings_.max_memory_bytes;
   if (connections_) m.connections = connections_();
   return m;
 }
@@ -103,6 +105,11 @@ std::string metrics_text(const MetricsSnapshot& m) {
   out.histogram("perseus_store_write_seconds", {}, m.store_write_seconds);
   out.family("perseus_jobs", "gauge", "Jobs the server holds");
   out.sample("perseus_jobs", {}, static_cast<double>(jobs.size()));
+  out.family("perseus_jobs_memory_bytes", "gauge",
+             "Server memory the jobs held are budgeted (their ranks and plans' instructions)");
+  out.sample("perseus_jobs_memory_bytes", {}, static_cast<double>(m.memory_bytes));
+  out.family("perseus_max_memory_bytes", "gauge", "What they may take at most (--max-memory)");
+  out.sample("perseus_max_memory_bytes", {}, static_cast<double>(m.max_memory_bytes));
   out.family("perseus_jobs_expired_total", "counter",
              "Jobs deleted because they expired (--expire-finished-after, "
              "--expire-abandoned-after)");

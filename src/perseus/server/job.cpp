@@ -30,12 +30,19 @@ Job::Job(Store& store, std::string job_id, wire::JobInfo info, JobSettings setti
 }
 
 Job::Job(Store& store, std::string job_id, const wire::JobInfo& info, JobSettings settings,
-         std::string secret_sha256)
+         std::string secret_sha256, std::size_t instructions)
     : Job(store, std::move(job_id), info, std::move(settings), true) {
   secret_sha256_ = std::move(secret_sha256);
+  instructions_ = instructions;
   json stored = wire::to_json(info_);
   if (!secret_sha256_.empty()) stored[kSecretField] = secret_sha256_;
+  stored[kInstructionsField] = instructions_;
   store_.add_job(id_, stored);
+}
+
+std::uint64_t job_memory_bytes(long world_size, std::size_t instructions) {
+  return static_cast<std::uint64_t>(std::max(0L, world_size)) * kJobBytesPerRank +
+         static_cast<std::uint64_t>(instructions) * kJobBytesPerInstruction;
 }
 
 // The first secret that matches the stored digest is kept in memory, so the thousands of

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <filesystem>
 #include <functional>
@@ -35,6 +36,16 @@ nlohmann::json round_to_json(const Round& round);
 Round round_from_json(const nlohmann::json& j);
 // The plan one rank runs: its pipeline's override if there is one, else its stage's plan.
 const StagePlan& plan_for(const Round& round, int dp_rank, int pp_rank);
+
+// The server memory a job holds (bytes), as budgeted by --max-memory: per rank (its registration,
+// its latest results, its barrier state: measured about 8 KB) and per instruction of a round of
+// its plans (the rounds held, the scheduler's copy, the answers being written: measured about
+// 70 bytes, with room for a straggler variant of the plans).
+inline constexpr std::uint64_t kJobBytesPerRank = 8u << 10;
+inline constexpr std::uint64_t kJobBytesPerInstruction = 128;
+std::uint64_t job_memory_bytes(long world_size, std::size_t instructions);
+// The instructions a round holds: its stages' plans and each distinct plan set of its pipelines.
+std::size_t round_instructions(const Round& round);
 
 // What the server gives a job: the directories its scheduler may use (it writes under `output`,
 // in its own folder output/<job id>/, and reads under `data`), and how long it retries its store.
@@ -96,10 +107,12 @@ using Responder = std::function<void(const Reply&)>;
 
 class Job {
  public:
-  // A new job; stores it. `scheduler` and `args` are the effective scheduler for this job;
-  // `secret_sha256` is the digest of its secret ("": the job has none).
+  // A new job; stores it. `info` names the effective scheduler and arguments for this job;
+  // `secret_sha256` is the digest of its secret ("": the job has none); `instructions` is what a
+  // round of its plans holds (round_instructions of the first round its checked scheduler made),
+  // kept in the store with the job for its memory_bytes after a restart.
   Job(Store& store, std::string job_id, const wire::JobInfo& info, JobSettings settings,
-      std::string secret_sha256 = "");
+      std::string secret_sha256 = "", std::size_t instructions = 0);
   // Rebuilds a stored job by replaying its history through a fresh scheduler.
   Job(Store& store, const StoredJob& stored, JobSettings settings);
   // A stored job this server cannot serve (rows it cannot read, above its caps): failed with
@@ -146,14 +159,22 @@ class Job {
   double idle_s() const;
   // Rounds the scheduler made so far.
   std::size_t rounds() const { return static_cast<std::size_t>(computed()); }
-  // The ranks the job holds state for: its world size (0 for a job restored unusable).
-  long ranks_held() const { return static_cast<long>(ranks_.size()); }
+  // The memory the job holds (job_memory_bytes of its ranks and instructions; a job restored
+  // unusable holds none).
+  std::uint64_t memory_bytes() const {
+    return job_memory_bytes(static_cast<long>(ranks_.size()), instructions_);
+  }
+  // What a stored job (StoredJob::info) will hold once restored.
+  static std::uint64_t stored_memory_bytes(const nlohmann::json& stored_info);
   // Called with the milliseconds of each barrier release from now on (the server's share).
   void on_release(std::function<void(double)> observe) { on_release_ = std::move(observe); }
 
  private:
   // The stored job info's field holding the digest of the job's secret.
   static constexpr const char* kSecretField = "secret_sha256";
+  // ... and the instructions of a round of its plans.
+  static constexpr const char* kInstructionsField = "planned_instructions";
+  static std::size_t stored_instructions(const nlohmann::json& stored_info);
   Job(Store& store, std::string job_id, wire::JobInfo info, JobSettings settings, bool);
   // A round the job still holds: its plans, whether its barrier was released, its results.
   struct HeldRound {
@@ -217,11 +238,12 @@ class Job {
   wire::JobInfo info_;
   JobSettings settings_;
   std::string secret_sha256_;         // "" = no secret
+  std::size_t instructions_ = 0;      // in a round of its plans (memory_bytes)
   mutable std::string known_secret_;  // the secret itself, once a request proved it
   std::vector<std::optional<wire::RankInfo>> ranks_;
   std::vector<nlohmann::json> rank_bodies_;
   std::unique_ptr<Scheduler> scheduler_;
-  bool starting_ = false;  // start_spec was taken; start has not come yet
+  bool starting_ = false;          // start_spec was taken; start has not come yet
   std::deque<HeldRound> held_;     // rounds first_held_, first_held_ + 1, ...
   std::optional<Round> unstored_;  // the next round, made, until the store took it
   // Since when the job's store writes fail (none: they do not), and when to try again.

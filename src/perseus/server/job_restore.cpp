@@ -24,8 +24,20 @@ wire::JobInfo stored_info(const StoredJob& stored) {
 Job::Job(Store& store, const StoredJob& stored, JobSettings settings)
     : Job(store, stored.job_id, stored_info(stored), std::move(settings), true) {
   secret_sha256_ = stored.info.value(kSecretField, "");
+  instructions_ = stored_instructions(stored.info);
   restore_history(stored);
   active_since(stored.active_at);
+}
+
+// A job stored before its instructions were kept: none (its ranks alone count).
+std::size_t Job::stored_instructions(const json& stored_info) {
+  auto it = stored_info.find(kInstructionsField);
+  return it != stored_info.end() && it->is_number_unsigned() ? it->get<std::size_t>() : 0;
+}
+
+std::uint64_t Job::stored_memory_bytes(const json& stored_info) {
+  return job_memory_bytes(stored_info.at("world_size").get<long>(),
+                          stored_instructions(stored_info));
 }
 
 // Idle since the store last saw the job active (a restart does not renew a job); unknown: now.

@@ -2,6 +2,7 @@
 // and which plan of a round one rank runs (plan_for).
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "perseus/server/job.hpp"
@@ -71,6 +72,17 @@ Round round_from_json(const json& j) {
   round.done = j.at("done").get<bool>();
   if (j.contains("report_every")) round.report_every = j["report_every"].get<int>();
   return round;
+}
+
+std::size_t round_instructions(const Round& round) {
+  std::size_t n = 0;
+  for (const auto& stage : round.stages) n += stage.frequencies.size();
+  std::set<const StagePlans*> counted;
+  for (const auto& [dp, stages] : round.pipelines) {
+    if (!counted.insert(stages.get()).second) continue;
+    for (const auto& stage : *stages) n += stage.frequencies.size();
+  }
+  return n;
 }
 
 const StagePlan& plan_for(const Round& round, int dp_rank, int pp_rank) {

@@ -82,13 +82,15 @@ std::unique_ptr<Scheduler> make_scheduler(const std::string& name, const JobSpec
   throw Error("unknown scheduler '" + name + "' (" + scheduler_choices() + ")");
 }
 
-void check_scheduler(const std::string& name, JobSpec job, bool stages_known) {
+std::unique_ptr<Scheduler> check_scheduler(const std::string& name, JobSpec job,
+                                           bool stages_known) {
   job.available_frequencies.clear();
   for (int mhz = kMaxClockMhz; mhz >= kMinClockMhz; --mhz) job.available_frequencies.push_back(mhz);
   try {
-    make_scheduler(name, job);
+    return make_scheduler(name, job);
   } catch (const DependsOnJob&) {
     if (stages_known) throw;
+    return nullptr;
   }
 }
 

@@ -143,8 +143,8 @@ bool takes_instruction_order(const std::string& name);
 // Checks a scheduler's name and arguments before any rank registered, by building it for `job`
 // with every plausible SM clock (kMinClockMhz..kMaxClockMhz) available, since the ranks' clocks
 // are not known yet: at server start (`stages_known` false: the job is not known either, so
-// DependsOnJob is tolerated) and at job registration (true). Throws perseus::Error with the
-// scheduler's reason.
-void check_scheduler(const std::string& name, JobSpec job, bool stages_known);
+// DependsOnJob is tolerated: null) and at job registration (true). Returns the scheduler built;
+// throws perseus::Error with the scheduler's reason.
+std::unique_ptr<Scheduler> check_scheduler(const std::string& name, JobSpec job, bool stages_known);
 
 }  // namespace perseus::server
