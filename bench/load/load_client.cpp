@@ -5,7 +5,8 @@
 //
 // Barrier latency of a rank in a round: from the moment the job's last rank sent its schedule
 // request (the barrier could release) to the moment this rank has the answer. Round latency: the
-// largest barrier latency of the round. Prints percentiles and requests per second.
+// largest barrier latency of the round. Prints percentiles and requests per second. With --tls 1
+// every connection is HTTPS (the server's certificate is not verified: a benchmark on loopback).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/read_until.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -45,6 +47,7 @@ struct Settings {
   std::string token;                   // the server's cluster token, optional
   std::string frequencies = "[1410]";  // each rank's available_frequencies (JSON)
   int breakdown = 0;  // results carry time and energy per instruction: forward and backward, N each
+  bool tls = false;   // HTTPS
 };
 
 struct JobState {
@@ -69,18 +72,30 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-class Rank : public std::enable_shared_from_this<Rank> {
+// `Stream`: a TCP socket, or a TLS stream over one (constructed with the TLS context).
+template <class Stream>
+class Rank : public std::enable_shared_from_this<Rank<Stream>> {
  public:
+  template <class... TlsContext>
   Rank(asio::io_context& io, const tcp::resolver::results_type& endpoints, JobState& job, int rank,
-       int rounds)
-      : socket_(io), endpoints_(endpoints), job_(job), rank_(rank), rounds_(rounds) {}
+       int rounds, TlsContext&... tls)
+      : socket_(io, tls...), endpoints_(endpoints), job_(job), rank_(rank), rounds_(rounds) {}
 
   void start() {
-    asio::async_connect(socket_, endpoints_,
-                        [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
-                          if (ec) return self->fail("connect", ec);
-                          self->ask();
-                        });
+    asio::async_connect(
+        socket_.lowest_layer(), endpoints_,
+        [self = this->shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
+          if (ec) return self->fail("connect", ec);
+          if constexpr (std::is_same_v<Stream, tcp::socket>) {
+            self->ask();
+          } else {
+            self->socket_.async_handshake(asio::ssl::stream_base::client,
+                                          [self](beast::error_code ec2) {
+                                            if (ec2) return self->fail("handshake", ec2);
+                                            self->ask();
+                                          });
+          }
+        });
   }
 
  private:
@@ -96,7 +111,7 @@ class Rank : public std::enable_shared_from_this<Rank> {
     }
     out_ += "\r\n" + body;
     asio::async_write(socket_, asio::buffer(out_),
-                      [self = shared_from_this(), next](beast::error_code ec, std::size_t) {
+                      [self = this->shared_from_this(), next](beast::error_code ec, std::size_t) {
                         if (ec) return self->fail("write", ec);
                         self->read_head(next);
                       });
@@ -105,7 +120,7 @@ class Rank : public std::enable_shared_from_this<Rank> {
   void read_head(void (Rank::*next)()) {
     asio::async_read_until(
         socket_, asio::dynamic_buffer(in_), "\r\n\r\n",
-        [self = shared_from_this(), next](beast::error_code ec, std::size_t head) {
+        [self = this->shared_from_this(), next](beast::error_code ec, std::size_t head) {
           if (ec) return self->fail("read", ec);
           auto length_at = self->in_.find("Content-Length: ");
           std::size_t length = length_at < head ? std::stoul(self->in_.substr(length_at + 16)) : 0;
@@ -170,7 +185,7 @@ class Rank : public std::enable_shared_from_this<Rank> {
     ++failures;
   }
 
-  tcp::socket socket_;
+  Stream socket_;
   tcp::resolver::results_type endpoints_;
   JobState& job_;
   int rank_;
@@ -179,13 +194,32 @@ class Rank : public std::enable_shared_from_this<Rank> {
   std::string out_, in_;
 };
 
+// The TLS context of every connection with --tls 1 (no verification).
+asio::ssl::context& tls_context() {
+  static asio::ssl::context context = [] {
+    asio::ssl::context c(asio::ssl::context::tls_client);
+    c.set_verify_mode(asio::ssl::verify_none);
+    return c;
+  }();
+  return context;
+}
+
+// Writes `req` on `stream` and reads the answer.
+template <class Stream>
+http::response<http::string_body> round_trip(Stream& stream,
+                                           const http::request<http::string_body>& req) {
+  http::write(stream, req);
+  beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  http::read(stream, buffer, res);
+  return res;
+}
+
 // A blocking request on a fresh connection (setup: registration).
 http::response<http::string_body> blocking(asio::io_context& io, const Settings& s, http::verb verb,
                                            const std::string& target, const std::string& body,
                                            const std::string& secret = "") {
   tcp::resolver resolver(io);
-  beast::tcp_stream stream(io);
-  stream.connect(resolver.resolve(s.host, s.port));
   http::request<http::string_body> req{verb, target, 11};
   req.set(http::field::host, "load");
   req.set(http::field::content_type, "application/json");
@@ -193,10 +227,17 @@ http::response<http::string_body> blocking(asio::io_context& io, const Settings&
   if (!secret.empty()) req.set("X-Perseus-Job-Secret", secret);
   req.body() = body;
   req.prepare_payload();
-  http::write(stream, req);
-  beast::flat_buffer buffer;
   http::response<http::string_body> res;
-  http::read(stream, buffer, res);
+  if (s.tls) {
+    asio::ssl::stream<beast::tcp_stream> stream(io, tls_context());
+    beast::get_lowest_layer(stream).connect(resolver.resolve(s.host, s.port));
+    stream.handshake(asio::ssl::stream_base::client);
+    res = round_trip(stream, req);
+  } else {
+    beast::tcp_stream stream(io);
+    stream.connect(resolver.resolve(s.host, s.port));
+    res = round_trip(stream, req);
+  }
   if (res.result() != http::status::ok) {
     std::fprintf(stderr, "%s: HTTP %d: %s\n", target.c_str(), res.result_int(), res.body().c_str());
     std::exit(1);
@@ -236,6 +277,8 @@ std::optional<Settings> parse_settings(int argc, char** argv) {
       s.frequencies = value;
     else if (key == "--breakdown")
       s.breakdown = std::atoi(value.c_str());
+    else if (key == "--tls")
+      s.tls = value == "1";
     else {
       std::fprintf(stderr, "load_client: unknown option %s\n", key.c_str());
       return std::nullopt;
@@ -246,7 +289,7 @@ std::optional<Settings> parse_settings(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: load_client --port P [--jobs J] [--ranks N] [--pp S (divides N)] "
                  "[--rounds R] [--threads T] [--scheduler-args JSON] [--token T] "
-                 "[--frequencies JSON] [--breakdown N]\n");
+                 "[--frequencies JSON] [--breakdown N] [--tls 0|1]\n");
     return std::nullopt;
   }
   return s;
@@ -330,7 +373,13 @@ int main(int argc, char** argv) {
   auto start = Clock::now();
   for (auto& job : jobs) {
     for (int r = 0; r < s.ranks; ++r) {
-      std::make_shared<Rank>(io, endpoints, job, r, s.rounds)->start();
+      if (s.tls) {
+        std::make_shared<Rank<asio::ssl::stream<tcp::socket>>>(io, endpoints, job, r, s.rounds,
+                                                               tls_context())
+            ->start();
+      } else {
+        std::make_shared<Rank<tcp::socket>>(io, endpoints, job, r, s.rounds)->start();
+      }
     }
   }
   // --threads event-loop threads (default 1: on a 2-core machine the server needs the other).
