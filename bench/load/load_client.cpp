@@ -20,6 +20,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +28,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>  // before Boost: 1.74's asio/awaitable.hpp uses std::exchange unincluded
 #include <vector>
@@ -67,6 +69,23 @@ std::vector<double> all_latencies;
 std::vector<double> round_latencies;
 std::atomic<long> requests{0};
 std::atomic<int> failures{0};
+
+// The Content-Length of a response head (header names are case-insensitive: Zeus's server, on
+// uvicorn, writes content-length); 0 without one.
+std::size_t content_length(std::string_view head) {
+  constexpr std::string_view kName = "\r\ncontent-length:";
+  for (std::size_t at = head.find("\r\n"); at != std::string_view::npos;
+       at = head.find("\r\n", at + 2)) {
+    std::string_view line = head.substr(at, kName.size());
+    if (line.size() == kName.size() &&
+        std::equal(line.begin(), line.end(), kName.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) == b;
+        })) {
+      return std::strtoul(head.data() + at + kName.size(), nullptr, 10);
+    }
+  }
+  return 0;
+}
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -122,8 +141,7 @@ class Rank : public std::enable_shared_from_this<Rank<Stream>> {
         socket_, asio::dynamic_buffer(in_), "\r\n\r\n",
         [self = this->shared_from_this(), next](beast::error_code ec, std::size_t head) {
           if (ec) return self->fail("read", ec);
-          auto length_at = self->in_.find("Content-Length: ");
-          std::size_t length = length_at < head ? std::stoul(self->in_.substr(length_at + 16)) : 0;
+          const std::size_t length = content_length(std::string_view(self->in_).substr(0, head));
           std::size_t missing =
               head + length > self->in_.size() ? head + length - self->in_.size() : 0;
           asio::async_read(self->socket_, asio::dynamic_buffer(self->in_),
@@ -207,7 +225,7 @@ asio::ssl::context& tls_context() {
 // Writes `req` on `stream` and reads the answer.
 template <class Stream>
 http::response<http::string_body> round_trip(Stream& stream,
-                                           const http::request<http::string_body>& req) {
+                                             const http::request<http::string_body>& req) {
   http::write(stream, req);
   beast::flat_buffer buffer;
   http::response<http::string_body> res;
