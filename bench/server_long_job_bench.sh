@@ -25,7 +25,7 @@ start_server() {  # writes the seconds from start to listening to $work/started_
   begin=$(date +%s.%N)
   "$perseus" serve --port 0 --store "$work/store.sqlite" --output-dir "$work/out" \
     --data-dir "$work" --max-connections-per-peer 65536 --log-level warn \
-    --scheduler frontier --scheduler-args "{\"frontier\": \"$work/frontier\"}" \
+    --scheduler frontier --scheduler-args "{\"frontier\": \"$work/frontier\", \"done_after\": 0}" \
     > "$work/server.log" 2>&1 &
   server_pid=$!
   until grep -q listening "$work/server.log"; do

@@ -35,8 +35,9 @@ def stored_rows(store, job_id):
 def test_a_frontier_job_keeps_its_latest_rounds_only(server_factory, tmp_path):
     frontier, _ = make_frontier(tmp_path)
     server = server_factory()
+    # done_after 0: the job never ends (it keeps serving rounds for stragglers).
     job_id = server.register_job(pp=4, dp=2, scheduler="frontier",
-                                 scheduler_args={"frontier": str(frontier)})
+                                 scheduler_args={"frontier": str(frontier), "done_after": 0})
     for rank in range(8):
         assert server.post(f"/register_rank/{job_id}", rank_info(rank, 4, 2, 1, FREQS))[0] == 200
     plans = run_round(server, job_id, 0)

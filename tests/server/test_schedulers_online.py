@@ -2,6 +2,7 @@
 moves the other pipelines to a cheaper plan after a straggler report, and bad reports get a 400
 naming the field."""
 import csv
+import json
 import re
 import subprocess
 
@@ -65,10 +66,15 @@ def test_bad_straggler_reports(server_factory, tmp_path):
         status, answer = server.post(f"/straggler/{job_id}", body)
         assert status == 400 and reason in answer["detail"], (body, answer)
     # A scheduler without straggler support says so.
-    other = server.register_job(pp=1, scheduler="all-max", scheduler_args={"microbatches": 2})
+    other = server.register_job(pp=1, scheduler="profiler", scheduler_args={"microbatches": 2})
     server.register_ranks(other, pp=1)
     status, answer = server.post(f"/straggler/{other}", {"dp_rank": 0, "factor": 1.2})
     assert status == 400 and "straggler" in answer["detail"]
+    # A job that is done (all-max: after its one round) takes none: its ranks ask no more.
+    done = server.register_job(pp=1, scheduler="all-max", scheduler_args={"microbatches": 2})
+    server.register_ranks(done, pp=1)
+    status, answer = server.post(f"/straggler/{done}", {"dp_rank": 0, "factor": 1.2})
+    assert status == 409 and "is done" in answer["detail"], answer
 
 
 def test_a_round_a_rank_did_not_measure_is_measured_again_and_never_shown(server_factory):
@@ -104,3 +110,24 @@ def test_a_round_a_rank_did_not_measure_is_measured_again_and_never_shown(server
         metrics = server.get("/metrics")[1]
         assert re.search(rf'^perseus_job_unmeasured_ranks\{{job="{re.escape(job_id)}"\}} 1$',
                          metrics, re.M), metrics
+
+
+def test_a_frontier_job_run_until_done_ends_by_itself(server_factory, tmp_path):
+    """Issue 51.1: `simulate-training --until-done` against the frontier scheduler ran 2,000
+    rounds and gave up (the scheduler never said done). Now the job is done once its plans have
+    been measured for `done_after` windows (default 3): round 3 says so, the ranks stop there, and
+    the job shows done with its measured windows; a straggler report then gets a 409."""
+    frontier, _ = make_frontier(tmp_path)
+    server = server_factory("frontier", {"frontier": str(frontier)})
+    run = subprocess.run([PERSEUS, "simulate-training", "--server", server.url, "--stages", "4",
+                          "--microbatches", "4", "--blocking-power", "83.64", "--report-every",
+                          "1", "--until-done", "--max-iterations", "200", "--quiet", "--out",
+                          str(tmp_path / "run.json")], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    result = json.loads((tmp_path / "run.json").read_text())
+    assert result["finished"], result
+    status, job = server.get(f"/jobs/{result['job_id']}")
+    assert job["state"] == "done" and job["round"] == 3, job
+    assert job["scheduler_status"]["measured_windows"] == 3, job["scheduler_status"]
+    status, answer = server.post(f"/straggler/{result['job_id']}", {"dp_rank": 0, "factor": 1.2})
+    assert status == 409 and "is done" in answer["detail"], answer

@@ -453,6 +453,11 @@ Reply Job::report_straggler(const json& report) {
                          ? std::string("not every rank has registered")
                          : std::string("its scheduler is being made; retry in a moment")));
   }
+  if (held_.back().plans.done) {
+    return conflict("job " + id_ + " is done: its ranks keep their final plans and ask for no "
+                    "more; register the job again to react to stragglers (the frontier "
+                    "scheduler with done_after 0 never ends)");
+  }
   try {
     scheduler_->report_straggler(report);
   } catch (const std::exception& e) {

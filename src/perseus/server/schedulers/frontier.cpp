@@ -1,8 +1,11 @@
 // "frontier": serves one plan of a frontier directory written by `perseus plan` (the fastest,
 // the cheapest, the cheapest within a time target or a slowdown against all-max, or by index;
-// every choice but an index among the Pareto rows, plan::FrontierQuery) and keeps serving rounds so
-// it can react to stragglers: a straggling data-parallel pipeline runs the fastest plan and every
-// other pipeline the cheapest plan that still finishes within the straggler's time.
+// every choice but an index among the Pareto rows, plan::FrontierQuery) and reacts to stragglers:
+// a straggling data-parallel pipeline runs the fastest plan and every other pipeline the cheapest
+// plan that still finishes within the straggler's time. The job is done (the round says so, and
+// the clients keep its plans and stop reporting) once the plans served have been measured for
+// `done_after` reporting windows (default 3) since the last straggler report; with `done_after` 0
+// it never is, and keeps serving rounds for stragglers reported at any time.
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -25,7 +28,9 @@ class FrontierScheduler : public Scheduler {
  public:
   explicit FrontierScheduler(const JobSpec& job)
       : context_(context_of("frontier")), dp_degree_(job.dp_degree) {
-    ArgReader args(context_, job.args, {"frontier", "target", "index", "max_slowdown"});
+    ArgReader args(context_, job.args,
+                   {"frontier", "target", "index", "max_slowdown", "done_after"});
+    done_after_ = args.integer("done_after", 0, kDoneAfter);
     std::string dir = data_path(args, "frontier", job).string();
     frontier_ = args.naming("frontier", [&] { return plan::read_frontier(dir); });
     query_.emplace(frontier_);
@@ -44,6 +49,7 @@ class FrontierScheduler : public Scheduler {
   Round next() override {
     Round r;
     r.stages = stage_plans(sched_, frontier_.plans[others_]);
+    r.done = done_after_ > 0 && measured_ >= done_after_;
     if (stragglers_.empty()) return r;
     auto fastest =
         std::make_shared<const StagePlans>(stage_plans(sched_, frontier_.plans[fastest_]));
@@ -53,9 +59,14 @@ class FrontierScheduler : public Scheduler {
 
   void observe(const std::vector<StageResult>& results) override {
     check_results(context_, results, sched_.num_ranks());
+    const bool measured = std::all_of(results.begin(), results.end(), [](const StageResult& s) {
+      return s.unmeasured_ranks.empty();
+    });
+    if (measured) ++measured_;
   }
 
-  bool history_free() const override { return true; }
+  // Only when it never ends: then next() depends on the straggler reports alone.
+  bool history_free() const override { return done_after_ == 0; }
 
   void report_straggler(const json& report) override {
     ArgReader r(context_ + ": straggler report", report, {"dp_rank", "time_s", "factor", "clear"});
@@ -77,6 +88,7 @@ class FrontierScheduler : public Scheduler {
       double factor = r.number("factor", at_least_one, "a number >= 1");
       stragglers_[dp_rank] = factor * frontier_.rows[plan_of(dp_rank)].evaluated_time_s;
     }
+    measured_ = 0;  // the new plans are measured anew
     update();
   }
 
@@ -89,6 +101,8 @@ class FrontierScheduler : public Scheduler {
     out["plans"] = frontier_.rows.size();
     out["target_index"] = base_;
     out["stragglers"] = std::move(stragglers);
+    out["measured_windows"] = measured_;
+    out["done_after"] = done_after_;
     return out;
   }
 
@@ -144,8 +158,11 @@ class FrontierScheduler : public Scheduler {
             {"saving", query_->saving(i)}};
   }
 
+  static constexpr int kDoneAfter = 3;
   std::string context_;
   int dp_degree_ = 1;
+  int done_after_ = kDoneAfter;  // measured windows until done (0: never)
+  int measured_ = 0;             // windows measured since the start or the last straggler report
   plan::StoredFrontier frontier_;
   std::optional<plan::FrontierQuery> query_;  // set once frontier_ is read
   schedule::Schedule sched_;
