@@ -16,6 +16,7 @@
 #include "perseus/pipeline_sim/job.hpp"
 #include "perseus/profile/csv.hpp"
 #include "perseus/profile/gpu_model.hpp"
+#include "perseus/schedule/schedule_file.hpp"
 #include "perseus/server/scheduler.hpp"
 #include "perseus/util/files.hpp"
 #include "perseus/wire/protocol.hpp"
@@ -127,6 +128,9 @@ Setup make_setup(const SimulateArgs& a) {
   o.report_every = a.report_every;
   o.strict = a.strict;
   o.scheduler = a.scheduler;
+  // The job's own order, as a framework adapter registers it: the server plans for it, and
+  // refuses (422) a plan or frontier made for another schedule or microbatch count.
+  o.pipeline_order = nlohmann::json(schedule::action_texts(s.job.schedule));
   if (a.has_job_metadata) o.job_metadata = a.job_metadata;
   if (!a.scheduler_args.empty()) {
     o.scheduler_args =

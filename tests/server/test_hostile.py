@@ -63,7 +63,7 @@ def status_and_detail(answer):
     head, _, body = answer.partition(b"\r\n\r\n")
     status = int(head.split(b" ")[1])
     detail = json.loads(body)["detail"]
-    assert "\n" not in detail and len(detail) < 400, detail
+    assert "\n" not in detail and len(detail) < 700, detail
     return status, detail
 
 

@@ -103,8 +103,8 @@ TEST(ClientOptimizer, StopsAskingOnceTheServerSaysTheJobFailedForGood) {
   EXPECT_EQ(server.count(), 3u);
   ASSERT_EQ(w.lines->size(), 1u);
   EXPECT_CONTAINS(w.lines->front(),
-                  "/schedule/job-7?rank=0&round=0: HTTP 500: {\"detail\": "
-                  "\"scheduler 'profiler' failed: no counter\"}; the job failed");
+                  "/schedule/job-7?rank=0&round=0: HTTP 500: scheduler 'profiler' failed: no "
+                  "counter; the job failed");
   EXPECT_CONTAINS(w.lines->front(),
                   "the job failed for good: running at the default clock, "
                   "without the server from now on");

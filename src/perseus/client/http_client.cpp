@@ -165,7 +165,10 @@ HttpResponse HttpClient::request(bool post, const std::string& target, const std
     throw HttpError(what + ": " +
                         (ec == beast::error::timeout
                              ? "connecting timed out after " + seconds_text(connect_s) + " s"
-                             : "cannot connect: " + ec.message()),
+                             : "cannot connect: " + ec.message() +
+                                   (ec == asio::error::connection_refused
+                                        ? " (is `perseus serve` running at that address?)"
+                                        : "")),
                     ec == beast::error::timeout);
   }
 

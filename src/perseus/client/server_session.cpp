@@ -28,6 +28,26 @@ std::string one_line(const std::string& text, std::size_t max = 300) {
   return out;
 }
 
+// A refused request's answer as a warning shows it: the server's `detail` when it sent one (in
+// full: the server bounds it), else the body's first 300 characters; then what to do for the
+// statuses a user can fix.
+std::string refusal_text(const HttpResponse& r) {
+  std::string text = one_line(r.body);
+  try {
+    const json answer = json::parse(r.body);
+    if (answer.is_object() && answer.contains("detail") && answer["detail"].is_string()) {
+      text = one_line(answer["detail"].get<std::string>(), 2000);
+    }
+  } catch (const json::exception&) {
+  }
+  if (r.status == 401) {
+    text += " (give the client the server's cluster token: PERSEUS_TOKEN, or the token option)";
+  } else if (r.status == 403) {
+    text += " (the job's secret does not match: is PERSEUS_JOB_ID or job_id another job's?)";
+  }
+  return text.empty() ? text : ": " + text;
+}
+
 // The option, else the environment variable, else "".
 std::string option_or_env(const std::string& option, const char* variable) {
   const char* env = std::getenv(variable);
@@ -114,7 +134,7 @@ auto ServerSession::call(bool post, const std::string& target, const std::string
       HttpResponse r = post ? http_.post(target, body, budget) : http_.get(target, budget);
       if (!r.ok()) {
         last = std::string(post ? "POST " : "GET ") + http_.url_of(target) + ": HTTP " +
-               std::to_string(r.status) + (r.body.empty() ? "" : ": " + one_line(r.body));
+               std::to_string(r.status) + refusal_text(r);
         if (!r.header(wire::kJobFailedHeader).empty()) throw JobFailed(last);
         refused = refused_for_good(r.status);
         continue;

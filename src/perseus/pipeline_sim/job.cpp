@@ -8,6 +8,7 @@
 
 #include "perseus/pipeline_sim/processes.hpp"
 #include "perseus/pipeline_sim/rank.hpp"
+#include "perseus/pipeline_sim/rank_log.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/text.hpp"
 
@@ -28,9 +29,11 @@ RunResult run_job(const JobSpec& job, const StopRule& stop, double timeout_s) {
       make_links(job.schedule, job.pipelines, label, "the parent process", parent_ends);
   const int n = static_cast<int>(links.size());
 
+  RankLog warnings;  // destroyed after `processes`: every child has exited by then
   RankProcesses processes;
   for (int r = 0; r < n; ++r) {
     processes.spawn([&, r] {
+      warnings.redirect_child();
       // Keep only this rank's descriptors: peers must see end-of-stream when a rank dies.
       RankLinks mine = std::move(links[r]);
       links.clear();
@@ -48,6 +51,7 @@ RunResult run_job(const JobSpec& job, const StopRule& stop, double timeout_s) {
     });
   }
   links.clear();  // the parent keeps only its own ends
+  warnings.start();
 
   RunResult result;
   try {
@@ -67,6 +71,7 @@ RunResult run_job(const JobSpec& job, const StopRule& stop, double timeout_s) {
   if (!processes.wait_all(30.0)) {
     throw Error("rank processes did not exit within 30 s after the run ended; killed them");
   }
+  warnings.finish();
   for (int r = 0; r < n; ++r) {
     const Child& c = processes.child(r);
     if (!WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0) {

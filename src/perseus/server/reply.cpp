@@ -12,7 +12,7 @@ std::string Reply::payload() const {
 }
 
 Reply error_reply(int status, std::string_view detail) {
-  return {status, {{"detail", printable(detail)}}};
+  return {status, {{"detail", printable(detail, kMaxDetailBytes)}}};
 }
 
 Reply bad_request(std::string_view d) {

@@ -28,7 +28,10 @@ struct Reply {
   std::string payload() const;
 };
 
-// {"detail": printable(detail)} with the given status.
+// {"detail": printable(detail, kMaxDetailBytes)} with the given status: room for a reason that
+// names both sides of a mismatch and what to do, never for a request's bytes (the texts a detail
+// quotes of a request are bounded where they are quoted).
+inline constexpr std::size_t kMaxDetailBytes = 600;
 Reply error_reply(int status, std::string_view detail);
 
 // One helper per status the control plane answers with.
