@@ -227,7 +227,15 @@ class PipelineFrequencyOptimizer:
                     counter_options=dict(counter_options or {}))
                 return self.sim
             self._sync = True
-            return _perseus.NvmlGpu(int(device_id), cuda_uuid=cuda_uuid(device_id) or "")
+            try:
+                return _perseus.NvmlGpu(int(device_id), cuda_uuid=cuda_uuid(device_id) or "")
+            except _perseus.PerseusError as e:
+                if "cannot load NVML" not in str(e):
+                    raise
+                raise _perseus.PerseusError(
+                    f'{e}; gpu="nvml" needs an NVIDIA driver. Without one, run against a '
+                    'simulated GPU: gpu="sim", profile="profile.csv" (e.g. from `perseus '
+                    'profile synth --gpu a100 --stages S --out profile.csv`)') from None
         if gpu is None:
             raise ValueError('gpu must be "nvml", "sim" or a backend object, not None')
         if isinstance(gpu, _perseus.NvmlGpu):

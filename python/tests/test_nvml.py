@@ -31,6 +31,19 @@ def test_missing_library_raises():
         perseus.NvmlGpu(0, library="/nonexistent/libnvidia-ml.so.1")
 
 
+def test_gpu_nvml_without_a_driver_suggests_the_simulated_gpu():
+    """Issue 51.5: gpu="nvml" on a machine without NVIDIA's driver said only that NVML cannot
+    be loaded; the error now says how to run without a GPU."""
+    import ctypes
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+        pytest.skip("this machine has an NVIDIA driver")
+    except OSError:
+        pass
+    with pytest.raises(perseus.PerseusError, match='gpu="sim", profile='):
+        perseus.PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 1, 1, 1, "", gpu="nvml")
+
+
 @needs_fake
 def test_fake_nvml_device(tmp_path, monkeypatch):
     log = tmp_path / "nvml.log"

@@ -59,6 +59,11 @@ TEST(ScheduleFollower, ALoopThatRunsFewerInstructionsDepartsUntilTheNextSchedule
             "clock: schedule of round 3 for rank 2: the training loop ran 1 instructions in an "
             "iteration but the schedule has 2 (expected 2 instructions: forward x1, backward x1)");
   EXPECT_EQ(f.window_warning(5), "");  // said once per window
+  // The next window, still departed, says why again (it ended at "default clock: ").
+  iterate(f, {"forward", "backward"});
+  EXPECT_CONTAINS(f.window_warning(5),
+                  "1 of this window's 5 iterations did not follow the schedule and ran at the "
+                  "default clock: schedule of round 3 for rank 2: the training loop ran 1");
   f.follow(forward_backward(4));
   EXPECT_FALSE(f.departed());
   EXPECT_EQ(iterate(f, {"forward", "backward"}), (std::vector<int>{800, 600}));

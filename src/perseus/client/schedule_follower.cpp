@@ -11,11 +11,13 @@ namespace perseus::client {
 void ScheduleFollower::follow(wire::FrequencySchedule schedule) {
   schedule_ = std::move(schedule);
   departed_ = false;
+  departure_reason_.clear();
 }
 
 void ScheduleFollower::drop() {
   schedule_.reset();
   departed_ = false;
+  departure_reason_.clear();
 }
 
 std::string ScheduleFollower::label_of(const std::string& kind, int stage) const {
@@ -76,9 +78,8 @@ std::string ScheduleFollower::window_warning(std::size_t window_iterations) {
   if (window_departed_ == 0) return "";
   std::string warning =
       std::to_string(window_departed_) + " of this window's " + std::to_string(window_iterations) +
-      " iterations did not follow the schedule and ran at the default clock: " + window_reason_;
+      " iterations did not follow the schedule and ran at the default clock: " + departure_reason_;
   window_departed_ = 0;
-  window_reason_.clear();
   return warning;
 }
 
@@ -86,7 +87,7 @@ void ScheduleFollower::note(const std::string& what) {
   std::string message = "schedule of round " + std::to_string(schedule_->round) + " for rank " +
                         std::to_string(rank_) + ": " + what + " (" + shape() + ")";
   if (strict_) throw Error(message);
-  if (window_reason_.empty()) window_reason_ = message;
+  if (departure_reason_.empty()) departure_reason_ = message;
 }
 
 std::string ScheduleFollower::shape() const {

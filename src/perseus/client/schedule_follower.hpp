@@ -64,8 +64,8 @@ class ScheduleFollower {
   std::size_t position_ = 0;  // next schedule entry
   bool departed_ = false;
   std::size_t departed_iterations_ = 0;
-  int window_departed_ = 0;  // of them, in the open reporting window
-  std::string window_reason_;
+  int window_departed_ = 0;       // of them, in the open reporting window
+  std::string departure_reason_;  // why it departed from the schedule it follows
 };
 
 }  // namespace perseus::client
