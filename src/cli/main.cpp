@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "cli/commands.hpp"
+#include "cli/did_you_mean.hpp"
 #include "perseus/util/error.hpp"
 
 int main(int argc, char** argv) {
@@ -30,7 +31,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     // One line, like every other bad input: an unknown option, a value that is not a number.
-    std::fprintf(stderr, "perseus: error: %s (see --help)\n", e.what());
+    // A word that names nothing says so, with the closest name, rather than CLI11's message.
+    const std::string unknown = perseus::cli::unknown_word(app, argc, argv);
+    std::fprintf(stderr, "perseus: error: %s (see --help)\n",
+                 unknown.empty() ? e.what() : unknown.c_str());
     return 1;
   } catch (const perseus::Error& e) {
     std::fprintf(stderr, "perseus: error: %s\n", e.what());
