@@ -80,7 +80,7 @@ expect_no_output "--threads must be >= 0" "$out" plan "${common[@]}" --threads -
 # Parse errors (CLI11's) are one line too.
 expect_no_output "Could not convert: --threads = abc" "$out" plan "${common[@]}" --threads abc \
   --out "$out"
-expect_no_output "not expected: --no-such-option" "$out" plan "${common[@]}" --no-such-option \
+expect_no_output "unknown option '--no-such-option' of 'perseus plan'" "$out" plan "${common[@]}" --no-such-option \
   --out "$out"
 expect_no_output "--profile" "$out" plan --stages 4 --microbatches 6 "${bp[@]}" --out "$out"
 expect_no_output "--out" "$out" plan "${common[@]}"
