@@ -194,6 +194,9 @@ PY
 expect_no_output "$tmp/G: --max-slowdown: no plan is within +0 % of all-max" "$x" \
   plan export --frontier "$tmp/G" --max-slowdown 0 --out "$x"
 expect_no_output "--every must be a positive" "$x" plan export --frontier "$F" --every 0 --out "$x"
+# A frontier's file for the frontier (issue 51.6: "meta.json: cannot open" before).
+expect_no_output "frontier.csv: is a file; a frontier is the directory \`perseus plan\` wrote (here" \
+  "$x" plan export --frontier "$F/frontier.csv" --index 0 --out "$x"
 expect_no_output "--format must be json, py or zeus" "$x" \
   plan export --frontier "$F" --index 0 --format xml --out "$x"
 expect_no_output "$tmp/results/meta.json: cannot open" "$x" \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Wrong units are refused (issue 13): a profile in milliseconds, in kilojoules or millijoules, in
-# kHz, and a blocking power in milliwatts each get one line naming the row or the option and the
+# kHz, and a blocking power in milliwatts or kilowatts each get one line naming the row or the option and the
 # likely mistake, from every command that reads them; --allow-implausible lets the user insist.
 set -euo pipefail
 perseus=$1
@@ -43,6 +43,10 @@ for cmd in "profile check --profile $tmp/p.csv" "emulate --profile $tmp/p.csv --
   expect_error "--blocking-power: 83640 W is above the highest instruction power" \
     $cmd --blocking-power 83640
   grep -qF "(in milliwatts? it is in watts)" "$tmp/stderr" || fail "no hint: $(cat "$tmp/stderr")"
+  # ... and in kilowatts (issue 51.6: 0.07 was planned as 0.07 W).
+  # shellcheck disable=SC2086
+  expect_error "--blocking-power: 0.07 W is below what any GPU draws while it waits (in kilowatts?" \
+    $cmd --blocking-power 0.07
 done
 
 # --allow-implausible: the user insists, and the command runs.

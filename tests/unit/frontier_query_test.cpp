@@ -132,6 +132,12 @@ TEST(FrontierQuery, SlowdownsAsUsersWriteThem) {
   for (const char* bad : {"", "%", "-1%", "five", "5%%", "nan", "inf"}) {
     EXPECT_CONTAINS(error_of([&] { parse_slowdown(bad); }), "is not a percentage >= 0") << bad;
   }
+  // A bare number below 1 is likely a fraction (issue 51.6: 0.02 was taken as 0.02 %).
+  EXPECT_EQ(error_of([&] { parse_slowdown("0.02"); }),
+            "slowdown '0.02' is a percentage, so it would be 0.02 %; if you mean a fraction, "
+            "write 2%, else 0.02%");
+  EXPECT_DOUBLE_EQ(parse_slowdown("0.02%"), 0.0002);
+  EXPECT_DOUBLE_EQ(parse_slowdown("1"), 0.01);
 }
 
 }  // namespace

@@ -105,6 +105,11 @@ double parse_slowdown(const std::string& text) {
       percent < 0.0) {
     throw Error("slowdown '" + text + "' is not a percentage >= 0 (e.g. 5%)");
   }
+  if (number == text && percent > 0.0 && percent < 1.0) {
+    throw Error("slowdown '" + text + "' is a percentage, so it would be " + text +
+                " %; if you mean a fraction, write " + perseus::number(percent * 100.0) +
+                "%, else " + text + "%");
+  }
   return percent / 100.0;
 }
 

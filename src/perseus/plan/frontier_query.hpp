@@ -63,7 +63,8 @@ class FrontierQuery {
 };
 
 // A slowdown as the user writes it: "5%", "5" (both 5 %), "0%"; returns the fraction (0.05).
-// Throws perseus::Error naming the text when it is not a finite number >= 0.
+// Throws perseus::Error naming the text when it is not a finite number >= 0, or is a bare number
+// between 0 and 1 (a fraction? "0.02" would be 0.02 %: it must be written "0.02%" or "2%").
 double parse_slowdown(const std::string& text);
 
 }  // namespace perseus::plan

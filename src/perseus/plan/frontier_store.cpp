@@ -292,6 +292,16 @@ void write_frontier(const fs::path& dir, const PlanProblem& problem, const Front
 }
 
 StoredFrontier read_frontier_rows(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::is_regular_file(dir, ec)) {
+    const fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
+    throw Error(dir.string() + ": is a file; a frontier is the directory `perseus plan` wrote (" +
+                (dir.filename() == "frontier.csv" || dir.filename() == "meta.json" ||
+                         dir.filename() == "plans.txt"
+                     ? "here " + parent.string()
+                     : "meta.json, frontier.csv, plans.txt") +
+                ")");
+  }
   StoredFrontier f;
   const fs::path meta_path = dir / "meta.json";
   const JsonFields fields(meta_path.string());

@@ -53,6 +53,12 @@ void check_plausible(const Profile& profile) {
 }
 
 void check_blocking_power(const Profile& profile, double watts, const std::string& what) {
+  if (watts > 0.0 && watts < kMinBlockingPowerW) {
+    throw ImplausibleInput(what + ": " + number(watts) +
+                           " W is below what any GPU draws while it waits (in kilowatts? it is in "
+                           "watts: " +
+                           number(watts * 1000.0) + " W)");
+  }
   double highest = max_power(profile);
   if (watts <= highest) return;
   std::string hint = watts / 1000.0 <= highest ? " (in milliwatts? it is in watts)" : "";

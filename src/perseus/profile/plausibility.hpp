@@ -30,7 +30,9 @@ std::string power_problem(double energy_j, double time_s);
 void check_plausible(const Profile& profile);
 
 // Throws ImplausibleInput when `watts` is above the profile's highest instruction power, naming
-// both (and milliwatts when `watts` / 1000 would fit). `what` names the value ("--blocking-power").
+// both (and milliwatts when `watts` / 1000 would fit), or above 0 and below kMinBlockingPowerW
+// (kilowatts: no GPU idles below a watt). `what` names the value ("--blocking-power").
+inline constexpr double kMinBlockingPowerW = 1.0;
 void check_blocking_power(const Profile& profile, double watts, const std::string& what);
 
 }  // namespace perseus::profile
