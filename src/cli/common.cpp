@@ -63,6 +63,54 @@ void print_measurement_error(const profile::Profile& profile, const char* prefix
   }
 }
 
+ProfileRanges profile_ranges(const profile::Profile& prof) {
+  const auto& first_rows = prof.all().begin()->second;
+  const profile::Measurement& m0 = first_rows.front();
+  ProfileRanges r{{first_rows.size(), first_rows.size()},
+                  {m0.frequency_mhz, m0.frequency_mhz},
+                  {m0.time_s, m0.time_s},
+                  {m0.energy_j, m0.energy_j}};
+  for (const auto& [key, rows] : prof.all()) {
+    r.clocks.add(rows.size());
+    for (const profile::Measurement& m : rows) {
+      r.mhz.add(m.frequency_mhz);
+      r.time.add(m.time_s);
+      r.energy.add(m.energy_j);
+    }
+  }
+  return r;
+}
+
+std::string clocks_text(const ProfileRanges& r) {
+  std::string count = std::to_string(r.clocks.lo);
+  if (r.clocks.hi != r.clocks.lo) count += ".." + std::to_string(r.clocks.hi);
+  return count + " clocks (" + std::to_string(r.mhz.hi) + ".." + std::to_string(r.mhz.lo) + " MHz)";
+}
+
+std::string profile_shape(const profile::Profile& prof) {
+  return std::to_string(prof.num_stages()) + " stage" + (prof.num_stages() == 1 ? "" : "s") +
+         " x " + join(prof.instructions(0), "/") + " x " + clocks_text(profile_ranges(prof));
+}
+
+std::string uneven_clocks_note(const profile::Profile& prof) {
+  const std::size_t most = profile_ranges(prof).clocks.hi;
+  std::vector<std::string> fewer;
+  for (const auto& [key, rows] : prof.all()) {
+    if (rows.size() == most) continue;
+    Span<int> mhz{rows.front().frequency_mhz, rows.front().frequency_mhz};
+    for (const auto& m : rows) mhz.add(m.frequency_mhz);
+    fewer.push_back("stage " + std::to_string(key.first) + " " + key.second + " has " +
+                    std::to_string(rows.size()) + " clocks (" + std::to_string(mhz.hi) + ".." +
+                    std::to_string(mhz.lo) + " MHz)");
+  }
+  if (fewer.empty()) return "";
+  const std::size_t shown = std::min<std::size_t>(fewer.size(), 3);
+  std::string note = join(std::vector<std::string>(fewer.begin(), fewer.begin() + shown), ", ");
+  if (fewer.size() > shown) note += " and " + std::to_string(fewer.size() - shown) + " more";
+  return note + "; the most is " + std::to_string(most) +
+         " (a truncated profile, or a sweep that stopped early?)";
+}
+
 void check_blocking_power(const profile::Profile& profile, double watts, bool allow_implausible) {
   unless_allowed(allow_implausible,
                  [&] { profile::check_blocking_power(profile, watts, "--blocking-power"); });

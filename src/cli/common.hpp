@@ -31,6 +31,31 @@ profile::Profile read_profile(const std::string& path, bool allow_implausible);
 // Prints how well a measured profile's energies are known (profile::describe), one line each
 // after `prefix`; nothing for a profile without error columns.
 void print_measurement_error(const profile::Profile& profile, const char* prefix);
+// Smallest and largest of a set of values.
+template <typename T>
+struct Span {
+  T lo, hi;
+  void add(T x) {
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
+  }
+};
+// Ranges over a (validated, so non-empty) profile.
+struct ProfileRanges {
+  Span<std::size_t> clocks;  // clocks per (stage, instruction)
+  Span<int> mhz;
+  Span<double> time, energy;
+};
+ProfileRanges profile_ranges(const profile::Profile& profile);
+// "38 clocks (1410..855 MHz)", or "30..38 clocks (...)" when the counts differ.
+std::string clocks_text(const ProfileRanges& r);
+// "4 stages x forward/backward x 38 clocks (1410..855 MHz)": what a command that plans says of
+// its profile, so that a profile truncated at a line boundary (fewer stages) shows.
+std::string profile_shape(const profile::Profile& profile);
+// Where some (stage, instruction) has fewer clocks than the most any has: "stage 3 backward has
+// 19 clocks (1410..1140 MHz), the most is 38 (a truncated profile, or a sweep that stopped
+// early?)"; "" when every one has as many.
+std::string uneven_clocks_note(const profile::Profile& profile);
 // The blocking power's plausibility against the profile (profile::check_blocking_power).
 void check_blocking_power(const profile::Profile& profile, double watts, bool allow_implausible);
 

@@ -126,6 +126,11 @@ void run_plan(const PlanArgs& a) {
   plan::TimeEnergy all_max{all_max_eval.time_s, all_max_eval.energy_j};
   plan::write_frontier(out, problem, frontier, {a.profile, all_max, seconds});
   if (a.quiet) return;
+  std::printf("profile %s: %s; %s, %d microbatches\n", a.profile.c_str(),
+              profile_shape(prof).c_str(), sched.name.c_str(), sched.num_microbatches);
+  if (const std::string note = uneven_clocks_note(prof); !note.empty()) {
+    std::printf("note: %s\n", note.c_str());
+  }
   std::printf(
       "%zu plans in %.3f s (%s, %ld minimum cuts); stopped: %s\n"
       "wrote %s/{frontier.csv,plans.txt,meta.json}\n\n",

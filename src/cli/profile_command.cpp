@@ -42,52 +42,10 @@ struct SplitArgs {
   bool allow_implausible = false;
 };
 
-// Smallest and largest of a set of values.
-template <typename T>
-struct Span {
-  T lo, hi;
-  void add(T x) {
-    lo = std::min(lo, x);
-    hi = std::max(hi, x);
-  }
-};
-
-// Ranges over a (validated, so non-empty) profile.
-struct Ranges {
-  Span<size_t> clocks;  // clocks per (stage, instruction)
-  Span<int> mhz;
-  Span<double> time, energy;
-};
-
-Ranges ranges(const Profile& prof) {
-  const auto& first_rows = prof.all().begin()->second;
-  const Measurement& m0 = first_rows.front();
-  Ranges r{{first_rows.size(), first_rows.size()},
-           {m0.frequency_mhz, m0.frequency_mhz},
-           {m0.time_s, m0.time_s},
-           {m0.energy_j, m0.energy_j}};
-  for (const auto& [key, rows] : prof.all()) {
-    r.clocks.add(rows.size());
-    for (const Measurement& m : rows) {
-      r.mhz.add(m.frequency_mhz);
-      r.time.add(m.time_s);
-      r.energy.add(m.energy_j);
-    }
-  }
-  return r;
-}
-
 void write_profile(const Profile& prof, const std::string& out) {
   std::ostringstream csv;
   profile::write_profile_csv(prof, csv);
   write_file_atomic(out, csv.str());
-}
-
-// "38 clocks (1410..855 MHz)", or "30..38 clocks (...)" when the counts differ.
-std::string clocks(const Ranges& r) {
-  std::string count = std::to_string(r.clocks.lo);
-  if (r.clocks.hi != r.clocks.lo) count += ".." + std::to_string(r.clocks.hi);
-  return count + " clocks (" + std::to_string(r.mhz.hi) + ".." + std::to_string(r.mhz.lo) + " MHz)";
 }
 
 void run_synth(const SynthArgs& a) {
@@ -102,7 +60,7 @@ void run_synth(const SynthArgs& a) {
       summary_stream(a.out),
       "wrote %s: synthetic %s profile, %d stages x %s x %s; plan with --blocking-power %g\n",
       a.out.c_str(), gpu.name.c_str(), prof.num_stages(), join(prof.instructions(0), "/").c_str(),
-      clocks(ranges(prof)).c_str(), gpu.blocking_power_w);
+      clocks_text(profile_ranges(prof)).c_str(), gpu.blocking_power_w);
 }
 
 void run_split(const SplitArgs& a) {
@@ -110,7 +68,7 @@ void run_split(const SplitArgs& a) {
   write_profile(prof, a.out);
   std::fprintf(summary_stream(a.out), "wrote %s: %d stages x %s x %s\n", a.out.c_str(),
                prof.num_stages(), join(prof.instructions(0), "/").c_str(),
-               clocks(ranges(prof)).c_str());
+               clocks_text(profile_ranges(prof)).c_str());
 }
 
 void add_split_options(CLI::App* cmd, profile::SplitOptions& o) {
@@ -137,11 +95,14 @@ void run_check(const CheckArgs& a) {
     require(a.blocking_power >= 0.0, "--blocking-power must be >= 0 watts");
     check_blocking_power(prof, a.blocking_power, a.allow_implausible);
   }
-  Ranges r = ranges(prof);
+  ProfileRanges r = profile_ranges(prof);
   std::printf("%s: valid profile\n", path.c_str());
   std::printf("  stages: %d\n", prof.num_stages());
   std::printf("  instructions: %s\n", join(prof.instructions(0), ", ").c_str());
-  std::printf("  per stage and instruction: %s\n", clocks(r).c_str());
+  std::printf("  per stage and instruction: %s\n", clocks_text(r).c_str());
+  if (const std::string note = uneven_clocks_note(prof); !note.empty()) {
+    std::printf("  note: %s\n", note.c_str());
+  }
   std::printf("  time: %g..%g s, energy: %g..%g J\n", r.time.lo, r.time.hi, r.energy.lo,
               r.energy.hi);
   print_measurement_error(prof, "  ");

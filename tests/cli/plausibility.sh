@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Wrong units are refused (issue 13): a profile in milliseconds, in kilojoules or millijoules, in
-# kHz, and a blocking power in milliwatts or kilowatts each get one line naming the row or the option and the
-# likely mistake, from every command that reads them; --allow-implausible lets the user insist.
+# kHz, and a blocking power in milliwatts or kilowatts each get one line naming the row or the
+# option and the likely mistake, from every command that reads them; --allow-implausible lets
+# the user insist. A truncated profile is shown for what it is.
 set -euo pipefail
 perseus=$1
 tmp=$(mktemp -d)
@@ -47,6 +48,21 @@ for cmd in "profile check --profile $tmp/p.csv" "emulate --profile $tmp/p.csv --
   # shellcheck disable=SC2086
   expect_error "--blocking-power: 0.07 W is below what any GPU draws while it waits (in kilowatts?" \
     $cmd --blocking-power 0.07
+done
+
+# A profile truncated at a line boundary (issue 51.6: it planned 1 stage of 2 without a word):
+# `plan` says the profile's shape, and `plan` and `profile check` note the short clock set.
+head -60 "$tmp/p.csv" > "$tmp/cut.csv"
+"$perseus" plan --profile "$tmp/cut.csv" --microbatches 4 "${bp[@]}" --out-dir "$tmp/Fcut" \
+  > "$tmp/out"
+grep -qF "profile $tmp/cut.csv: 1 stage x forward/backward x 21..38 clocks" "$tmp/out" ||
+  fail "plan did not say the profile's shape: $(cat "$tmp/out")"
+for cmd in "plan --profile $tmp/cut.csv --microbatches 4 ${bp[*]} --out-dir $tmp/Fcut2" \
+  "profile check --profile $tmp/cut.csv"; do
+  # shellcheck disable=SC2086
+  "$perseus" $cmd > "$tmp/out"
+  grep -qF "note: stage 0 backward has 21 clocks (1410..1110 MHz); the most is 38" "$tmp/out" ||
+    fail "$cmd: no note of the short clock set: $(cat "$tmp/out")"
 done
 
 # --allow-implausible: the user insists, and the command runs.
