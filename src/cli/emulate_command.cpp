@@ -51,6 +51,23 @@ struct Job {
 Job job_from_frontier(const EmulateArgs& a) {
   require(a.plan.empty(), "give either --plan or --frontier, not both");
   plan::StoredFrontier f = plan::read_frontier(a.frontier);
+  // The frontier's plans fix the instruction order: an option that says otherwise is a mistake,
+  // not something to ignore.
+  const auto conflict = [&](const std::string& option, const std::string& given,
+                            const std::string& planned) {
+    return option + " " + given + " does not match frontier " + a.frontier + " (planned for " +
+           planned + "); leave it out: the frontier's plans fix it";
+  };
+  require(a.microbatches <= 0 || a.microbatches == f.num_microbatches,
+          conflict("--microbatches", std::to_string(a.microbatches),
+                   std::to_string(f.num_microbatches) + " microbatches"));
+  require(a.stages <= 0 || a.stages == f.num_stages,
+          conflict("--stages", std::to_string(a.stages), std::to_string(f.num_stages) + " stages"));
+  require(a.schedule.name.empty() || a.schedule.name == f.schedule,
+          conflict("--schedule", a.schedule.name, f.schedule));
+  require(a.schedule.file.empty() && a.schedule.virtual_stages == 0,
+          "--schedule-file and --virtual-stages do not apply to --frontier " + a.frontier +
+              ": its plans fix the instruction order; leave them out");
   plan::FrontierQuery q(f);
   std::size_t i = naming(a.frontier, [&] { return choose_plan(a.choice, f, q); });
   Job job{f.plans[i], f.build_schedule(), "frontier " + q.describe(i), f.blocking_power_w,

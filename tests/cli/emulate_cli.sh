@@ -75,6 +75,14 @@ awk -F, -v s="$saving" 'NR > 1 { if ($8 != 0 || $10 + 0 != 0) exit 1 }
   fail "plan sweep: saving $saving vs $(cat "$tmp/env_sweep.csv")"
 expect_error "--plan needs --profile" emulate cluster --plan "$tmp/envpipe.json" --pipelines 4
 expect_error "give either --frontier or --plan" emulate cluster --pipelines 4
+# The frontier fixes the instruction order: an option that says otherwise is refused (issue
+# 51.6: --microbatches 8 was ignored); one that agrees is accepted.
+expect_error "--microbatches 8 does not match frontier $tmp/f (planned for 6 microbatches)" \
+  emulate --profile "$tmp/p.csv" --frontier "$tmp/f" --index 0 --microbatches 8
+expect_error "--schedule gpipe does not match frontier $tmp/f (planned for 1f1b)" \
+  emulate --profile "$tmp/p.csv" --frontier "$tmp/f" --index 0 --schedule gpipe
+"$perseus" emulate --profile "$tmp/p.csv" --frontier "$tmp/f" --index 0 --microbatches 6 \
+  --quiet || fail "--microbatches equal to the frontier's was refused"
 # The choice of plan is printed per factor: index and its own time.
 grep -q "plan_time_s" "$tmp/table" || fail "no plan per factor: $(cat "$tmp/table")"
 
