@@ -47,6 +47,15 @@ TEST(SearchDatabase, MissingFiles) {
   EXPECT_CONTAINS(error_of([&] { Database::load(tmp.path(), "toy_1"); }),
                   "no operator profiles toy_1_mbs<M>_tp<T>_algo<A>.csv");
   write_toy(tmp.path());
+  // A size written as users write it (issue 51.6): the sizes present, and the one meant.
+  EXPECT_CONTAINS(error_of([&] { Database::load(tmp.path(), "toy_1.0"); }),
+                  "no operator profiles toy_1.0_mbs<M>_tp<T>_algo<A>.csv found; it holds profiles "
+                  "of toy_1 (--model NAME --model-size SIZE name NAME_SIZE)");
+  write_text(tmp.path() / "toy_1_5_mbs1_tp1_algo0.csv", "");
+  EXPECT_CONTAINS(error_of([&] { Database::load(tmp.path(), "toy_1.5"); }),
+                  "it holds profiles of toy_1, toy_1_5 (profile names write the size with '_' "
+                  "for '.': toy_1_5)");
+  fs::remove(tmp.path() / "toy_1_5_mbs1_tp1_algo0.csv");
   fs::remove(tmp.path() / "p2p_intra_node.csv");
   std::string e = error_of([&] { Database::load(tmp.path(), "toy_1"); });
   EXPECT_CONTAINS(e, "p2p_intra_node.csv");

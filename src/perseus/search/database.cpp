@@ -146,8 +146,28 @@ void Database::scan(std::vector<ProfileFile>& profiles,
     }
   }
   if (profiles.empty()) {
+    // The models whose profiles are there, as --model and --model-size name them.
+    std::set<std::string> present;
+    for (const auto& p : entries) {
+      const std::string name = p.filename().string();
+      const std::size_t at = name.find("_mbs");
+      if (at != std::string::npos && at > 0 && name.rfind("prim_", 0) != 0 && name.size() > 4 &&
+          name.compare(name.size() - 4, 4, ".csv") == 0) {
+        present.insert(name.substr(0, at));
+      }
+    }
+    std::string have;
+    for (const auto& prefix : present) have += (have.empty() ? "" : ", ") + prefix;
+    std::string underscored = prefix_;  // "gpt_1.3B" -> "gpt_1_3B", as the file names write it
+    std::replace(underscored.begin(), underscored.end(), '.', '_');
+    const std::string hint =
+        underscored != prefix_ && present.count(underscored)
+            ? " (profile names write the size with '_' for '.': " + underscored + ")"
+            : " (--model NAME --model-size SIZE name NAME_SIZE)";
     throw Error(located(dir_.string(), 0, "",
-                        "no operator profiles " + prefix_ + "_mbs<M>_tp<T>_algo<A>.csv found"));
+                        "no operator profiles " + prefix_ + "_mbs<M>_tp<T>_algo<A>.csv found" +
+                            (have.empty() ? std::string("; it holds none")
+                                          : "; it holds profiles of " + have + hint)));
   }
 }
 
