@@ -20,6 +20,11 @@ scale 5 0.001 kj.csv    # energy in kilojoules
 scale 5 1000 mj.csv     # energy in millijoules
 scale 3 1000 khz.csv    # clocks in kHz
 bp=(--blocking-power 83.64)
+# Time and energy values swapped under their headers (issue 51.6: only the symptom was named).
+awk -F, 'BEGIN { OFS = "," } NR > 1 { t = $4; $4 = $5; $5 = t } { print }' "$tmp/p.csv" \
+  > "$tmp/swapped.csv"
+expect_error "(time and energy columns swapped? as written the row draws" \
+  profile check --profile "$tmp/swapped.csv"
 
 expect_error "ms.csv:2: field 'energy': average power" profile check --profile "$tmp/ms.csv"
 grep -qF "time in milliseconds, or energy in kilojoules?" "$tmp/stderr" || fail "no hint: $(cat "$tmp/stderr")"

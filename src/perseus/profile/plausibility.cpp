@@ -7,8 +7,15 @@ namespace perseus::profile {
 
 namespace {
 
-// The unit mistake that would explain an average power 1000 times too small or too large.
-std::string unit_hint(double power_w) {
+bool plausible_power(double watts) {
+  return watts >= kMinPowerW && watts <= kMaxPowerW;
+}
+
+// The mistake that would explain an average power out of range: time and energy swapped, or a
+// power 1000 times too small or too large.
+std::string unit_hint(double energy_j, double time_s) {
+  const double power_w = energy_j / time_s;
+  if (plausible_power(time_s / energy_j)) return "; time and energy columns swapped?";
   if (power_w < kMinPowerW) {
     return power_w * 1000.0 >= kMinPowerW ? "; time in milliseconds, or energy in kilojoules?" : "";
   }
@@ -27,10 +34,16 @@ double max_power(const Profile& profile) {
 
 std::string power_problem(double energy_j, double time_s) {
   const double power = energy_j / time_s;
-  if (power >= kMinPowerW && power <= kMaxPowerW) return "";
+  if (plausible_power(power)) return "";
   return "average power " + number(energy_j) + " J / " + number(time_s) + " s = " + number(power) +
          " W is outside " + number(kMinPowerW) + ".." + number(kMaxPowerW) +
-         " W for one GPU (time in seconds, energy in joules" + unit_hint(power) + ")";
+         " W for one GPU (time in seconds, energy in joules" + unit_hint(energy_j, time_s) + ")";
+}
+
+std::string swapped_columns_hint(double energy_j, double time_s) {
+  if (plausible_power(energy_j / time_s) || !plausible_power(time_s / energy_j)) return "";
+  return " (time and energy columns swapped? as written the row draws " +
+         number(energy_j / time_s) + " W, swapped " + number(time_s / energy_j) + " W)";
 }
 
 void check_plausible(const Profile& profile) {

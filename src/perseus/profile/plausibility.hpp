@@ -24,6 +24,10 @@ class ImplausibleInput : public Error {
 // unit mistake ("average power 1200 J / 0.01 s = 120000 W is outside ...; energy in
 // millijoules ...?").
 std::string power_problem(double energy_j, double time_s);
+// " (time and energy columns swapped? ...)" when the row's power is not one a GPU draws but would
+// be with time and energy swapped; else "". For errors whose symptom is something else (a row
+// slower at its highest clock).
+std::string swapped_columns_hint(double energy_j, double time_s);
 
 // Throws ImplausibleInput naming the first implausible row (source:line, field), its value and
 // the likely unit mistake. O(n log n) in the number of rows.

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <set>
 
+#include "perseus/profile/plausibility.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/text.hpp"
 
@@ -91,12 +92,12 @@ void check_monotone(const std::string& source, const Key& key,
       rows.begin(), rows.end(),
       [](const Measurement& a, const Measurement& b) { return a.frequency_mhz < b.frequency_mhz; });
   if (high->time_s <= low->time_s * (1.0 + kTimeNoise)) return;
-  throw SlowerAtHighestClock(
-      located(source, high->line, "time",
-              what(key.first, key.second) + " takes " + number(high->time_s) +
-                  " s at its highest clock " + std::to_string(high->frequency_mhz) +
-                  " MHz but only " + number(low->time_s) + " s at its lowest clock " +
-                  std::to_string(low->frequency_mhz) + " MHz" + line_note("", low->line)));
+  throw SlowerAtHighestClock(located(
+      source, high->line, "time",
+      what(key.first, key.second) + " takes " + number(high->time_s) + " s at its highest clock " +
+          std::to_string(high->frequency_mhz) + " MHz but only " + number(low->time_s) +
+          " s at its lowest clock " + std::to_string(low->frequency_mhz) + " MHz" +
+          line_note("", low->line) + swapped_columns_hint(high->energy_j, high->time_s)));
 }
 
 // A row measured as a difference from the row at its energy_pooling_reference_mhz shares that
