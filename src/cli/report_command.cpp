@@ -38,6 +38,7 @@ namespace fs = std::filesystem;
 using report::num;
 
 constexpr int kPipelines = 16;  // the published emulation's cluster, when the user gives none
+constexpr int kAssumedTensorParallel = 8;  // ... and its GPUs per stage
 
 plan::TimeEnergy time_energy(const plan::Evaluation& e) {
   return {e.time_s, e.energy_j};
@@ -195,8 +196,11 @@ report::ReportData report_data(const ReportArgs& a, const Inputs& in, const plan
   d.timeline = naming(plan_name(shown, fastest) + " on profile " + in.profile_label, [&] {
     return emulate::emulate(in.profile, in.schedule, f.plans[shown], in.blocking_power_w);
   });
-  d.cluster = cluster_spec(a.pipelines, a.gpus, a.tensor_parallel, f.num_stages, kPipelines);
   d.cluster_assumed = !a.pipelines && !a.gpus;
+  // As `emulate cluster`: one GPU per stage unless told, except in the assumed cluster.
+  const int tensor_parallel =
+      a.tensor_parallel.value_or(d.cluster_assumed ? kAssumedTensorParallel : 1);
+  d.cluster = cluster_spec(a.pipelines, a.gpus, tensor_parallel, f.num_stages, kPipelines);
   d.sweep = emulate::sweep_cluster(f, d.cluster, factors);
   return d;
 }
@@ -284,8 +288,9 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--measured", a->measured,
                   "NAME=run.json: a measured run (simulate-training --out) shown in a table; "
                   "repeat it, the first is the reference (e.g. all-max=allmax.json)");
-  cmd->add_option("--tensor-parallel", a->tensor_parallel, "Straggler sweep: GPUs per stage (T)")
-      ->capture_default_str();
+  cmd->add_option("--tensor-parallel", a->tensor_parallel,
+                  "Straggler sweep: GPUs per stage (T; default 1 as in emulate cluster, " +
+                      std::to_string(kAssumedTensorParallel) + " in the assumed cluster)");
   cmd->add_option("--factors", a->factors, "Straggler slowdowns: first:last:step or a,b,c")
       ->capture_default_str();
   cmd->add_option("--eta", a->eta, "Zeus cost weight of energy, in [0, 1]")->capture_default_str();

@@ -76,7 +76,7 @@ void check_options(const ReportArgs& a) {
   require(a.stages > 0, "--stages must be positive");
   require(a.microbatches > 0, "--microbatches must be positive");
   require(!a.pipelines || *a.pipelines > 0, "--pipelines must be positive");
-  require(a.tensor_parallel > 0, "--tensor-parallel must be positive");
+  require(!a.tensor_parallel || *a.tensor_parallel > 0, "--tensor-parallel must be positive");
   require(!a.out.empty() && !fs::is_directory(a.out),
           "--out " + a.out + " is a directory; give the HTML file to write, e.g. " + a.out +
               "/report.html");

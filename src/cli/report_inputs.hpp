@@ -18,8 +18,11 @@ struct ReportArgs {
   std::string profile, gpu = "a100", frontier, factors = "1.00:1.50:0.01";
   ScheduleOptions schedule;
   std::string out = "out/report/report.html", svg_dir;
-  int stages = 8, microbatches = 12, tensor_parallel = 8;
+  int stages = 8, microbatches = 12;
   std::optional<int> pipelines;  // the sweep's cluster: --pipelines or --gpus, else kPipelines
+  // ... x this many GPUs per stage: as emulate cluster, 1, except in the assumed cluster
+  // (kAssumedTensorParallel)
+  std::optional<int> tensor_parallel;
   std::optional<long> gpus;
   std::vector<std::string> measured;  // NAME=run.json (simulate-training --out)
   PlanChoice choice;                  // the plan of the timeline

@@ -47,6 +47,14 @@ for f in 1.00 1.20 1.50; do grep -q "<td>$f</td>" "$tmp/b/r.html" || fail "no sw
 "$perseus" report --profile "$tmp/p.csv" --frontier "$tmp/F" --index 0 --out "$tmp/c/r.html" \
   --quiet
 grep -q 'Timeline of Frontier plan #0<' "$tmp/c/r.html" || fail "--index 0 is not shown"
+# The user's cluster: --tensor-parallel defaults to 1, as in emulate cluster (issue 51.7: 8 here).
+"$perseus" report --profile "$tmp/p.csv" --frontier "$tmp/F" --index 0 --pipelines 4 \
+  --out "$tmp/e/r.html" --quiet
+grep -qF "4 data-parallel pipelines x 4 stages x 1-way tensor parallelism = 16 GPUs" \
+  "$tmp/e/r.html" || fail "--pipelines 4 without --tensor-parallel is not 1-way"
+"$perseus" emulate cluster --frontier "$tmp/F" --pipelines 4 --factors 1.1 > "$tmp/e/cluster"
+grep -qF "x 1-way tensor parallel = 16 GPUs" "$tmp/e/cluster" ||
+  fail "emulate cluster: $(cat "$tmp/e/cluster")"
 grep -q ">$tmp/F<" "$tmp/c/r.html" || fail "the page does not name the frontier"
 # --time T: the cheapest plan within T seconds (here: all of them).
 cheapest=$(awk -F, 'NR > 1 && (best == "" || $5 < e) { best = $1; e = $5 } END { print best }' \
