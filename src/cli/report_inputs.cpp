@@ -77,9 +77,13 @@ void check_options(const ReportArgs& a) {
   require(a.microbatches > 0, "--microbatches must be positive");
   require(!a.pipelines || *a.pipelines > 0, "--pipelines must be positive");
   require(!a.tensor_parallel || *a.tensor_parallel > 0, "--tensor-parallel must be positive");
-  require(!a.out.empty() && !fs::is_directory(a.out),
-          "--out " + a.out + " is a directory; give the HTML file to write, e.g. " + a.out +
-              "/report.html");
+  // A folder (one that exists, or a name ending in '/') is refused before any work.
+  const bool folder = !a.out.empty() && (fs::is_directory(a.out) || a.out.back() == '/');
+  std::string folder_name = a.out;
+  while (folder_name.size() > 1 && folder_name.back() == '/') folder_name.pop_back();
+  require(!a.out.empty() && !folder, "--out " + a.out +
+                                         " names a folder; give the HTML file to write, e.g. " +
+                                         folder_name + "/report.html");
 }
 
 Inputs load_inputs(const ReportArgs& a) {

@@ -93,7 +93,11 @@ expect_error "frontier $tmp/F has 4 stages but profile synthesized a100 (embedde
   report --frontier "$tmp/F" --stages 3 --out "$tmp/x/r.html"
 expect_error "--stages 3 does not match profile $tmp/p.csv" report --profile "$tmp/p.csv" \
   --stages 3 --blocking-power 80 --out "$tmp/x/r.html"
-expect_error "is a directory" report --out "$tmp/dir"
+expect_error "--out $tmp/dir names a folder; give the HTML file to write" report --out "$tmp/dir"
+# A folder that does not exist yet is refused before any work, and not made (issue 51.7).
+expect_error "--out $tmp/newdir/ names a folder; give the HTML file to write, e.g. $tmp/newdir/report.html" \
+  report --out "$tmp/newdir/"
+[[ ! -e $tmp/newdir ]] || fail "report made the folder it refused"
 expect_error "--schedule" report --schedule zigzag --out "$tmp/x/r.html"
 measured_error() {  # expected message, run file contents
   printf '%s\n' "$2" > "$tmp/bad.json"
