@@ -1,9 +1,11 @@
 #include "cli/common.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "perseus/baselines/envpipe.hpp"
@@ -61,6 +63,15 @@ void print_measurement_error(const profile::Profile& profile, const char* prefix
   for (const std::string& line : profile::describe(profile::measurement_error(profile))) {
     std::printf("%s%s\n", prefix, line.c_str());
   }
+}
+
+std::string token_from_file(const std::string& path) {
+  std::ifstream in(path);
+  std::string token;
+  require(in && std::getline(in, token), "--token-file: cannot read " + path);
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  require(!token.empty(), "--token-file: " + path + " has an empty first line");
+  return token;
 }
 
 ProfileRanges profile_ranges(const profile::Profile& prof) {

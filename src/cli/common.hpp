@@ -59,6 +59,10 @@ std::string uneven_clocks_note(const profile::Profile& profile);
 // The blocking power's plausibility against the profile (profile::check_blocking_power).
 void check_blocking_power(const profile::Profile& profile, double watts, bool allow_implausible);
 
+// The cluster token in a --token-file: its first line, trailing white space dropped. Throws
+// perseus::Error naming --token-file when it cannot be read or the line is empty.
+std::string token_from_file(const std::string& path);
+
 // Throws perseus::Error(what) unless ok.
 void require(bool ok, const std::string& what);
 

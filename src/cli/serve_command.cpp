@@ -52,16 +52,7 @@ void raise_open_file_limit() {
 
 // The cluster token: --token-file's first line, else $PERSEUS_TOKEN, else "" (none).
 std::string cluster_token(const ServeArgs& a) {
-  if (!a.token_file.empty()) {
-    std::ifstream in(a.token_file);
-    std::string token;
-    require(in && std::getline(in, token), "--token-file: cannot read " + a.token_file);
-    while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) {
-      token.pop_back();
-    }
-    require(!token.empty(), "--token-file: " + a.token_file + " has an empty first line");
-    return token;
-  }
+  if (!a.token_file.empty()) return token_from_file(a.token_file);
   const char* env = std::getenv("PERSEUS_TOKEN");
   return env ? env : "";
 }

@@ -34,7 +34,7 @@ constexpr int kMaxRanks = 512;  // processes this command forks at most
 constexpr int kGiveUpWindows = 3;
 
 struct SimulateArgs {
-  std::string server, profile, scheduler, scheduler_args, job_metadata, out, trace_dir;
+  std::string server, token_file, profile, scheduler, scheduler_args, job_metadata, out, trace_dir;
   ScheduleOptions schedule;
   int stages = 0, pipelines = 1, microbatches = 0, iterations = 20, max_iterations = 10000;
   int report_every = 5;
@@ -125,6 +125,7 @@ Setup make_setup(const SimulateArgs& a) {
   client::OptimizerOptions& o = s.job.optimizer;
   o.attribution = naming("--attribution", [&] { return client::parse_attribution(a.attribution); });
   o.server_url = a.server;
+  if (!a.token_file.empty()) o.token = token_from_file(a.token_file);
   o.report_every = a.report_every;
   o.strict = a.strict;
   o.scheduler = a.scheduler;
@@ -327,6 +328,8 @@ void add_simulate_command(CLI::App& app) {
       "Run a pipeline-parallel job on simulated GPUs (one process per rank) against a server");
   auto a = std::make_shared<SimulateArgs>();
   cmd->add_option("--server", a->server, "Control-plane server URL (http://host:port)")->required();
+  cmd->add_option("--token-file", a->token_file,
+                  "The server's cluster token: the file's first line (default: $PERSEUS_TOKEN)");
   cmd->add_option("--profile", a->profile,
                   "Stage profile CSV (default: the embedded synthesized A100 profile)");
   cmd->add_option("--stages", a->stages, "Pipeline stages (default: the profile's; 4 embedded)");

@@ -8,11 +8,11 @@ from conftest import PERSEUS
 from test_schedulers_online import make_frontier
 
 
-def simulate(url, tmp_path, microbatches=4, env=None):
+def simulate(url, tmp_path, microbatches=4, extra=()):
     return subprocess.run([PERSEUS, "simulate-training", "--server", url, "--stages", "4",
                            "--microbatches", str(microbatches), "--blocking-power", "83.64",
-                           "--iterations", "10", "--quiet", "--out", str(tmp_path / "run.json")],
-                          capture_output=True, text=True, timeout=120, env=env)
+                           "--iterations", "10", "--quiet", "--out", str(tmp_path / "run.json"),
+                           *extra], capture_output=True, text=True, timeout=120)
 
 
 def warnings(stderr):
@@ -54,10 +54,14 @@ def test_the_cause_comes_first_and_the_ranks_it_stopped_are_one_line(tmp_path):
 
 
 def test_a_missing_token_says_how_to_give_it(server_factory, tmp_path):
-    (tmp_path / "token").write_text("user-loop-token-0123456789")
+    """51.5 and 51.7: without the token, rank 0 says how to give it; simulate-training takes it
+    from --token-file (it had no option for it)."""
+    (tmp_path / "token").write_text("user-loop-token-0123456789\n")
     server = server_factory("all-max", {"microbatches": 4},
                             extra=["--token-file", str(tmp_path / "token")])
     run = simulate(server.url, tmp_path)
     assert run.returncode == 1, run.stderr
     first = warnings(run.stderr)[0]
     assert "HTTP 401" in first and "PERSEUS_TOKEN" in first, first
+    run = simulate(server.url, tmp_path, extra=["--token-file", str(tmp_path / "token")])
+    assert run.returncode == 0 and warnings(run.stderr) == [], run.stderr
