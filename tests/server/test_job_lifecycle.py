@@ -65,6 +65,9 @@ def running_job(server, **credentials):
                                  {"rank": rank, "dp_rank": 0, "pp_rank": rank, "tp_rank": 0,
                                   "available_frequencies": [1410]}, secret=secret, **credentials)
         assert status == 200, answer
+    # Its scheduler is made off the server's event loop once the last rank registered.
+    eventually(lambda: call(server, "GET", f"/jobs/{job_id}", **credentials)[1]["state"]
+               == "running")
     return job_id, secret
 
 

@@ -125,7 +125,7 @@ TEST(ClientOptimizer, FollowsTheServersSchedulesRoundByRound) {
   iterate(opt, 2);
   EXPECT_EQ(opt.round(), 1);
   EXPECT_TRUE(opt.done());
-  iterate(opt, 4);  // the final schedule: no more reports or fetches
+  iterate(opt, 4);  // the final schedule: its first window is reported, then nothing more
   ASSERT_EQ(opt.iterations().size(), 6u);
   EXPECT_NEAR(opt.iterations()[0].time_s, 0.012 + 0.032, 1e-12);
   EXPECT_NEAR(opt.iterations()[0].energy_j, 1.8 + 3.52, 1e-12);
@@ -135,7 +135,7 @@ TEST(ClientOptimizer, FollowsTheServersSchedulesRoundByRound) {
   EXPECT_EQ(server.targets(),
             (std::vector<std::string>{"POST /register_job", "POST /register_rank/job-7",
                                       "GET /schedule/job-7?rank=0&round=0", "POST /result/job-7",
-                                      "GET /schedule/job-7?rank=0&round=1"}));
+                                      "GET /schedule/job-7?rank=0&round=1", "POST /result/job-7"}));
   auto requests = server.http->requests();
   json job = json::parse(requests[0].body);
   EXPECT_EQ(job["scheduler"], "all-max");
@@ -143,9 +143,10 @@ TEST(ClientOptimizer, FollowsTheServersSchedulesRoundByRound) {
   EXPECT_EQ(job["world_size"], 1);
   json rank = json::parse(requests[1].body);
   EXPECT_EQ(rank["available_frequencies"], json({1000, 800, 600}));
-  ASSERT_EQ(server.results.size(), 1u);
+  ASSERT_EQ(server.results.size(), 2u);
   auto result = perseus::wire::parse_profiling_result(server.results[0]);
   EXPECT_EQ(result.round, 0);
+  EXPECT_EQ(perseus::wire::parse_profiling_result(server.results[1]).round, 1);
   ASSERT_EQ(result.iter_time.size(), 2u);
   EXPECT_NEAR(result.iter_time[1], 0.044, 1e-12);
   ASSERT_EQ(result.time_breakdown["forward"].size(), 2u);

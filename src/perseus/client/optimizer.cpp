@@ -45,7 +45,8 @@ struct PipelineFrequencyOptimizer::Impl {
   std::unique_ptr<ScheduleFollower> follower;  // the schedule in use (none: default clock)
   int next_round = 0;
   bool done = false, degraded = false;
-  bool job_failed = false;  // the server said so: no more exchanges
+  bool final_reported = false;  // the final plans' first window went to the server
+  bool job_failed = false;      // the server said so: no more exchanges
   bool limit_set = false;   // a schedule's power limit is set
 
   int report_every = 0;  // iterations per window: the schedule's, else opt.report_every
@@ -195,12 +196,27 @@ struct PipelineFrequencyOptimizer::Impl {
 
   void window_boundary() {
     WindowMeasurements m = close_window();
-    if (!session || done || job_failed) return;
+    if (!session || job_failed || (done && final_reported)) return;
     if (follower->schedule() && !degraded) {
       session->queue_result(std::move(m), follower->schedule()->round);
     }
     if (session->backing_off()) return;  // the circuit breaker is open: no request this window
+    if (done) return report_final();
     exchange();
+  }
+
+  // The final plans' first window, once, so that the job shows what they measured (saved);
+  // after it the client asks nothing more. A failure changes nothing the training runs: it is
+  // not retried.
+  void report_final() {
+    final_reported = true;
+    session->start_exchange();
+    try {
+      session->post_pending();
+      session->exchange_succeeded();
+    } catch (const ServerFailure&) {
+      session->exchange_failed();
+    }
   }
 
   // ---- following the schedule ----

@@ -11,11 +11,8 @@ bool plausible_power(double watts) {
   return watts >= kMinPowerW && watts <= kMaxPowerW;
 }
 
-// The mistake that would explain an average power out of range: time and energy swapped, or a
-// power 1000 times too small or too large.
-std::string unit_hint(double energy_j, double time_s) {
-  const double power_w = energy_j / time_s;
-  if (plausible_power(time_s / energy_j)) return "; time and energy columns swapped?";
+// The unit mistake that would explain an average power 1000 times too small or too large.
+std::string unit_hint(double power_w) {
   if (power_w < kMinPowerW) {
     return power_w * 1000.0 >= kMinPowerW ? "; time in milliseconds, or energy in kilojoules?" : "";
   }
@@ -37,7 +34,7 @@ std::string power_problem(double energy_j, double time_s) {
   if (plausible_power(power)) return "";
   return "average power " + number(energy_j) + " J / " + number(time_s) + " s = " + number(power) +
          " W is outside " + number(kMinPowerW) + ".." + number(kMaxPowerW) +
-         " W for one GPU (time in seconds, energy in joules" + unit_hint(energy_j, time_s) + ")";
+         " W for one GPU (time in seconds, energy in joules" + unit_hint(power) + ")";
 }
 
 std::string swapped_columns_hint(double energy_j, double time_s) {
@@ -60,7 +57,8 @@ void check_plausible(const Profile& profile) {
               ".." + std::to_string(kMaxClockMhz) + " MHz (clocks are in MHz)"));
     }
     if (const std::string problem = power_problem(m->energy_j, m->time_s); !problem.empty()) {
-      throw ImplausibleInput(located(profile.source(), m->line, "energy", problem));
+      throw ImplausibleInput(located(profile.source(), m->line, "energy",
+                                     problem + swapped_columns_hint(m->energy_j, m->time_s)));
     }
   }
 }

@@ -64,7 +64,7 @@ struct Round {
   // stragglers run their fastest plan while the others slow down. Pipelines that run the same
   // plans share them: a round holds, stores and serves each once, however many pipelines run it.
   std::map<int, std::shared_ptr<const StagePlans>> pipelines;
-  bool done = false;  // the final round: clients keep these plans and stop reporting
+  bool done = false;  // the final round: clients keep these plans, report one window, stop
   // Iterations per reporting window the clients are asked for (none: their own report_every).
   std::optional<int> report_every;
 };

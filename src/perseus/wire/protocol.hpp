@@ -66,7 +66,7 @@ struct FrequencySchedule {
   std::vector<std::pair<std::string, int>> frequencies;
   // Extensions.
   int round = 0;                        // which schedule of the job this is (0, 1, ...)
-  bool done = false;                    // the last schedule: keep it, stop reporting
+  bool done = false;                    // the last schedule: keep it, report it once, stop
   std::optional<double> power_limit_w;  // set the power limit instead of locking clocks
   // Iterations per reporting window from this schedule on (none: the client's own report_every);
   // 1..kMaxReportEvery. The profiler asks for more when windows are too short for the counter.
