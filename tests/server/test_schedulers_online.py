@@ -129,5 +129,15 @@ def test_a_frontier_job_run_until_done_ends_by_itself(server_factory, tmp_path):
     status, job = server.get(f"/jobs/{result['job_id']}")
     assert job["state"] == "done" and job["round"] == 3, job
     assert job["scheduler_status"]["measured_windows"] == 3, job["scheduler_status"]
+    # 51.2: no all-max round was measured, so the job shows what its plan was planned to save,
+    # labelled so (it showed "-").
+    assert job["energy_saving"] is None and job["last_results"]["round"] == 3, job
+    planned = job["scheduler_status"]["saving"]
+    assert planned > 0 and job["planned_energy_saving"] == planned, job
+    assert job["planned_slowdown"] == job["scheduler_status"]["slowdown"], job
+    status, page = server.get("/")
+    assert f"{100 * planned:.2f} % (planned)" in page, page
+    status, metrics = server.get("/metrics")
+    assert f'perseus_job_planned_energy_saving_ratio{{job="{result["job_id"]}"}}' in metrics
     status, answer = server.post(f"/straggler/{result['job_id']}", {"dp_rank": 0, "factor": 1.2})
     assert status == 409 and "is done" in answer["detail"], answer

@@ -207,8 +207,9 @@ std::unique_ptr<Job> ControlPlane::restore(const StoredJob& stored) {
     }
     const std::uint64_t bytes = Job::stored_memory_bytes(stored.info);
     if (memory_bytes_ + bytes > settings_.max_memory_bytes) {
-      throw Error("its " + memory_text(bytes) + " would take the jobs restored before it above this " +
-                  "server's --max-memory " + memory_text(settings_.max_memory_bytes));
+      throw Error("its " + memory_text(bytes) +
+                  " would take the jobs restored before it above this " + "server's --max-memory " +
+                  memory_text(settings_.max_memory_bytes));
     }
     auto job = std::make_unique<Job>(store_, stored, job_settings());
     const std::string state = job->state();
@@ -270,8 +271,8 @@ std::optional<Reply> ControlPlane::refuse_registration(const wire::JobInfo& info
   }
   if (memory_full()) {
     return too_many_requests(
-        "the job needs " + memory_text(bytes) + " of server memory (" + std::to_string(info.world_size) +
-        " ranks" +
+        "the job needs " + memory_text(bytes) + " of server memory (" +
+        std::to_string(info.world_size) + " ranks" +
         (instructions ? ", " + std::to_string(instructions) + " instructions a round" : "") +
         ") and the jobs held take " + memory_text(memory_bytes_) + " of its --max-memory " +
         memory_text(settings_.max_memory_bytes) +

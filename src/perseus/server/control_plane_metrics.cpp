@@ -56,6 +56,13 @@ void job_families(PrometheusText& out, const std::vector<JobSummary>& jobs) {
   per_job(out, jobs, "perseus_job_energy_saving_ratio", "gauge",
           "1 - energy of the last measured round / energy of the job's last all-max round",
           [](const JobSummary& j) { return j.measured.energy_saving(); });
+  per_job(out, jobs, "perseus_job_planned_energy_saving_ratio", "gauge",
+          "What the plans the job runs were planned to save against all-max (the planner's "
+          "evaluation; for a job that never measured an all-max round)",
+          [](const JobSummary& j) -> Maybe {
+            if (!j.planned) return std::nullopt;
+            return j.planned->energy_saving;
+          });
   per_job(out, jobs, "perseus_job_unmeasured_ranks", "gauge",
           "Ranks whose GPU energy counter did not change in the job's latest complete round",
           [](const JobSummary& j) -> Maybe {

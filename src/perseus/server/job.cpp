@@ -454,7 +454,8 @@ Reply Job::report_straggler(const json& report) {
                          : std::string("its scheduler is being made; retry in a moment")));
   }
   if (held_.back().plans.done) {
-    return conflict("job " + id_ + " is done: its ranks keep their final plans and ask for no "
+    return conflict("job " + id_ +
+                    " is done: its ranks keep their final plans and ask for no "
                     "more; register the job again to react to stragglers (the frontier "
                     "scheduler with done_after 0 never ends)");
   }

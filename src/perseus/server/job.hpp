@@ -98,6 +98,9 @@ struct JobSummary {
   bool stale = false;  // set by the control plane (ServerSettings::stale_after_s)
   std::size_t stragglers_reported = 0;
   JobMeasurements measured;
+  // What its plans were planned to save (Scheduler::planned_saving): shown, labelled planned,
+  // where no all-max round was measured.
+  std::optional<PlannedSaving> planned;
   // {"job_id", "state", ..., "energy_saving", "unmeasured_ranks", "last_results", "stale"}.
   nlohmann::json to_json() const;
 };

@@ -121,6 +121,7 @@ JobSummary Job::summary() const {
   s.idle_s = idle_s();
   s.stragglers_reported = stragglers_reported_;
   s.measured = measured_;
+  if (scheduler_) s.planned = scheduler_->planned_saving();
   return s;
 }
 
@@ -134,6 +135,8 @@ json JobSummary::to_json() const {
   if (!error.empty()) j["error"] = error;
   auto saving = measured.energy_saving();
   j["energy_saving"] = saving ? json(*saving) : json(nullptr);
+  j["planned_energy_saving"] = planned ? json(planned->energy_saving) : json(nullptr);
+  j["planned_slowdown"] = planned ? json(planned->slowdown) : json(nullptr);
   j["unmeasured_ranks"] = measured.unmeasured_ranks;
   if (const auto& last = measured.last) {
     json stages = json::array();

@@ -91,6 +91,13 @@ struct StageResult {
   std::vector<int> unmeasured_ranks;
 };
 
+// What the plans a scheduler serves were planned to save against running at full clock (all-max),
+// by the planner's evaluation: fractions.
+struct PlannedSaving {
+  double energy_saving = 0.0;
+  double slowdown = 0.0;
+};
+
 class Scheduler {
  public:
   virtual ~Scheduler() = default;
@@ -108,6 +115,9 @@ class Scheduler {
   // how many rounds came before. The server then keeps only such a job's latest rounds in its
   // store, and after a restart rebuilds the scheduler from its straggler reports and those.
   virtual bool history_free() const { return false; }
+  // What the plans of the latest round were planned to save (a frontier's evaluation of them);
+  // none when the scheduler does not know.
+  virtual std::optional<PlannedSaving> planned_saving() const { return std::nullopt; }
 };
 
 // Arguments that are valid on their own but cannot be judged without the job.

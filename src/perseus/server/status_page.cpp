@@ -30,10 +30,17 @@ std::string unmeasured(const nlohmann::json& job) {
          std::string(it->size() > 1 ? "s " : " ") + ranks + ")</span>";
 }
 
-// The job's saving against its own all-max round, or a dash.
+// The job's saving against its own all-max round, else what its plans were planned to save
+// (labelled so), else a dash.
 std::string saving(const nlohmann::json& job) {
-  if (!job.contains("energy_saving") || job["energy_saving"].is_null()) return "&ndash;";
-  return fixed(100.0 * job["energy_saving"].get<double>(), 2) + " %";
+  const auto shown = [&](const char* field) {
+    return job.contains(field) && !job[field].is_null();
+  };
+  if (shown("energy_saving")) return fixed(100.0 * job["energy_saving"].get<double>(), 2) + " %";
+  if (shown("planned_energy_saving")) {
+    return fixed(100.0 * job["planned_energy_saving"].get<double>(), 2) + " % (planned)";
+  }
+  return "&ndash;";
 }
 
 constexpr const char* kStyle = R"css(

@@ -65,6 +65,10 @@ class FrontierScheduler : public Scheduler {
     if (measured) ++measured_;
   }
 
+  std::optional<PlannedSaving> planned_saving() const override {
+    return PlannedSaving{query_->saving(others_), query_->slowdown(others_)};
+  }
+
   // Only when it never ends: then next() depends on the straggler reports alone.
   bool history_free() const override { return done_after_ == 0; }
 
