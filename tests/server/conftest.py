@@ -152,6 +152,32 @@ def self_signed_certificate(directory):
     return str(cert), str(key)
 
 
+def served_plans_run(server_factory, tmp_path, microbatches, exports):
+    """The README's served-plan loop: a synthetic 4-stage profile, its frontier, the plans that
+    `plan export` chooses with each of `exports` (option lists), served by `point-solution` after
+    one all-max warm-up round to a simulated job run --until-done. Returns (server, job status)."""
+    def run(*args):
+        subprocess.run([PERSEUS, *args], cwd=tmp_path, check=True, capture_output=True, text=True)
+
+    run("profile", "synth", "--gpu", "a100", "--stages", "4", "--out", "p.csv")
+    run("plan", "--profile", "p.csv", "--microbatches", str(microbatches), "--blocking-power",
+        "83.64", "--out-dir", "F", "--quiet")
+    for choice in exports:
+        run("plan", "export", "--frontier", "F", *choice, "--out-dir", "plans")
+    server = server_factory("point-solution", {"solution_path": str(tmp_path / "plans"),
+                                               "warmup_rounds": 1})
+    sim = subprocess.run([PERSEUS, "simulate-training", "--server", server.url, "--profile",
+                          str(tmp_path / "p.csv"), "--microbatches", str(microbatches),
+                          "--blocking-power", "83.64", "--until-done", "--counter", "ideal",
+                          "--quiet", "--out", str(tmp_path / "run.json")],
+                         capture_output=True, text=True, timeout=300)
+    assert sim.returncode == 0, sim.stderr
+    job_id = json.loads((tmp_path / "run.json").read_text())["job_id"]
+    status, job = server.get(f"/jobs/{job_id}")
+    assert status == 200, job
+    return server, job
+
+
 def raw_request(port, text):
     """Sends raw bytes on a fresh connection; returns the socket (not yet read)."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)

@@ -1,13 +1,11 @@
 """GET /metrics during a real simulated job (issue 14): Prometheus's own text parser
 (python3-prometheus-client) reads it, and the values agree with the job's results; the status
 page and /jobs show each job's saving and mark silent jobs stale."""
-import json
-import subprocess
 import time
 
 import pytest
 
-from conftest import PERSEUS
+from conftest import served_plans_run
 
 parser = pytest.importorskip("prometheus_client.parser",
                              reason="python3-prometheus-client is not installed")
@@ -28,24 +26,11 @@ def value(families, name, **labels):
 
 
 def test_metrics_agree_with_a_simulated_jobs_results(server_factory, tmp_path):
-    run = lambda *a: subprocess.run([PERSEUS, *a], cwd=tmp_path, check=True, capture_output=True,
-                                    text=True)
-    run("profile", "synth", "--gpu", "a100", "--stages", "4", "--out", "p.csv")
-    run("plan", "--profile", "p.csv", "--microbatches", "6", "--blocking-power", "83.64",
-        "--out-dir", "F", "--quiet")
-    run("plan", "export", "--frontier", "F", "--max-slowdown", "5%", "--out-dir", "plans")
-    run("plan", "export", "--frontier", "F", "--fastest", "--out-dir", "plans")
     # Round 0 runs all-max (warm-up), round 1 the first plan, round 2 the second, final one
     # (measured too: clients report the final plans' first window, then stop).
-    server = server_factory("point-solution", {"solution_path": str(tmp_path / "plans"),
-                                               "warmup_rounds": 1})
-    sim = subprocess.run([PERSEUS, "simulate-training", "--server", server.url, "--profile",
-                          str(tmp_path / "p.csv"), "--microbatches", "6", "--blocking-power",
-                          "83.64", "--until-done", "--counter", "ideal", "--quiet", "--out",
-                          str(tmp_path / "run.json")], capture_output=True, text=True, timeout=300)
-    assert sim.returncode == 0, sim.stderr
-    job_id = json.loads((tmp_path / "run.json").read_text())["job_id"]
-    status, job = server.get(f"/jobs/{job_id}")
+    server, job = served_plans_run(server_factory, tmp_path, 6,
+                                   [["--max-slowdown", "5%"], ["--fastest"]])
+    job_id = job["job_id"]
     assert job["state"] == "done" and job["all_max_round"] == 0 and job["last_results"]["round"] == 2
 
     text, families = scrape(server)

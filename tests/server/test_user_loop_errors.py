@@ -1,11 +1,10 @@
 """The loop a user runs fails loudly and says why (issue 51): a job whose instruction order does
 not match the served plan is refused at registration, naming both; the cause comes first in
 what simulate-training prints, the ranks it stopped collapsed into one line, with what to do."""
-import json
 import socket
 import subprocess
 
-from conftest import PERSEUS
+from conftest import PERSEUS, served_plans_run
 from test_schedulers_online import make_frontier
 
 
@@ -72,21 +71,7 @@ def test_a_single_plan_after_a_warm_up_shows_what_it_saved(server_factory, tmp_p
     """51.2: a point-solution job of one plan after an all-max warm-up round showed a 0.00 %
     saving: the clients stopped reporting at the final schedule, so the plan was never
     measured. Now they report the final plans' first window, and the job shows its saving."""
-    run = lambda *a: subprocess.run([PERSEUS, *a], cwd=tmp_path, check=True, capture_output=True,
-                                    text=True)
-    run("profile", "synth", "--gpu", "a100", "--stages", "4", "--out", "p.csv")
-    run("plan", "--profile", "p.csv", "--microbatches", "4", "--blocking-power", "83.64",
-        "--out-dir", "F", "--quiet")
-    run("plan", "export", "--frontier", "F", "--max-slowdown", "5%", "--out-dir", "plans")
-    server = server_factory("point-solution", {"solution_path": str(tmp_path / "plans"),
-                                               "warmup_rounds": 1})
-    sim = subprocess.run([PERSEUS, "simulate-training", "--server", server.url, "--profile",
-                          str(tmp_path / "p.csv"), "--microbatches", "4", "--blocking-power",
-                          "83.64", "--until-done", "--counter", "ideal", "--quiet", "--out",
-                          str(tmp_path / "run.json")], capture_output=True, text=True, timeout=300)
-    assert sim.returncode == 0, sim.stderr
-    job_id = json.loads((tmp_path / "run.json").read_text())["job_id"]
-    status, job = server.get(f"/jobs/{job_id}")
+    _, job = served_plans_run(server_factory, tmp_path, 4, [["--max-slowdown", "5%"]])
     assert job["state"] == "done" and job["all_max_round"] == 0, job
     assert job["last_results"]["round"] == 1, job
     assert 0.05 < job["energy_saving"] < 0.5, job
