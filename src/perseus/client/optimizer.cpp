@@ -47,7 +47,7 @@ struct PipelineFrequencyOptimizer::Impl {
   bool done = false, degraded = false;
   bool final_reported = false;  // the final plans' first window went to the server
   bool job_failed = false;      // the server said so: no more exchanges
-  bool limit_set = false;   // a schedule's power limit is set
+  bool limit_set = false;       // a schedule's power limit is set
 
   int report_every = 0;  // iterations per window: the schedule's, else opt.report_every
 
