@@ -84,10 +84,15 @@ TlsSocket::~TlsSocket() {
   SSL_free(ssl_);
 }
 
-TlsSocket::Step TlsSocket::handshake_step() {
+template <class Call>
+TlsSocket::Step TlsSocket::step_of(Call call) {
   ERR_clear_error();
   errno = 0;
-  Step step = after(SSL_do_handshake(ssl_));
+  return after(call());
+}
+
+TlsSocket::Step TlsSocket::handshake_step() {
+  Step step = step_of([this] { return SSL_do_handshake(ssl_); });
   if (step.ec) discard_received();
   return step;
 }
@@ -99,22 +104,21 @@ void TlsSocket::discard_received() {
   }
 }
 
-TlsSocket::Step TlsSocket::read_step(boost::asio::mutable_buffer buffer) {
+template <class Buffer, class Transfer>
+TlsSocket::Step TlsSocket::move_bytes(Buffer buffer, Transfer transfer) {
   if (buffer.size() == 0) return {};
-  ERR_clear_error();
-  errno = 0;
   std::size_t n = 0;
-  if (SSL_read_ex(ssl_, buffer.data(), buffer.size(), &n) == 1) return {Step::Wait::none, {}, n};
-  return after(0);
+  Step step = step_of([&] { return transfer(ssl_, buffer.data(), buffer.size(), &n); });
+  if (step.wait == Step::Wait::none && !step.ec) step.bytes = n;
+  return step;
+}
+
+TlsSocket::Step TlsSocket::read_step(boost::asio::mutable_buffer buffer) {
+  return move_bytes(buffer, SSL_read_ex);
 }
 
 TlsSocket::Step TlsSocket::write_step(boost::asio::const_buffer buffer) {
-  if (buffer.size() == 0) return {};
-  ERR_clear_error();
-  errno = 0;
-  std::size_t n = 0;
-  if (SSL_write_ex(ssl_, buffer.data(), buffer.size(), &n) == 1) return {Step::Wait::none, {}, n};
-  return after(0);
+  return move_bytes(buffer, SSL_write_ex);
 }
 
 void TlsSocket::send_close_notify() {

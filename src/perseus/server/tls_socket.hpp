@@ -135,10 +135,17 @@ class TlsSocket {
     return std::decay_t<decltype(*boost::asio::buffer_sequence_begin(buffers))>();
   }
 
-  Step after(int result);
+  // Moves `buffer`'s bytes with SSL_read_ex or SSL_write_ex (`transfer`).
+  template <class Buffer, class Transfer>
+  Step move_bytes(Buffer buffer, Transfer transfer);
+  // The Step of an OpenSSL call: `call` runs with OpenSSL's error queue and errno cleared, and
+  // returns what the call returned.
+  template <class Call>
+  Step step_of(Call call);
+  Step after(int result);  // the Step for an OpenSSL call that returned `result`
   // Reads and drops what the peer has sent (at most 64 KB) after a failed handshake, so that
   // closing does not reset the connection before the peer has read OpenSSL's alert.
-  void discard_received();  // the Step for an OpenSSL call that returned `result`
+  void discard_received();
 
   tcp::socket socket_;
   SSL* ssl_ = nullptr;
