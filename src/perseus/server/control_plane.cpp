@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 #include <optional>
+#include <utility>
 
 #include "perseus/server/auth.hpp"
 #include "perseus/server/status_page.hpp"
@@ -388,9 +389,11 @@ std::string ControlPlane::expired(const Job& job) const {
 }
 
 void ControlPlane::tick() {
-  for (auto& [id, job] : jobs_) {
-    job->retry_store();
-    if (job->ready_to_start()) start(*job);  // its earlier try found the renderer busy
+  for (auto& [id, job] : jobs_) job->retry_store();
+  // The starts the renderer was too busy to take (a job deleted meanwhile is gone).
+  for (const std::string& id : std::exchange(deferred_starts_, {})) {
+    Job* job = find(id);
+    if (job && job->ready_to_start()) start(*job);
   }
   expire_jobs();
 }
@@ -419,7 +422,11 @@ void ControlPlane::start(Job& job) {
       [this, id = job.id(), made](const Reply&) {
         Job* job = find(id);  // deleted meanwhile: nothing to start
         if (!job) return;
-        if (!made->scheduler && made->error.empty()) return job->stop_starting();  // busy
+        if (!made->scheduler && made->error.empty()) {  // the renderer was busy: tick() retries
+          job->stop_starting();
+          deferred_starts_.insert(id);
+          return;
+        }
         job->start(std::move(made->scheduler), made->error);
       });
 }

@@ -102,7 +102,8 @@ class ControlPlane {
 
   std::size_t num_jobs() const { return jobs_.size(); }
   // What the transport calls a few times a second: jobs retry their failed store writes
-  // (Job::retry_store), and expired ones are deleted (expire_jobs).
+  // (Job::retry_store), starts the renderer was busy for are tried again (start), and expired
+  // jobs are deleted (expire_jobs).
   void tick();
   // DELETE /jobs/{id} and `perseus serve delete-job`: deletes the job from the store and the
   // server (its waiting ranks get 404); a registering or running one only with `force` (409
@@ -184,6 +185,7 @@ class ControlPlane {
   // ranks would act on it), also when its id's clock second repeats (a clock set back).
   std::map<std::string, std::chrono::steady_clock::time_point> retired_;
   std::set<std::string> registering_;        // ids of jobs whose scheduler is being checked
+  std::set<std::string> deferred_starts_;    // ids of jobs start() found the renderer busy for
   std::uint64_t expired_ = 0, deleted_ = 0;  // jobs removed by expiry, by DELETE
   std::uint64_t memory_bytes_ = 0;           // Job::memory_bytes of all jobs
 };
