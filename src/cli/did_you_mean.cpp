@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "perseus/util/text.hpp"
+
 namespace perseus::cli {
 
 namespace {
@@ -102,10 +104,8 @@ std::string unknown_word(CLI::App& app, int argc, char** argv) {
     }
     const std::vector<std::string> subcommands = subcommand_names(*current);
     if (!subcommands.empty() && !chose_subcommand) {
-      std::string choices;
-      for (const auto& name : subcommands) choices += (choices.empty() ? "" : ", ") + name;
       return unknown("command", word, *current, closest_name(word, subcommands),
-                     "the commands are " + choices);
+                     "the commands are " + join(subcommands));
     }
     chose_subcommand = true;  // a positional argument
   }

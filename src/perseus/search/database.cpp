@@ -8,6 +8,7 @@
 #include "perseus/util/csv.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
+#include "perseus/util/text.hpp"
 
 namespace perseus::search {
 
@@ -156,8 +157,7 @@ void Database::scan(std::vector<ProfileFile>& profiles,
         present.insert(name.substr(0, at));
       }
     }
-    std::string have;
-    for (const auto& prefix : present) have += (have.empty() ? "" : ", ") + prefix;
+    const std::string have = join({present.begin(), present.end()});
     std::string underscored = prefix_;  // "gpt_1.3B" -> "gpt_1_3B", as the file names write it
     std::replace(underscored.begin(), underscored.end(), '.', '_');
     const std::string hint =

@@ -209,7 +209,7 @@ std::unique_ptr<Job> ControlPlane::restore(const StoredJob& stored) {
     const std::uint64_t bytes = Job::stored_memory_bytes(stored.info);
     if (memory_bytes_ + bytes > settings_.max_memory_bytes) {
       throw Error("its " + memory_text(bytes) +
-                  " would take the jobs restored before it above this " + "server's --max-memory " +
+                  " would take the jobs restored before it above this server's --max-memory " +
                   memory_text(settings_.max_memory_bytes));
     }
     auto job = std::make_unique<Job>(store_, stored, job_settings());
