@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "perseus: error: %s\n", e.what());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "perseus: internal error: %s\n", e.what());
+    std::fprintf(stderr, "perseus: internal error: %s\n", perseus::reason_of(e).c_str());
     return 2;
   }
   return 0;

@@ -1,6 +1,7 @@
 """Fault handling of the control-plane server: crashes, disconnects, repeated and bad requests,
 failing schedulers. The server must never hang a job, lose an acknowledged result or go down."""
 import json
+import resource
 import threading
 import time
 import urllib.error
@@ -273,4 +274,42 @@ def test_scheduler_failing_on_results_reaches_waiting_ranks(server_factory):
         urllib.request.urlopen(f"{server.url}/schedule/{job_id}?rank=1&round=1", timeout=10)
     assert answered.value.code == 500
     assert answered.value.headers.get("X-Perseus-Job-Failed") == "1"
+    assert server.alive()
+
+
+def memory_in_use(pid):
+    """The process's data segment (what RLIMIT_DATA bounds), in bytes."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmData:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmData in /proc/PID/status")
+
+
+def test_a_job_that_runs_out_of_memory_at_its_start_fails_with_the_reason(server_factory):
+    """Issue 50.12: a job whose start (its scheduler and first round, 2^18 instructions a
+    stage-pair here) runs out of memory half way fails with the reason and holds nothing; the
+    server goes on serving. The memory runs out because the test lowers the server's data limit
+    (prlimit) after the registration was checked and before the last rank starts the job."""
+    server = server_factory("all-max", {"microbatches": 2})
+    pid = server.proc.pid
+    big = server.register_job(pp=8, scheduler_args={"microbatches": 32768})
+    for rank in range(7):
+        assert server.post(f"/register_rank/{big}", rank_info(rank, 8))[0] == 200
+    soft, hard = resource.prlimit(pid, resource.RLIMIT_DATA)
+    resource.prlimit(pid, resource.RLIMIT_DATA, (memory_in_use(pid) + (16 << 20), hard))
+    try:
+        assert server.post(f"/register_rank/{big}", rank_info(7, 8))[0] == 200
+        for _ in range(600):
+            status, job = server.get(f"/jobs/{big}")
+            if status == 200 and job["state"] != "registering":
+                break
+            time.sleep(0.05)
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_DATA, (soft, hard))
+    assert job["state"] == "failed" and "out of memory" in job["error"], job
+    status, answer = server.get(f"/schedule/{big}?rank=0")
+    assert status == 500 and "out of memory" in answer["detail"], answer
+    small = server.register_job(pp=2)
+    server.register_ranks(small, pp=2)
+    assert all(status == 200 for status, _ in server.schedules(small, [0, 1]).values())
     assert server.alive()

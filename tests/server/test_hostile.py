@@ -580,3 +580,46 @@ def test_a_job_makes_its_scheduler_off_the_event_loop(server, tmp_path):
             break
         time.sleep(0.05)
     assert job["state"] == "running" and job["round"] == 0, job
+
+
+def thread_cpu_ticks(pid):
+    """{thread name: CPU ticks (user + system)} of a process's threads, summed by name."""
+    ticks = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            name = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
+            fields = open(f"/proc/{pid}/task/{tid}/stat").read().rsplit(")", 1)[1].split()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        key = "event loop" if int(tid) == pid else name
+        ticks[key] = ticks.get(key, 0) + int(fields[11]) + int(fields[12])
+    return ticks
+
+
+def test_large_answers_are_built_off_the_event_loop(server):
+    """Issue 50.8: /metrics, /jobs and the status page are built on the renderer thread, not on
+    the event loop (where every other request would wait for them): over 30 such answers for
+    1,500 jobs, the renderer thread (named perseus-render) spends more CPU time than the event
+    loop, which only copies what they show and writes them. (Before, there was no renderer
+    thread.)"""
+    job = json.dumps({"job_id": "", "pp_degree": 8, "dp_degree": 1, "tp_degree": 1,
+                      "world_size": 8, "job_metadata": None}).encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        reader = sock.makefile("rb")
+        for _ in range(1500):  # one keep-alive connection: registering is the cheap part
+            sock.sendall(b"POST /register_job HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                         + str(len(job)).encode() + b"\r\n\r\n" + job)
+            assert reader.readline().startswith(b"HTTP/1.1 200")
+            length = 0
+            while (line := reader.readline()) != b"\r\n":
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            reader.read(length)
+    before = thread_cpu_ticks(server.proc.pid)
+    assert "perseus-render" in before, before
+    for _ in range(10):
+        for path in ("/metrics", "/jobs", "/"):
+            assert server.get(path)[0] == 200
+    after = thread_cpu_ticks(server.proc.pid)
+    spent = {name: after[name] - before.get(name, 0) for name in after}
+    assert spent["perseus-render"] > spent["event loop"], spent

@@ -225,7 +225,7 @@ std::unique_ptr<Job> ControlPlane::restore(const StoredJob& stored) {
               std::to_string(stored.rounds.size()) + " rounds replayed)");
     return job;
   } catch (const std::exception& e) {
-    std::string reason = "stored job cannot be restored: " + printable(e.what());
+    std::string reason = "stored job cannot be restored: " + printable(reason_of(e));
     log::error("job " + stored.job_id + ": " + reason);
     return Job::unusable(store_, stored, reason);
   }
@@ -334,8 +334,8 @@ void ControlPlane::register_job(const json& body, const Responder& respond) {
         try {
           answer = admit(id, info, *instructions);
         } catch (const std::exception& e) {
-          log::error("internal error registering job " + id + ": " + printable(e.what()));
-          answer = internal_error(std::string("internal error: ") + e.what());
+          log::error("internal error registering job " + id + ": " + printable(reason_of(e)));
+          answer = internal_error(std::string("internal error: ") + reason_of(e));
         }
         respond(answer);
       });
@@ -415,7 +415,7 @@ void ControlPlane::start(Job& job) {
         try {
           made->scheduler = make_scheduler(spec.first, spec.second);
         } catch (const std::exception& e) {
-          made->error = e.what();
+          made->error = reason_of(e);
         }
         return Reply{200};
       },
@@ -502,8 +502,8 @@ void ControlPlane::handle(const Request& request, Responder answer) {
     respond(unprocessable(e.what()));
   } catch (const std::exception& e) {
     log::error("internal error answering " + printable(request.method) + " " +
-               printable(request.target) + ": " + printable(e.what()));
-    respond(internal_error(std::string("internal error: ") + e.what()));
+               printable(request.target) + ": " + printable(reason_of(e)));
+    respond(internal_error(std::string("internal error: ") + reason_of(e)));
   }
 }
 
@@ -528,8 +528,8 @@ std::optional<Reply> ControlPlane::refuse_on_header(const Request& request) {
     return refused;
   } catch (const std::exception& e) {  // never admitted unchecked
     log::error("internal error checking " + printable(request.method) + " " +
-               printable(request.target) + ": " + printable(e.what()));
-    return internal_error(std::string("internal error: ") + e.what());
+               printable(request.target) + ": " + printable(reason_of(e)));
+    return internal_error(std::string("internal error: ") + reason_of(e));
   }
 }
 

@@ -1,5 +1,6 @@
 #include "perseus/server/http_server.hpp"
 
+#include <pthread.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -86,6 +87,8 @@ struct HttpServer::Impl {
       throw Error("cannot listen on " + address + ":" + std::to_string(port) + ": " + ec.message());
     }
     signals.async_wait([this](beast::error_code, int) { io.stop(); });
+    // Named so that `top -H` (and a test) tells the renderer's work from the event loop's.
+    asio::post(renderer, [] { pthread_setname_np(pthread_self(), "perseus-render"); });
     accept();
     sweep();
   }
@@ -121,7 +124,7 @@ struct HttpServer::Impl {
       try {
         reply = render();
       } catch (const std::exception& e) {
-        reply = internal_error(std::string("internal error: ") + e.what());
+        reply = internal_error(std::string("internal error: ") + reason_of(e));
       }
       asio::post(io, [this, reply = std::move(reply), respond = std::move(respond)] {
         --rendering;
@@ -291,7 +294,7 @@ void HttpServer::run() {
       impl_->io.run();
       return;
     } catch (const std::exception& e) {
-      log::error(std::string("request handling failed, serving on: ") + e.what());
+      log::error(std::string("request handling failed, serving on: ") + reason_of(e));
     }
   }
 }

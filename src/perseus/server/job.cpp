@@ -70,9 +70,11 @@ std::string Job::rank_problem(const wire::RankInfo& rank) const {
   return "";
 }
 
-int Job::registered() const {
-  return static_cast<int>(
-      std::count_if(ranks_.begin(), ranks_.end(), [](const auto& r) { return r.has_value(); }));
+void Job::set_rank(const wire::RankInfo& rank, const json& body) {
+  auto& slot = ranks_[static_cast<std::size_t>(rank.rank)];
+  if (!slot) ++registered_;
+  slot = rank;
+  rank_bodies_[static_cast<std::size_t>(rank.rank)] = body;
 }
 
 std::string Job::state() const {
@@ -116,8 +118,7 @@ Reply Job::register_rank(const wire::RankInfo& rank, const json& body) {
                     " is already registered with different information");
   }
   store_.add_rank(id_, rank.rank, body);
-  slot = rank;
-  rank_bodies_[static_cast<std::size_t>(rank.rank)] = body;
+  set_rank(rank, body);
   return {200, nullptr};
 }
 
@@ -194,7 +195,7 @@ bool Job::start_scheduler() {
     auto [name, spec] = start_spec();
     scheduler = make_scheduler(name, spec);
   } catch (const std::exception& e) {
-    error = e.what();
+    error = reason_of(e);
   }
   return install(std::move(scheduler), error);
 }
@@ -208,7 +209,7 @@ void Job::compute_round() {
                   " stages, the job has " + std::to_string(info_.pp_degree));
     }
   } catch (const std::exception& e) {
-    fail(std::string("scheduler '") + info_.scheduler.value_or("") + "' failed: " + e.what());
+    fail(std::string("scheduler '") + info_.scheduler.value_or("") + "' failed: " + reason_of(e));
     return;
   }
   unstored_ = std::move(round);
@@ -307,7 +308,7 @@ bool Job::persist(const std::string& what, const std::function<void()>& write) {
     next_store_try_ = now + kStoreRetryPeriod;
     return false;
   } catch (const std::exception& e) {  // out of memory: failed with the reason, never half-made
-    fail(what + " failed: " + e.what());
+    fail(what + " failed: " + reason_of(e));
     return false;
   }
   if (store_failing_since_) log::info("job " + id_ + ": the store works again (" + what + ")");
@@ -425,7 +426,7 @@ void Job::finish_round(int round) {
   try {
     scheduler_->observe(aggregate(round));
   } catch (const std::exception& e) {
-    fail(std::string("scheduler '") + info_.scheduler.value_or("") + "' failed: " + e.what());
+    fail(std::string("scheduler '") + info_.scheduler.value_or("") + "' failed: " + reason_of(e));
     return;
   }
   compute_round();

@@ -230,7 +230,9 @@ class Job {
   std::string schedule_text(int rank, int round,
                             std::map<const StagePlan*, std::string>& cache) const;
   std::vector<StageResult> aggregate(int round) const;
-  int registered() const;
+  int registered() const { return registered_; }
+  // Holds `rank` and its body; registered() counts it once.
+  void set_rank(const wire::RankInfo& rank, const nlohmann::json& body);
   // "<field>: N is out of range for world_size W".
   std::string rank_out_of_range(const std::string& field, int rank) const;
   // Why `rank` is not a rank of this job (rank or its pp/dp/tp ranks out of range); "" if it is.
@@ -245,6 +247,7 @@ class Job {
   mutable std::string known_secret_;  // the secret itself, once a request proved it
   std::vector<std::optional<wire::RankInfo>> ranks_;
   std::vector<nlohmann::json> rank_bodies_;
+  int registered_ = 0;  // ranks_ that hold a value
   std::unique_ptr<Scheduler> scheduler_;
   bool starting_ = false;          // start_spec was taken; start has not come yet
   std::deque<HeldRound> held_;     // rounds first_held_, first_held_ + 1, ...

@@ -71,8 +71,7 @@ void Job::restore_history(const StoredJob& stored) {
   for (const auto& body : stored.ranks) {
     auto rank = wire::parse_rank_info(body);
     if (auto problem = rank_problem(rank); !problem.empty()) throw Error("stored " + problem);
-    ranks_[static_cast<std::size_t>(rank.rank)] = rank;
-    rank_bodies_[static_cast<std::size_t>(rank.rank)] = body;
+    set_rank(rank, body);
   }
   error_ = stored.error;
   first_held_ = stored.first_round;
@@ -84,7 +83,7 @@ void Job::restore_history(const StoredJob& stored) {
     try {
       scheduler_->report_straggler(report);
     } catch (const std::exception& e) {
-      return fail("replaying round " + std::to_string(round) + ": " + e.what());
+      return fail("replaying round " + std::to_string(round) + ": " + reason_of(e));
     }
     ++stragglers_reported_;
   }
@@ -106,7 +105,7 @@ bool Job::replay_round(const StoredJob& stored, std::size_t index) {
       ++stragglers_reported_;
     }
   } catch (const std::exception& e) {
-    fail("replaying round " + std::to_string(r) + ": " + e.what());
+    fail("replaying round " + std::to_string(r) + ": " + reason_of(e));
     return false;
   }
   hold(round_from_json(stored.rounds[index]), stored.released[index]);
@@ -133,7 +132,7 @@ bool Job::replay_round(const StoredJob& stored, std::size_t index) {
   try {
     scheduler_->observe(aggregate(r));
   } catch (const std::exception& e) {
-    fail("replaying round " + std::to_string(r) + ": " + e.what());
+    fail("replaying round " + std::to_string(r) + ": " + reason_of(e));
     return false;
   }
   return true;

@@ -1,8 +1,14 @@
 #include "perseus/util/error.hpp"
 
 #include <cstdio>
+#include <new>
 
 namespace perseus {
+
+std::string reason_of(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e)) return "out of memory";
+  return e.what();
+}
 
 std::string located(const std::string& file, long line, const std::string& field,
                     const std::string& problem) {

@@ -17,6 +17,10 @@ class Error : public std::runtime_error {
 std::string located(const std::string& file, long line, const std::string& field,
                     const std::string& problem);
 
+// What an exception says, for a message: "out of memory" for std::bad_alloc (whose what() is
+// the bare "std::bad_alloc"), e.what() for any other.
+std::string reason_of(const std::exception& e);
+
 // A number as error messages show it (the shortest of %g's forms: "0.1", "1e+06").
 std::string number(double v);
 
