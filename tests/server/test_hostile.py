@@ -623,3 +623,17 @@ def test_large_answers_are_built_off_the_event_loop(server):
     after = thread_cpu_ticks(server.proc.pid)
     spent = {name: after[name] - before.get(name, 0) for name in after}
     assert spent["perseus-render"] > spent["event loop"], spent
+
+
+def test_a_job_plans_its_first_round_off_the_event_loop(server):
+    """Issue 50.4/50.14: the first round of a job at the schedule cap (8 stages x 32,768
+    microbatches, 2^18 pairs) is planned and written as text on the renderer thread, with its
+    scheduler; the event loop only stores it. (Before, the loop planned and wrote it: 0.3-0.6 s
+    in which no other request was answered.)"""
+    job_id = server.register_job(pp=8, scheduler="all-max", scheduler_args={"microbatches": 32768})
+    before = thread_cpu_ticks(server.proc.pid)
+    server.register_ranks(job_id, pp=8)
+    after = thread_cpu_ticks(server.proc.pid)
+    assert server.get(f"/jobs/{job_id}")[1]["state"] == "running"
+    spent = {name: after[name] - before.get(name, 0) for name in after}
+    assert spent["perseus-render"] > spent["event loop"], spent

@@ -16,13 +16,13 @@ TEST(StoreValueLimit, AValueTooLargeIsAFailedWriteAndNothingIsStored) {
   store.add_job("job", {{"world_size", 1}});
   const nlohmann::json big = {{"pad", std::string(kMaxStoredValueBytes, 'x')}};
   try {
-    store.add_round("job", 0, big);
+    store.add_round("job", 0, big.dump());
     FAIL() << "a round above the limit was stored";
   } catch (const StoreError& e) {
     EXPECT_NE(std::string(e.what()).find("cannot be stored"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(store.load("job").rounds.empty());
-  store.add_round("job", 0, {{"plans", nlohmann::json::array()}});
+  store.add_round("job", 0, R"({"plans": []})");
   ASSERT_EQ(store.load("job").rounds.size(), 1u);
   EXPECT_EQ(store.load("job").rounds[0], (nlohmann::json{{"plans", nlohmann::json::array()}}));
 }

@@ -403,10 +403,11 @@ void ControlPlane::start(Job& job) {
   try {
     spec = job.start_spec();
   } catch (const Error& e) {
-    return job.start(nullptr, e.what());
+    return job.start(nullptr, std::nullopt, e.what());
   }
   struct Made {
     std::unique_ptr<Scheduler> scheduler;
+    std::optional<MadeRound> first;
     std::string error;
   };
   auto made = std::make_shared<Made>();
@@ -414,7 +415,9 @@ void ControlPlane::start(Job& job) {
       [made, spec = std::move(spec)] {
         try {
           made->scheduler = make_scheduler(spec.first, spec.second);
+          made->first = made_round(made->scheduler->next());
         } catch (const std::exception& e) {
+          made->scheduler.reset();
           made->error = reason_of(e);
         }
         return Reply{200};
@@ -427,7 +430,7 @@ void ControlPlane::start(Job& job) {
           deferred_starts_.insert(id);
           return;
         }
-        job->start(std::move(made->scheduler), made->error);
+        job->start(std::move(made->scheduler), std::move(made->first), made->error);
       });
 }
 
@@ -649,7 +652,13 @@ void ControlPlane::route(const Request& request, const Responder& reply) {
     if (prefix == "/jobs/") {
       json status = job->status();
       status["stale"] = stale(*job);
-      return reply({200, std::move(status)});
+      // Its plans (megabytes for a large job) are written off the event loop.
+      return off_loop(
+          [status = std::move(status), plan = job->current_plan()]() mutable {
+            if (plan) status["current_plan"] = round_to_json(*plan);
+            return Reply{200, nullptr, status.dump(-1, ' ', false, json::error_handler_t::replace)};
+          },
+          reply);
     }
     if (prefix == wire::kSchedulePath) {
       auto rank = query_int(t, "rank");

@@ -173,8 +173,9 @@ std::pair<std::string, JobSpec> Job::start_spec() {
   return {info_.scheduler.value_or(""), std::move(spec)};
 }
 
-void Job::start(std::unique_ptr<Scheduler> scheduler, const std::string& error) {
-  if (install(std::move(scheduler), error)) compute_round();
+void Job::start(std::unique_ptr<Scheduler> scheduler, std::optional<MadeRound> first,
+                const std::string& error) {
+  if (install(std::move(scheduler), error)) compute_round(std::move(first));
 }
 
 bool Job::install(std::unique_ptr<Scheduler> scheduler, const std::string& error) {
@@ -200,10 +201,10 @@ bool Job::start_scheduler() {
   return install(std::move(scheduler), error);
 }
 
-void Job::compute_round() {
-  Round round;
+void Job::compute_round(std::optional<MadeRound> made) {
   try {
-    round = scheduler_->next();
+    if (!made) made = made_round(scheduler_->next());
+    const Round& round = made->plans;
     if (round.stages.size() != static_cast<std::size_t>(info_.pp_degree)) {
       throw Error("returned plans for " + std::to_string(round.stages.size()) +
                   " stages, the job has " + std::to_string(info_.pp_degree));
@@ -212,17 +213,17 @@ void Job::compute_round() {
     fail(std::string("scheduler '") + info_.scheduler.value_or("") + "' failed: " + reason_of(e));
     return;
   }
-  unstored_ = std::move(round);
+  unstored_ = std::move(made);
   store_next_round();
 }
 
 void Job::store_next_round() {
   const int index = computed();
   if (!persist("storing round " + std::to_string(index),
-               [&] { store_.add_round(id_, index, round_to_json(*unstored_)); })) {
+               [&] { store_.add_round(id_, index, unstored_->text); })) {
     return;
   }
-  hold(std::move(*unstored_), false);
+  hold(std::move(unstored_->plans), false);
   unstored_.reset();
   if (scheduler_->history_free()) compact_store();
   try_release(index);

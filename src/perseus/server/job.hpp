@@ -34,6 +34,13 @@ namespace perseus::server {
 // bool}: pipeline dp runs variants[i] (round_from_json also reads the older {"dp": [...]}).
 nlohmann::json round_to_json(const Round& round);
 Round round_from_json(const nlohmann::json& j);
+// A round a scheduler made, with its text as the store keeps it (round_to_json, dumped): made
+// together off the event loop for a job's first round, which takes long for a large job.
+struct MadeRound {
+  Round plans;
+  std::string text;
+};
+MadeRound made_round(Round plans);
 // The plan one rank runs: its pipeline's override if there is one, else its stage's plan.
 const StagePlan& plan_for(const Round& round, int dp_rank, int pp_rank);
 
@@ -131,9 +138,11 @@ class Job {
   // as starting (ready_to_start is false until start or stop_starting). Throws perseus::Error
   // when the ranks have no clock in common.
   std::pair<std::string, JobSpec> start_spec();
-  // Takes the scheduler made from start_spec and plans round 0; null: fails the job, the
+  // Takes the scheduler made from start_spec with its round 0 (`first`, made with it off the
+  // event loop: a large job's takes long) and serves that round; null: fails the job, the
   // scheduler's `error` the reason.
-  void start(std::unique_ptr<Scheduler> scheduler, const std::string& error);
+  void start(std::unique_ptr<Scheduler> scheduler, std::optional<MadeRound> first,
+             const std::string& error);
   // The scheduler could not be made now (no error of the job's): ready_to_start again.
   void stop_starting() { starting_ = false; }
   // Answers now or later (barrier); `respond` is called exactly once.
@@ -149,8 +158,10 @@ class Job {
   bool secret_matches(const std::string& secret) const;
   bool has_secret() const { return !secret_sha256_.empty(); }
   JobSummary summary() const;
-  // Everything GET /jobs/{id} shows: the summary's JSON and the job's details.
+  // What GET /jobs/{id} shows: the summary's JSON and the job's details, without its current
+  // plans, which current_plan copies (round_to_json writes them off the event loop).
   nlohmann::json status() const;
+  std::optional<Round> current_plan() const;
   // "registering", "running", "done" or "failed".
   std::string state() const;
   // Done or failed: no rank will be answered anything new.
@@ -210,7 +221,9 @@ class Job {
   // rounds); false when the job failed.
   bool start_scheduler();
   bool replay_round(const StoredJob& stored, std::size_t index);
-  void compute_round();
+  // Plans the next round (Scheduler::next, or `made` when it was made already), stores, holds
+  // and releases it; a scheduler that throws fails the job.
+  void compute_round(std::optional<MadeRound> made = std::nullopt);
   void finish_round(int round);
   bool already_acknowledged(const wire::ProfilingResult& result, int round) const;
   void try_release(int round);
@@ -249,9 +262,9 @@ class Job {
   std::vector<nlohmann::json> rank_bodies_;
   int registered_ = 0;  // ranks_ that hold a value
   std::unique_ptr<Scheduler> scheduler_;
-  bool starting_ = false;          // start_spec was taken; start has not come yet
-  std::deque<HeldRound> held_;     // rounds first_held_, first_held_ + 1, ...
-  std::optional<Round> unstored_;  // the next round, made, until the store took it
+  bool starting_ = false;              // start_spec was taken; start has not come yet
+  std::deque<HeldRound> held_;         // rounds first_held_, first_held_ + 1, ...
+  std::optional<MadeRound> unstored_;  // the next round, made, until the store took it
   // Since when the job's store writes fail (none: they do not), and when to try again.
   std::optional<std::chrono::steady_clock::time_point> store_failing_since_;
   std::chrono::steady_clock::time_point next_store_try_{};

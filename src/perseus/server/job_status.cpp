@@ -150,6 +150,11 @@ json JobSummary::to_json() const {
   return j;
 }
 
+std::optional<Round> Job::current_plan() const {
+  if (held_.empty()) return std::nullopt;
+  return held_.back().plans;
+}
+
 json Job::status() const {
   json j = summary().to_json();
   j["job_metadata"] = info_.job_metadata ? json(*info_.job_metadata) : json(nullptr);
@@ -158,7 +163,6 @@ json Job::status() const {
   if (!held_.empty()) {
     j["released"] = held_.back().released;
     j["results_in_round"] = held_.back().results_in;
-    j["current_plan"] = round_to_json(held_.back().plans);
   }
   if (measured_.all_max) j["all_max_round"] = measured_.all_max->round;
   if (scheduler_) j["scheduler_status"] = scheduler_->status();

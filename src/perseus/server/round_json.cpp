@@ -40,6 +40,11 @@ std::vector<StagePlan> stages_from_json(const json& j) {
 
 }  // namespace
 
+MadeRound made_round(Round plans) {
+  std::string text = round_to_json(plans).dump();
+  return {std::move(plans), std::move(text)};
+}
+
 json round_to_json(const Round& round) {
   json pipelines = json::object(), variants = json::array();
   std::map<const StagePlans*, std::size_t> index;  // a shared plan set -> its place in variants

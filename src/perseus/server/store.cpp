@@ -322,9 +322,8 @@ void Store::add_rank(const std::string& job_id, int rank, const nlohmann::json& 
         {rank});
 }
 
-void Store::add_round(const std::string& job_id, int round, const nlohmann::json& plans) {
-  write("INSERT INTO rounds (job_id, plans, round) VALUES (?1, ?2, ?3)", {job_id, plans.dump()},
-        {round});
+void Store::add_round(const std::string& job_id, int round, const std::string& plans) {
+  write("INSERT INTO rounds (job_id, plans, round) VALUES (?1, ?2, ?3)", {job_id, plans}, {round});
 }
 
 void Store::mark_released(const std::string& job_id, int round) {

@@ -82,7 +82,8 @@ class Store {
 
   void add_job(const std::string& job_id, const nlohmann::json& info);
   void add_rank(const std::string& job_id, int rank, const nlohmann::json& body);
-  void add_round(const std::string& job_id, int round, const nlohmann::json& plans);
+  // `plans`: the round as JSON text (round_to_json, dumped).
+  void add_round(const std::string& job_id, int round, const std::string& plans);
   void mark_released(const std::string& job_id, int round);
   void add_result(const std::string& job_id, int round, int rank, const nlohmann::json& body);
   void add_straggler(const std::string& job_id, int round, const nlohmann::json& body);
