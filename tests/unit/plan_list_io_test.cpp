@@ -17,8 +17,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string plan_error(const std::string& text, const std::string& source) {
-  return error_of([&] { parse_plan(text, source); });
+std::string plan_error(const std::string& text, const std::string& source,
+                       const std::vector<int>& stage_of_rank = {}) {
+  return error_of([&] { parse_plan(text, source, stage_of_rank); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -154,6 +155,46 @@ TEST(PlanIoZeus, MalformedPairsAreNamed) {
     EXPECT_CONTAINS(msg, expected);
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   }
+}
+
+// Zeus's per-rank file of 2 stages of 1F1B (2 microbatches): list r is its stage's list
+// (stage_of_each_list[r]); list `odd_rank`'s first clock differs.
+std::string zeus_rank_file(const std::vector<int>& stage_of_each_list, int odd_rank = -1) {
+  const std::vector<std::string> orders = {
+      "('forward', 1395), ('forward', 1395), "
+      "('backward', 1395), ('backward', 1395)",
+      "('forward', 1365), ('backward', 1365), "
+      "('forward', 1365), ('backward', 1365)"};
+  std::string text = "[\n";
+  for (std::size_t r = 0; r < stage_of_each_list.size(); ++r) {
+    std::string list = orders[static_cast<std::size_t>(stage_of_each_list[r])];
+    if (static_cast<int>(r) == odd_rank) list.replace(list.find("1395"), 4, "1380");
+    text += "[" + list + "],\n";
+  }
+  return text + "]\n";
+}
+
+TEST(PlanIoZeus, PerRankListsFoldIntoStagesByTheRanksStages) {
+  const FrequencyPlan stages = {{1395, 1395, 1395, 1395}, {1365, 1365, 1365, 1365}};
+  // Copies adjacent (Megatron's order), known or not; copies interleaved, known.
+  Plan adjacent = parse_plan(zeus_rank_file({0, 0, 1, 1}), "z.py", {0, 0, 1, 1});
+  Plan guessed = parse_plan(zeus_rank_file({0, 0, 0, 1, 1, 1}), "z.py");
+  Plan interleaved = parse_plan(zeus_rank_file({0, 1, 0, 1}), "z.py", {0, 1, 0, 1});
+  for (const Plan* p : {&adjacent, &guessed, &interleaved}) {
+    EXPECT_EQ(p->frequencies, stages);
+    EXPECT_EQ(p->num_stages, 2);
+    EXPECT_EQ(p->schedule, "1f1b");
+    EXPECT_EQ(p->num_microbatches, 2);
+  }
+}
+
+TEST(PlanIoZeus, CopiesOfAStageThatDifferAreNamed) {
+  EXPECT_CONTAINS(plan_error(zeus_rank_file({0, 0, 1, 1}, 1), "z.py", {0, 0, 1, 1}),
+                  "z.py: ranks 0 and 1 both run stage 0 but their lists differ; Perseus serves "
+                  "one plan per stage");
+  // Unknown ranks: the lists taken as stages are what is wrong.
+  EXPECT_CONTAINS(plan_error(zeus_rank_file({0, 0, 1, 1}, 1), "z.py"),
+                  "z.py: stage 2's instruction order is not that of 1f1b");
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
 
 #include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
@@ -185,36 +187,102 @@ class ListParser {
   Kind kind_ = Kind::kUnknown;
 };
 
-// A list-literal plan. Zeus's pairs name every instruction, which identifies the schedule; bare
-// clocks give the microbatch count (every stage runs 2M instructions) and no schedule.
-Plan plan_from_list(const std::string& text, const std::string& source) {
-  ListPlan list = ListParser(text, source).parse();
-  Plan plan;
-  plan.schedule.clear();
-  plan.num_stages = static_cast<int>(list.size());
+bool same_list(const std::vector<ListEntry>& a, const std::vector<ListEntry>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+    return x.instruction == y.instruction && x.mhz == y.mhz;
+  });
+}
+
+// One list per stage from one list per rank; `stage_of_rank` has one entry per list.
+ListPlan fold_copies(const ListPlan& list, const std::vector<int>& stage_of_rank,
+                     const std::string& source) {
+  const int stages = *std::max_element(stage_of_rank.begin(), stage_of_rank.end()) + 1;
+  ListPlan folded(static_cast<std::size_t>(stages));
+  std::vector<int> first(folded.size(), -1);  // the rank each stage's list came from
+  for (std::size_t rank = 0; rank < list.size(); ++rank) {
+    const auto stage = static_cast<std::size_t>(stage_of_rank[rank]);
+    if (first[stage] < 0) {
+      first[stage] = static_cast<int>(rank);
+      folded[stage] = list[rank];
+    } else if (!same_list(folded[stage], list[rank])) {
+      throw Error(source + ": ranks " + std::to_string(first[stage]) + " and " +
+                  std::to_string(rank) + " both run stage " + std::to_string(stage) +
+                  " but their lists differ; Perseus serves one plan per stage: give every " +
+                  "data- and tensor-parallel copy of a stage the same list");
+    }
+  }
+  return folded;
+}
+
+// The schedule Zeus's pairs name, stage by stage.
+schedule::Schedule identify_list(const ListPlan& list, const std::string& source) {
   std::vector<std::vector<schedule::InstructionType>> types(list.size());
   for (std::size_t s = 0; s < list.size(); ++s) {
-    std::vector<int> clocks;
     for (const auto& e : list[s]) {
-      clocks.push_back(e.mhz);
-      if (e.instruction.empty()) continue;
       try {
         types[s].push_back(schedule::parse_type(e.instruction));
       } catch (const Error& err) {
         throw Error(source + ": stage " + std::to_string(s) + ": " + err.what());
       }
     }
+  }
+  try {
+    return schedule::identify_schedule(types);
+  } catch (const Error& err) {
+    throw Error(source + ": " + err.what());
+  }
+}
+
+// Zeus's pairs: the lists folded into stages (parse_plan says how) and their schedule.
+std::pair<ListPlan, schedule::Schedule> zeus_stages(ListPlan list,
+                                                    const std::vector<int>& stage_of_rank,
+                                                    const std::string& source) {
+  const bool known = stage_of_rank.size() == list.size();
+  if (known) list = fold_copies(list, stage_of_rank, source);
+  try {
+    auto sched = identify_list(list, source);
+    return {std::move(list), std::move(sched)};
+  } catch (const Error&) {
+    if (known) throw;
+    for (std::size_t copies = 2; copies <= list.size() / 2; ++copies) {
+      if (list.size() % copies != 0) continue;
+      std::vector<int> blocks(list.size());
+      for (std::size_t rank = 0; rank < list.size(); ++rank) {
+        blocks[rank] = static_cast<int>(rank / copies);
+      }
+      try {
+        ListPlan folded = fold_copies(list, blocks, source);
+        auto sched = identify_list(folded, source);
+        return {std::move(folded), std::move(sched)};
+      } catch (const Error&) {  // not copies in blocks of this size
+      }
+    }
+    throw;
+  }
+}
+
+// A list-literal plan. Zeus's pairs name every instruction, which identifies the schedule; bare
+// clocks give the microbatch count (every stage runs 2M instructions) and no schedule.
+Plan plan_from_list(const std::string& text, const std::string& source,
+                    const std::vector<int>& stage_of_rank) {
+  ListPlan list = ListParser(text, source).parse();
+  std::optional<schedule::Schedule> named;
+  if (!list[0].empty() && !list[0][0].instruction.empty()) {
+    auto [stages, sched] = zeus_stages(std::move(list), stage_of_rank, source);
+    list = std::move(stages);
+    named = std::move(sched);
+  }
+  Plan plan;
+  plan.schedule.clear();
+  plan.num_stages = static_cast<int>(list.size());
+  for (const auto& stage : list) {
+    std::vector<int> clocks;
+    for (const auto& e : stage) clocks.push_back(e.mhz);
     plan.frequencies.push_back(std::move(clocks));
   }
-  if (!list[0].empty() && !list[0][0].instruction.empty()) {
-    schedule::Schedule sched;
-    try {
-      sched = schedule::identify_schedule(types);
-    } catch (const Error& err) {
-      throw Error(source + ": " + err.what());
-    }
-    plan.schedule = sched.name;
-    plan.num_microbatches = sched.num_microbatches;
+  if (named) {
+    plan.schedule = named->name;
+    plan.num_microbatches = named->num_microbatches;
     return plan;
   }
   std::size_t size = plan.frequencies[0].size();
@@ -323,19 +391,20 @@ ScheduleChoice plan_schedule(const Plan& plan, const ScheduleChoice& given,
   return choice;
 }
 
-Plan parse_plan(const std::string& text, const std::string& source) {
+Plan parse_plan(const std::string& text, const std::string& source,
+                const std::vector<int>& stage_of_rank) {
   std::size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') return plan_from_json(text, source);
   if (first != std::string::npos && (text[first] == '[' || text[first] == '#')) {
-    return plan_from_list(text, source);
+    return plan_from_list(text, source, stage_of_rank);
   }
   std::string line = first == std::string::npos ? "" : ":" + std::to_string(line_at(text, first));
   throw Error(source + line + ": unknown plan format (expected a perseus.plan/1 JSON object or a " +
               "freqs_pipeline list literal)");
 }
 
-Plan read_plan_file(const std::string& path) {
-  return parse_plan(read_file(path), path);
+Plan read_plan_file(const std::string& path, const std::vector<int>& stage_of_rank) {
+  return parse_plan(read_file(path), path, stage_of_rank);
 }
 
 }  // namespace perseus::plan

@@ -39,8 +39,17 @@ std::string plan_to_zeus_list(const FrequencyPlan& frequencies, const schedule::
 // Zeus pairs identify the schedule (schedule::identify_schedule); bare clocks leave `schedule`
 // empty and give num_microbatches when every stage has the same even number of clocks (2M).
 // Throws perseus::Error naming `source` and the problem.
-Plan parse_plan(const std::string& text, const std::string& source);
-Plan read_plan_file(const std::string& path);
+//
+// Zeus's PointSolution files hold one list per rank, so a stage with data- or tensor-parallel
+// copies appears once per copy; such a file is folded into one list per stage, and the copies of
+// a stage must hold the same list (Perseus serves one plan per stage). `stage_of_rank` (the stage
+// each rank runs) says which lists are copies when it has one entry per list. Otherwise, when the
+// lists taken as stages form no schedule, the copies are taken to be adjacent (Megatron's rank
+// order: tensor-parallel fastest, then data-parallel, then pipeline) in the smallest blocks of
+// equal lists that form one.
+Plan parse_plan(const std::string& text, const std::string& source,
+                const std::vector<int>& stage_of_rank = {});
+Plan read_plan_file(const std::string& path, const std::vector<int>& stage_of_rank = {});
 
 // The schedule a plan runs on. What the plan says wins; `given` (a user's choice; empty name or 0
 // microbatches: none) fills what it does not say and must agree with what it does; the schedule

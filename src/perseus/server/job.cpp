@@ -143,6 +143,9 @@ JobSpec job_spec(const std::string& id, const wire::JobInfo& info, const JobSett
   spec.pp_degree = info.pp_degree;
   spec.dp_degree = info.dp_degree;
   spec.tp_degree = info.tp_degree;
+  for (int rank = 0; rank < info.world_size; ++rank) {
+    spec.stage_of_rank.push_back(rank / std::max(1, info.dp_degree * info.tp_degree));
+  }
   spec.args = info.scheduler_args.value_or(json::object());
   spec.pipeline_order = job_pipeline_order(info);
   spec.output_dir = id.empty() ? settings.output : settings.output / id;
@@ -159,6 +162,8 @@ std::pair<std::string, JobSpec> Job::start_spec() {
   JobSpec spec = job_spec(id_, info_, settings_);
   std::set<int> common(ranks_[0]->available_frequencies.begin(),
                        ranks_[0]->available_frequencies.end());
+  for (const auto& rank : ranks_)
+    spec.stage_of_rank[static_cast<std::size_t>(rank->rank)] = rank->pp_rank;
   for (const auto& rank : ranks_) {
     std::set<int> mine(rank->available_frequencies.begin(), rank->available_frequencies.end());
     std::set<int> both;

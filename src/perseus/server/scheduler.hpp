@@ -34,6 +34,9 @@ struct JobSpec {
   int pp_degree = 1;
   int dp_degree = 1;
   int tp_degree = 1;
+  // The pipeline stage each rank runs: the ranks' own pp_rank once they registered, Megatron's
+  // order (tensor-parallel fastest, then data-parallel) before; empty for no particular job.
+  std::vector<int> stage_of_rank;
   // SM clocks (MHz) every rank of the job supports, highest first.
   std::vector<int> available_frequencies;
   nlohmann::json args = nlohmann::json::object();  // scheduler arguments

@@ -106,7 +106,7 @@ class PointSolution : public Scheduler {
 
   PlanRound load(const ArgReader& args, const fs::path& file, const JobSpec& job) const {
     const std::string source = file.string();
-    plan::Plan p = args.naming("solution_path", [&] { return plan::read_plan_file(source); });
+    plan::Plan p = args.naming("solution_path", [&] { return plan::read_plan_file(source, job.stage_of_rank); });
     const std::string where = context_ + ": " + source;
     PlanRound round{source, schedule_of(args, p, source, p.num_stages), p.frequencies};
     require_ranks(round.sched, job.pp_degree, where + ": the plan");
