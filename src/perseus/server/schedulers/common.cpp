@@ -230,9 +230,11 @@ bool lies_under(const std::filesystem::path& real, const std::filesystem::path& 
   return std::mismatch(top.begin(), top.end(), real.begin(), real.end()).first == top.end();
 }
 
+// `path` (relative: to `base`) unless it leads outside `root`, which `option` names; `advice`
+// follows the refusal.
 std::filesystem::path confined(const ArgReader& args, const char* name, const std::string& path,
                                const std::filesystem::path& base, const std::filesystem::path& root,
-                               const char* option) {
+                               const char* option, const std::string& advice = "") {
   namespace fs = std::filesystem;
   fs::path p(path);
   for (const auto& part : p) {
@@ -242,7 +244,7 @@ std::filesystem::path confined(const ArgReader& args, const char* name, const st
   std::error_code ec;
   fs::path real = fs::weakly_canonical(p, ec), top = fs::weakly_canonical(root, ec);
   if (ec || !lies_under(real, top)) {
-    args.fail(name, "'" + path + "' is outside " + option + " (" + top.string() + ")");
+    args.fail(name, "'" + path + "' is outside " + option + " (" + top.string() + ")" + advice);
   }
   return p;
 }
@@ -290,8 +292,12 @@ std::filesystem::path output_path(const ArgReader& args, const char* name, const
 
 std::filesystem::path data_path(const ArgReader& args, const char* name, const JobSpec& job) {
   namespace fs = std::filesystem;
-  const fs::path path =
-      confined(args, name, args.text(name), job.data_dir, job.data_dir, "the server's --data-dir");
+  const std::string given = args.text(name);
+  const fs::path path = confined(
+      args, name, given, job.data_dir, job.data_dir, "the server's --data-dir",
+      "; Zeus's server reads any path, Perseus's only those under --data-dir: start perseus serve "
+      "with --data-dir " +
+          fs::path(given).parent_path().string() + " (or a folder above it) to run this unchanged");
   std::error_code ec;
   const fs::path top = fs::weakly_canonical(job.data_dir, ec);
   if (!fs::is_directory(path, ec)) {
