@@ -84,7 +84,8 @@ std::string option_or_env(const std::string& option, const char* env, const std:
 // The default scheduler and its arguments: --scheduler/--scheduler-args, else Zeus's
 // ZEUS_PFO_SCHEDULER/ZEUS_PFO_SCHEDULER_ARGS.
 void default_scheduler(const ServeArgs& a, server::ServerSettings& settings) {
-  std::string name_from = "--scheduler", args_from = "--scheduler-args";
+  std::string& name_from = settings.scheduler_from;
+  std::string& args_from = settings.scheduler_args_from;
   settings.scheduler = option_or_env(a.scheduler, "ZEUS_PFO_SCHEDULER", "", name_from);
   std::string text = option_or_env(a.args, "ZEUS_PFO_SCHEDULER_ARGS", "{}", args_from);
   settings.scheduler_args = naming(args_from, [&] { return wire::parse_json(text); });

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import PERSEUS, Server
+from conftest import PERSEUS, Server, result_body
 
 
 
@@ -50,7 +50,14 @@ def test_zeus_environment_gives_the_default_scheduler(tmp_path):
     ("env", {"ZEUS_PFO_SCHEDULER": "PointSolution",
              "ZEUS_PFO_SCHEDULER_ARGS": '{"solution_path": "missing.py"}'},
      "field 'solution_path': names no file or directory"),
-    ("flags", ["--scheduler", "bogus"], "unknown scheduler 'bogus' (expected one of"),
+    ("flags", ["--scheduler", "bogus"], "--scheduler: unknown scheduler 'bogus' (expected one of"),
+    # 51.10: a bad default from Zeus's environment names the variable it came from.
+    ("env", {"ZEUS_PFO_SCHEDULER": "Bogus"}, "ZEUS_PFO_SCHEDULER: unknown scheduler 'Bogus'"),
+    ("env", {"ZEUS_PFO_SCHEDULER": "AllMaxFrequency", "ZEUS_PFO_SCHEDULER_ARGS": '{"x": 1}'},
+     "default scheduler arguments (ZEUS_PFO_SCHEDULER_ARGS): scheduler 'all-max': field 'x'"),
+    ("flags", ["--scheduler", "profiler", "--scheduler-args",
+               '{"microbatches": 2, "minimum_power_state": 900, "min_frequency": 900}'],
+     "field 'minimum_power_state': is Zeus's name for 'min_frequency': give one of them"),
 ])
 def test_bad_default_scheduler_stops_the_server_at_start(tmp_path, how, args, reason):
     argv = [PERSEUS, "serve", "--port", "0", "--store", str(tmp_path / "s.sqlite"),
@@ -66,3 +73,38 @@ def test_bad_default_scheduler_stops_the_server_at_start(tmp_path, how, args, re
     assert proc.stdout == ""  # never listened
     errors = [line for line in proc.stderr.splitlines() if line.startswith("perseus: error:")]
     assert len(errors) == 1 and reason in errors[0], proc.stderr
+
+
+def test_zeus_instruction_profiler_configuration_runs_unchanged(tmp_path):
+    """51.10: Zeus's InstructionProfiler configuration, from Zeus's environment variables: its
+    3D name, its argument names (warmup_step_ratio, minimum_power_state) and no microbatch
+    count, which Zeus's Perseus JobInfo sends with the job (num_microbatches). The profiler
+    sweeps the clocks down to minimum_power_state. (Before: "InstructionProfiler3D" unknown, the
+    argument names refused, microbatches required.)"""
+    env = {"ZEUS_PFO_SCHEDULER": "InstructionProfiler3D",
+           "ZEUS_PFO_SCHEDULER_ARGS": json.dumps({"warmup_step_ratio": 0.1,
+                                                  "minimum_power_state": 1395})}
+    server = Server(tmp_path, argv=[PERSEUS, "serve", "--port", "0", "--store",
+                                    str(tmp_path / "s.sqlite"), "--data-dir", str(tmp_path),
+                                    "--output-dir", str(tmp_path / "out")], env=env)
+    try:
+        job_id = server.register_job(pp=2, framework="megatron", model_name="gpt3",
+                                     partition_method="uniform", microbatch_size=1,
+                                     num_microbatches=2)
+        server.register_ranks(job_id, pp=2)
+        clocks = []
+        for round_ in range(4):
+            answers = server.schedules(job_id, [0, 1], round_=round_)
+            assert all(status == 200 for status, _ in answers.values()), answers
+            pairs = zeus_schedule_shape(answers[0][1], 0)
+            assert [name for name, _ in pairs] == ["forward", "forward", "backward", "backward"]
+            clocks.append(pairs[0][1])
+            if answers[0][1].get("done"):
+                break
+            for rank in (0, 1):
+                names = [name for name, _ in zeus_schedule_shape(answers[rank][1], rank)]
+                body = result_body(rank, names, iterations=10, round_=round_)
+                assert server.post(f"/result/{job_id}", body)[0] == 200
+        assert clocks[:2] == [1410, 1395], clocks  # swept down to minimum_power_state
+    finally:
+        server.kill()

@@ -175,7 +175,7 @@ ControlPlane::ControlPlane(ServerSettings settings)
     : settings_(std::move(settings)), store_(settings_.store_path) {
   if (!settings_.scheduler.empty()) {
     if (!known_scheduler(settings_.scheduler)) {
-      throw Error("--scheduler: unknown scheduler '" + settings_.scheduler + "' (" +
+      throw Error(settings_.scheduler_from + ": unknown scheduler '" + settings_.scheduler + "' (" +
                   scheduler_choices() + ")");
     }
     wire::JobInfo any;
@@ -183,9 +183,8 @@ ControlPlane::ControlPlane(ServerSettings settings)
     try {
       check_scheduler(settings_.scheduler, job_spec("", any, job_settings()), false);
     } catch (const Error& e) {
-      throw Error(std::string("default scheduler arguments (--scheduler-args or "
-                              "ZEUS_PFO_SCHEDULER_ARGS): ") +
-                  e.what());
+      throw Error("default scheduler arguments (" + settings_.scheduler_args_from +
+                  "): " + e.what());
     }
   }
   for (const auto& stored : store_.load()) add(restore(stored));

@@ -30,6 +30,8 @@ struct ServerSettings {
   std::string store_path = ":memory:";
   std::string scheduler;  // default scheduler for jobs that name none ("" = jobs must name one)
   nlohmann::json scheduler_args = nlohmann::json::object();
+  // Where the two came from, for errors: the options, or Zeus's ZEUS_PFO_SCHEDULER(_ARGS).
+  std::string scheduler_from = "--scheduler", scheduler_args_from = "--scheduler-args";
   std::filesystem::path output_dir = ".";  // schedulers write under output_dir/<job id>/
   std::filesystem::path data_dir = ".";    // and read files only under data_dir
   // The cluster token every request but /healthz must carry ("" = none: loopback only, for

@@ -148,6 +148,7 @@ JobSpec job_spec(const std::string& id, const wire::JobInfo& info, const JobSett
   }
   spec.args = info.scheduler_args.value_or(json::object());
   spec.pipeline_order = job_pipeline_order(info);
+  spec.num_microbatches = info.num_microbatches;
   spec.output_dir = id.empty() ? settings.output : settings.output / id;
   spec.output_root = settings.output;
   spec.data_dir = settings.data;

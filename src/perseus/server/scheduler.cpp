@@ -30,6 +30,7 @@ const std::vector<Entry>& registry() {
       {"PointSolution", schedulers::make_point_solution, true},
       {"PointSolution3D", schedulers::make_point_solution, true},
       {"InstructionProfiler", schedulers::make_profiler, true},
+      {"InstructionProfiler3D", schedulers::make_profiler, true},
       {"AllMaxFrequency", schedulers::make_all_max, true},
   };
   return entries;

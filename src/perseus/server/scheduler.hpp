@@ -43,6 +43,9 @@ struct JobSpec {
   // The order the job's ranks run, when the job registered it (wire::JobInfo::pipeline_order, a
   // framework adapter's): schedulers plan for it instead of a schedule their arguments name.
   std::optional<schedule::Schedule> pipeline_order;
+  // The job's own microbatch count (wire::JobInfo::num_microbatches): 1F1B with it when neither
+  // the arguments nor pipeline_order name the schedule.
+  std::optional<int> num_microbatches;
   // Where the scheduler writes its files (profiles, ...): the job's own folder, output_root (the
   // server's --output-dir) / job id. Relative "output" arguments resolve against it, and every
   // output must lie under it.

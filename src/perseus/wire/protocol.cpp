@@ -65,6 +65,7 @@ json to_json(const JobInfo& info) {
   if (info.scheduler) j["scheduler"] = *info.scheduler;
   if (info.scheduler_args) j["scheduler_args"] = *info.scheduler_args;
   if (info.pipeline_order) j["pipeline_order"] = *info.pipeline_order;
+  if (info.num_microbatches) j["num_microbatches"] = *info.num_microbatches;
   return j;
 }
 
@@ -137,6 +138,9 @@ JobInfo parse_job_info(const json& body) {
                       JsonFields::shown(*order));
     }
     info.pipeline_order = *order;
+  }
+  if (fields.optional(body, "num_microbatches")) {
+    info.num_microbatches = fields.int_field(body, "num_microbatches", 1);
   }
   return info;
 }

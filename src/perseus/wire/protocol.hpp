@@ -50,6 +50,9 @@ struct JobInfo {
   // for idle), as an array or an object keyed by rank. The server plans for this order; it parses
   // and checks it (schedule/schedule_file.hpp), the wire only checks its shape.
   std::optional<nlohmann::json> pipeline_order;
+  // Microbatches per iteration, as Zeus's Perseus JobInfo sends them: a 1F1B job that names no
+  // schedule otherwise (scheduler arguments, pipeline_order).
+  std::optional<int> num_microbatches;
 };
 
 struct RankInfo {

@@ -45,6 +45,12 @@ std::string ArgReader::path(const std::string& name) const {
   return JsonFields::child(parent_, name);
 }
 
+std::string ArgReader::alias(const std::string& name, const std::string& zeus_name) const {
+  if (!has(zeus_name)) return name;
+  if (has(name)) fail(zeus_name, "is Zeus's name for '" + name + "': give one of them");
+  return zeus_name;
+}
+
 void ArgReader::fail(const std::string& name, const std::string& problem) const {
   fields_.fail(path(name), problem);
 }
@@ -97,11 +103,17 @@ schedule::Schedule schedule_arg(const ArgReader& args, const JobSpec& job) {
   bool named = std::any_of(kScheduleArgs.begin(), kScheduleArgs.end(),
                            [&](const std::string& name) { return args.has(name); });
   if (job.pipeline_order && !named) return *job.pipeline_order;
+  if (job.num_microbatches && !named) {
+    return args.naming("num_microbatches", [&] {
+      return schedule::make_schedule_on_ranks("1f1b", job.pp_degree, *job.num_microbatches, 1);
+    });
+  }
   if (!named) {
     throw ScheduleNotNamed(args.context() +
                            ": field 'microbatches': missing (name the schedule: microbatches, "
                            "schedule, virtual_stages; or let the job register the order it runs, "
-                           "pipeline_order, as perseus.torch.attach does)");
+                           "pipeline_order, as perseus.torch.attach does, or its num_microbatches, "
+                           "as Zeus's Perseus JobInfo does)");
   }
   const int ranks = job.pp_degree;
   int microbatches = args.integer("microbatches", 1);

@@ -1,5 +1,6 @@
 // "point-solution": runs given plans, one round each (a plan file, or every `*.json`/`*.py` plan
-// of a directory in name order), after optional all-max warm-up rounds; the last plan is final.
+// of a directory in name order, or reversed), after optional all-max warm-up rounds; the last
+// plan is final. Zeus's argument names (its Perseus PointSolution's warmup_iters) are read too.
 #include <algorithm>
 #include <filesystem>
 
@@ -22,9 +23,14 @@ struct PlanRound {
 class PointSolution : public Scheduler {
  public:
   explicit PointSolution(const JobSpec& job) : context_(context_of("point-solution")) {
-    ArgReader args(context_, job.args, with_schedule_args({"solution_path", "warmup_rounds"}));
-    warmup_ = static_cast<std::size_t>(args.integer("warmup_rounds", 0, 0));
-    for (const auto& file : plan_files(args, job)) plans_.push_back(load(args, file, job));
+    ArgReader args(
+        context_, job.args,
+        with_schedule_args({"solution_path", "warmup_rounds", "warmup_iters", "reverse"}));
+    warmup_ =
+        static_cast<std::size_t>(args.integer(args.alias("warmup_rounds", "warmup_iters"), 0, 0));
+    auto files = plan_files(args, job);
+    if (args.boolean("reverse", false)) std::reverse(files.begin(), files.end());
+    for (const auto& file : files) plans_.push_back(load(args, file, job));
     if (warmup_ > 0) max_clock_ = max_clock(context_, job);
   }
 
@@ -106,7 +112,8 @@ class PointSolution : public Scheduler {
 
   PlanRound load(const ArgReader& args, const fs::path& file, const JobSpec& job) const {
     const std::string source = file.string();
-    plan::Plan p = args.naming("solution_path", [&] { return plan::read_plan_file(source, job.stage_of_rank); });
+    plan::Plan p = args.naming("solution_path",
+                               [&] { return plan::read_plan_file(source, job.stage_of_rank); });
     const std::string where = context_ + ": " + source;
     PlanRound round{source, schedule_of(args, p, source, p.num_stages), p.frequencies};
     require_ranks(round.sched, job.pp_degree, where + ": the plan");

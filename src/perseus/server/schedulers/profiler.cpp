@@ -62,9 +62,10 @@ constexpr double kRiseMargin = 0.02;
 
 // Available clocks within the bounds, highest first.
 std::vector<int> sweep_clocks(const ArgReader& args, const JobSpec& job) {
-  int lo = args.integer("min_frequency", 1, 1);
+  const std::string min_name = args.alias("min_frequency", "minimum_power_state");
+  int lo = args.integer(min_name, 1, 1);
   int hi = args.integer("max_frequency", 1, max_clock(args.context(), job));
-  if (lo > hi) args.fail("min_frequency", "must be <= max_frequency");
+  if (lo > hi) args.fail(min_name, "must be <= max_frequency");
   std::vector<int> clocks;
   for (int f : job.available_frequencies) {
     if (f >= lo && f <= hi) clocks.push_back(f);
@@ -72,8 +73,8 @@ std::vector<int> sweep_clocks(const ArgReader& args, const JobSpec& job) {
   std::sort(clocks.begin(), clocks.end(), std::greater<>());
   clocks.erase(std::unique(clocks.begin(), clocks.end()), clocks.end());
   if (clocks.empty()) {
-    args.fail("min_frequency", "leaves no available frequency up to max_frequency (" +
-                                   std::to_string(lo) + ".." + std::to_string(hi) + " MHz)");
+    args.fail(min_name, "leaves no available frequency up to max_frequency (" + std::to_string(lo) +
+                            ".." + std::to_string(hi) + " MHz)");
   }
   return clocks;
 }
@@ -112,16 +113,21 @@ struct Blocked {
 class Profiler : public Scheduler {
  public:
   explicit Profiler(const JobSpec& job) : context_(context_of("profiler")) {
-    ArgReader args(context_, job.args,
-                   with_schedule_args({"output", "patience", "rise_margin", "min_frequency",
-                                       "max_frequency", "skip_iterations", "target_stderr",
-                                       "max_windows", "min_window", "split_pooled"}));
+    ArgReader args(
+        context_, job.args,
+        with_schedule_args({"output", "patience", "rise_margin", "min_frequency", "max_frequency",
+                            "skip_iterations", "target_stderr", "max_windows", "min_window",
+                            "split_pooled", "minimum_power_state", "warmup_step_ratio"}));
     sched_ = schedule_arg(args, job);
     max_clock_ = max_clock(context_, job);
     clocks_ = sweep_clocks(args, job);
     stop_ = SweepStop(static_cast<std::size_t>(job.pp_degree), args.integer("patience", 1, 3),
                       args.number("rise_margin", non_negative, "a number >= 0", kRiseMargin));
     skip_ = static_cast<std::size_t>(args.integer("skip_iterations", 0, 1));
+    if (args.alias("skip_iterations", "warmup_step_ratio") == "warmup_step_ratio") {
+      skip_ratio_ = args.number(
+          "warmup_step_ratio", [](double v) { return v >= 0.0 && v < 1.0; }, "in [0, 1)");
+    }
     target_stderr_ = args.number("target_stderr", positive, "a number > 0", 0.01);
     max_windows_ = args.integer("max_windows", 1, 10);
     windows_ = WindowLength(args);
@@ -144,7 +150,7 @@ class Profiler : public Scheduler {
 
   void observe(const std::vector<StageResult>& results) override {
     if (done_) throw Error(context_ + ": results after the final round");
-    auto windows = summarize_all(context_, results, sched_, skip_);
+    auto windows = summarize_all(context_, results, sched_, skipped(results));
     for (const auto& w : windows)
       measured_s_ += w.iter_time_s / static_cast<double>(results.size());
     ++rounds_;
@@ -360,6 +366,14 @@ class Profiler : public Scheduler {
   int max_clock_ = 0;
   std::vector<int> clocks_;  // to sweep, highest first
   std::size_t skip_ = 1;
+  std::optional<double> skip_ratio_;  // Zeus's warmup_step_ratio: that share, at least one
+
+  // Iterations of each window left out as warm-up.
+  std::size_t skipped(const std::vector<StageResult>& results) const {
+    if (!skip_ratio_ || results.empty()) return skip_;
+    const auto n = static_cast<double>(results.front().iter_time.size());
+    return std::max<std::size_t>(1, static_cast<std::size_t>(n * *skip_ratio_));
+  }
   fs::path output_;
   SweepStop stop_;
   std::size_t measured_ = 0;

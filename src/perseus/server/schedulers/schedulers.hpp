@@ -46,6 +46,9 @@ class ArgReader {
 
   const std::string& context() const { return context_; }
   bool has(const std::string& name) const { return args_.contains(name); }
+  // `name`, or `zeus_name` when the arguments give Zeus's name for it instead (both: refused),
+  // so that a Zeus configuration runs unchanged.
+  std::string alias(const std::string& name, const std::string& zeus_name) const;
   // The raw value; throws "... field 'name': missing" when absent.
   const nlohmann::json& at(const std::string& name) const;
   // An integer >= min; `fallback` when absent (required when there is no fallback).
