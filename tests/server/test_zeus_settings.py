@@ -108,3 +108,27 @@ def test_zeus_instruction_profiler_configuration_runs_unchanged(tmp_path):
         assert clocks[:2] == [1410, 1395], clocks  # swept down to minimum_power_state
     finally:
         server.kill()
+
+
+@pytest.mark.parametrize("scheduler", ["zeus-global", "zeus-per-stage"])
+def test_a_power_limit_scheduler_is_refused_to_a_client_that_only_locks_clocks(tmp_path,
+                                                                               scheduler):
+    """51.11: Zeus's client (its JobInfo, no applies_power_limits) would lock clocks only and
+    never apply the limits these schedulers serve: its registration is refused, saying why and
+    what to run instead; Perseus's client says it applies them and is served limits. (Before,
+    Zeus's client ended "done" at a 200 W limit that was never applied.)"""
+    server = Server(tmp_path, scheduler=scheduler,
+                    scheduler_args={"microbatches": 2, "power_limits": [300, 200]})
+    try:
+        body = {"job_id": "", "pp_degree": 2, "dp_degree": 1, "tp_degree": 1, "world_size": 2,
+                "job_metadata": None}
+        status, answer = server.post("/register_job", body)
+        assert status == 422, answer
+        assert f"'{scheduler}' sets GPU power limits" in answer["detail"], answer
+        assert "run the job with Perseus's client" in answer["detail"], answer
+        job_id = server.register_job(pp=2, applies_power_limits=True)
+        server.register_ranks(job_id, pp=2)
+        answers = server.schedules(job_id, [0, 1])
+        assert all(answer["power_limit_w"] == 300 for _, answer in answers.values()), answers
+    finally:
+        server.kill()

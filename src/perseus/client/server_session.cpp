@@ -173,6 +173,7 @@ std::string ServerSession::register_job() {
   if (!opt_.scheduler.empty()) info.scheduler = opt_.scheduler;
   if (!opt_.scheduler_args.empty()) info.scheduler_args = opt_.scheduler_args;
   info.pipeline_order = opt_.pipeline_order;
+  info.applies_power_limits = true;  // FrequencyController::set_power_limit
   std::string id = call(true, wire::kRegisterJobPath, wire::to_json(info).dump(),
                         opt_.request_timeout_s, [](const json& answer) {
                           if (!answer.is_string() || answer.get<std::string>().empty()) {

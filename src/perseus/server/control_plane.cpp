@@ -318,12 +318,23 @@ void ControlPlane::register_job(const json& body, const Responder& respond) {
   registering_.insert(id);
   auto instructions = std::make_shared<std::size_t>(0);
   off_loop(
-      [name = *info.scheduler, spec = std::move(spec), instructions]() mutable {
+      [name = *info.scheduler, spec = std::move(spec), instructions,
+       applies = info.applies_power_limits]() mutable {
+        Round first;
         try {
-          *instructions = round_instructions(check_scheduler(name, std::move(spec), true)->next());
+          first = check_scheduler(name, std::move(spec), true)->next();
         } catch (const Error& e) {
           return unprocessable(std::string("field 'scheduler_args': ") + e.what());
         }
+        if (!applies && sets_power_limits(first)) {
+          return unprocessable(
+              "field 'scheduler': '" + name +
+              "' sets GPU power limits, which this job's client does not say it applies (Zeus's "
+              "client locks clocks only: the job would train at its default clocks while the "
+              "server reports a limit); run the job with Perseus's client (perseus.Client, a "
+              "framework adapter, simulate-training), or choose a clock scheduler");
+        }
+        *instructions = round_instructions(first);
         return Reply{200};
       },
       [this, id, info, respond, instructions](const Reply& checked) {

@@ -53,6 +53,8 @@ inline constexpr std::uint64_t kJobBytesPerInstruction = 128;
 std::uint64_t job_memory_bytes(long world_size, std::size_t instructions);
 // The instructions a round holds: its stages' plans and each distinct plan set of its pipelines.
 std::size_t round_instructions(const Round& round);
+// Whether some plan of the round sets a power limit (power_limit_w) instead of clocks alone.
+bool sets_power_limits(const Round& round);
 
 // What the server gives a job: the directories its scheduler may use (it writes under `output`,
 // in its own folder output/<job id>/, and reads under `data`), and how long it retries its store.

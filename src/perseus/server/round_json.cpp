@@ -1,5 +1,6 @@
 // Rounds as the store keeps them and GET /jobs/{id} shows them (round_to_json, round_from_json),
 // and which plan of a round one rank runs (plan_for).
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
@@ -88,6 +89,15 @@ std::size_t round_instructions(const Round& round) {
     for (const auto& stage : *stages) n += stage.frequencies.size();
   }
   return n;
+}
+
+bool sets_power_limits(const Round& round) {
+  auto any = [](const StagePlans& stages) {
+    return std::any_of(stages.begin(), stages.end(),
+                       [](const StagePlan& stage) { return stage.power_limit_w.has_value(); });
+  };
+  return any(round.stages) || std::any_of(round.pipelines.begin(), round.pipelines.end(),
+                                          [&](const auto& p) { return any(*p.second); });
 }
 
 const StagePlan& plan_for(const Round& round, int dp_rank, int pp_rank) {

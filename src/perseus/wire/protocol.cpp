@@ -66,6 +66,7 @@ json to_json(const JobInfo& info) {
   if (info.scheduler_args) j["scheduler_args"] = *info.scheduler_args;
   if (info.pipeline_order) j["pipeline_order"] = *info.pipeline_order;
   if (info.num_microbatches) j["num_microbatches"] = *info.num_microbatches;
+  if (info.applies_power_limits) j["applies_power_limits"] = true;
   return j;
 }
 
@@ -138,6 +139,13 @@ JobInfo parse_job_info(const json& body) {
                       JsonFields::shown(*order));
     }
     info.pipeline_order = *order;
+  }
+  if (const json* applies = fields.optional(body, "applies_power_limits")) {
+    if (!applies->is_boolean()) {
+      fields.fail("applies_power_limits",
+                  "must be true or false, got " + JsonFields::shown(*applies));
+    }
+    info.applies_power_limits = applies->get<bool>();
   }
   if (fields.optional(body, "num_microbatches")) {
     info.num_microbatches = fields.int_field(body, "num_microbatches", 1);

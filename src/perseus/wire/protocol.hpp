@@ -53,6 +53,9 @@ struct JobInfo {
   // Microbatches per iteration, as Zeus's Perseus JobInfo sends them: a 1F1B job that names no
   // schedule otherwise (scheduler arguments, pipeline_order).
   std::optional<int> num_microbatches;
+  // Extension: the job's client sets the power limits a round may carry (power_limit_w), as
+  // Perseus's does; Zeus's client only locks clocks.
+  bool applies_power_limits = false;
 };
 
 struct RankInfo {
