@@ -4,10 +4,14 @@ ours, given the same configuration, serve the same plans; our client against Zeu
 import contextlib
 import json
 import subprocess
+import threading
+import time
 
 import pytest
 
-from server_support import serve
+import perseus
+from conftest import train
+from server_support import MICROBATCHES, ShareJobId, one_f_one_b, serve
 from zeus_server import served_schedules, zeus_server
 
 pytest.importorskip("zeus.optimizer.pipeline_frequency")
@@ -81,3 +85,69 @@ def test_a_zeus_configuration_with_an_absolute_plan_path_runs_unchanged(perseus_
         zeus = served_schedules(url, pp=2, dp=1)
     for rank in range(2):  # ours adds fields of its own (round, done)
         assert ours[rank][1]["frequencies"] == zeus[rank][1]["frequencies"], rank
+
+
+def our_ranks_against(url, profile, pause_rank1_s, stall_bound, iterations=6):
+    """Two ranks of our Python client (threads, simulated GPUs) train a 2-stage 1F1B job (3
+    microbatches) against `url`; rank 1 starts `pause_rank1_s` late. Returns {rank: warnings}."""
+    share = ShareJobId()
+    logs, errors = {0: [], 1: []}, []
+
+    def rank_main(rank):
+        try:
+            if rank == 1:
+                time.sleep(pause_rank1_s)
+            opt = perseus.PipelineFrequencyOptimizer(
+                rank, 0, rank, 0, 0, 1, 2, 1, 2, url, None, gpu="sim", profile=profile,
+                counter="ideal", report_every=1, share_job_id=share, stall_bound=stall_bound,
+                barrier_timeout=stall_bound, log=logs[rank].append)
+            train(opt, iterations, one_f_one_b(2, rank, MICROBATCHES))
+            opt.close()
+        except BaseException as e:  # reported in the main thread
+            errors.append((rank, repr(e)))
+
+    threads = [threading.Thread(target=rank_main, args=(rank,)) for rank in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not any(thread.is_alive() for thread in threads), "a rank hung"
+    assert not errors, errors
+    return logs
+
+
+def zeus_plan_for_our_ranks(tmp_path):
+    plan = tmp_path / "plan.py"
+    plan.write_text(zeus_rank_lists([one_f_one_b(2, 0, MICROBATCHES),
+                                     one_f_one_b(2, 1, MICROBATCHES)], [1395, 1365], [0, 1]))
+    return str(plan)
+
+
+def test_our_client_never_asks_zeus_server_twice_for_one_round(tmp_path, profile2):
+    """51.12: rank 1 reaches the barrier of Zeus's server 2.5 s after rank 0, past rank 0's
+    stall bound (1 s). Zeus's server counts every schedule request at its barrier, so rank 0
+    must not ask again (a second request would release the barrier wrongly, and every later
+    request of the job would hang): it says so once and trains on at the default clocks. (Before,
+    it retried, logging the usual "retrying every N iterations".)"""
+    with running(zeus_server(tmp_path, "PointSolution",
+                             {"solution_path": zeus_plan_for_our_ranks(tmp_path)})) as url:
+        logs = our_ranks_against(url, profile2, pause_rank1_s=2.5, stall_bound=1.0)
+    assert len(logs[0]) == 1, logs
+    assert "counts every schedule request at its barrier" in logs[0][0], logs
+    assert "without the server from now on" in logs[0][0], logs
+    assert all("retrying every" not in line for line in logs[0] + logs[1]), logs
+
+
+def test_our_client_stops_asking_zeus_server_whose_scheduler_failed(tmp_path, profile2):
+    """51.12: Zeus's scheduler fails at the job's start (a plan for 3 ranks, the job has 2):
+    Zeus's server answers each rank's schedule request once with a 500, then never answers the
+    job again. Our client stops asking at the 500, once per rank. (Before, it retried every
+    window, each retry stalling training for the stall bound.)"""
+    plan = tmp_path / "plan.py"
+    plan.write_text(zeus_rank_lists([["forward", "backward"]], [1395], [0, 0, 0]))
+    with running(zeus_server(tmp_path, "PointSolution", {"solution_path": str(plan)})) as url:
+        logs = our_ranks_against(url, profile2, pause_rank1_s=0.0, stall_bound=5.0)
+    for rank in (0, 1):
+        assert len(logs[rank]) == 1, logs
+        assert "HTTP 500" in logs[rank][0] and "scheduler failed on a server that is not " \
+            "Perseus's" in logs[rank][0], logs

@@ -45,8 +45,12 @@ def zeus_server(workdir, scheduler, scheduler_args):
     try:
         yield url
     finally:
-        proc.terminate()
-        proc.wait(30)
+        proc.terminate()  # uvicorn waits for requests still held in Zeus's barrier: not long
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def call(url, method, path, body=None, timeout=60):

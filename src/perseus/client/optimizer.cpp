@@ -153,12 +153,12 @@ struct PipelineFrequencyOptimizer::Impl {
     fall_back();
   }
 
-  // The job failed on the server for good: the client stops asking.
-  void give_up(const std::string& why) {
+  // The job failed on the server for good, or asking again would do harm (`why` says which):
+  // the client stops asking.
+  void give_up(const std::string& why, bool job_failed_there = true) {
     if (opt.strict) throw Error(why);
-    problems->log(why +
-                  "; the job failed for good: running at the default clock, without the "
-                  "server from now on");
+    problems->log(why + (job_failed_there ? "; the job failed for good" : "") +
+                  ": running at the default clock, without the server from now on");
     job_failed = true;
     fall_back();
   }
@@ -185,6 +185,8 @@ struct PipelineFrequencyOptimizer::Impl {
       session->exchange_succeeded();
     } catch (const JobFailed& f) {
       give_up(server_problem(f));
+    } catch (const StopAsking& f) {
+      give_up(server_problem(f), false);
     } catch (const ServerFailure& f) {
       session->exchange_failed();
       degrade(server_problem(f));

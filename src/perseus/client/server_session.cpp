@@ -112,7 +112,8 @@ bool refused_for_good(int status) {
 // throws perseus::Error when it is unacceptable (retried like garbage).
 template <typename Accept>
 auto ServerSession::call(bool post, const std::string& target, const std::string& body,
-                         double timeout_s, Accept&& accept) -> decltype(accept(json())) {
+                         double timeout_s, Accept&& accept, bool counted)
+    -> decltype(accept(json())) {
   std::string last;
   const int attempts = 1 + opt_.retries;
   double delay = opt_.backoff_s;
@@ -132,10 +133,16 @@ auto ServerSession::call(bool post, const std::string& target, const std::string
     ++attempt;
     try {
       HttpResponse r = post ? http_.post(target, body, budget) : http_.get(target, budget);
+      zeus_server_ = r.header("Server").rfind("perseus", 0) != 0;
       if (!r.ok()) {
         last = std::string(post ? "POST " : "GET ") + http_.url_of(target) + ": HTTP " +
                std::to_string(r.status) + refusal_text(r);
         if (!r.header(wire::kJobFailedHeader).empty()) throw JobFailed(last);
+        if (counted && zeus_server_ && r.status >= 500) {
+          throw StopAsking(last + " (the job's scheduler failed on a server that is not " +
+                           "Perseus's, which answers the job's later requests by never " +
+                           "answering: this rank stops asking it)");
+        }
         refused = refused_for_good(r.status);
         continue;
       }
@@ -148,6 +155,14 @@ auto ServerSession::call(bool post, const std::string& target, const std::string
       }
     } catch (const HttpError& e) {
       last = e.what();
+      if (counted && zeus_server_ && e.timed_out()) {
+        throw StopAsking(
+            last + " (a server that is not Perseus's, like Zeus's, counts every schedule request " +
+            "at its barrier, so one given up after the stall bound of " +
+            number(opt_.stall_bound_s) + " s cannot be sent again: this rank stops asking and " +
+            "trains at the default clocks; give it a stall bound above the longest pause " +
+            "between ranks)");
+      }
     }
   }
   if (last.empty()) {
@@ -242,22 +257,25 @@ void ServerSession::ensure_registered(const std::vector<int>& clocks) {
 wire::FrequencySchedule ServerSession::fetch_schedule(int round) {
   std::string target = wire::kSchedulePath + job_id_ + "?rank=" + std::to_string(opt_.rank) +
                        "&round=" + std::to_string(round);
-  return call(false, target, "", opt_.barrier_timeout_s, [&](const json& answer) {
-    wire::FrequencySchedule s = wire::parse_frequency_schedule(answer);
-    if (s.rank != opt_.rank) {
-      throw Error("schedule is for rank " + std::to_string(s.rank) + ", not " +
-                  std::to_string(opt_.rank));
-    }
-    if (s.power_limit_w && !(*s.power_limit_w > 0.0)) {
-      throw Error("field 'power_limit_w': must be positive");
-    }
-    for (std::size_t i = 0; i < s.frequencies.size(); ++i) {
-      if (s.frequencies[i].first.empty()) {
-        throw Error("field 'frequencies[" + std::to_string(i) + "]': empty instruction name");
-      }
-    }
-    return s;
-  });
+  return call(
+      false, target, "", opt_.barrier_timeout_s,
+      [&](const json& answer) {
+        wire::FrequencySchedule s = wire::parse_frequency_schedule(answer);
+        if (s.rank != opt_.rank) {
+          throw Error("schedule is for rank " + std::to_string(s.rank) + ", not " +
+                      std::to_string(opt_.rank));
+        }
+        if (s.power_limit_w && !(*s.power_limit_w > 0.0)) {
+          throw Error("field 'power_limit_w': must be positive");
+        }
+        for (std::size_t i = 0; i < s.frequencies.size(); ++i) {
+          if (s.frequencies[i].first.empty()) {
+            throw Error("field 'frequencies[" + std::to_string(i) + "]': empty instruction name");
+          }
+        }
+        return s;
+      },
+      true);
 }
 
 // Posts the unacknowledged result (reports are idempotent on the server); throws

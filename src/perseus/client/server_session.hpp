@@ -6,7 +6,10 @@
 // back-off delay in it. A failure is a ServerFailure saying why; what to do about it (run at the
 // default clock) is the optimizer's business, and the session's circuit breaker says how many
 // windows to leave the server alone afterwards. A result the server did not acknowledge is kept and
-// sent again first, because the server cannot plan the next round without it.
+// sent again first, because the server cannot plan the next round without it. A server that is
+// not Perseus's (its answers lack `Server: perseus`; Zeus's) counts every schedule request at its
+// barrier: a schedule request it timed out on, or a 5xx from it (its scheduler failed; it never
+// answers the job again), is StopAsking, never sent again.
 #pragma once
 
 #include <chrono>
@@ -31,6 +34,13 @@ class ServerFailure : public Error {
 // The server answered that the job failed for good (wire::kJobFailedHeader): not retried, and
 // asking again later is pointless too.
 class JobFailed : public ServerFailure {
+ public:
+  using ServerFailure::ServerFailure;
+};
+
+// Asking the server again would do harm (a schedule request a server that is not Perseus's, like
+// Zeus's, would count twice at its barrier): not retried, and not asked again later.
+class StopAsking : public ServerFailure {
  public:
   using ServerFailure::ServerFailure;
 };
@@ -78,9 +88,11 @@ class ServerSession {
   bool backing_off() { return breaker_.backing_off(); }
 
  private:
+  // `counted`: a schedule request, which Zeus's server counts at its barrier (never sent twice
+  // to a server that is not Perseus's: a failure there is JobFailed).
   template <typename Accept>
   auto call(bool post, const std::string& target, const std::string& body, double timeout_s,
-            Accept&& accept) -> decltype(accept(nlohmann::json()));
+            Accept&& accept, bool counted = false) -> decltype(accept(nlohmann::json()));
   std::string register_job();
   void resolve_job_id();
   void take_credential(const std::string& credential);
@@ -92,6 +104,7 @@ class ServerSession {
   std::string answer_secret_;  // the job-secret header of the last answer taken
   bool rank_registered_ = false;
   std::optional<std::string> unsent_result_;
+  bool zeus_server_ = false;  // the last answer came from a server that is not Perseus's
   CircuitBreaker breaker_;
   std::chrono::steady_clock::time_point deadline_;  // of the current exchange
 };
