@@ -87,20 +87,21 @@ def test_a_zeus_configuration_with_an_absolute_plan_path_runs_unchanged(perseus_
         assert ours[rank][1]["frequencies"] == zeus[rank][1]["frequencies"], rank
 
 
-def our_ranks_against(url, profile, pause_rank1_s, stall_bound, iterations=6):
+def our_ranks_against(url, profile, pause_rank1_s=0.0, stall_bound=1.0, iterations=6,
+                      pause_rank0_s=0.0, **options):
     """Two ranks of our Python client (threads, simulated GPUs) train a 2-stage 1F1B job (3
-    microbatches) against `url`; rank 1 starts `pause_rank1_s` late. Returns {rank: warnings}."""
+    microbatches) against `url`; rank 1 starts `pause_rank1_s` late, rank 0 `pause_rank0_s`.
+    Returns {rank: warnings}."""
     share = ShareJobId()
     logs, errors = {0: [], 1: []}, []
 
     def rank_main(rank):
         try:
-            if rank == 1:
-                time.sleep(pause_rank1_s)
+            time.sleep(pause_rank1_s if rank == 1 else pause_rank0_s)
             opt = perseus.PipelineFrequencyOptimizer(
                 rank, 0, rank, 0, 0, 1, 2, 1, 2, url, None, gpu="sim", profile=profile,
                 counter="ideal", report_every=1, share_job_id=share, stall_bound=stall_bound,
-                barrier_timeout=stall_bound, log=logs[rank].append)
+                barrier_timeout=stall_bound, log=logs[rank].append, **options)
             train(opt, iterations, one_f_one_b(2, rank, MICROBATCHES))
             opt.close()
         except BaseException as e:  # reported in the main thread
@@ -151,3 +152,26 @@ def test_our_client_stops_asking_zeus_server_whose_scheduler_failed(tmp_path, pr
         assert len(logs[rank]) == 1, logs
         assert "HTTP 500" in logs[rank][0] and "scheduler failed on a server that is not " \
             "Perseus's" in logs[rank][0], logs
+
+
+def test_a_rank_held_in_the_job_id_broadcast_keeps_its_stall_bound_for_the_server(
+        perseus_bin, tmp_path, profile2):
+    """51.12: rank 0 starts 2.5 s late, so rank 1 waits that long in the job-id broadcast (the
+    framework's collective), past its stall bound (1 s); its requests to the server after the
+    broadcast still get their whole stall bound: no rank warns. (Before, rank 1's registration
+    found its time spent and the rank trained at the default clocks.)"""
+    with running(serve(perseus_bin, tmp_path, scheduler="all-max",
+                       scheduler_args={"microbatches": MICROBATCHES})) as url:
+        logs = our_ranks_against(url, profile2, pause_rank0_s=2.5, stall_bound=1.0)
+    assert logs == {0: [], 1: []}, logs
+
+
+def test_a_job_scheduler_that_zeus_server_ignores_is_warned_about(tmp_path, profile2):
+    """51.12: Zeus's server runs its default scheduler for every job; rank 0, which asked for
+    its own (all-max), says once that Zeus's server ignores it."""
+    with running(zeus_server(tmp_path, "PointSolution",
+                             {"solution_path": zeus_plan_for_our_ranks(tmp_path)})) as url:
+        logs = our_ranks_against(url, profile2, stall_bound=10.0, scheduler="all-max",
+                                 scheduler_args={"microbatches": MICROBATCHES})
+    assert len(logs[0]) == 1 and "ignores this job's own scheduler 'all-max'" in logs[0][0], logs
+    assert logs[1] == [], logs

@@ -45,9 +45,10 @@ struct PipelineFrequencyOptimizer::Impl {
   std::unique_ptr<ScheduleFollower> follower;  // the schedule in use (none: default clock)
   int next_round = 0;
   bool done = false, degraded = false;
-  bool final_reported = false;  // the final plans' first window went to the server
-  bool job_failed = false;      // the server said so: no more exchanges
-  bool limit_set = false;       // a schedule's power limit is set
+  bool final_reported = false;    // the final plans' first window went to the server
+  bool job_failed = false;        // the server said so: no more exchanges
+  bool scheduler_warned = false;  // warn_if_scheduler_ignored said so
+  bool limit_set = false;         // a schedule's power limit is set
 
   int report_every = 0;  // iterations per window: the schedule's, else opt.report_every
 
@@ -170,6 +171,16 @@ struct PipelineFrequencyOptimizer::Impl {
     problems->rethrow_clock_error();
   }
 
+  // Zeus's server runs its default scheduler for every job: a job's own is ignored there.
+  void warn_if_scheduler_ignored() {
+    if (scheduler_warned || opt.rank != 0 || opt.scheduler.empty() || !session->zeus_server()) {
+      return;
+    }
+    scheduler_warned = true;
+    problems->log("control-plane server " + opt.server_url + " is not Perseus's (Zeus's?): it " +
+                  "ignores this job's own scheduler '" + opt.scheduler + "' and runs its default");
+  }
+
   std::string server_problem(const ServerFailure& f) const {
     return std::string("control-plane server ") + opt.server_url + ": " + f.what();
   }
@@ -181,6 +192,7 @@ struct PipelineFrequencyOptimizer::Impl {
     try {
       session->post_pending();
       session->ensure_registered(supported_clocks());
+      warn_if_scheduler_ignored();
       apply(session->fetch_schedule(next_round));
       session->exchange_succeeded();
     } catch (const JobFailed& f) {

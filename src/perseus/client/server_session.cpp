@@ -227,6 +227,9 @@ void ServerSession::resolve_job_id() {
     } catch (const std::exception& e) {
       throw ServerFailure(std::string("share_job_id failed: ") + e.what());
     }
+    // The broadcast waited for the framework's ranks, not for the server: the requests after
+    // it get the whole stall bound.
+    start_exchange();
   } else if (opt_.rank == 0) {
     take_credential(mine);
   }

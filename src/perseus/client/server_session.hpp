@@ -77,6 +77,8 @@ class ServerSession {
   // Sends the queued result, if any; keeps it and throws ServerFailure when not acknowledged.
   void post_pending();
   const std::string& job_id() const { return job_id_; }
+  // Whether the last answer came from a server that is not Perseus's (Zeus's).
+  bool zeus_server() const { return zeus_server_; }
   // "<job id>#<secret>" (just the id when the server gave no secret): what another rank needs
   // to join the job (options.job_id, PERSEUS_JOB_ID).
   std::string credential() const;
