@@ -1,4 +1,4 @@
-// A scripted control-plane server on loopback for the client tests (client_test.cpp,
+// A scripted Perseus control-plane server on loopback for the client tests (client_test.cpp,
 // pipeline_sim_test.cpp, nvml_gpu_test.cpp): job "job-7", schedules from `plans` by round (the
 // last one is final), results recorded; the client options such tests start from, a warnings
 // collector and a URL nothing listens on.
@@ -30,8 +30,11 @@ struct ScriptedServer {
   std::unique_ptr<LoopbackHttp> http;
 
   explicit ScriptedServer(std::vector<json> p) : plans(std::move(p)) {
-    http = std::make_unique<LoopbackHttp>(
-        [this](const LoopbackHttp::Request& r) { return answer(r); });
+    http = std::make_unique<LoopbackHttp>([this](const LoopbackHttp::Request& r) {
+      auto reply = answer(r);
+      reply.headers.emplace_back("Server", "perseus");  // as Perseus's server says
+      return reply;
+    });
   }
 
   LoopbackHttp::Reply answer(const LoopbackHttp::Request& r) {
