@@ -124,6 +124,18 @@ class ShareJobId:
         return self.job_id
 
 
+def on_rank_threads(rank_main, ranks, errors):
+    """Runs rank_main(rank) for each of `ranks` ranks on a thread of its own; fails when one hung
+    or `errors` (which rank_main appends to) is not empty."""
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(ranks)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a rank hung"
+    assert not errors, errors
+
+
 def run_ranks(server, profile, stages, iterations, report_every, **kwargs):
     """Runs `stages` ranks (one pipeline, one thread each) with simulated GPUs in virtual time
     through `iterations` 1F1B iterations; returns per-rank results and the warnings logged."""
@@ -150,13 +162,7 @@ def run_ranks(server, profile, stages, iterations, report_every, **kwargs):
         except BaseException as e:  # reported in the main thread
             errors.append((rank, repr(e)))
 
-    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(stages)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not any(t.is_alive() for t in threads), "a rank hung"
-    assert not errors, errors
+    on_rank_threads(rank_main, stages, errors)
     assert not logs, logs
     job_id = results[0]["job_id"]
     assert job_id and all(r["job_id"] == job_id for r in results.values())

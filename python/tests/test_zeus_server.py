@@ -4,14 +4,13 @@ ours, given the same configuration, serve the same plans; our client against Zeu
 import contextlib
 import json
 import subprocess
-import threading
 import time
 
 import pytest
 
 import perseus
 from conftest import train
-from server_support import MICROBATCHES, ShareJobId, one_f_one_b, serve
+from server_support import MICROBATCHES, ShareJobId, on_rank_threads, one_f_one_b, serve
 from zeus_server import served_schedules, zeus_server
 
 pytest.importorskip("zeus.optimizer.pipeline_frequency")
@@ -107,13 +106,7 @@ def our_ranks_against(url, profile, pause_rank1_s=0.0, stall_bound=1.0, iteratio
         except BaseException as e:  # reported in the main thread
             errors.append((rank, repr(e)))
 
-    threads = [threading.Thread(target=rank_main, args=(rank,)) for rank in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    assert not any(thread.is_alive() for thread in threads), "a rank hung"
-    assert not errors, errors
+    on_rank_threads(rank_main, 2, errors)
     return logs
 
 
