@@ -152,21 +152,23 @@ std::vector<report::SavingRow> saving_rows(const plan::FrontierQuery& q,
 }
 
 // --measured NAME=FILE: a run's mean time and energy from `perseus simulate-training --out`
-// (its final schedule, else its last window).
-report::NamedPoint measured_run(const std::string& spec) {
+// (its final schedule, else its last window); `simulated` is set when they are a simulator's.
+report::NamedPoint measured_run(const std::string& spec, bool& simulated) {
   auto eq = spec.find('=');
   require(eq != std::string::npos && eq > 0 && eq + 1 < spec.size(),
           "--measured: expected NAME=run.json, got '" + spec + "'");
   std::string name = spec.substr(0, eq), path = spec.substr(eq + 1);
   const JsonFields fields(path);
   const nlohmann::json run = fields.parse(read_file(path));
+  const bool mine = run.is_object() && run.value("gpus", "") == "simulated";
+  simulated = simulated || mine;
   for (const char* key : {"final_schedule", "last_window"}) {
     const nlohmann::json* mean = fields.optional(run, key);
     if (!mean) continue;
     return report::NamedPoint{name,
                               {fields.number_at(*mean, key, "mean_time_s"),
                                fields.number_at(*mean, key, "mean_energy_j")},
-                              path};
+                              mine ? "simulated GPUs, true energy: " + path : path};
   }
   fields.fail("", "no final_schedule or last_window with mean_time_s and mean_energy_j (not a " +
                       std::string("simulate-training --out file?)"));
@@ -242,7 +244,8 @@ void run_report(const ReportArgs& a) {
   check_options(a);
   auto factors = naming("--factors", [&] { return emulate::parse_factors(a.factors); });
   std::vector<report::NamedPoint> measured;
-  for (const auto& spec : a.measured) measured.push_back(measured_run(spec));
+  bool simulated = false;
+  for (const auto& spec : a.measured) measured.push_back(measured_run(spec, simulated));
   Inputs in = load_inputs(a);
   // Fail on an unusable output location before the (possibly long) planning.
   check_creatable(html_dir(a), "--out");
@@ -252,6 +255,7 @@ void run_report(const ReportArgs& a) {
   const std::size_t shown = choose_plan(a.choice, in.frontier, query);
   if (!a.quiet) std::printf("timeline: %s\n", query.describe(shown).c_str());
   report::ReportData data = report_data(a, in, query, shown, factors);
+  data.measured_simulated = simulated;
   data.measured = std::move(measured);
   write_outputs(a, data);
 }

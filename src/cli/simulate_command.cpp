@@ -171,6 +171,10 @@ json mean_json(const Mean& m) {
   return {{"iterations", m.count}, {"mean_time_s", m.time_s}, {"mean_energy_j", m.energy_j}};
 }
 
+// What the run's energies are: not what a counter read (the clients' counters, with the counter
+// model's noise, measured what they sent the server) but the simulated GPUs' own.
+constexpr const char* kEnergySource = "the simulated GPUs' true energy";
+
 // The --out file: the run's setup, every iteration and the two means.
 json result_json(const SimulateArgs& a, const Setup& setup, const pipeline::RunResult& result,
                  const Mean& last, const Mean& final) {
@@ -185,6 +189,8 @@ json result_json(const SimulateArgs& a, const Setup& setup, const pipeline::RunR
                           {"degraded", its[i].degraded}});
   }
   return {{"job_id", result.job_id},
+          {"gpus", "simulated"},
+          {"energy_source", kEnergySource},
           {"server", a.server},
           {"profile", setup.profile_label},
           {"schedule", setup.job.schedule.name},
@@ -219,6 +225,7 @@ void print_summary(const Setup& setup, const pipeline::RunResult& result, const 
   } else {
     std::printf("final schedule  not reached\n");
   }
+  std::printf("energy          %s (not a counter's reading)\n", kEnergySource);
   if (std::any_of(its.begin(), its.end(), [](const auto& i) { return i.degraded; })) {
     std::printf(
         "note            some ranks ran at the default clock (server failures, see warnings)\n");

@@ -71,6 +71,18 @@ printf '{"last_window": {"mean_time_s": 1.2, "mean_energy_j": 900}, "final_sched
   > "$tmp/run.json"
 "$perseus" report "${small[@]}" --measured "my run=$tmp/run.json" --out "$tmp/m/r.html" --quiet
 grep -q "my run" "$tmp/m/r.html" || fail "--measured: the page does not show the run"
+grep -q "energy from the GPUs" "$tmp/m/r.html" || fail "--measured: a real run's energy"
+# A simulate-training run ("gpus": "simulated") is marked: its energy is the simulator's own.
+printf '{"gpus": "simulated", "final_schedule": {"mean_time_s": 1.1, "mean_energy_j": 800}}\n' \
+  > "$tmp/sim.json"
+"$perseus" report "${small[@]}" --measured "my run=$tmp/run.json" --measured "sim=$tmp/sim.json" \
+  --out "$tmp/s/r.html" --quiet
+grep -q "simulated GPUs, true energy: $tmp/sim.json" "$tmp/s/r.html" ||
+  fail "--measured: a simulated run is not marked"
+grep -q "true energy, not a counter" "$tmp/s/r.html" || fail "--measured: simulated energy not said"
+if grep -q "energy from the GPUs" "$tmp/s/r.html"; then
+  fail "--measured: simulated energies called the counters'"
+fi
 
 # --- errors ---------------------------------------------------------------------------------------
 mkdir "$tmp/dir"

@@ -126,6 +126,9 @@ def test_a_frontier_job_run_until_done_ends_by_itself(server_factory, tmp_path):
     assert run.returncode == 0, run.stderr
     result = json.loads((tmp_path / "run.json").read_text())
     assert result["finished"], result
+    # 51.3: the run says its energies are the simulated GPUs' own, not a counter's reading.
+    assert result["gpus"] == "simulated", result
+    assert result["energy_source"] == "the simulated GPUs' true energy", result
     status, job = server.get(f"/jobs/{result['job_id']}")
     assert job["state"] == "done" and job["round"] == 3, job
     assert job["scheduler_status"]["measured_windows"] == 3, job["scheduler_status"]

@@ -265,8 +265,13 @@ std::string render_report(const ReportData& d, const Charts& charts) {
     main.add(section("measured", "Measured in the closed loop")
                  .add(measured_table(d))
                  .add(Element("p").text(
-                     "Mean iteration time and energy of each run's final schedule, as the "
-                     "clients measured them (energy from the GPUs' counters).")));
+                     d.measured_simulated
+                         ? "Mean iteration time and energy of each run's final schedule. Runs on "
+                           "simulated GPUs (marked in the source column) show the simulated GPUs' "
+                           "true energy, not a counter's reading; their clients' counters, with "
+                           "the counter model's noise, measured what went to the server."
+                         : "Mean iteration time and energy of each run's final schedule, as the "
+                           "clients measured them (energy from the GPUs' counters).")));
   }
   main.add(section("frontier", "Time-energy frontier")
                .add(figure(charts.frontier, frontier_caption(d))));

@@ -33,6 +33,9 @@ struct ReportData {
   std::vector<SavingRow> savings;  // "saving at slowdown", in display order
   // Measured runs (a closed loop on simulated or real GPUs), the first one the reference.
   std::vector<NamedPoint> measured;
+  // Some measured run's energies are a simulator's true energy, not a counter's reading
+  // (simulate-training's "gpus": "simulated").
+  bool measured_simulated = false;
 };
 
 struct Charts {
