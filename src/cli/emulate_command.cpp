@@ -240,7 +240,7 @@ void add_emulate_command(CLI::App& app) {
   auto* em = app.add_subcommand(
       "emulate", "Run a plan on the pipeline timeline (time, energy, per-stage busy/idle)");
   auto a = std::make_shared<EmulateArgs>();
-  em->add_option("--profile", a->profile, "Stage profile CSV");
+  em->add_option("--profile", a->profile, "Stage profile CSV (required)");
   em->add_option(
       "--plan", a->plan,
       "Plan file (perseus.plan/1 JSON, or a freqs_pipeline .py of clocks or Zeus pairs)");

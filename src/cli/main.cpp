@@ -11,6 +11,9 @@ int main(int argc, char** argv) {
   CLI::App app{"Perseus: remove energy bloat from pipeline-parallel training"};
   app.set_version_flag("--version", "perseus " PERSEUS_VERSION);
   app.require_subcommand(1);
+  // One mark for a required option: "(required)" at the end of its description, also for those
+  // only some subcommands need (checked at run time), never CLI11's own "REQUIRED" beside it.
+  app.get_formatter()->label("REQUIRED", "");
   app.footer("Documentation: docs/ of the source tree, installed in " PERSEUS_DOC_DIR
              ": formats.md (profile CSV, plans, frontier directory), protocol.md (wire protocol, "
              "schedulers), control-plane.md, integration.md (DeepSpeed, Megatron-LM, "

@@ -207,11 +207,12 @@ void add_plan_command(CLI::App& app) {
       app.add_subcommand("plan", "Compute the iteration time-energy frontier of a pipeline");
   auto pa = std::make_shared<PlanArgs>();
   plan->add_option("--profile", pa->profile,
-                   "Stage profile CSV (stage,instruction,frequency,time,energy)");
+                   "Stage profile CSV (stage,instruction,frequency,time,energy) (required)");
   plan->add_option("--stages", pa->stages, "Number of pipeline stages (default: the profile's)");
-  plan->add_option("--microbatches", pa->microbatches, "Microbatches per iteration");
+  plan->add_option("--microbatches", pa->microbatches,
+                   "Microbatches per iteration (required, unless --schedule-file)");
   plan->add_option("--blocking-power", pa->blocking_power,
-                   "Power (W) drawn while blocked on communication");
+                   "Power (W) drawn while blocked on communication (required)");
   plan->add_option("--unit-time", pa->unit_time, "Time unit in seconds")->capture_default_str();
   plan->add_option("--cost-model", pa->cost_model, "exponential or convex-hull")
       ->capture_default_str();
@@ -220,7 +221,7 @@ void add_plan_command(CLI::App& app) {
                    "Keep options within this factor of Pareto-optimal")
       ->capture_default_str();
   plan->add_option("--out-dir,--out", pa->out,
-                   "Output directory (frontier.csv, plans.txt, meta.json)")
+                   "Output directory (frontier.csv, plans.txt, meta.json) (required)")
       ->check(output_directory());
   plan->add_option("--threads", pa->threads,
                    "Threads for slack reclamation and evaluation of the plans (default: hardware "
@@ -232,9 +233,10 @@ void add_plan_command(CLI::App& app) {
   auto* ev = plan->add_subcommand(
       "evaluate", "Score a plan (JSON, list literal or Zeus pairs) against a profile");
   auto ea = std::make_shared<EvaluateArgs>();
-  ev->add_option("--profile", ea->profile, "Stage profile CSV")->required();
+  ev->add_option("--profile", ea->profile, "Stage profile CSV (required)")->required();
   ev->add_option("--plan", ea->plan,
-                 "Plan file (perseus.plan/1 JSON, or a freqs_pipeline .py of clocks or Zeus pairs)")
+                 "Plan file (perseus.plan/1 JSON, or a freqs_pipeline .py of clocks or Zeus pairs) "
+                 "(required)")
       ->required();
   ev->add_option("--blocking-power", ea->blocking_power,
                  "Blocking power in watts (default: the plan JSON's)");
@@ -245,7 +247,8 @@ void add_plan_command(CLI::App& app) {
 
   auto* ex = plan->add_subcommand("export", "Write plans from a frontier directory");
   auto xa = std::make_shared<ExportArgs>();
-  ex->add_option("--frontier", xa->frontier, "Frontier directory written by `perseus plan`")
+  ex->add_option("--frontier", xa->frontier,
+                 "Frontier directory written by `perseus plan` (required)")
       ->required();
   add_plan_choice(ex, xa->choice, "Export ");
   ex->add_option("--every", xa->every,
@@ -254,7 +257,7 @@ void add_plan_command(CLI::App& app) {
                  "json (plan_%05d.json), py (freqs_pipeline_%05d.py, clocks) or zeus "
                  "(freqs_pipeline_%05d.py, (instruction, clock) pairs for Zeus's PointSolution)")
       ->capture_default_str();
-  ex->add_option("--out-dir,--out", xa->out, "Output directory")
+  ex->add_option("--out-dir,--out", xa->out, "Output directory (required)")
       ->required()
       ->check(output_directory());
   ex->callback([xa] { run_export(*xa); });

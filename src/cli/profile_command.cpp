@@ -112,9 +112,10 @@ void add_synth(CLI::App& parent) {
   auto a = std::make_shared<SynthArgs>();
   CLI::App* cmd = parent.add_subcommand(
       "synth", "Write a synthetic profile from a built-in GPU model (docs/synthetic-profiles.md)");
-  cmd->add_option("--gpu", a->gpu, "GPU model: " + join(profile::gpu_model_names(), ", "))
+  cmd->add_option("--gpu", a->gpu,
+                  "GPU model: " + join(profile::gpu_model_names(), ", ") + " (required)")
       ->required();
-  cmd->add_option("--stages", a->stages, "Number of pipeline stages")->required();
+  cmd->add_option("--stages", a->stages, "Number of pipeline stages (required)")->required();
   cmd->add_option("--stage-work", a->stage_work,
                   "Relative work per stage, comma-separated (default: 1.0 each, first stage "
                   "+0.08, last stage +0.15)")
@@ -126,7 +127,7 @@ void add_synth(CLI::App& parent) {
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed of the noise generator")->capture_default_str();
   add_split_options(cmd, a->split);
-  cmd->add_option("--out", a->out, "Output CSV file")->required();
+  cmd->add_option("--out", a->out, "Output CSV file (required)")->required();
   cmd->callback([a] { run_synth(*a); });
 }
 
@@ -134,9 +135,9 @@ void add_split(CLI::App& parent) {
   auto a = std::make_shared<SplitArgs>();
   CLI::App* cmd = parent.add_subcommand(
       "split", "Derive virtual stages and split-backward rows from a profile (docs/formats.md)");
-  cmd->add_option("--profile", a->path, "Profile CSV to split")->required();
+  cmd->add_option("--profile", a->path, "Profile CSV to split (required)")->required();
   add_split_options(cmd, a->split);
-  cmd->add_option("--out", a->out, "Output CSV file")->required();
+  cmd->add_option("--out", a->out, "Output CSV file (required)")->required();
   cmd->add_flag("--allow-implausible", a->allow_implausible, kAllowImplausibleHelp);
   cmd->callback([a] { run_split(*a); });
 }
@@ -145,7 +146,8 @@ void add_check(CLI::App& parent) {
   auto a = std::make_shared<CheckArgs>();
   CLI::App* cmd = parent.add_subcommand(
       "check", "Validate a profile CSV (format, and plausibility for one GPU) and print a summary");
-  cmd->add_option("--profile", a->path, "Profile CSV (stage,instruction,frequency,time,energy)")
+  cmd->add_option("--profile", a->path,
+                  "Profile CSV (stage,instruction,frequency,time,energy) (required)")
       ->required();
   cmd->add_option("--blocking-power", a->blocking_power,
                   "Also check this blocking power (W) against the profile");

@@ -275,9 +275,10 @@ void add_search_command(CLI::App& app) {
   auto* ev = search->add_subcommand(
       "evaluate", "Per-stage time and memory of a configuration (reference info_*.csv format)");
   auto ea = std::make_shared<EvaluateArgs>();
-  ev->add_option("--config", ea->config, "Configuration JSON (Aceso layout)")->required();
+  ev->add_option("--config", ea->config, "Configuration JSON (Aceso layout) (required)")
+      ->required();
   ev->add_option("--database", ea->database,
-                 "Directory of per-operator profiles, collective and p2p tables")
+                 "Directory of per-operator profiles, collective and p2p tables (required)")
       ->required();
   ev->add_option("--model-file", ea->model_file,
                  "Model description JSON (default: the configuration's model fields)");

@@ -219,7 +219,7 @@ void add_delete_job(CLI::App* serve_cmd) {
       "Delete a job from a store no server is using (a serving server: DELETE "
       "/jobs/{id})");
   cmd->add_option("--store", args->store, "SQLite store of perseus serve")->capture_default_str();
-  cmd->add_option("--job", args->job, "job id")->required();
+  cmd->add_option("--job", args->job, "job id (required)")->required();
   cmd->add_option("--data-dir", args->data_dir,
                   "the server's --data-dir (to tell whether the job is still running)")
       ->capture_default_str();
@@ -308,9 +308,9 @@ void add_export(CLI::App& app) {
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
       "export-job", "Write a stored job in the reference dump layout (N.sched.json, N.prof.json)");
-  cmd->add_option("--store", args->store, "SQLite store of perseus serve")->required();
-  cmd->add_option("--job", args->job, "job id")->required();
-  cmd->add_option("--out-dir,--out", args->out, "output directory")
+  cmd->add_option("--store", args->store, "SQLite store of perseus serve (required)")->required();
+  cmd->add_option("--job", args->job, "job id (required)")->required();
+  cmd->add_option("--out-dir,--out", args->out, "output directory (required)")
       ->required()
       ->check(output_directory());
   cmd->callback([args] {

@@ -334,17 +334,19 @@ void add_simulate_command(CLI::App& app) {
       "simulate-training",
       "Run a pipeline-parallel job on simulated GPUs (one process per rank) against a server");
   auto a = std::make_shared<SimulateArgs>();
-  cmd->add_option("--server", a->server, "Control-plane server URL (http://host:port)")->required();
+  cmd->add_option("--server", a->server, "Control-plane server URL (http://host:port) (required)")
+      ->required();
   cmd->add_option("--token-file", a->token_file,
                   "The server's cluster token: the file's first line (default: $PERSEUS_TOKEN)");
   cmd->add_option("--profile", a->profile,
                   "Stage profile CSV (default: the embedded synthesized A100 profile)");
   cmd->add_option("--stages", a->stages, "Pipeline stages (default: the profile's; 4 embedded)");
   cmd->add_option("--pipelines", a->pipelines, "Data-parallel pipelines")->capture_default_str();
-  cmd->add_option("--microbatches", a->microbatches, "Microbatches per iteration")->required();
+  cmd->add_option("--microbatches", a->microbatches, "Microbatches per iteration (required)")
+      ->required();
   add_schedule_options(cmd, a->schedule, "default 1f1b; envelope is EnvPipe's");
   cmd->add_option("--blocking-power", a->blocking_power,
-                  "Power in watts a GPU draws while blocked (83.64 for A100)")
+                  "Power in watts a GPU draws while blocked (83.64 for A100) (required)")
       ->required();
   cmd->add_option("--iterations", a->iterations, "Iterations to run")->capture_default_str();
   cmd->add_flag("--allow-implausible", a->allow_implausible, kAllowImplausibleHelp);

@@ -27,4 +27,16 @@ done
 "$perseus" plan --help --stages 4 > /dev/null
 "$perseus" plan export --help --index 0 > /dev/null
 [[ -z $(ls -A "$tmp") ]] || fail "--help wrote files: $(ls -A "$tmp")"
+# Required options are marked one way in every command's help (issue 51.7): "(required)" at the
+# end of the description, whether CLI11 or the command checks them, never CLI11's "REQUIRED".
+for command in "plan" "plan evaluate" "plan export" "simulate-training" "emulate" "profile synth" \
+  "baseline zeus-global" "search" "serve export-job"; do
+  # shellcheck disable=SC2086
+  out=$("$perseus" $command --help)
+  [[ $out != *REQUIRED* ]] || fail "$command --help marks options REQUIRED: $out"
+done
+grep -q -- "--profile TEXT .*(required)" <<< "$("$perseus" plan --help)" ||
+  fail "plan --help does not mark --profile (required)"
+grep -q -- "--server TEXT .*(required)" <<< "$("$perseus" simulate-training --help)" ||
+  fail "simulate-training --help does not mark --server (required)"
 echo "ok"
