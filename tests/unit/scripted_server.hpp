@@ -16,6 +16,7 @@
 
 #include "loopback_http.hpp"
 #include "perseus/client/optimizer.hpp"
+#include "perseus/wire/protocol.hpp"
 
 namespace perseus::test {
 
@@ -32,7 +33,7 @@ struct ScriptedServer {
   explicit ScriptedServer(std::vector<json> p) : plans(std::move(p)) {
     http = std::make_unique<LoopbackHttp>([this](const LoopbackHttp::Request& r) {
       auto reply = answer(r);
-      reply.headers.emplace_back("Server", "perseus");  // as Perseus's server says
+      reply.headers.emplace_back("Server", wire::kServerName);  // as Perseus's server says
       return reply;
     });
   }

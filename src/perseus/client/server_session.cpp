@@ -133,7 +133,7 @@ auto ServerSession::call(bool post, const std::string& target, const std::string
     ++attempt;
     try {
       HttpResponse r = post ? http_.post(target, body, budget) : http_.get(target, budget);
-      zeus_server_ = r.header("Server").rfind("perseus", 0) != 0;
+      zeus_server_ = r.header("Server").rfind(wire::kServerName, 0) != 0;
       if (!r.ok()) {
         last = std::string(post ? "POST " : "GET ") + http_.url_of(target) + ": HTTP " +
                std::to_string(r.status) + refusal_text(r);

@@ -91,7 +91,7 @@ class ServerSession {
 
  private:
   // `counted`: a schedule request, which Zeus's server counts at its barrier (never sent twice
-  // to a server that is not Perseus's: a failure there is JobFailed).
+  // to a server that is not Perseus's: a timeout or 5xx there is StopAsking).
   template <typename Accept>
   auto call(bool post, const std::string& target, const std::string& body, double timeout_s,
             Accept&& accept, bool counted = false) -> decltype(accept(nlohmann::json()));

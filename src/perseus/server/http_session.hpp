@@ -42,7 +42,8 @@ inline std::string response_bytes(const Reply& reply, bool keep_alive) {
   out.reserve(160 + body.size());
   out += "HTTP/1.1 " + std::to_string(reply.status) + " ";
   out.append(reason.data(), reason.size());
-  out += "\r\nServer: perseus\r\nContent-Type: " + reply.content_type;
+  out +=
+      std::string("\r\nServer: ") + wire::kServerName + "\r\nContent-Type: " + reply.content_type;
   for (const auto& [name, value] : reply.headers) out += "\r\n" + name + ": " + value;
   out += "\r\nContent-Length: " + std::to_string(body.size()) +
          (keep_alive ? "\r\nConnection: keep-alive\r\n\r\n" : "\r\nConnection: close\r\n\r\n");

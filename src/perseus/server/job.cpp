@@ -163,9 +163,8 @@ std::pair<std::string, JobSpec> Job::start_spec() {
   JobSpec spec = job_spec(id_, info_, settings_);
   std::set<int> common(ranks_[0]->available_frequencies.begin(),
                        ranks_[0]->available_frequencies.end());
-  for (const auto& rank : ranks_)
-    spec.stage_of_rank[static_cast<std::size_t>(rank->rank)] = rank->pp_rank;
   for (const auto& rank : ranks_) {
+    spec.stage_of_rank[static_cast<std::size_t>(rank->rank)] = rank->pp_rank;
     std::set<int> mine(rank->available_frequencies.begin(), rank->available_frequencies.end());
     std::set<int> both;
     std::set_intersection(common.begin(), common.end(), mine.begin(), mine.end(),

@@ -35,7 +35,8 @@ struct JobSpec {
   int dp_degree = 1;
   int tp_degree = 1;
   // The pipeline stage each rank runs: the ranks' own pp_rank once they registered, Megatron's
-  // order (tensor-parallel fastest, then data-parallel) before; empty for no particular job.
+  // order (tensor-parallel fastest, then data-parallel) before, a single rank's for the server's
+  // default check (no job).
   std::vector<int> stage_of_rank;
   // SM clocks (MHz) every rank of the job supports, highest first.
   std::vector<int> available_frequencies;

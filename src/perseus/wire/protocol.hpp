@@ -31,6 +31,9 @@ inline constexpr const char* kJobSecretHeader = "X-Perseus-Job-Secret";
 // rows cannot be read); a restarted server fails it again, so clients stop asking.
 inline constexpr const char* kJobFailedHeader = "X-Perseus-Job-Failed";
 inline constexpr char kCredentialSeparator = '#';
+// The Server header of every answer of Perseus's server; an answer without it comes from another
+// server (Zeus's), whose barrier counts every schedule request (client/server_session.hpp).
+inline constexpr const char* kServerName = "perseus";
 inline constexpr const char* kRegisterRankPath = "/register_rank/";  // + job id
 inline constexpr const char* kSchedulePath = "/schedule/";           // + job id
 inline constexpr const char* kResultPath = "/result/";               // + job id
