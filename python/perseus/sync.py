@@ -1,39 +1,28 @@
 """CUDA devices as torch sees them: synchronization for instruction boundaries, and the UUID
-CUDA reports for a device (torch imported lazily)."""
+CUDA reports for a device (both use torch only where the process has imported it)."""
 
 import re
 import sys
 
 _UUID = re.compile(r"(GPU-)?[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 
-_cuda_available = None  # cached: None = not checked yet
-
-
-def _torch():
-    """The torch module, or None when it cannot be imported."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        return torch
-    try:
-        import torch  # noqa: F811  (lazy: the package works without torch)
-    except ImportError:
-        return None
-    return torch
+_cuda_available = None  # cached once torch is imported: None = not checked yet
 
 
 def sync_device(device=None):
     """Wait for all queued work on a CUDA device (``torch.cuda.synchronize``).
 
-    A no-op when torch is not importable or CUDA is unavailable. Instruction hooks call it so
-    that time and energy are measured around the work itself, not around its asynchronous
-    launch (Zeus does the same).
+    A no-op when torch is not imported or CUDA is unavailable. Instruction hooks call it so that
+    time and energy are measured around the work itself, not around its asynchronous launch (Zeus
+    does the same). It never imports torch itself: a process that has not imported torch has no
+    CUDA work of torch's queued, and an import from inside a training step would cost that step
+    seconds and set environment variables (numpy's import does) while the client's threads run.
     """
     global _cuda_available
     if _cuda_available is False:
         return
-    torch = _torch()
+    torch = sys.modules.get("torch")
     if torch is None:
-        _cuda_available = False
         return
     if _cuda_available is None:
         _cuda_available = bool(torch.cuda.is_available())

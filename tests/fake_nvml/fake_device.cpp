@@ -8,14 +8,67 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace fake_nvml {
 
 namespace {
 
 constexpr unsigned kMaxDevices = 16;
+
+// $name as a number in [lo, hi]; `fallback` when unset, empty, malformed or out of range.
+double env_number(const char* name, double fallback, double lo, double hi) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  char* end = nullptr;
+  double value = std::strtod(text, &end);
+  if (*end != '\0' || !(value >= lo && value <= hi)) return fallback;
+  return value;
+}
+
+std::string env_text(const char* name) {
+  const char* text = std::getenv(name);
+  return text != nullptr ? text : "";
+}
+
+bool env_set(const char* name) {
+  return std::getenv(name) != nullptr;
+}
+
+Settings settings_from_env() {
+  Settings s;
+  s.log_path = env_text("FAKE_NVML_LOG");
+  s.hang_file = env_text("FAKE_NVML_HANG_FILE");
+  s.names = env_text("FAKE_NVML_NAMES");
+  s.clocks = env_text("FAKE_NVML_CLOCKS");
+  s.deny_lock = env_set("FAKE_NVML_DENY_LOCK");
+  s.no_clock_reasons = env_set("FAKE_NVML_NO_CLOCK_REASONS");
+  s.no_energy_counter = env_set("FAKE_NVML_NO_ENERGY_COUNTER");
+  s.no_power_limit = env_set("FAKE_NVML_NO_POWER_LIMIT");
+  s.lost_device = env_number("FAKE_NVML_LOST_DEVICE", -1.0, 0.0, 15.0);
+  s.capped_mhz = env_number("FAKE_NVML_CAPPED_MHZ", -1.0, 1.0, 1e5);
+  return s;
+}
+
+// Every Settings published, kept for the rest of the process (reachable, so not a leak): a call
+// may still use an older one while an init publishes the next.
+// The first is the defaults.
+std::vector<std::unique_ptr<const Settings>>* const published = [] {
+  auto* all = new std::vector<std::unique_ptr<const Settings>>;
+  all->push_back(std::make_unique<const Settings>());
+  return all;
+}();
+std::atomic<const Settings*> current{published->front().get()};
+
+// Publishes `s` (session_mutex held).
+void publish(Settings s) {
+  if (s == *current.load()) return;
+  published->push_back(std::make_unique<const Settings>(std::move(s)));
+  current.store(published->back().get(), std::memory_order_release);
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -83,9 +136,13 @@ void change_counter(const CounterSettings& settings) {
 
 }  // namespace
 
+const Settings& settings() {
+  return *current.load(std::memory_order_acquire);
+}
+
 void record(const char* format, ...) {
-  const char* path = std::getenv("FAKE_NVML_LOG");
-  if (path == nullptr) return;
+  const char* path = settings().log_path.c_str();
+  if (*path == '\0') return;
   char line[256];
   va_list args;
   va_start(args, format);
@@ -101,18 +158,11 @@ void record(const char* format, ...) {
   ::close(fd);
 }
 
-double env_number(const char* name, double fallback, double lo, double hi) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return fallback;
-  char* end = nullptr;
-  double value = std::strtod(text, &end);
-  if (*end != '\0' || !(value >= lo && value <= hi)) return fallback;
-  return value;
-}
-
 int open_session() {
   const CounterSettings settings = counter_settings_from_env();
+  Settings fresh = settings_from_env();
   std::lock_guard<std::mutex> lock(session_mutex);
+  publish(std::move(fresh));
   if (init_count++ == 0) {
     start_session(settings);
     session_open.store(true, std::memory_order_release);
@@ -153,13 +203,16 @@ Device* device_of(const void* handle) {
 }
 
 int check_device(const void* handle) {
-  if (const char* hang = std::getenv("FAKE_NVML_HANG_FILE"); hang != nullptr) {
-    while (::access(hang, F_OK) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const Settings& s = settings();
+  if (!s.hang_file.empty()) {
+    while (::access(s.hang_file.c_str(), F_OK) == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
   if (!in_session()) return kUninitialized;
   const Device* d = device_of(handle);
   if (d == nullptr) return kInvalidArgument;
-  if (index_of(d) == env_number("FAKE_NVML_LOST_DEVICE", -1.0, 0.0, 15.0)) return kGpuIsLost;
+  if (index_of(d) == s.lost_device) return kGpuIsLost;
   return Clock::now().time_since_epoch().count() >= lost_at.load() ? kGpuIsLost : kSuccess;
 }
 

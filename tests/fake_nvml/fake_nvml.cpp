@@ -2,28 +2,33 @@
 // dlopen path as the driver's library, modelling the measured behaviour of a real H100
 // (shared/data/gpu/h100-nvml.md).
 //
+// It is configured by environment variables, read at each nvmlInit_v2 (nvmlInitWithFlags), never
+// at a device call: a driver reads its environment when it is initialized, and a getenv on the
+// client's threads would race with a setenv in the process's others (fake_device.hpp, Settings).
+// Set a variable before the NvmlGpu (or Zeus's client) that should see it is made.
+//
 // Every call, reads included, is appended to the file named by $FAKE_NVML_LOG (if set), one line
 // each, the call name first, so tests can check what was (and was not) asked of the driver.
-// $FAKE_NVML_NO_POWER_LIMIT and $FAKE_NVML_NO_CLOCK_REASONS (read at each call) fail
-// nvmlDeviceGetEnforcedPowerLimit and the clock event reasons with NVML_ERROR_NOT_SUPPORTED, as
-// devices without power management and some virtual GPUs do; $FAKE_NVML_NO_ENERGY_COUNTER fails
+// $FAKE_NVML_NO_POWER_LIMIT and $FAKE_NVML_NO_CLOCK_REASONS fail nvmlDeviceGetEnforcedPowerLimit
+// and the clock event reasons with NVML_ERROR_NOT_SUPPORTED, as devices without power management
+// and some virtual GPUs do; $FAKE_NVML_NO_ENERGY_COUNTER fails
 // nvmlDeviceGetTotalEnergyConsumption so, as GPUs before Volta do.
-// $FAKE_NVML_CLOCKS (read at each call), "top:bottom:step" in MHz, gives the supported SM clocks
-// at the highest memory clock (default: 1005, 1410, 1395, 1380, unsorted as NVML may list them).
-// $FAKE_NVML_DENY_LOCK (read at each call) fails nvmlDeviceSetGpuLockedClocks with
-// NVML_ERROR_NO_PERMISSION. $FAKE_NVML_NAMES (read at each call) names devices 0, 1, ... (comma-
-// separated), as on a machine of mixed GPUs; the devices it does not name keep the default name.
-// $FAKE_NVML_LOST_DEVICE (read at each call) is the index of one device every query of which
-// fails with NVML_ERROR_GPU_IS_LOST, as one GPU of a machine that has fallen off the bus.
-// While the file that $FAKE_NVML_HANG_FILE (read at each call) names exists, every device query
-// and setting blocks (polling the file every 10 ms), as the driver of a GPU that has fallen off the
-// bus can block its callers for good.
+// $FAKE_NVML_CLOCKS, "top:bottom:step" in MHz, gives the supported SM clocks at the highest memory
+// clock (default: 1005, 1410, 1395, 1380, unsorted as NVML may list them).
+// $FAKE_NVML_DENY_LOCK fails nvmlDeviceSetGpuLockedClocks with NVML_ERROR_NO_PERMISSION.
+// $FAKE_NVML_NAMES names devices 0, 1, ... (comma-separated), as on a machine of mixed GPUs; the
+// devices it does not name keep the default name.
+// $FAKE_NVML_LOST_DEVICE is the index of one device every query of which fails with
+// NVML_ERROR_GPU_IS_LOST, as one GPU of a machine that has fallen off the bus.
+// While the file that $FAKE_NVML_HANG_FILE names exists, every device query and setting blocks
+// (polling the file every 10 ms), as the driver of a GPU that has fallen off the bus can block its
+// callers for good.
 // Read when a session starts (the first nvmlInit_v2, or the first after the last nvmlShutdown):
 //   FAKE_NVML_DEVICES     number of devices (default 1, at most 16), all alike
 //   FAKE_NVML_LOST_AFTER_MS  from this many milliseconds into the session on, every device query
 //                         and setting fails with NVML_ERROR_GPU_IS_LOST, as when a GPU has fallen
 //                         off the bus (unset: never)
-// Read at every nvmlInit_v2 (a change while a session is open carries each counter on from its
+// Applied at every nvmlInit_v2 (a change while a session is open carries each counter on from its
 // current value, so counters never go back):
 //   FAKE_NVML_POWER_W     the constant power draw of every device in watts (default 300)
 //   FAKE_NVML_REFRESH_MS  the energy counter is refreshed every this many milliseconds of steady
@@ -33,8 +38,8 @@
 //                         (default 4; 0 allowed); it returns the counter as of the call's end
 // The SM clock is the locked one while a lock is set, else the highest supported (1410 MHz). The
 // clock event reasons are sw_power_cap while the power draw is at or above the power limit (the
-// default limit is 400 W), else none; meanwhile the SM clock is at most $FAKE_NVML_CAPPED_MHZ (read
-// at each call; unset: no limit), as a GPU whose power limit holds it below a locked clock. Built
+// default limit is 400 W), else none; meanwhile the SM clock is at most $FAKE_NVML_CAPPED_MHZ
+// (unset: no limit), as a GPU whose power limit holds it below a locked clock. Built
 // with FAKE_NVML_BEFORE_R535 the library exports them only under their old name,
 // nvmlDeviceGetCurrentClocksThrottleReasons, as drivers before R535 did; otherwise under both
 // names, as later drivers do. Device N has the UUID GPU-0000000N-fa4e-4000-8000-00000000000N (N in
@@ -84,14 +89,16 @@ struct nvmlDevice_st;
 using nvmlDevice_t = nvmlDevice_st*;
 
 int nvmlInit_v2() {
+  const int rc = open_session();
   record("nvmlInit_v2");
-  return open_session();
+  return rc;
 }
 
 // What the NVML Python bindings (nvidia-ml-py, under Zeus) call instead of nvmlInit_v2.
 int nvmlInitWithFlags(unsigned flags) {
+  const int rc = open_session();
   record("nvmlInitWithFlags %u", flags);
-  return open_session();
+  return rc;
 }
 
 int nvmlShutdown() {
@@ -178,8 +185,7 @@ int nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned length) {
 
 // Device `index`'s name: its entry of $FAKE_NVML_NAMES, else kName.
 std::string name_of(unsigned index) {
-  const char* names = std::getenv("FAKE_NVML_NAMES");
-  std::string_view list = names != nullptr ? names : "";
+  std::string_view list = settings().names;
   for (unsigned i = 0; i < index && !list.empty(); ++i) {
     const std::size_t comma = list.find(',');
     list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
@@ -208,10 +214,11 @@ int nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t device, unsigned memory, u
   static const unsigned high[] = {1005, 1410, 1395, 1380};
   static const unsigned low[] = {600};
   if (memory != 1215) return fill(low, 1, count, out);
-  if (const char* range = std::getenv("FAKE_NVML_CLOCKS")) {
+  if (const std::string& range = settings().clocks; !range.empty()) {
     unsigned top = 0, bottom = 0, step = 0, clocks[256];
     unsigned n = 0;
-    if (std::sscanf(range, "%u:%u:%u", &top, &bottom, &step) == 3 && step > 0 && bottom <= top) {
+    if (std::sscanf(range.c_str(), "%u:%u:%u", &top, &bottom, &step) == 3 && step > 0 &&
+        bottom <= top) {
       for (unsigned mhz = top; mhz >= bottom && n < 256; mhz -= step) clocks[n++] = mhz;
       return fill(clocks, n, count, out);
     }
@@ -222,7 +229,7 @@ int nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t device, unsigned memory, u
 int nvmlDeviceSetGpuLockedClocks(nvmlDevice_t device, unsigned min_mhz, unsigned max_mhz) {
   record("nvmlDeviceSetGpuLockedClocks %u %u", min_mhz, max_mhz);
   if (int rc = check_device(device); rc != kSuccess) return rc;
-  if (std::getenv("FAKE_NVML_DENY_LOCK") != nullptr) return kNoPermission;
+  if (settings().deny_lock) return kNoPermission;
   device_of(device)->locked_mhz = max_mhz;
   return kSuccess;
 }
@@ -261,8 +268,9 @@ int nvmlDeviceGetClockInfo(nvmlDevice_t device, int type, unsigned* mhz) {
   const Device& d = *device_of(device);
   const unsigned locked = d.locked_mhz;
   *mhz = type == kMemory ? 1215 : (locked != 0 ? locked : 1410);
-  if (type != kMemory && power_capped(d)) {
-    *mhz = std::min(*mhz, static_cast<unsigned>(env_number("FAKE_NVML_CAPPED_MHZ", *mhz, 1, 1e5)));
+  if (const double capped = settings().capped_mhz;
+      type != kMemory && capped > 0 && power_capped(d)) {
+    *mhz = std::min(*mhz, static_cast<unsigned>(capped));
   }
   return kSuccess;
 }
@@ -272,7 +280,7 @@ static int clock_event_reasons(const char* call, nvmlDevice_t device, unsigned l
   record("%s", call);
   if (int rc = check_device(device); rc != kSuccess) return rc;
   if (reasons == nullptr) return kInvalidArgument;
-  if (std::getenv("FAKE_NVML_NO_CLOCK_REASONS") != nullptr) return kNotSupported;
+  if (settings().no_clock_reasons) return kNotSupported;
   constexpr unsigned long long kSwPowerCap = 0x4;
   *reasons = power_capped(*device_of(device)) ? kSwPowerCap : 0;
   return kSuccess;
@@ -291,7 +299,7 @@ int nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device, unsigned long lo
 int nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long* energy_mj_out) {
   record("nvmlDeviceGetTotalEnergyConsumption");
   if (int rc = check_device(device); rc != kSuccess) return rc;
-  if (std::getenv("FAKE_NVML_NO_ENERGY_COUNTER") != nullptr) return kNotSupported;
+  if (settings().no_energy_counter) return kNotSupported;
   if (energy_mj_out == nullptr) return kInvalidArgument;
   return read_energy_mj(device, energy_mj_out);
 }
@@ -314,7 +322,7 @@ int nvmlDeviceSetPowerManagementLimit(nvmlDevice_t device, unsigned milliwatts) 
 int nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned* milliwatts) {
   record("nvmlDeviceGetEnforcedPowerLimit");
   if (int rc = check_device(device); rc != kSuccess) return rc;
-  if (std::getenv("FAKE_NVML_NO_POWER_LIMIT") != nullptr) return kNotSupported;
+  if (settings().no_power_limit) return kNotSupported;
   if (milliwatts == nullptr) return kInvalidArgument;
   *milliwatts = device_of(device)->power_limit_mw;
   return kSuccess;

@@ -152,10 +152,9 @@ TEST_F(Nvml, TheFakeAppliesNewSettingsWithoutTurningCountersBack) {
 }
 
 TEST_F(Nvml, ReportsDriverErrorsWithTheCallAndNvmlsMessage) {
+  env_.set("FAKE_NVML_DENY_LOCK", "1");  // read at nvmlInit, as the driver reads its environment
   NvmlGpu gpu(0, FAKE_NVML_LIBRARY);
-  setenv("FAKE_NVML_DENY_LOCK", "1", 1);
   std::string error = error_of([&] { gpu.lock_clock(1410); });
-  unsetenv("FAKE_NVML_DENY_LOCK");
   EXPECT_CONTAINS(error, "nvmlDeviceSetGpuLockedClocks failed: Insufficient Permissions");
   EXPECT_CONTAINS(error_of([&] { gpu.lock_clock(0); }), "0 MHz");
   EXPECT_CONTAINS(error_of([&] { gpu.set_power_limit(-5.0); }), "power limit");
