@@ -35,6 +35,7 @@ class SharedBackend : public GpuBackend {
   void instruction_begin(const std::string& name) override { gpu_->instruction_begin(name); }
   void instruction_end(const std::string& name) override { gpu_->instruction_end(name); }
   bool synchronous_clocks() const override { return gpu_->synchronous_clocks(); }
+  bool simulated() const override { return gpu_->simulated(); }
   perseus::client::CounterResponse counter_response() const override {
     return gpu_->counter_response();
   }

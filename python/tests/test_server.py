@@ -58,6 +58,7 @@ def test_two_ranks_all_max(server, profile2):
     assert status["job_id"] == job_id
     assert status["scheduler"] == "all-max"
     assert status["ranks_registered"] == stages
+    assert status["simulated_ranks"] == stages  # SimGpu's ranks say so when they register
     assert status["round"] == 0
     assert status["state"] == "done"
     assert not status.get("error")
@@ -200,7 +201,9 @@ def test_profiler_records_the_clock_each_row_ran_at(server, tmp_path, monkeypatc
     assert below == {(i, mhz) for i in ("forward", "backward") for mhz in (1410, 1395, 1380)}
     assert all(r["measured_mhz"] <= 1200.5 for r in summary["clocks_not_reached"]), summary
     assert any("below its locked 1410 MHz" in line for line in logs), logs
-    status = get_json(f"{server}/jobs/{job_id}")["scheduler_status"]
+    job = get_json(f"{server}/jobs/{job_id}")
+    assert job["simulated_ranks"] == 0, job  # an NVML GPU is no simulated one
+    status = job["scheduler_status"]
     assert status["clocks_not_reached"] == 6 and status["state"] == "done", status
 
 

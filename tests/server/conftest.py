@@ -178,6 +178,27 @@ def served_plans_run(server_factory, tmp_path, microbatches, exports):
     return server, job
 
 
+def measured_windows(server, job_id, out_dir):
+    """Each round's (iteration energy of all stages, iterations in its window) as the job's ranks
+    reported them, read back through `perseus export-job` (round N's N.prof.json): a stage's
+    iteration energy is its ranks' summed, the window as long as its shortest stage's."""
+    subprocess.run([PERSEUS, "export-job", "--store", server.store, "--job", job_id, "--out-dir",
+                    str(out_dir)], check=True, capture_output=True, text=True)
+    ranks = json.loads((out_dir / "ranks.json").read_text())
+    stage_of = {r["rank"]: r["pp_rank"] for r in ranks}
+    windows = []
+    for n in range(len(list(out_dir.glob("*.prof.json")))):
+        stages = {}
+        for result in json.loads((out_dir / f"{n}.prof.json").read_text()):
+            energies = stages.setdefault(stage_of[result["rank"]], [])
+            energies.append(result["iter_energy"])
+        n_iter = min(len(e) for rank_energies in stages.values() for e in rank_energies)
+        energy = sum(sum(e[i] for e in rank_energies for i in range(n_iter)) / n_iter
+                     for rank_energies in stages.values())
+        windows.append((energy, n_iter))
+    return windows
+
+
 def raw_request(port, text):
     """Sends raw bytes on a fresh connection; returns the socket (not yet read)."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)

@@ -160,6 +160,9 @@ def test_oversized_and_unbounded_registrations_are_refused(server_factory):
                           ([], "is empty")]:
         status, answer = server.post(f"/register_rank/{job_id}", rank_info(0, 2, freqs=freqs))
         assert status == 422 and reason in answer["detail"], answer
+    status, answer = server.post(f"/register_rank/{job_id}",
+                                 dict(rank_info(0, 2), simulated_gpu="yes"))
+    assert status == 422 and "simulated_gpu" in answer["detail"], answer
     for _ in range(2):
         server.register_job(pp=1)
     complete_job(server)  # the fourth job

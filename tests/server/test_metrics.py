@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from conftest import served_plans_run
+from conftest import measured_windows, served_plans_run
 
 parser = pytest.importorskip("prometheus_client.parser",
                              reason="python3-prometheus-client is not installed")
@@ -54,9 +54,27 @@ def test_metrics_agree_with_a_simulated_jobs_results(server_factory, tmp_path):
     assert value(families, "perseus_http_responses_total", endpoint="result", status="200") >= 12
     assert value(families, "perseus_barrier_release_seconds_count") == 3
     assert value(families, "perseus_store_write_seconds_count") > 10
-    # The saving also shows on the status page.
+    # 51.2: the slowdown, the baseline (the all-max round 0) and the energy saved so far: each
+    # measured window's saving per iteration against round 0, times its iterations.
+    slowdown = value(families, "perseus_job_slowdown_ratio", job=job_id)
+    assert slowdown == pytest.approx(job["slowdown"]) and 0 < slowdown <= 0.05, job
+    assert job["baseline"]["source"] == "measured" and job["baseline"]["round"] == 0, job
+    windows = measured_windows(server, job_id, tmp_path / "dump")
+    assert job["baseline"]["energy_j"] == pytest.approx(windows[0][0])
+    saved_j = sum((windows[0][0] - energy) * n for energy, n in windows)
+    assert saved_j > 0
+    assert job["energy_saved_kwh"] == pytest.approx(saved_j / 3.6e6, rel=1e-9), (job, windows)
+    assert job["energy_saved_planned_kwh"] == 0, job
+    assert value(families, "perseus_job_energy_saved_joules", job=job_id) == pytest.approx(saved_j)
+    # The saving also shows on the status page, with what it costs and what it saved so far.
     status, page = server.get("/")
-    assert f"{100 * saving:.2f} %" in page
+    assert f"{100 * saving:.2f} %, time +{100 * slowdown:.2f} %" in page, page
+    assert f"{saved_j / 3.6e6:.4f} kWh saved so far<" in page, page
+    # A restart replays the stored rounds: what they saved is not counted twice.
+    server.kill()
+    server.start()
+    status, again = server.get(f"/jobs/{job_id}")
+    assert again["energy_saved_kwh"] == pytest.approx(job["energy_saved_kwh"], rel=1e-12), again
 
 
 def test_a_silent_job_is_stale(server_factory):

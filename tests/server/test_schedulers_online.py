@@ -6,7 +6,9 @@ import json
 import re
 import subprocess
 
-from conftest import PERSEUS, rank_info, result_body
+import pytest
+
+from conftest import PERSEUS, measured_windows, rank_info, result_body
 
 
 def make_frontier(tmp_path, stages=4, microbatches=4):
@@ -132,14 +134,25 @@ def test_a_frontier_job_run_until_done_ends_by_itself(server_factory, tmp_path):
     status, job = server.get(f"/jobs/{result['job_id']}")
     assert job["state"] == "done" and job["round"] == 3, job
     assert job["scheduler_status"]["measured_windows"] == 3, job["scheduler_status"]
+    # 51.3: the ranks said their GPUs are simulated, and the server says so.
+    assert job["simulated_ranks"] == 4, job
     # 51.2: no all-max round was measured, so the job shows what its plan was planned to save,
     # labelled so (it showed "-").
     assert job["energy_saving"] is None and job["last_results"]["round"] == 3, job
     planned = job["scheduler_status"]["saving"]
     assert planned > 0 and job["planned_energy_saving"] == planned, job
     assert job["planned_slowdown"] == job["scheduler_status"]["slowdown"], job
+    # Against that planned baseline, each window saved its energy x saving / (1 - saving).
+    assert job["baseline"]["source"] == "planned", job
+    last = measured_windows(server, result["job_id"], tmp_path / "dump")
+    saved_j = sum(energy * planned / (1 - planned) * n for energy, n in last)
+    assert job["energy_saved_kwh"] == pytest.approx(saved_j / 3.6e6, rel=1e-9), (job, last)
+    assert job["energy_saved_planned_kwh"] == job["energy_saved_kwh"], job
+    assert job["baseline"]["energy_j"] == pytest.approx(last[-1][0] / (1 - planned)), job
     status, page = server.get("/")
-    assert f"{100 * planned:.2f} % (planned)" in page, page
+    assert f"{100 * planned:.2f} % (planned); {saved_j / 3.6e6:.4f} kWh saved so far (against " \
+        "the planned all-max)" in page, page
+    assert "4 / 4 (simulated GPUs)" in page, page
     status, metrics = server.get("/metrics")
     assert f'perseus_job_planned_energy_saving_ratio{{job="{result["job_id"]}"}}' in metrics
     status, answer = server.post(f"/straggler/{result['job_id']}", {"dp_rank": 0, "factor": 1.2})

@@ -59,6 +59,9 @@ class GpuBackend {
   // whose measurements would otherwise depend on thread timing); the client then applies each
   // change on the training thread, before the next instruction (FrequencyController).
   virtual bool synchronous_clocks() const { return false; }
+  // True for a simulated GPU: the client says so when it registers (wire::RankInfo), so that the
+  // server does not show a simulator's energies as a real GPU's.
+  virtual bool simulated() const { return false; }
 };
 
 }  // namespace perseus::client

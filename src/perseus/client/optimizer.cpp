@@ -191,7 +191,7 @@ struct PipelineFrequencyOptimizer::Impl {
     session->start_exchange();
     try {
       session->post_pending();
-      session->ensure_registered(supported_clocks());
+      session->ensure_registered(supported_clocks(), gpu->simulated());
       warn_if_scheduler_ignored();
       apply(session->fetch_schedule(next_round));
       session->exchange_succeeded();

@@ -243,7 +243,7 @@ void ServerSession::resolve_job_id() {
   }
 }
 
-void ServerSession::ensure_registered(const std::vector<int>& clocks) {
+void ServerSession::ensure_registered(const std::vector<int>& clocks, bool simulated_gpu) {
   resolve_job_id();
   if (rank_registered_) return;
   wire::RankInfo info;
@@ -252,6 +252,7 @@ void ServerSession::ensure_registered(const std::vector<int>& clocks) {
   info.pp_rank = opt_.pp_rank;
   info.tp_rank = opt_.tp_rank;
   info.available_frequencies = clocks;
+  info.simulated_gpu = simulated_gpu;
   call(true, wire::kRegisterRankPath + job_id_, wire::to_json(info).dump(), opt_.request_timeout_s,
        [](const json&) { return 0; });
   rank_registered_ = true;

@@ -68,7 +68,7 @@ class ServerSession {
 
   // Finds the job id (rank 0 registers the job) and registers this rank with `clocks`, as far
   // as not done yet. Throws ServerFailure.
-  void ensure_registered(const std::vector<int>& clocks);
+  void ensure_registered(const std::vector<int>& clocks, bool simulated_gpu);
   // The schedule of `round` (blocks in the server's barrier). Throws ServerFailure.
   wire::FrequencySchedule fetch_schedule(int round);
   // Queues a window's measurements as this rank's result for `round` (replacing one not sent);

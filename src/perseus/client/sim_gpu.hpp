@@ -66,6 +66,7 @@ class SimGpu : public GpuBackend {
       const SamplerOptions& options, std::function<void(const std::string&)> on_error) override;
   void instruction_begin(const std::string& name) override;
   void instruction_end(const std::string& name) override;
+  bool simulated() const override { return true; }
   bool synchronous_clocks() const override { return true; }
   // The simulated counter's response (lag and window, or first-order), which the client takes
   // back.

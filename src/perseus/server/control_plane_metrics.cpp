@@ -1,5 +1,6 @@
 // GET /metrics: the control plane in Prometheus's text format. Per job: rounds, the last measured
-// iteration (per stage and in all), the saving against the job's own all-max round, the ranks
+// iteration (per stage and in all), the saving against the job's own all-max round (and the
+// energy saved so far, the slowdown), the ranks
 // whose energy counter did not change in the latest round, straggler reports, idleness;
 // server-wide: answers by endpoint and status, barrier release and store write latency, open
 // connections, jobs. Each family's samples are written together, as the format requires.
@@ -56,6 +57,13 @@ void job_families(PrometheusText& out, const std::vector<JobSummary>& jobs) {
   per_job(out, jobs, "perseus_job_energy_saving_ratio", "gauge",
           "1 - energy of the last measured round / energy of the job's last all-max round",
           [](const JobSummary& j) { return j.measured.energy_saving(); });
+  per_job(out, jobs, "perseus_job_slowdown_ratio", "gauge",
+          "time of the last measured round / time of the job's last all-max round - 1",
+          [](const JobSummary& j) { return j.measured.slowdown(); });
+  per_job(out, jobs, "perseus_job_energy_saved_joules", "gauge",
+          "Energy the job saved so far over its measured windows against its all-max baseline "
+          "(measured, else as its plans' planned saving says), all ranks",
+          [](const JobSummary& j) { return j.energy_saved_j(); });
   per_job(out, jobs, "perseus_job_planned_energy_saving_ratio", "gauge",
           "What the plans the job runs were planned to save against all-max (the planner's "
           "evaluation; for a job that never measured an all-max round)",

@@ -73,6 +73,7 @@ std::string Job::rank_problem(const wire::RankInfo& rank) const {
 void Job::set_rank(const wire::RankInfo& rank, const json& body) {
   auto& slot = ranks_[static_cast<std::size_t>(rank.rank)];
   if (!slot) ++registered_;
+  simulated_ += (rank.simulated_gpu ? 1 : 0) - (slot && slot->simulated_gpu ? 1 : 0);
   slot = rank;
   rank_bodies_[static_cast<std::size_t>(rank.rank)] = body;
 }

@@ -89,9 +89,19 @@ struct JobMeasurements {
   // The ranks whose energy counter did not change in the latest round with every result in
   // (wire::ProfilingResult::energy_measured); `last` is an earlier round while any is listed.
   std::vector<int> unmeasured_ranks;
+  // Energy saved so far (J, all ranks), over the windows measured: per window, (baseline - its
+  // energy) per iteration x its iterations. The baseline is the all-max round measured before
+  // (or as) it, else the round's energy as the plans' planned saving says all-max would have
+  // spent; what the latter counted is in planned_saved_j too. Iterations outside reported
+  // windows (after the job is done) are not counted. `counted_round`: the latest round counted
+  // (a restart replays the rounds the store still holds; those counted before are not again).
+  double saved_j = 0.0, planned_saved_j = 0.0;
+  int counted_round = -1;
   // 1 - energy of `last` / energy of `all_max` (nullopt without both): what the job saves
   // against running at full clock, by its own measurement.
   std::optional<double> energy_saving() const;
+  // time of `last` / time of `all_max` - 1 (nullopt without both): what that costs in time.
+  std::optional<double> slowdown() const;
   // As the store keeps them for rounds it no longer holds.
   nlohmann::json to_json() const;
   static JobMeasurements from_json(const nlohmann::json& j);
@@ -102,7 +112,8 @@ struct JobMeasurements {
 struct JobSummary {
   std::string id, state, scheduler, error;
   int world_size = 0, pp_degree = 0, dp_degree = 0, tp_degree = 0, ranks_registered = 0;
-  int round = -1;  // the latest round made (-1: none yet)
+  int round = -1;           // the latest round made (-1: none yet)
+  int simulated_ranks = 0;  // registered ranks on a simulated GPU (wire::RankInfo::simulated_gpu)
   double idle_s = 0;
   bool stale = false;  // set by the control plane (ServerSettings::stale_after_s)
   std::size_t stragglers_reported = 0;
@@ -110,9 +121,18 @@ struct JobSummary {
   // What its plans were planned to save (Scheduler::planned_saving): shown, labelled planned,
   // where no all-max round was measured.
   std::optional<PlannedSaving> planned;
-  // {"job_id", "state", ..., "energy_saving", "unmeasured_ranks", "last_results", "stale"}.
+  // {"job_id", "state", ..., "simulated_ranks", "energy_saving", "slowdown", "baseline",
+  // "energy_saved_kwh", "unmeasured_ranks", "last_results", "stale"}.
   nlohmann::json to_json() const;
+  // What the saving is against: the all-max round measured ({"source": "measured", "round",
+  // "time_s", "energy_j"}), else the last round as its plans' planned saving and slowdown say
+  // all-max would have run ("source": "planned"), else null.
+  nlohmann::json baseline_json() const;
+  // measured.saved_j, or nullopt while there is no baseline to count it against.
+  std::optional<double> energy_saved_j() const;
 };
+
+inline constexpr double kJoulesPerKwh = 3.6e6;
 
 // Called exactly once with the answer to a deferred request.
 using Responder = std::function<void(const Reply&)>;
@@ -213,6 +233,8 @@ class Job {
   void hold(Round plans, bool released);
   // Every rank reported `round`: its measurement becomes the job's latest (measured_).
   void record_measurement(int round);
+  // Adds what measured round `m` saved to measured_.saved_j (JobMeasurements).
+  void count_saved(const RoundMeasurement& m);
   // Drops a history-free job's rounds before the held ones from the store, with the
   // measurements so far; a failure is logged and tried again at the next round.
   void compact_store();
@@ -263,6 +285,7 @@ class Job {
   std::vector<std::optional<wire::RankInfo>> ranks_;
   std::vector<nlohmann::json> rank_bodies_;
   int registered_ = 0;  // ranks_ that hold a value
+  int simulated_ = 0;   // ... whose GPU is simulated (wire::RankInfo::simulated_gpu)
   std::unique_ptr<Scheduler> scheduler_;
   bool starting_ = false;              // start_spec was taken; start has not come yet
   std::deque<HeldRound> held_;         // rounds first_held_, first_held_ + 1, ...

@@ -59,7 +59,25 @@ void Job::record_measurement(int round) {
     m.stage_iterations.push_back(stage.iter_time.size());
   }
   if (runs_all_at(r.plans, top_clock_)) measured_.all_max = m;
+  count_saved(m);
   measured_.last = std::move(m);
+}
+
+void Job::count_saved(const RoundMeasurement& m) {
+  if (m.stage_iterations.empty() || m.round <= measured_.counted_round) return;
+  measured_.counted_round = m.round;
+  const auto iterations =
+      static_cast<double>(*std::min_element(m.stage_iterations.begin(), m.stage_iterations.end()));
+  if (measured_.all_max) {
+    measured_.saved_j += (measured_.all_max->energy_j() - m.energy_j()) * iterations;
+    return;
+  }
+  const std::optional<PlannedSaving> planned =
+      scheduler_ ? scheduler_->planned_saving() : std::nullopt;
+  if (!planned || planned->energy_saving >= 1.0) return;
+  const double saved = m.energy_j() * planned->energy_saving / (1.0 - planned->energy_saving);
+  measured_.saved_j += saved * iterations;
+  measured_.planned_saved_j += saved * iterations;
 }
 
 namespace {
@@ -85,21 +103,30 @@ std::optional<RoundMeasurement> measurement_from_json(const json& j) {
 }  // namespace
 
 json JobMeasurements::to_json() const {
-  return {{"last", measurement_json(last)},
-          {"all_max", measurement_json(all_max)},
-          {"unmeasured_ranks", unmeasured_ranks}};
+  return {{"last", measurement_json(last)},       {"all_max", measurement_json(all_max)},
+          {"unmeasured_ranks", unmeasured_ranks}, {"saved_j", saved_j},
+          {"planned_saved_j", planned_saved_j},   {"counted_round", counted_round}};
 }
 
 JobMeasurements JobMeasurements::from_json(const json& j) {
-  JobMeasurements m{
-      measurement_from_json(j.at("last")), measurement_from_json(j.at("all_max")), {}};
+  JobMeasurements m;
+  m.last = measurement_from_json(j.at("last"));
+  m.all_max = measurement_from_json(j.at("all_max"));
   j.at("unmeasured_ranks").get_to(m.unmeasured_ranks);
+  m.saved_j = j.value("saved_j", 0.0);  // absent in rows stored before it was counted
+  m.planned_saved_j = j.value("planned_saved_j", 0.0);
+  m.counted_round = j.value("counted_round", m.last ? m.last->round : -1);
   return m;
 }
 
 std::optional<double> JobMeasurements::energy_saving() const {
   if (!last || !all_max || all_max->energy_j() <= 0.0) return std::nullopt;
   return 1.0 - last->energy_j() / all_max->energy_j();
+}
+
+std::optional<double> JobMeasurements::slowdown() const {
+  if (!last || !all_max || all_max->time_s() <= 0.0) return std::nullopt;
+  return last->time_s() / all_max->time_s() - 1.0;
 }
 
 double Job::idle_s() const {
@@ -117,6 +144,7 @@ JobSummary Job::summary() const {
   s.dp_degree = info_.dp_degree;
   s.tp_degree = info_.tp_degree;
   s.ranks_registered = registered();
+  s.simulated_ranks = simulated_;
   s.round = computed() - 1;
   s.idle_s = idle_s();
   s.stragglers_reported = stragglers_reported_;
@@ -126,17 +154,30 @@ JobSummary Job::summary() const {
 }
 
 json JobSummary::to_json() const {
-  json j = {{"job_id", id},           {"state", state},
-            {"scheduler", scheduler}, {"world_size", world_size},
-            {"pp_degree", pp_degree}, {"dp_degree", dp_degree},
-            {"tp_degree", tp_degree}, {"ranks_registered", ranks_registered},
-            {"round", round},         {"idle_s", idle_s},
+  json j = {{"job_id", id},
+            {"state", state},
+            {"scheduler", scheduler},
+            {"world_size", world_size},
+            {"pp_degree", pp_degree},
+            {"dp_degree", dp_degree},
+            {"tp_degree", tp_degree},
+            {"ranks_registered", ranks_registered},
+            {"simulated_ranks", simulated_ranks},
+            {"round", round},
+            {"idle_s", idle_s},
             {"stale", stale}};
   if (!error.empty()) j["error"] = error;
   auto saving = measured.energy_saving();
   j["energy_saving"] = saving ? json(*saving) : json(nullptr);
   j["planned_energy_saving"] = planned ? json(planned->energy_saving) : json(nullptr);
   j["planned_slowdown"] = planned ? json(planned->slowdown) : json(nullptr);
+  auto slowdown = measured.slowdown();
+  j["slowdown"] = slowdown ? json(*slowdown) : json(nullptr);
+  j["baseline"] = baseline_json();
+  const auto saved = energy_saved_j();
+  j["energy_saved_kwh"] = saved ? json(*saved / kJoulesPerKwh) : json(nullptr);
+  j["energy_saved_planned_kwh"] =
+      saved ? json(measured.planned_saved_j / kJoulesPerKwh) : json(nullptr);
   j["unmeasured_ranks"] = measured.unmeasured_ranks;
   if (const auto& last = measured.last) {
     json stages = json::array();
@@ -148,6 +189,27 @@ json JobSummary::to_json() const {
     j["last_results"] = {{"round", last->round}, {"stages", std::move(stages)}};
   }
   return j;
+}
+
+std::optional<double> JobSummary::energy_saved_j() const {
+  if (measured.all_max || measured.saved_j != 0.0 || !baseline_json().is_null()) {
+    return measured.saved_j;
+  }
+  return std::nullopt;
+}
+
+json JobSummary::baseline_json() const {
+  if (const auto& all_max = measured.all_max) {
+    return {{"source", "measured"},
+            {"round", all_max->round},
+            {"time_s", all_max->time_s()},
+            {"energy_j", all_max->energy_j()}};
+  }
+  if (!measured.last || !planned || planned->energy_saving >= 1.0) return nullptr;
+  return {{"source", "planned"},
+          {"round", nullptr},
+          {"time_s", measured.last->time_s() / (1.0 + planned->slowdown)},
+          {"energy_j", measured.last->energy_j() / (1.0 - planned->energy_saving)}};
 }
 
 std::optional<Round> Job::current_plan() const {

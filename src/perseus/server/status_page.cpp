@@ -30,17 +30,39 @@ std::string unmeasured(const nlohmann::json& job) {
          std::string(it->size() > 1 ? "s " : " ") + ranks + ")</span>";
 }
 
-// The job's saving against its own all-max round, else what its plans were planned to save
-// (labelled so), else a dash.
+// The ranks on simulated GPUs, if any: their energies are a simulator's, not a real counter's.
+std::string simulated(const nlohmann::json& job) {
+  const int n = job.value("simulated_ranks", 0);
+  if (n == 0) return "";
+  const bool all = n == job["ranks_registered"].get<int>();
+  return all ? " (simulated GPUs)" : " (" + std::to_string(n) + " on simulated GPUs)";
+}
+
+// The job's saving against its own all-max round (with the time it costs), else what its plans
+// were planned to save (labelled so), else a dash; then the energy saved so far.
 std::string saving(const nlohmann::json& job) {
   const auto shown = [&](const char* field) {
     return job.contains(field) && !job[field].is_null();
   };
-  if (shown("energy_saving")) return fixed(100.0 * job["energy_saving"].get<double>(), 2) + " %";
-  if (shown("planned_energy_saving")) {
-    return fixed(100.0 * job["planned_energy_saving"].get<double>(), 2) + " % (planned)";
+  const auto percent = [&](const char* field) {
+    return fixed(100.0 * job[field].get<double>(), 2) + " %";
+  };
+  std::string text = "&ndash;";
+  if (shown("energy_saving")) {
+    text = percent("energy_saving");
+    if (shown("slowdown"))
+      text += ", time " + std::string(job["slowdown"].get<double>() >= 0.0 ? "+" : "") +
+              percent("slowdown");
+  } else if (shown("planned_energy_saving")) {
+    text = percent("planned_energy_saving") + " (planned)";
   }
-  return "&ndash;";
+  if (shown("energy_saved_kwh")) {
+    const bool planned =
+        shown("energy_saved_planned_kwh") && job["energy_saved_planned_kwh"].get<double>() != 0.0;
+    text += "; " + fixed(job["energy_saved_kwh"].get<double>(), 4) + " kWh saved so far" +
+            (planned ? " (against the planned all-max)" : "");
+  }
+  return text;
 }
 
 constexpr const char* kStyle = R"css(
@@ -82,9 +104,9 @@ std::string render_status_page(const std::vector<nlohmann::json>& jobs, double u
              << " s</span>";
       }
       html << "</td><td>" << escape(job["scheduler"].get<std::string>()) << "</td><td>"
-           << job["ranks_registered"].dump() << " / " << job["world_size"].dump() << "</td><td>"
-           << job["round"].dump() << "</td><td>" << last_results(job) << unmeasured(job)
-           << "</td><td>" << saving(job) << "</td></tr>";
+           << job["ranks_registered"].dump() << " / " << job["world_size"].dump() << simulated(job)
+           << "</td><td>" << job["round"].dump() << "</td><td>" << last_results(job)
+           << unmeasured(job) << "</td><td>" << saving(job) << "</td></tr>";
     }
     html << "</tbody></table>";
   }

@@ -71,11 +71,13 @@ json to_json(const JobInfo& info) {
 }
 
 json to_json(const RankInfo& info) {
-  return {{"rank", info.rank},
-          {"dp_rank", info.dp_rank},
-          {"pp_rank", info.pp_rank},
-          {"tp_rank", info.tp_rank},
-          {"available_frequencies", info.available_frequencies}};
+  json j = {{"rank", info.rank},
+            {"dp_rank", info.dp_rank},
+            {"pp_rank", info.pp_rank},
+            {"tp_rank", info.tp_rank},
+            {"available_frequencies", info.available_frequencies}};
+  if (info.simulated_gpu) j["simulated_gpu"] = true;
+  return j;
 }
 
 json to_json(const FrequencySchedule& schedule) {
@@ -179,6 +181,9 @@ RankInfo parse_rank_info(const json& body) {
                              " MHz");
     }
     info.available_frequencies.push_back(mhz);
+  }
+  if (body.contains("simulated_gpu")) {
+    info.simulated_gpu = fields.as_bool(body["simulated_gpu"], "simulated_gpu");
   }
   return info;
 }

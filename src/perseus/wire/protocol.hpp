@@ -67,6 +67,9 @@ struct RankInfo {
   int pp_rank = 0;
   int tp_rank = 0;
   std::vector<int> available_frequencies;  // MHz, as the GPU reports them
+  // Extension: the rank runs on a simulated GPU (its energies are a simulator's, not a real
+  // counter's); sent only when true.
+  bool simulated_gpu = false;
 };
 
 // One iteration's clocks for one rank: (instruction name, MHz) in execution order.
