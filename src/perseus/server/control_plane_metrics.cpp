@@ -63,7 +63,7 @@ void job_families(PrometheusText& out, const std::vector<JobSummary>& jobs) {
   per_job(out, jobs, "perseus_job_energy_saved_joules", "gauge",
           "Energy the job saved so far over its measured windows against its all-max baseline "
           "(measured, else as its plans' planned saving says), all ranks",
-          [](const JobSummary& j) { return j.energy_saved_j(); });
+          [](const JobSummary& j) { return j.energy_saved_j(j.baseline_json()); });
   per_job(out, jobs, "perseus_job_planned_energy_saving_ratio", "gauge",
           "What the plans the job runs were planned to save against all-max (the planner's "
           "evaluation; for a job that never measured an all-max round)",

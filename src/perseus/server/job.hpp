@@ -128,8 +128,9 @@ struct JobSummary {
   // "time_s", "energy_j"}), else the last round as its plans' planned saving and slowdown say
   // all-max would have run ("source": "planned"), else null.
   nlohmann::json baseline_json() const;
-  // measured.saved_j, or nullopt while there is no baseline to count it against.
-  std::optional<double> energy_saved_j() const;
+  // measured.saved_j, or nullopt while there is no `baseline` (baseline_json()) to count it
+  // against and nothing was counted.
+  std::optional<double> energy_saved_j(const nlohmann::json& baseline) const;
 };
 
 inline constexpr double kJoulesPerKwh = 3.6e6;

@@ -74,10 +74,11 @@ void Job::count_saved(const RoundMeasurement& m) {
   }
   const std::optional<PlannedSaving> planned =
       scheduler_ ? scheduler_->planned_saving() : std::nullopt;
-  if (!planned || planned->energy_saving >= 1.0) return;
-  const double saved = m.energy_j() * planned->energy_saving / (1.0 - planned->energy_saving);
-  measured_.saved_j += saved * iterations;
-  measured_.planned_saved_j += saved * iterations;
+  const std::optional<double> all_max =
+      planned ? planned->all_max_energy_j(m.energy_j()) : std::nullopt;
+  if (!all_max) return;
+  measured_.saved_j += (*all_max - m.energy_j()) * iterations;
+  measured_.planned_saved_j += (*all_max - m.energy_j()) * iterations;
 }
 
 namespace {
@@ -174,7 +175,7 @@ json JobSummary::to_json() const {
   auto slowdown = measured.slowdown();
   j["slowdown"] = slowdown ? json(*slowdown) : json(nullptr);
   j["baseline"] = baseline_json();
-  const auto saved = energy_saved_j();
+  const auto saved = energy_saved_j(j["baseline"]);
   j["energy_saved_kwh"] = saved ? json(*saved / kJoulesPerKwh) : json(nullptr);
   j["energy_saved_planned_kwh"] =
       saved ? json(measured.planned_saved_j / kJoulesPerKwh) : json(nullptr);
@@ -191,11 +192,9 @@ json JobSummary::to_json() const {
   return j;
 }
 
-std::optional<double> JobSummary::energy_saved_j() const {
-  if (measured.all_max || measured.saved_j != 0.0 || !baseline_json().is_null()) {
-    return measured.saved_j;
-  }
-  return std::nullopt;
+std::optional<double> JobSummary::energy_saved_j(const json& baseline) const {
+  if (baseline.is_null() && measured.saved_j == 0.0) return std::nullopt;
+  return measured.saved_j;
 }
 
 json JobSummary::baseline_json() const {
@@ -205,11 +204,13 @@ json JobSummary::baseline_json() const {
             {"time_s", all_max->time_s()},
             {"energy_j", all_max->energy_j()}};
   }
-  if (!measured.last || !planned || planned->energy_saving >= 1.0) return nullptr;
+  if (!measured.last || !planned) return nullptr;
+  const std::optional<double> energy = planned->all_max_energy_j(measured.last->energy_j());
+  if (!energy) return nullptr;
   return {{"source", "planned"},
           {"round", nullptr},
-          {"time_s", measured.last->time_s() / (1.0 + planned->slowdown)},
-          {"energy_j", measured.last->energy_j() / (1.0 - planned->energy_saving)}};
+          {"time_s", planned->all_max_time_s(measured.last->time_s())},
+          {"energy_j", *energy}};
 }
 
 std::optional<Round> Job::current_plan() const {

@@ -103,6 +103,13 @@ struct StageResult {
 struct PlannedSaving {
   double energy_saving = 0.0;
   double slowdown = 0.0;
+  // What all-max would have run, by this evaluation, where the plans ran `time_s` and spent
+  // `energy_j` (nullopt for a saving of 100 % or more, which says nothing of all-max).
+  std::optional<double> all_max_energy_j(double energy_j) const {
+    if (energy_saving >= 1.0) return std::nullopt;
+    return energy_j / (1.0 - energy_saving);
+  }
+  double all_max_time_s(double time_s) const { return time_s / (1.0 + slowdown); }
 };
 
 class Scheduler {
