@@ -17,6 +17,7 @@
 #include "perseus/server/control_plane.hpp"
 #include "perseus/server/dump_export.hpp"
 #include "perseus/server/http_server.hpp"
+#include "perseus/server/job.hpp"
 #include "perseus/server/scheduler.hpp"
 #include "perseus/util/log.hpp"
 #include "perseus/util/text.hpp"
@@ -315,8 +316,15 @@ void add_export(CLI::App& app) {
       ->check(output_directory());
   cmd->callback([args] {
     server::Store store(args->store, server::Store::Access::reader);
-    int rounds = server::export_job(store.load(args->job), args->out);
-    std::printf("exported %d round(s) of %s to %s\n", rounds, args->job.c_str(), args->out.c_str());
+    const auto exported = server::export_job(store.load(args->job), args->out);
+    std::printf("exported %d round(s) of %s to %s\n", exported.rounds, args->job.c_str(),
+                args->out.c_str());
+    const std::string saving = server::saving_text(exported.summary);
+    std::printf("state: %s; saving: %s\n", exported.summary["state"].get<std::string>().c_str(),
+                saving.empty() ? "none measured yet" : saving.c_str());
+    if (exported.summary.contains("error")) {
+      std::printf("error: %s\n", exported.summary["error"].get<std::string>().c_str());
+    }
   });
 }
 

@@ -181,9 +181,11 @@ def served_plans_run(server_factory, tmp_path, microbatches, exports):
 def measured_windows(server, job_id, out_dir):
     """Each round's (iteration energy of all stages, iterations in its window) as the job's ranks
     reported them, read back through `perseus export-job` (round N's N.prof.json): a stage's
-    iteration energy is its ranks' summed, the window as long as its shortest stage's."""
-    subprocess.run([PERSEUS, "export-job", "--store", server.store, "--job", job_id, "--out-dir",
-                    str(out_dir)], check=True, capture_output=True, text=True)
+    iteration energy is its ranks' summed, the window as long as its shortest stage's. Also
+    what export-job printed."""
+    exported = subprocess.run([PERSEUS, "export-job", "--store", server.store, "--job", job_id,
+                               "--out-dir", str(out_dir)], check=True, capture_output=True,
+                              text=True)
     ranks = json.loads((out_dir / "ranks.json").read_text())
     stage_of = {r["rank"]: r["pp_rank"] for r in ranks}
     windows = []
@@ -196,7 +198,7 @@ def measured_windows(server, job_id, out_dir):
         energy = sum(sum(e[i] for e in rank_energies for i in range(n_iter)) / n_iter
                      for rank_energies in stages.values())
         windows.append((energy, n_iter))
-    return windows
+    return windows, exported.stdout
 
 
 def raw_request(port, text):

@@ -1,6 +1,7 @@
 """GET /metrics during a real simulated job (issue 14): Prometheus's own text parser
 (python3-prometheus-client) reads it, and the values agree with the job's results; the status
 page and /jobs show each job's saving and mark silent jobs stale."""
+import json
 import time
 
 import pytest
@@ -59,7 +60,7 @@ def test_metrics_agree_with_a_simulated_jobs_results(server_factory, tmp_path):
     slowdown = value(families, "perseus_job_slowdown_ratio", job=job_id)
     assert slowdown == pytest.approx(job["slowdown"]) and 0 < slowdown <= 0.05, job
     assert job["baseline"]["source"] == "measured" and job["baseline"]["round"] == 0, job
-    windows = measured_windows(server, job_id, tmp_path / "dump")
+    windows, printed = measured_windows(server, job_id, tmp_path / "dump")
     assert job["baseline"]["energy_j"] == pytest.approx(windows[0][0])
     saved_j = sum((windows[0][0] - energy) * n for energy, n in windows)
     assert saved_j > 0
@@ -70,6 +71,13 @@ def test_metrics_agree_with_a_simulated_jobs_results(server_factory, tmp_path):
     status, page = server.get("/")
     assert f"{100 * saving:.2f} %, time +{100 * slowdown:.2f} %" in page, page
     assert f"{saved_j / 3.6e6:.4f} kWh saved so far<" in page, page
+    # export-job says the same, and writes it with the dump (summary.json).
+    assert f"state: done; saving: {100 * saving:.2f} %, time +{100 * slowdown:.2f} %; " \
+        f"{saved_j / 3.6e6:.4f} kWh saved so far\n" in printed, printed
+    exported = json.loads((tmp_path / "dump" / "summary.json").read_text())
+    for field in ("state", "energy_saving", "slowdown", "baseline", "energy_saved_kwh", "round",
+                  "last_results", "simulated_ranks"):
+        assert exported[field] == job[field], (field, exported, job)
     # A restart replays the stored rounds: what they saved is not counted twice.
     server.kill()
     server.start()

@@ -32,14 +32,20 @@ def stored_rows(store, job_id):
     return counts
 
 
-def test_a_frontier_job_keeps_its_latest_rounds_only(server_factory, tmp_path):
+def endless_frontier_job(server, tmp_path):
+    """A 4-stage, 2-pipeline frontier job with done_after 0: it never ends (it keeps serving
+    rounds for stragglers), and its scheduler keeps no history, so the store drops old rounds."""
     frontier, _ = make_frontier(tmp_path)
-    server = server_factory()
-    # done_after 0: the job never ends (it keeps serving rounds for stragglers).
     job_id = server.register_job(pp=4, dp=2, scheduler="frontier",
                                  scheduler_args={"frontier": str(frontier), "done_after": 0})
     for rank in range(8):
         assert server.post(f"/register_rank/{job_id}", rank_info(rank, 4, 2, 1, FREQS))[0] == 200
+    return job_id
+
+
+def test_a_frontier_job_keeps_its_latest_rounds_only(server_factory, tmp_path):
+    server = server_factory()
+    job_id = endless_frontier_job(server, tmp_path)
     plans = run_round(server, job_id, 0)
     status, answer = server.post(f"/straggler/{job_id}", {"dp_rank": 1, "factor": 1.1})
     assert (status, answer) == (200, None)
@@ -75,3 +81,28 @@ def test_a_frontier_job_keeps_its_latest_rounds_only(server_factory, tmp_path):
     assert sorted(p.name for p in dump.glob("*.sched.json")) == ["30.sched.json",
                                                                 "31.sched.json"]
     assert [p["rank"] for p in json.loads((dump / "30.prof.json").read_text())] == list(range(8))
+
+
+def test_a_store_from_before_measurements_had_a_column_keeps_its_saving(server_factory,
+                                                                        tmp_path):
+    """Stores kept a compacted job's measurements in its `compacted` row only, as of compacting;
+    they now have a column of their own, written every measured round (export-job reads it)."""
+    server = server_factory()
+    job_id = endless_frontier_job(server, tmp_path)
+    for round_ in range(5):
+        run_round(server, job_id, round_, joules=30.0 - round_)
+    status, job = server.get(f"/jobs/{job_id}")
+    assert job["energy_saved_kwh"] > 0 and job["last_results"]["round"] == 4, job
+    server.kill()
+    db = sqlite3.connect(server.store)
+    (measured, compacted), = db.execute("SELECT measured, compacted FROM jobs").fetchall()
+    assert json.loads(measured)["counted_round"] == 4, measured
+    old = dict(json.loads(compacted), measurements=json.loads(measured))
+    db.execute("UPDATE jobs SET compacted = ?", (json.dumps(old),))
+    db.execute("ALTER TABLE jobs DROP COLUMN measured")
+    db.commit()
+    db.close()
+    server.start()
+    status, again = server.get(f"/jobs/{job_id}")
+    for field in ("energy_saved_kwh", "baseline", "last_results", "planned_energy_saving"):
+        assert again[field] == job[field], (field, again, job)

@@ -144,14 +144,17 @@ def test_a_frontier_job_run_until_done_ends_by_itself(server_factory, tmp_path):
     assert job["planned_slowdown"] == job["scheduler_status"]["slowdown"], job
     # Against that planned baseline, each window saved its energy x saving / (1 - saving).
     assert job["baseline"]["source"] == "planned", job
-    last = measured_windows(server, result["job_id"], tmp_path / "dump")
+    last, printed = measured_windows(server, result["job_id"], tmp_path / "dump")
     saved_j = sum(energy * planned / (1 - planned) * n for energy, n in last)
     assert job["energy_saved_kwh"] == pytest.approx(saved_j / 3.6e6, rel=1e-9), (job, last)
     assert job["energy_saved_planned_kwh"] == job["energy_saved_kwh"], job
     assert job["baseline"]["energy_j"] == pytest.approx(last[-1][0] / (1 - planned)), job
     status, page = server.get("/")
-    assert f"{100 * planned:.2f} % (planned); {saved_j / 3.6e6:.4f} kWh saved so far (against " \
-        "the planned all-max)" in page, page
+    saving = f"{100 * planned:.2f} % (planned); {saved_j / 3.6e6:.4f} kWh saved so far (against " \
+        "the planned all-max)"
+    assert saving in page, page
+    # export-job, from the store alone, says what the page says.
+    assert f"state: done; saving: {saving}\n" in printed, printed
     assert "4 / 4 (simulated GPUs)" in page, page
     status, metrics = server.get("/metrics")
     assert f'perseus_job_planned_energy_saving_ratio{{job="{result["job_id"]}"}}' in metrics

@@ -41,7 +41,7 @@ json round_schedules(const Round& round, const std::vector<json>& ranks) {
 
 }  // namespace
 
-int export_job(const StoredJob& job, const std::filesystem::path& dir) {
+ExportedJob export_job(const StoredJob& job, const std::filesystem::path& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error("cannot create " + dir.string() + ": " + ec.message());
@@ -65,7 +65,9 @@ int export_job(const StoredJob& job, const std::filesystem::path& dir) {
       write_json(dir / (n + ".prof.json"), sorted_by_rank(job.results[r]));
     }
   }
-  return static_cast<int>(job.rounds.size());
+  ExportedJob exported{static_cast<int>(job.rounds.size()), JobSummary::stored(job).to_json()};
+  write_json(dir / "summary.json", exported.summary);
+  return exported;
 }
 
 }  // namespace perseus::server

@@ -1,7 +1,9 @@
 // Export of a stored job to the reference optimizer's dump layout (the Zeus/Perseus server's
 // dump directory): perseus.json (settings), ranks.json (every rank's RankInfo), and per round N
 // N.sched.json (per rank: {"rank", "power_states": [MHz or W per instruction], "frequencies"})
-// and N.prof.json (per rank: the ProfilingResult it reported), ranks in order.
+// and N.prof.json (per rank: the ProfilingResult it reported), ranks in order; and, beside
+// Zeus's layout, summary.json: the job as GET /jobs/{id} shows it (JobSummary::stored), with what
+// it measured and saved as the store last held it.
 #pragma once
 
 #include <filesystem>
@@ -10,8 +12,13 @@
 
 namespace perseus::server {
 
-// Writes the dump into `dir` (created if needed). Returns the number of rounds written. Throws
-// perseus::Error when a file cannot be written.
-int export_job(const StoredJob& job, const std::filesystem::path& dir);
+struct ExportedJob {
+  int rounds = 0;          // rounds written
+  nlohmann::json summary;  // what summary.json holds
+};
+
+// Writes the dump into `dir` (created if needed). Throws perseus::Error when a file cannot be
+// written.
+ExportedJob export_job(const StoredJob& job, const std::filesystem::path& dir);
 
 }  // namespace perseus::server

@@ -78,11 +78,15 @@ void Job::set_rank(const wire::RankInfo& rank, const json& body) {
   rank_bodies_[static_cast<std::size_t>(rank.rank)] = body;
 }
 
+std::string job_state(bool failed, bool started, bool final_round_released) {
+  if (failed) return "failed";
+  if (!started) return "registering";
+  return final_round_released ? "done" : "running";
+}
+
 std::string Job::state() const {
-  if (!error_.empty()) return "failed";
-  if (!scheduler_) return "registering";
-  bool finished = !held_.empty() && held_.back().plans.done && held_.back().released;
-  return finished ? "done" : "running";
+  return job_state(!error_.empty(), scheduler_ != nullptr,
+                   !held_.empty() && held_.back().plans.done && held_.back().released);
 }
 
 Job::HeldRound* Job::held(int round) {
@@ -244,6 +248,14 @@ void Job::retry_store() {
     if (barrier.count == info_.world_size) complete.push_back(round);
   }
   for (int round : complete) try_release(round);
+}
+
+void Job::store_measurements() {
+  try {
+    store_.set_measurements(id_, measured_.to_json());
+  } catch (const StoreError& e) {  // shown live all the same; the next round stores them again
+    log::warn("job " + id_ + ": cannot store its measurements: " + std::string(e.what()));
+  }
 }
 
 void Job::compact_store() {
@@ -408,6 +420,7 @@ Reply Job::report_result(const wire::ProfilingResult& result, const json& body) 
   next_round_[rank] = std::max(next_round_[rank], r + 1);
   if (++round->results_in == info_.world_size) {
     record_measurement(r);
+    store_measurements();
     finish_round(r);
   }
   return {200, nullptr};

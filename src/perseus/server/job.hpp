@@ -97,6 +97,9 @@ struct JobMeasurements {
   // (a restart replays the rounds the store still holds; those counted before are not again).
   double saved_j = 0.0, planned_saved_j = 0.0;
   int counted_round = -1;
+  // What the plans were planned to save when the latest round was measured
+  // (Scheduler::planned_saving): what a stored job's summary shows as planned.
+  std::optional<PlannedSaving> planned;
   // 1 - energy of `last` / energy of `all_max` (nullopt without both): what the job saves
   // against running at full clock, by its own measurement.
   std::optional<double> energy_saving() const;
@@ -131,7 +134,19 @@ struct JobSummary {
   // measured.saved_j, or nullopt while there is no `baseline` (baseline_json()) to count it
   // against and nothing was counted.
   std::optional<double> energy_saved_j(const nlohmann::json& baseline) const;
+  // A job as the store holds it (what `perseus export-job` reports): its measurements as last
+  // stored and their planned saving; idle since its last stored activity.
+  static JobSummary stored(const StoredJob& job);
 };
+
+// "failed" (the job has an error), "registering" (no round made yet), "done" (its final round
+// was released to the ranks) or "running".
+std::string job_state(bool failed, bool started, bool final_round_released);
+
+// A job's saving in words from its JobSummary::to_json: "17.10 %, time +1.90 %" against its
+// measured all-max, else "12.00 % (planned)"; then "; 0.0042 kWh saved so far" (and "(against
+// the planned all-max)" where that is what it was counted against). "" when there is none.
+std::string saving_text(const nlohmann::json& job);
 
 inline constexpr double kJoulesPerKwh = 3.6e6;
 
@@ -236,6 +251,9 @@ class Job {
   void record_measurement(int round);
   // Adds what measured round `m` saved to measured_.saved_j (JobMeasurements).
   void count_saved(const RoundMeasurement& m);
+  // Stores measured_ (StoredJob::measurements: what export-job and a restart read); a failure is
+  // logged, and the next measured round stores them again.
+  void store_measurements();
   // Drops a history-free job's rounds before the held ones from the store, with the
   // measurements so far; a failure is logged and tried again at the next round.
   void compact_store();

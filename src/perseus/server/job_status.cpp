@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "perseus/server/job.hpp"
+#include "perseus/util/text.hpp"
 
 namespace perseus::server {
 
@@ -46,6 +47,7 @@ bool runs_all_at(const Round& round, int mhz) {
 // energy_measured) is no measurement: its energies are unknown.
 void Job::record_measurement(int round) {
   const HeldRound& r = *held(round);
+  if (scheduler_) measured_.planned = scheduler_->planned_saving();
   measured_.unmeasured_ranks.clear();
   for (const auto& result : r.results) {
     if (result && !result->energy_measured) measured_.unmeasured_ranks.push_back(result->rank);
@@ -72,10 +74,8 @@ void Job::count_saved(const RoundMeasurement& m) {
     measured_.saved_j += (measured_.all_max->energy_j() - m.energy_j()) * iterations;
     return;
   }
-  const std::optional<PlannedSaving> planned =
-      scheduler_ ? scheduler_->planned_saving() : std::nullopt;
   const std::optional<double> all_max =
-      planned ? planned->all_max_energy_j(m.energy_j()) : std::nullopt;
+      measured_.planned ? measured_.planned->all_max_energy_j(m.energy_j()) : std::nullopt;
   if (!all_max) return;
   measured_.saved_j += (*all_max - m.energy_j()) * iterations;
   measured_.planned_saved_j += (*all_max - m.energy_j()) * iterations;
@@ -104,9 +104,13 @@ std::optional<RoundMeasurement> measurement_from_json(const json& j) {
 }  // namespace
 
 json JobMeasurements::to_json() const {
-  return {{"last", measurement_json(last)},       {"all_max", measurement_json(all_max)},
-          {"unmeasured_ranks", unmeasured_ranks}, {"saved_j", saved_j},
-          {"planned_saved_j", planned_saved_j},   {"counted_round", counted_round}};
+  json j = {{"last", measurement_json(last)},       {"all_max", measurement_json(all_max)},
+            {"unmeasured_ranks", unmeasured_ranks}, {"saved_j", saved_j},
+            {"planned_saved_j", planned_saved_j},   {"counted_round", counted_round}};
+  if (planned) {
+    j["planned"] = {{"energy_saving", planned->energy_saving}, {"slowdown", planned->slowdown}};
+  }
+  return j;
 }
 
 JobMeasurements JobMeasurements::from_json(const json& j) {
@@ -117,6 +121,10 @@ JobMeasurements JobMeasurements::from_json(const json& j) {
   m.saved_j = j.value("saved_j", 0.0);  // absent in rows stored before it was counted
   m.planned_saved_j = j.value("planned_saved_j", 0.0);
   m.counted_round = j.value("counted_round", m.last ? m.last->round : -1);
+  if (auto it = j.find("planned"); it != j.end()) {
+    m.planned =
+        PlannedSaving{it->at("energy_saving").get<double>(), it->at("slowdown").get<double>()};
+  }
   return m;
 }
 
@@ -190,6 +198,56 @@ json JobSummary::to_json() const {
     j["last_results"] = {{"round", last->round}, {"stages", std::move(stages)}};
   }
   return j;
+}
+
+JobSummary JobSummary::stored(const StoredJob& job) {
+  JobSummary s;
+  s.id = job.job_id;
+  s.error = job.error.empty() ? job.unreadable : job.error;
+  const bool final_released = !job.rounds.empty() && job.rounds.back().value("done", false) &&
+                              !job.released.empty() && job.released.back();
+  s.state = job_state(!s.error.empty(), !job.rounds.empty(), final_released);
+  s.scheduler = job.info.value("scheduler", "");
+  s.world_size = job.info.value("world_size", 0);
+  s.pp_degree = job.info.value("pp_degree", 0);
+  s.dp_degree = job.info.value("dp_degree", 0);
+  s.tp_degree = job.info.value("tp_degree", 0);
+  s.ranks_registered = static_cast<int>(job.ranks.size());
+  for (const auto& rank : job.ranks) s.simulated_ranks += rank.value("simulated_gpu", false);
+  s.round = job.first_round + static_cast<int>(job.rounds.size()) - 1;
+  if (job.active_at > 0) {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    s.idle_s = std::max(0.0, std::chrono::duration<double>(now).count() - job.active_at);
+  }
+  s.stragglers_reported = job.stragglers.size();
+  if (!job.measurements.is_null()) s.measured = JobMeasurements::from_json(job.measurements);
+  s.planned = s.measured.planned;
+  return s;
+}
+
+std::string saving_text(const json& job) {
+  const auto shown = [&](const char* field) {
+    return job.contains(field) && !job[field].is_null();
+  };
+  const auto percent = [&](const char* field) {
+    return fixed(100.0 * job[field].get<double>(), 2) + " %";
+  };
+  std::string text;
+  if (shown("energy_saving")) {
+    text = percent("energy_saving");
+    if (shown("slowdown"))
+      text += ", time " + std::string(job["slowdown"].get<double>() >= 0.0 ? "+" : "") +
+              percent("slowdown");
+  } else if (shown("planned_energy_saving")) {
+    text = percent("planned_energy_saving") + " (planned)";
+  }
+  if (shown("energy_saved_kwh")) {
+    const bool planned =
+        shown("energy_saved_planned_kwh") && job["energy_saved_planned_kwh"].get<double>() != 0.0;
+    text += (text.empty() ? "" : "; ") + fixed(job["energy_saved_kwh"].get<double>(), 4) +
+            " kWh saved so far" + (planned ? " (against the planned all-max)" : "");
+  }
+  return text;
 }
 
 std::optional<double> JobSummary::energy_saved_j(const json& baseline) const {

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "perseus/server/job.hpp"
 #include "perseus/util/text.hpp"
 
 namespace perseus::server {
@@ -38,31 +39,10 @@ std::string simulated(const nlohmann::json& job) {
   return all ? " (simulated GPUs)" : " (" + std::to_string(n) + " on simulated GPUs)";
 }
 
-// The job's saving against its own all-max round (with the time it costs), else what its plans
-// were planned to save (labelled so), else a dash; then the energy saved so far.
+// The job's saving (saving_text), else a dash.
 std::string saving(const nlohmann::json& job) {
-  const auto shown = [&](const char* field) {
-    return job.contains(field) && !job[field].is_null();
-  };
-  const auto percent = [&](const char* field) {
-    return fixed(100.0 * job[field].get<double>(), 2) + " %";
-  };
-  std::string text = "&ndash;";
-  if (shown("energy_saving")) {
-    text = percent("energy_saving");
-    if (shown("slowdown"))
-      text += ", time " + std::string(job["slowdown"].get<double>() >= 0.0 ? "+" : "") +
-              percent("slowdown");
-  } else if (shown("planned_energy_saving")) {
-    text = percent("planned_energy_saving") + " (planned)";
-  }
-  if (shown("energy_saved_kwh")) {
-    const bool planned =
-        shown("energy_saved_planned_kwh") && job["energy_saved_planned_kwh"].get<double>() != 0.0;
-    text += "; " + fixed(job["energy_saved_kwh"].get<double>(), 4) + " kWh saved so far" +
-            (planned ? " (against the planned all-max)" : "");
-  }
-  return text;
+  const std::string text = saving_text(job);
+  return text.empty() ? "&ndash;" : text;
 }
 
 constexpr const char* kStyle = R"css(

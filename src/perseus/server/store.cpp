@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
   seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL UNIQUE, info TEXT NOT NULL,
   error TEXT NOT NULL DEFAULT '', active_at REAL NOT NULL DEFAULT 0,
-  compacted TEXT NOT NULL DEFAULT '');
+  compacted TEXT NOT NULL DEFAULT '', measured TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS ranks (
   seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, rank INTEGER NOT NULL,
   body TEXT NOT NULL, UNIQUE (job_id, rank));
@@ -225,7 +225,8 @@ void Store::check_not_truncated() const {
 // Stores made before a column of the jobs table existed get it, with its default.
 void Store::add_missing_columns() {
   for (auto [name, definition] : {std::pair{"active_at", "REAL NOT NULL DEFAULT 0"},
-                                  std::pair{"compacted", "TEXT NOT NULL DEFAULT ''"}}) {
+                                  std::pair{"compacted", "TEXT NOT NULL DEFAULT ''"},
+                                  std::pair{"measured", "TEXT NOT NULL DEFAULT ''"}}) {
     Statement column(db_, "SELECT 1 FROM pragma_table_info('jobs') WHERE name = ?1", path_);
     column.bind(1, std::string(name));
     if (!column.step()) {
@@ -355,12 +356,17 @@ void Store::delete_job(const std::string& job_id) {
 
 void Store::compact(const std::string& job_id, int first_round,
                     const nlohmann::json& measurements) {
-  const nlohmann::json compacted = {{"first_round", first_round}, {"measurements", measurements}};
+  const nlohmann::json compacted = {{"first_round", first_round}};
   transaction([&] {
     write("DELETE FROM results WHERE job_id = ?1 AND round < ?2", {job_id}, {first_round});
     write("DELETE FROM rounds WHERE job_id = ?1 AND round < ?2", {job_id}, {first_round});
-    write("UPDATE jobs SET compacted = ?2 WHERE job_id = ?1", {job_id, compacted.dump()}, {});
+    write("UPDATE jobs SET compacted = ?2, measured = ?3 WHERE job_id = ?1",
+          {job_id, compacted.dump(), measurements.dump()}, {});
   });
+}
+
+void Store::set_measurements(const std::string& job_id, const nlohmann::json& measurements) {
+  write("UPDATE jobs SET measured = ?2 WHERE job_id = ?1", {job_id, measurements.dump()}, {});
 }
 
 void Store::add_result(const std::string& job_id, int round, int rank, const nlohmann::json& body) {
@@ -405,8 +411,9 @@ class JobLoader {
       : db_(db), path_(path), job_id_(job_id) {}
 
   void read_jobs() {
-    Statement s(db_, select("job_id, info, error, active_at, compacted FROM jobs", "seq").c_str(),
-                path_);
+    Statement s(
+        db_, select("job_id, info, error, active_at, compacted, measured FROM jobs", "seq").c_str(),
+        path_);
     s.bind(1, job_id_);
     while (s.step()) {
       index_[s.text(0)] = jobs_.size();
@@ -419,8 +426,10 @@ class JobLoader {
         if (!s.text(4).empty()) {
           const nlohmann::json compacted = parse_stored(s.text(4), path_);
           compacted.at("first_round").get_to(job.first_round);
-          job.measurements = compacted.at("measurements");
+          // stores written before the measurements had a column of their own
+          if (compacted.contains("measurements")) job.measurements = compacted["measurements"];
         }
+        if (!s.text(5).empty()) job.measurements = parse_stored(s.text(5), path_);
       } catch (const std::exception& e) {
         job.unreadable = std::string("jobs row: ") + e.what();
       }

@@ -37,7 +37,7 @@ struct StoredJob {
   std::vector<nlohmann::json> ranks;  // wire::RankInfo bodies, in registration order
   // The rounds before it are no longer stored (Store::compact), only `measurements`.
   int first_round = 0;
-  nlohmann::json measurements;         // JobMeasurements as of compacting (null: never)
+  nlohmann::json measurements;         // JobMeasurements as last stored (null: never)
   std::vector<nlohmann::json> rounds;  // per round from first_round: the Round as JSON
   std::vector<bool> released;          // ... its barrier was released to the ranks
   // results[i] = ProfilingResult bodies of round first_round + i, in arrival order
@@ -93,6 +93,8 @@ class Store {
   // Removes the job's rounds before `first_round` and their results, keeping `measurements`
   // (what they measured) in their place, in one transaction; straggler reports stay.
   void compact(const std::string& job_id, int first_round, const nlohmann::json& measurements);
+  // What the job measured so far (JobMeasurements as JSON), replacing what was stored before.
+  void set_measurements(const std::string& job_id, const nlohmann::json& measurements);
 
   bool has_job(const std::string& job_id) const;
   // Seconds each write took (the commit included), since the store was opened.
