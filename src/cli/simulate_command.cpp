@@ -149,6 +149,9 @@ Setup make_setup(const SimulateArgs& a) {
 struct Mean {
   int count = 0;
   double time_s = 0.0, energy_j = 0.0;
+  // Over the iterations whose energy the clients' counters measured (IterationRecord).
+  int measured_count = 0;
+  double measured_energy_j = 0.0;
 };
 
 Mean mean_of(const std::vector<pipeline::IterationRecord>& its, std::size_t from, bool final_only) {
@@ -158,22 +161,34 @@ Mean mean_of(const std::vector<pipeline::IterationRecord>& its, std::size_t from
     ++m.count;
     m.time_s += its[i].time_s;
     m.energy_j += its[i].energy_j;
+    if (its[i].measured_energy_j) {
+      ++m.measured_count;
+      m.measured_energy_j += *its[i].measured_energy_j;
+    }
   }
   if (m.count > 0) {
     m.time_s /= m.count;
     m.energy_j /= m.count;
   }
+  if (m.measured_count > 0) m.measured_energy_j /= m.measured_count;
   return m;
 }
 
 json mean_json(const Mean& m) {
   if (m.count == 0) return nullptr;
-  return {{"iterations", m.count}, {"mean_time_s", m.time_s}, {"mean_energy_j", m.energy_j}};
+  return {{"iterations", m.count},
+          {"mean_time_s", m.time_s},
+          {"mean_energy_j", m.energy_j},
+          {"measured_iterations", m.measured_count},
+          {"mean_measured_energy_j", m.measured_count > 0 ? json(m.measured_energy_j) : json()}};
 }
 
-// What the run's energies are: not what a counter read (the clients' counters, with the counter
-// model's noise, measured what they sent the server) but the simulated GPUs' own.
+// What the run's energies are: energy_j is the simulated GPUs' own; measured_energy_j is what
+// the clients' counters (the counter model's refresh, lag and noise) measured, as they sent the
+// server.
 constexpr const char* kEnergySource = "the simulated GPUs' true energy";
+constexpr const char* kMeasuredEnergySource =
+    "the clients' energy counters (simulated: the counter model's refresh, lag and noise)";
 
 // The --out file: the run's setup, every iteration and the two means.
 json result_json(const SimulateArgs& a, const Setup& setup, const pipeline::RunResult& result,
@@ -181,16 +196,19 @@ json result_json(const SimulateArgs& a, const Setup& setup, const pipeline::RunR
   json iterations = json::array();
   const auto& its = result.iterations;
   for (std::size_t i = 0; i < its.size(); ++i) {
-    iterations.push_back({{"iteration", i},
-                          {"time_s", its[i].time_s},
-                          {"energy_j", its[i].energy_j},
-                          {"round", its[i].round},
-                          {"final", its[i].final},
-                          {"degraded", its[i].degraded}});
+    iterations.push_back(
+        {{"iteration", i},
+         {"time_s", its[i].time_s},
+         {"energy_j", its[i].energy_j},
+         {"measured_energy_j", its[i].measured_energy_j ? json(*its[i].measured_energy_j) : json()},
+         {"round", its[i].round},
+         {"final", its[i].final},
+         {"degraded", its[i].degraded}});
   }
   return {{"job_id", result.job_id},
           {"gpus", "simulated"},
           {"energy_source", kEnergySource},
+          {"measured_energy_source", kMeasuredEnergySource},
           {"server", a.server},
           {"profile", setup.profile_label},
           {"schedule", setup.job.schedule.name},
@@ -217,15 +235,19 @@ void print_summary(const Setup& setup, const pipeline::RunResult& result, const 
       setup.job.schedule.num_stages, gpus, setup.job.pipelines, gpus * setup.job.pipelines,
       setup.job.schedule.name.c_str(), setup.job.schedule.num_microbatches);
   std::printf("iterations      %zu\n", its.size());
-  std::printf("last window     %d iterations: %.6f s, %.4f J per iteration\n", last.count,
-              last.time_s, last.energy_j);
+  const auto print_mean = [](const char* label, const Mean& m) {
+    std::printf("%s%d iterations: %.6f s, %.4f J per iteration", label, m.count, m.time_s,
+                m.energy_j);
+    if (m.measured_count > 0) std::printf(" (counters: %.4f J)", m.measured_energy_j);
+    std::printf("\n");
+  };
+  print_mean("last window     ", last);
   if (final.count > 0) {
-    std::printf("final schedule  %d iterations: %.6f s, %.4f J per iteration\n", final.count,
-                final.time_s, final.energy_j);
+    print_mean("final schedule  ", final);
   } else {
     std::printf("final schedule  not reached\n");
   }
-  std::printf("energy          %s (not a counter's reading)\n", kEnergySource);
+  std::printf("energy          %s; counters: %s\n", kEnergySource, kMeasuredEnergySource);
   if (std::any_of(its.begin(), its.end(), [](const auto& i) { return i.degraded; })) {
     std::printf(
         "note            some ranks ran at the default clock (server failures, see warnings)\n");

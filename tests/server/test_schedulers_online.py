@@ -131,6 +131,16 @@ def test_a_frontier_job_run_until_done_ends_by_itself(server_factory, tmp_path):
     # 51.3: the run says its energies are the simulated GPUs' own, not a counter's reading.
     assert result["gpus"] == "simulated", result
     assert result["energy_source"] == "the simulated GPUs' true energy", result
+    # ... and keeps what the clients' counters measured apart: every iteration's, a counter
+    # model's reading (noisy, not the true energy), and what the ranks reported to the server.
+    assert result["measured_energy_source"].startswith("the clients' energy counters"), result
+    iterations = result["iterations"]
+    assert all(it["measured_energy_j"] is not None for it in iterations), iterations
+    assert any(it["measured_energy_j"] != it["energy_j"] for it in iterations), iterations
+    for it in iterations:
+        assert it["measured_energy_j"] == pytest.approx(it["energy_j"], rel=0.02), it
+    final = result["final_schedule"]
+    assert final["measured_iterations"] == final["iterations"] > 0, final
     status, job = server.get(f"/jobs/{result['job_id']}")
     assert job["state"] == "done" and job["round"] == 3, job
     assert job["scheduler_status"]["measured_windows"] == 3, job["scheduler_status"]
@@ -145,6 +155,10 @@ def test_a_frontier_job_run_until_done_ends_by_itself(server_factory, tmp_path):
     # Against that planned baseline, each window saved its energy x saving / (1 - saving).
     assert job["baseline"]["source"] == "planned", job
     last, printed = measured_windows(server, result["job_id"], tmp_path / "dump")
+    # Each round's window, as the server stored it, is the run's counter-measured iterations.
+    for round_, (energy, n) in enumerate(last):
+        measured = [it["measured_energy_j"] for it in iterations if it["round"] == round_][:n]
+        assert energy == pytest.approx(sum(measured) / n, rel=1e-9), (round_, energy, measured)
     saved_j = sum(energy * planned / (1 - planned) * n for energy, n in last)
     assert job["energy_saved_kwh"] == pytest.approx(saved_j / 3.6e6, rel=1e-9), (job, last)
     assert job["energy_saved_planned_kwh"] == job["energy_saved_kwh"], job

@@ -36,6 +36,7 @@ class Coordinator {
     job_shares_.assign(ranks.size(), std::nullopt);
     end_times_.assign(ranks.size(), std::nullopt);
     iter_.assign(ranks.size(), std::nullopt);
+    measured_.resize(ranks.size());
   }
 
   RunResult run() {
@@ -47,6 +48,7 @@ class Coordinator {
     if (failure_) {
       throw RankFailure(failure_->rank, failure_->message, failure_->priority == 2);
     }
+    add_measured_energy();
     return result_;
   }
 
@@ -171,6 +173,8 @@ class Coordinator {
           end_times_.assign(ranks_.size(), std::nullopt);
           broadcast("GO " + exact(latest));
         }
+      } else if (kind == "MEASURED") {
+        record_measured(r, line, where);
       } else if (kind == "ITER") {
         auto w = words(line, 8);
         if (w.size() != 8) throw Error("protocol error in " + where);
@@ -183,6 +187,32 @@ class Coordinator {
       }
     } catch (const Error& e) {
       fail(r, e.what(), 3);
+    }
+  }
+
+  // "MEASURED first J..." ("-": not measured): rank r's counter-measured iteration energies.
+  void record_measured(int r, const std::string& line, const std::string& where) {
+    const auto w = words(line, std::string::npos);
+    if (w.size() < 3) throw Error("protocol error in " + where);
+    const auto first = static_cast<std::size_t>(parse_long(w[1], where));
+    auto& energies = measured_[static_cast<std::size_t>(r)];
+    if (first != energies.size()) throw Error("protocol error (iterations skipped) in " + where);
+    for (std::size_t i = 2; i < w.size(); ++i) {
+      energies.push_back(w[i] == "-" ? std::nullopt
+                                     : std::optional<double>(parse_double(w[i], where)));
+    }
+  }
+
+  // Each iteration's energy as every rank's counter measured it, where all did.
+  void add_measured_energy() {
+    for (std::size_t i = 0; i < result_.iterations.size(); ++i) {
+      double sum = 0.0;
+      bool all = true;
+      for (const auto& energies : measured_) {
+        all = all && i < energies.size() && energies[i];
+        if (all) sum += *energies[i];
+      }
+      if (all) result_.iterations[i].measured_energy_j = sum;
     }
   }
 
@@ -238,6 +268,7 @@ class Coordinator {
   std::vector<std::optional<std::string>> job_shares_;
   std::vector<std::optional<double>> end_times_;
   std::vector<std::optional<IterReport>> iter_;
+  std::vector<std::vector<std::optional<double>>> measured_;  // per rank, per iteration
   std::set<int> errored_;
   std::optional<Failure> failure_;
   long final_run_ = 0, degraded_run_ = 0;

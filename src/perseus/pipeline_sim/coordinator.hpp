@@ -3,6 +3,7 @@
 // the run stops.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,10 @@ struct StopRule {
 struct IterationRecord {
   double time_s = 0.0;    // pipeline iteration time (max over ranks)
   double energy_j = 0.0;  // summed over all ranks (the simulated GPUs' true energy)
+  // Summed over all ranks as their clients' energy counters measured it (the counter model's
+  // noise and lag included); nullopt where a rank's window did not close before the run ended
+  // or its counter did not change.
+  std::optional<double> measured_energy_j;
   int round = -1;         // rank 0's schedule round (-1: default clock)
   bool final = false;     // every rank ran its final schedule
   bool degraded = false;  // some rank ran at the default clock because the server failed it

@@ -254,13 +254,22 @@ void run_instructions(const RankSpec& spec, RankLinks& links, client::SimGpu& gp
   }
 }
 
-// Writes the last window's attribution trace as window number `windows` when one closed since
-// the client had measured `seen_iterations` iterations (it measures a window's when it closes).
-void write_window_trace(const RankSpec& spec, const client::PipelineFrequencyOptimizer& optimizer,
-                        std::size_t& seen_iterations, std::size_t& windows) {
-  const std::size_t iterations = optimizer.iterations().size();
-  if (spec.trace_dir.empty() || iterations == seen_iterations) return;
-  seen_iterations = iterations;
+// When a reporting window closed since the client had measured `seen_iterations` iterations (it
+// measures a window's when it closes): tells the coordinator what the client's counter measured
+// for each of them ("MEASURED <first iteration> <J>...", "-" where the counter did not change),
+// and writes the window's attribution trace as window number `windows`.
+void report_window(const RankSpec& spec, const client::PipelineFrequencyOptimizer& optimizer,
+                   Channel& coordinator, std::size_t& seen_iterations, std::size_t& windows) {
+  const auto& iterations = optimizer.iterations();
+  if (iterations.size() == seen_iterations) return;
+  const bool measured = optimizer.last_window().measured;
+  std::string line = "MEASURED " + std::to_string(seen_iterations);
+  for (std::size_t i = seen_iterations; i < iterations.size(); ++i) {
+    line += " " + (measured ? exact(iterations[i].energy_j) : std::string("-"));
+  }
+  coordinator.send(line);
+  seen_iterations = iterations.size();
+  if (spec.trace_dir.empty()) return;
   const std::string name =
       "rank-" + std::to_string(spec.rank()) + "-window-" + std::to_string(windows++) + ".json";
   write_file_atomic(std::filesystem::path(spec.trace_dir) / name,
@@ -288,8 +297,9 @@ void run_rank(const RankSpec& spec, RankLinks& links) {
     const std::string go = payload(links.coordinator.receive(), "GO", links.coordinator.peer());
     gpu.wait_until(parse_double(go, "GO from " + links.coordinator.peer()));
     optimizer.on_step_end();
-    write_window_trace(spec, optimizer, seen_iterations, windows);
-    // The simulated GPU's true time and energy; what the client measured goes to the server.
+    report_window(spec, optimizer, links.coordinator, seen_iterations, windows);
+    // The simulated GPU's true time and energy (what the client measured went to the server
+    // and, as MEASURED, to the coordinator).
     links.coordinator.send("ITER " + std::to_string(i) + " " + exact(gpu.now_s() - t0) + " " +
                            exact(gpu.true_energy_j() - e0) + " " + std::to_string(round) + " " +
                            (final ? "1" : "0") + " " + (optimizer.degraded() ? "1" : "0") + " " +

@@ -17,8 +17,11 @@
 //   coordinator   at the end of each iteration every rank sends its virtual time ("END i t"), the
 //                 coordinator answers the maximum ("GO t"), each rank waits until then (blocked,
 //                 at blocking power: the gradient all-reduce) and calls on_step_end, so every
-//                 rank's measured iteration spans the whole pipeline iteration. Then each rank
-//                 reports the iteration ("ITER ...") and the coordinator says whether to go on
+//                 rank's measured iteration spans the whole pipeline iteration. When that closed a
+//                 reporting window, the rank sends what its client's counter measured for each
+//                 iteration of it ("MEASURED first J..."). Then each rank reports the iteration
+//                 with its GPU's true time and energy ("ITER ...") and the coordinator says whether
+//                 to go on
 //                 ("NEXT 1|0"). The coordinator also relays rank 0's job id to every rank
 //                 (OptimizerOptions::share_job_id: "JOB id" from each rank, "JOB id0" back).
 //
