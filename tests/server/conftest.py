@@ -152,10 +152,11 @@ def self_signed_certificate(directory):
     return str(cert), str(key)
 
 
-def served_plans_run(server_factory, tmp_path, microbatches, exports):
+def served_plans_run(server_factory, tmp_path, microbatches, exports, iterations=None):
     """The README's served-plan loop: a synthetic 4-stage profile, its frontier, the plans that
     `plan export` chooses with each of `exports` (option lists), served by `point-solution` after
-    one all-max warm-up round to a simulated job run --until-done. Returns (server, job status)."""
+    one all-max warm-up round to a simulated job run --until-done (or for `iterations`).
+    Returns (server, job status)."""
     def run(*args):
         subprocess.run([PERSEUS, *args], cwd=tmp_path, check=True, capture_output=True, text=True)
 
@@ -168,7 +169,9 @@ def served_plans_run(server_factory, tmp_path, microbatches, exports):
                                                "warmup_rounds": 1})
     sim = subprocess.run([PERSEUS, "simulate-training", "--server", server.url, "--profile",
                           str(tmp_path / "p.csv"), "--microbatches", str(microbatches),
-                          "--blocking-power", "83.64", "--until-done", "--counter", "ideal",
+                          "--blocking-power", "83.64", "--counter", "ideal",
+                          *(["--until-done"] if iterations is None else
+                            ["--iterations", str(iterations)]),
                           "--quiet", "--out", str(tmp_path / "run.json")],
                          capture_output=True, text=True, timeout=300)
     assert sim.returncode == 0, sim.stderr

@@ -85,6 +85,40 @@ def test_metrics_agree_with_a_simulated_jobs_results(server_factory, tmp_path):
     assert again["energy_saved_kwh"] == pytest.approx(job["energy_saved_kwh"], rel=1e-12), again
 
 
+def test_a_done_job_keeps_counting_what_it_saves(server_factory, tmp_path):
+    """51.2: the job is done once its final plans are served and their first window measured,
+    but it trains on with them: its ranks keep reporting each window (`final_window`), and the
+    energy saved counts every window of the run, also across a server restart."""
+    server, job = served_plans_run(server_factory, tmp_path, 6, [["--fastest"]], iterations=60)
+    job_id = job["job_id"]
+    run = json.loads((tmp_path / "run.json").read_text())
+    report_every = run["report_every"]
+    iterations = run["iterations"]
+    final = [it for it in iterations if it["round"] == 1]
+    assert job["state"] == "done" and len(final) >= 3 * report_every, (job, len(final))
+    # Every iteration's window was measured and reported; all-max is round 0's window.
+    assert all(it["measured_energy_j"] is not None for it in iterations), iterations
+    baseline = sum(it["measured_energy_j"] for it in iterations if it["round"] == 0) / \
+        sum(1 for it in iterations if it["round"] == 0)
+    assert job["baseline"]["energy_j"] == pytest.approx(baseline, rel=1e-9), job
+    saved_j = sum(baseline - it["measured_energy_j"] for it in iterations)
+    assert job["energy_saved_kwh"] == pytest.approx(saved_j / 3.6e6, rel=1e-9), (job, saved_j)
+    # What the final round's first window alone saved, which was all that was counted before.
+    first_window = sum(baseline - it["measured_energy_j"] for it in final[:report_every])
+    assert saved_j > 2 * first_window > 0
+    server.kill()
+    server.start()
+    status, again = server.get(f"/jobs/{job_id}")
+    assert again["energy_saved_kwh"] == job["energy_saved_kwh"], again
+    # A final window is one of the final round's, of a done job.
+    body = {"rank": 0, "iter_time": [1.0], "iter_energy": [10.0], "time_breakdown": {},
+            "energy_breakdown": {}, "round": 0, "final_window": 1}
+    status, answer = server.post(f"/result/{job_id}", body)
+    assert status == 409 and "not the job's final round 1" in answer["detail"], answer
+    status, answer = server.post(f"/result/{job_id}", dict(body, final_window=0))
+    assert status == 422 and "final_window" in answer["detail"], answer
+
+
 def test_a_silent_job_is_stale(server_factory):
     server = server_factory("all-max", {"microbatches": 2}, extra=["--stale-after", "0.3"])
     job_id = server.register_job(pp=2)

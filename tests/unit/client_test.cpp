@@ -125,7 +125,7 @@ TEST(ClientOptimizer, FollowsTheServersSchedulesRoundByRound) {
   iterate(opt, 2);
   EXPECT_EQ(opt.round(), 1);
   EXPECT_TRUE(opt.done());
-  iterate(opt, 4);  // the final schedule: its first window is reported, then nothing more
+  iterate(opt, 4);  // the final schedule: its first window, then its next, as final window 1
   ASSERT_EQ(opt.iterations().size(), 6u);
   EXPECT_NEAR(opt.iterations()[0].time_s, 0.012 + 0.032, 1e-12);
   EXPECT_NEAR(opt.iterations()[0].energy_j, 1.8 + 3.52, 1e-12);
@@ -135,7 +135,8 @@ TEST(ClientOptimizer, FollowsTheServersSchedulesRoundByRound) {
   EXPECT_EQ(server.targets(),
             (std::vector<std::string>{"POST /register_job", "POST /register_rank/job-7",
                                       "GET /schedule/job-7?rank=0&round=0", "POST /result/job-7",
-                                      "GET /schedule/job-7?rank=0&round=1", "POST /result/job-7"}));
+                                      "GET /schedule/job-7?rank=0&round=1", "POST /result/job-7",
+                                      "POST /result/job-7"}));
   auto requests = server.http->requests();
   json job = json::parse(requests[0].body);
   EXPECT_EQ(job["scheduler"], "all-max");
@@ -143,16 +144,49 @@ TEST(ClientOptimizer, FollowsTheServersSchedulesRoundByRound) {
   EXPECT_EQ(job["world_size"], 1);
   json rank = json::parse(requests[1].body);
   EXPECT_EQ(rank["available_frequencies"], json({1000, 800, 600}));
-  ASSERT_EQ(server.results.size(), 2u);
+  ASSERT_EQ(server.results.size(), 3u);
   auto result = perseus::wire::parse_profiling_result(server.results[0]);
   EXPECT_EQ(result.round, 0);
+  EXPECT_EQ(result.final_window, std::nullopt);
   EXPECT_EQ(perseus::wire::parse_profiling_result(server.results[1]).round, 1);
+  EXPECT_EQ(perseus::wire::parse_profiling_result(server.results[1]).final_window, std::nullopt);
+  auto later = perseus::wire::parse_profiling_result(server.results[2]);
+  EXPECT_EQ(later.round, 1);
+  EXPECT_EQ(later.final_window, 1);
   ASSERT_EQ(result.iter_time.size(), 2u);
   EXPECT_NEAR(result.iter_time[1], 0.044, 1e-12);
   ASSERT_EQ(result.time_breakdown["forward"].size(), 2u);
   ASSERT_EQ(result.time_breakdown["forward"][1].size(), 1u);
   EXPECT_NEAR(result.time_breakdown["forward"][1][0], 0.012, 1e-12);
   EXPECT_NEAR(result.energy_breakdown["backward"][0][0], 3.52, 1e-12);
+}
+
+// After the final plans' first window, each window is reported as the final round's next
+// (final_window 1, 2, ...) so the job's saving keeps counting; one the server does not take ends
+// them, with one warning, and training asks nothing more of it.
+TEST(ClientOptimizer, ReportsTheFinalPlansWindowsUntilOneFails) {
+  ScriptedServer server(std::vector<json>{clocks(800, 600)});
+  Warnings w;
+  PipelineFrequencyOptimizer opt(fast_options(server.http->url(), w), sim());
+  ASSERT_TRUE(opt.done());
+  iterate(opt, 6);  // three windows: the first, final windows 1 and 2
+  ASSERT_EQ(server.results.size(), 3u);
+  for (int k = 1; k <= 2; ++k) {
+    auto result = perseus::wire::parse_profiling_result(server.results[k]);
+    EXPECT_EQ(result.round, 0);
+    EXPECT_EQ(result.final_window, k);
+  }
+  EXPECT_TRUE(w.lines->empty());
+  server.failing = true;
+  iterate(opt, 2);
+  const std::size_t asked = server.targets().size();
+  iterate(opt, 6);
+  EXPECT_EQ(server.targets().size(), asked);  // nothing more after the failure
+  ASSERT_EQ(w.lines->size(), 1u);
+  EXPECT_CONTAINS(w.lines->front(), "the final plans' windows are no longer reported");
+  EXPECT_CONTAINS(w.lines->front(), "training is not affected");
+  EXPECT_FALSE(opt.degraded());
+  EXPECT_EQ(opt.iterations().size(), 14u);  // still measured
 }
 
 TEST(ClientOptimizer, SetsThePowerLimitOfPowerLimitSchedules) {

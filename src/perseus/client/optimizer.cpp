@@ -45,10 +45,12 @@ struct PipelineFrequencyOptimizer::Impl {
   std::unique_ptr<ScheduleFollower> follower;  // the schedule in use (none: default clock)
   int next_round = 0;
   bool done = false, degraded = false;
-  bool final_reported = false;    // the final plans' first window went to the server
-  bool job_failed = false;        // the server said so: no more exchanges
-  bool scheduler_warned = false;  // warn_if_scheduler_ignored said so
-  bool limit_set = false;         // a schedule's power limit is set
+  bool final_reported = false;      // the final plans' first window went to the server
+  int final_windows = 0;            // ... and this many more (wire::ProfilingResult::final_window)
+  bool after_final_failed = false;  // one of those was not acknowledged: no more are sent
+  bool job_failed = false;          // the server said so: no more exchanges
+  bool scheduler_warned = false;    // warn_if_scheduler_ignored said so
+  bool limit_set = false;           // a schedule's power limit is set
 
   int report_every = 0;  // iterations per window: the schedule's, else opt.report_every
 
@@ -210,7 +212,8 @@ struct PipelineFrequencyOptimizer::Impl {
 
   void window_boundary() {
     WindowMeasurements m = close_window();
-    if (!session || job_failed || (done && final_reported)) return;
+    if (!session || job_failed) return;
+    if (done && final_reported) return report_after_final(std::move(m));
     if (follower->schedule() && !degraded) {
       session->queue_result(std::move(m), follower->schedule()->round);
     }
@@ -230,6 +233,23 @@ struct PipelineFrequencyOptimizer::Impl {
       session->exchange_succeeded();
     } catch (const ServerFailure&) {
       session->exchange_failed();
+    }
+  }
+
+  // A later window of the final plans, so that the energy the job saved keeps counting while it
+  // trains (Perseus's server only: Zeus's counts nothing). One request, bounded by the stall
+  // bound; the first that fails ends these reports, so a server gone away costs one stall.
+  void report_after_final(WindowMeasurements m) {
+    if (after_final_failed || session->zeus_server() || !follower->schedule() || degraded) return;
+    session->queue_result(std::move(m), follower->schedule()->round, ++final_windows);
+    session->start_exchange();
+    try {
+      session->post_pending();
+    } catch (const ServerFailure& f) {
+      after_final_failed = true;
+      problems->log(server_problem(f) +
+                    "; the final plans' windows are no longer reported (the "
+                    "job's energy saved stops counting; training is not affected)");
     }
   }
 

@@ -284,12 +284,13 @@ wire::FrequencySchedule ServerSession::fetch_schedule(int round) {
 
 // Posts the unacknowledged result (reports are idempotent on the server); throws
 // ServerFailure and keeps it when the server does not take it.
-void ServerSession::queue_result(WindowMeasurements m, int round) {
+void ServerSession::queue_result(WindowMeasurements m, int round, int final_window) {
   wire::ProfilingResult result;
   result.rank = opt_.rank;
   result.iter_time = std::move(m.iter_time);
   result.iter_energy = std::move(m.iter_energy);
   result.round = round;
+  if (final_window > 0) result.final_window = final_window;
   result.time_breakdown = std::move(m.time_breakdown);
   result.energy_breakdown = std::move(m.energy_breakdown);
   result.energy_stderr = std::move(m.energy_stderr_j);

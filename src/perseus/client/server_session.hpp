@@ -72,8 +72,9 @@ class ServerSession {
   // The schedule of `round` (blocks in the server's barrier). Throws ServerFailure.
   wire::FrequencySchedule fetch_schedule(int round);
   // Queues a window's measurements as this rank's result for `round` (replacing one not sent);
-  // post_pending() sends it.
-  void queue_result(WindowMeasurements m, int round);
+  // post_pending() sends it. `final_window` k >= 1: the final round's k-th window after its
+  // first (wire::ProfilingResult::final_window).
+  void queue_result(WindowMeasurements m, int round, int final_window = 0);
   // Sends the queued result, if any; keeps it and throws ServerFailure when not acknowledged.
   void post_pending();
   const std::string& job_id() const { return job_id_; }

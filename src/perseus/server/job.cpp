@@ -405,6 +405,7 @@ Reply Job::report_result(const wire::ProfilingResult& result, const json& body) 
   if (result.rank >= info_.world_size) {
     return bad_request(rank_out_of_range("field 'rank'", result.rank));
   }
+  if (result.final_window) return report_final_window(result);
   auto rank = static_cast<std::size_t>(result.rank);
   int r = result.round.value_or(next_round_[rank]);
   if (already_acknowledged(result, r)) return {200, nullptr};
@@ -419,10 +420,38 @@ Reply Job::report_result(const wire::ProfilingResult& result, const json& body) 
   slot = result;
   next_round_[rank] = std::max(next_round_[rank], r + 1);
   if (++round->results_in == info_.world_size) {
-    record_measurement(r);
+    record_measurement(r, round->plans, round->results);
     store_measurements();
     finish_round(r);
   }
+  return {200, nullptr};
+}
+
+Reply Job::report_final_window(const wire::ProfilingResult& result) {
+  const int final_round = computed() - 1;
+  if (held_.empty() || !held_.back().plans.done || !held_.back().released) {
+    return conflict("field 'final_window': job " + id_ + " is not done (round " +
+                    std::to_string(final_round) + " is not its final round served)");
+  }
+  if (*result.round != final_round) {
+    return conflict("field 'final_window': round " + std::to_string(*result.round) +
+                    " is not the job's final round " + std::to_string(final_round));
+  }
+  const int window = *result.final_window;
+  if (window <= measured_.counted_final_window) return {200, nullptr};  // a retry
+  auto& results = final_windows_[window];
+  results.resize(ranks_.size());
+  auto& slot = results[static_cast<std::size_t>(result.rank)];
+  if (slot) return {200, nullptr};  // a retry
+  slot = result;
+  const bool complete =
+      std::all_of(results.begin(), results.end(), [](const auto& r) { return r.has_value(); });
+  if (complete) {
+    record_measurement(final_round, held_.back().plans, results, window);
+    store_measurements();
+    final_windows_.erase(final_windows_.begin(), final_windows_.upper_bound(window));
+  }
+  while (final_windows_.size() > kHeldRounds) final_windows_.erase(final_windows_.begin());
   return {200, nullptr};
 }
 
@@ -444,7 +473,7 @@ bool Job::already_acknowledged(const wire::ProfilingResult& result, int r) const
 void Job::finish_round(int round) {
   if (held(round)->plans.done || round + 1 != computed()) return;
   try {
-    scheduler_->observe(aggregate(round));
+    scheduler_->observe(aggregate(held(round)->results));
   } catch (const std::exception& e) {
     fail(std::string("scheduler '") + info_.scheduler.value_or("") + "' failed: " + reason_of(e));
     return;
@@ -452,13 +481,13 @@ void Job::finish_round(int round) {
   compute_round();
 }
 
-std::vector<StageResult> Job::aggregate(int round) const {
+std::vector<StageResult> Job::aggregate(const RankResults& results) const {
   std::vector<StageResult> out;
   for (int stage = 0; stage < info_.pp_degree; ++stage) {
     std::vector<const wire::ProfilingResult*> reports;
     for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
       if (ranks_[rank]->pp_rank == stage) {
-        reports.push_back(&*held(round)->results[rank]);
+        reports.push_back(&*results[rank]);
       }
     }
     out.push_back(aggregate_stage(reports));

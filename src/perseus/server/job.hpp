@@ -93,10 +93,12 @@ struct JobMeasurements {
   // energy) per iteration x its iterations. The baseline is the all-max round measured before
   // (or as) it, else the round's energy as the plans' planned saving says all-max would have
   // spent; what the latter counted is in planned_saved_j too. Iterations outside reported
-  // windows (after the job is done) are not counted. `counted_round`: the latest round counted
-  // (a restart replays the rounds the store still holds; those counted before are not again).
+  // windows are not counted. `counted_round`: the latest round counted (a restart replays the
+  // rounds the store still holds; those counted before are not again); the windows of the final
+  // round after its first (wire::ProfilingResult::final_window) are counted up to
+  // `counted_final_window`.
   double saved_j = 0.0, planned_saved_j = 0.0;
-  int counted_round = -1;
+  int counted_round = -1, counted_final_window = 0;
   // What the plans were planned to save when the latest round was measured
   // (Scheduler::planned_saving): what a stored job's summary shows as planned.
   std::optional<PlannedSaving> planned;
@@ -228,11 +230,13 @@ class Job {
   static constexpr const char* kInstructionsField = "planned_instructions";
   static std::size_t stored_instructions(const nlohmann::json& stored_info);
   Job(Store& store, std::string job_id, wire::JobInfo info, JobSettings settings, bool);
+  // One report per rank, by rank.
+  using RankResults = std::vector<std::optional<wire::ProfilingResult>>;
   // A round the job still holds: its plans, whether its barrier was released, its results.
   struct HeldRound {
     Round plans;
     bool released = false;
-    std::vector<std::optional<wire::ProfilingResult>> results;  // per rank
+    RankResults results;
     int results_in = 0;
   };
   // Rounds held in memory: the current one and the one before (where a retried report of a
@@ -247,10 +251,16 @@ class Job {
   const HeldRound* held(int round) const;
   // Holds a new round, letting go of the oldest beyond kHeldRounds.
   void hold(Round plans, bool released);
-  // Every rank reported `round`: its measurement becomes the job's latest (measured_).
-  void record_measurement(int round);
-  // Adds what measured round `m` saved to measured_.saved_j (JobMeasurements).
-  void count_saved(const RoundMeasurement& m);
+  // Every rank reported a window of `round` (with `plans`): its measurement becomes the job's
+  // latest (measured_). `final_window`: which window of the final round after its first it is
+  // (0: the round's first).
+  void record_measurement(int round, const Round& plans, const RankResults& results,
+                          int final_window = 0);
+  // Adds what measured window `m` saved to measured_.saved_j (JobMeasurements), unless counted.
+  void count_saved(const RoundMeasurement& m, int final_window);
+  // A report of a later window of the final round (wire::ProfilingResult::final_window): once
+  // every rank's is in, measured and counted as the round's first was.
+  Reply report_final_window(const wire::ProfilingResult& result);
   // Stores measured_ (StoredJob::measurements: what export-job and a restart read); a failure is
   // logged, and the next measured round stores them again.
   void store_measurements();
@@ -285,7 +295,7 @@ class Job {
   // The schedule answer of `rank` as JSON text; `cache` maps a plan to its serialized rest.
   std::string schedule_text(int rank, int round,
                             std::map<const StagePlan*, std::string>& cache) const;
-  std::vector<StageResult> aggregate(int round) const;
+  std::vector<StageResult> aggregate(const RankResults& results) const;
   int registered() const { return registered_; }
   // Holds `rank` and its body; registered() counts it once.
   void set_rank(const wire::RankInfo& rank, const nlohmann::json& body);
@@ -313,7 +323,10 @@ class Job {
   std::optional<std::chrono::steady_clock::time_point> store_failing_since_;
   std::chrono::steady_clock::time_point next_store_try_{};
   int first_held_ = 0;
-  JobMeasurements measured_;     // as of the latest round with every result in
+  JobMeasurements measured_;  // as of the latest round with every result in
+  // Windows of the final round after its first, by number, until every rank's is in (the
+  // latest kHeldRounds numbers: a rank that stopped reporting holds no more).
+  std::map<int, RankResults> final_windows_;
   std::vector<int> next_round_;  // per rank: one past its last reported round
   std::map<int, std::vector<std::pair<int, Responder>>> waiters_;  // round -> (rank, reply)
   struct Barrier {

@@ -123,14 +123,14 @@ bool Job::replay_round(const StoredJob& stored, std::size_t index) {
     ++round.results_in;
   }
   if (round.results_in < info_.world_size) return true;
-  record_measurement(r);
+  record_measurement(r, round.plans, round.results);
   if (round.plans.done) return true;
   if (index + 1 == stored.rounds.size()) {
     finish_round(r);  // it crashed before planning the next round
     return error_.empty();
   }
   try {
-    scheduler_->observe(aggregate(r));
+    scheduler_->observe(aggregate(round.results));
   } catch (const std::exception& e) {
     fail("replaying round " + std::to_string(r) + ": " + reason_of(e));
     return false;

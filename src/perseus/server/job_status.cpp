@@ -45,29 +45,35 @@ bool runs_all_at(const Round& round, int mhz) {
 
 // A round whose energy some rank's counter did not measure (wire::ProfilingResult's
 // energy_measured) is no measurement: its energies are unknown.
-void Job::record_measurement(int round) {
-  const HeldRound& r = *held(round);
+void Job::record_measurement(int round, const Round& plans, const RankResults& results,
+                             int final_window) {
   if (scheduler_) measured_.planned = scheduler_->planned_saving();
   measured_.unmeasured_ranks.clear();
-  for (const auto& result : r.results) {
+  for (const auto& result : results) {
     if (result && !result->energy_measured) measured_.unmeasured_ranks.push_back(result->rank);
   }
   if (!measured_.unmeasured_ranks.empty()) return;
   RoundMeasurement m;
   m.round = round;
-  for (const auto& stage : aggregate(round)) {
+  for (const auto& stage : aggregate(results)) {
     m.stage_time_s.push_back(mean(stage.iter_time));
     m.stage_energy_j.push_back(mean(stage.iter_energy));
     m.stage_iterations.push_back(stage.iter_time.size());
   }
-  if (runs_all_at(r.plans, top_clock_)) measured_.all_max = m;
-  count_saved(m);
+  if (runs_all_at(plans, top_clock_)) measured_.all_max = m;
+  count_saved(m, final_window);
   measured_.last = std::move(m);
 }
 
-void Job::count_saved(const RoundMeasurement& m) {
-  if (m.stage_iterations.empty() || m.round <= measured_.counted_round) return;
-  measured_.counted_round = m.round;
+void Job::count_saved(const RoundMeasurement& m, int final_window) {
+  if (m.stage_iterations.empty()) return;
+  if (final_window > 0) {
+    if (final_window <= measured_.counted_final_window) return;
+    measured_.counted_final_window = final_window;
+  } else {
+    if (m.round <= measured_.counted_round) return;
+    measured_.counted_round = m.round;
+  }
   const auto iterations =
       static_cast<double>(*std::min_element(m.stage_iterations.begin(), m.stage_iterations.end()));
   if (measured_.all_max) {
@@ -104,9 +110,13 @@ std::optional<RoundMeasurement> measurement_from_json(const json& j) {
 }  // namespace
 
 json JobMeasurements::to_json() const {
-  json j = {{"last", measurement_json(last)},       {"all_max", measurement_json(all_max)},
-            {"unmeasured_ranks", unmeasured_ranks}, {"saved_j", saved_j},
-            {"planned_saved_j", planned_saved_j},   {"counted_round", counted_round}};
+  json j = {{"last", measurement_json(last)},
+            {"all_max", measurement_json(all_max)},
+            {"unmeasured_ranks", unmeasured_ranks},
+            {"saved_j", saved_j},
+            {"planned_saved_j", planned_saved_j},
+            {"counted_round", counted_round},
+            {"counted_final_window", counted_final_window}};
   if (planned) {
     j["planned"] = {{"energy_saving", planned->energy_saving}, {"slowdown", planned->slowdown}};
   }
@@ -121,6 +131,7 @@ JobMeasurements JobMeasurements::from_json(const json& j) {
   m.saved_j = j.value("saved_j", 0.0);  // absent in rows stored before it was counted
   m.planned_saved_j = j.value("planned_saved_j", 0.0);
   m.counted_round = j.value("counted_round", m.last ? m.last->round : -1);
+  m.counted_final_window = j.value("counted_final_window", 0);
   if (auto it = j.find("planned"); it != j.end()) {
     m.planned =
         PlannedSaving{it->at("energy_saving").get<double>(), it->at("slowdown").get<double>()};

@@ -97,6 +97,7 @@ json to_json(const ProfilingResult& result) {
             {"time_breakdown", result.time_breakdown},
             {"energy_breakdown", result.energy_breakdown}};
   if (result.round) j["round"] = *result.round;
+  if (result.final_window) j["final_window"] = *result.final_window;
   if (!result.energy_stderr.empty()) j["energy_stderr"] = result.energy_stderr;
   if (!result.energy_pooling_error.empty()) {
     j["energy_pooling_error"] = result.energy_pooling_error;
@@ -222,6 +223,10 @@ ProfilingResult parse_profiling_result(const json& body) {
       keyed(body, "energy_breakdown", "lists of lists of numbers", iterations);
   if (const json* round = fields.optional(body, "round")) {
     result.round = fields.as_int(*round, "round", 0);
+  }
+  if (const json* window = fields.optional(body, "final_window")) {
+    result.final_window = fields.as_int(*window, "final_window", 1);
+    if (!result.round) throw Error("field 'final_window': given without field 'round'");
   }
   auto number = [](const json& v, const std::string& field) { return fields.as_number(v, field); };
   result.energy_stderr = keyed(body, "energy_stderr", "numbers", number);

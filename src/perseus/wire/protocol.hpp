@@ -112,6 +112,9 @@ struct ProfilingResult {
   std::map<std::string, std::vector<std::vector<double>>> time_breakdown;
   std::map<std::string, std::vector<std::vector<double>>> energy_breakdown;
   std::optional<int> round;  // extension: the schedule these iterations ran
+  // Extension: k >= 1 for the k-th window of the job's final round after its first (clients
+  // keep reporting them to Perseus's server so a done job's saving keeps counting); with round.
+  std::optional<int> final_window;
   // Extensions: per instruction, the standard error (J) of the window's mean energy of one
   // occurrence (absent when unknown), and how energy was attributed ("busy-overlap", "fit", ...).
   std::map<std::string, double> energy_stderr;
