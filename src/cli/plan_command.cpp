@@ -11,8 +11,8 @@
 #include "cli/common.hpp"
 #include "perseus/plan/frontier_store.hpp"
 #include "perseus/plan/plan_io.hpp"
+#include "perseus/plan/planning.hpp"
 #include "perseus/plan/saving_error.hpp"
-#include "perseus/plan/solver.hpp"
 #include "perseus/profile/csv.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
@@ -116,15 +116,14 @@ void run_plan(const PlanArgs& a) {
     StagingDir probe(out, "meta.json");
   }
   ProgressBar bar("planning", 0);
-  plan::Frontier frontier =
-      plan::solve_frontier(problem, [&](long done, long total) { bar.update(done, total); },
-                           {.threads = plan_threads(a.threads)});
+  const plan::PlannedFrontier planned = plan::plan_frontier(
+      prof, std::move(problem), [&](long done, long total) { bar.update(done, total); },
+      {.threads = plan_threads(a.threads)});
   bar.finish();
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const plan::FrequencyPlan all_max_clocks = plan::all_max_plan(prof, sched);
-  auto all_max_eval = plan::evaluate(prof, sched, all_max_clocks, a.blocking_power);
-  plan::TimeEnergy all_max{all_max_eval.time_s, all_max_eval.energy_j};
-  plan::write_frontier(out, problem, frontier, {a.profile, all_max, seconds});
+  const auto& frontier = planned.frontier;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  plan::write_frontier(out, planned.problem, frontier, {a.profile, planned.all_max, seconds});
   if (a.quiet) return;
   std::printf("profile %s: %s; %s, %d microbatches\n", a.profile.c_str(),
               profile_shape(prof).c_str(), sched.name.c_str(), sched.num_microbatches);
@@ -137,7 +136,8 @@ void run_plan(const PlanArgs& a) {
       frontier.points.size(), seconds, a.cost_model.c_str(), frontier.min_cuts,
       frontier.stop_reason.c_str(), a.out.c_str());
   print_measurement_error(prof, "profile ");
-  const plan::StoredFrontier stored = plan::stored_frontier(problem, frontier, all_max);
+  const plan::StoredFrontier stored =
+      plan::stored_frontier(planned.problem, frontier, planned.all_max);
   print_summary(plan::FrontierQuery(stored),
                 saving_error_of(prof, sched, stored.plans, a.blocking_power));
 }
@@ -157,22 +157,9 @@ void run_evaluate(const EvaluateArgs& a) {
 // Writes plan i and says which plan it is (FrontierQuery::describe, then " -> file").
 void write_plan(const plan::StoredFrontier& f, const plan::FrontierQuery& q,
                 const schedule::Schedule& sched, std::size_t i, const ExportArgs& a) {
-  plan::Plan p = f.plan(i);
-  char name[64];
-  std::string text;
-  if (a.format == "json") {
-    std::snprintf(name, sizeof name, "plan_%05zu.json", i);
-    text = plan::plan_to_json(p, sched);
-  } else {
-    std::snprintf(name, sizeof name, "freqs_pipeline_%05zu.py", i);
-    char comment[160];
-    std::snprintf(comment, sizeof comment, "plan %zu: evaluated time %.6f s, energy %.4f J", i,
-                  p.evaluated->time_s, p.evaluated->energy_j);
-    text = a.format == "zeus" ? plan::plan_to_zeus_list(p.frequencies, sched, comment)
-                              : plan::plan_to_python_list(p.frequencies, comment);
-  }
-  fs::path path = fs::path(a.out) / name;
-  write_file_atomic(path, text);
+  const plan::PlanFile file = plan::plan_file(f, sched, i, a.format);
+  fs::path path = fs::path(a.out) / file.name;
+  write_file_atomic(path, file.text);
   std::printf("%s -> %s\n", q.describe(i).c_str(), path.c_str());
 }
 
@@ -185,10 +172,9 @@ void run_export(const ExportArgs& a) {
   require(a.format == "json" || a.format == "py" || a.format == "zeus",
           "--format must be json, py or zeus");
   plan::StoredFrontier f = plan::read_frontier(a.frontier);
-  require(a.format != "zeus" || f.stages_per_rank == 1,
-          "--format zeus: Zeus's pair lists name one stage per GPU, and the " + f.schedule +
-              " schedule runs " + std::to_string(f.stages_per_rank) +
-              " per GPU; export json (it names each action's stage)");
+  if (a.format == "zeus" && f.stages_per_rank != 1) {
+    naming("--format zeus", [&] { return plan::plan_file(f, f.build_schedule(), 0, a.format); });
+  }
   plan::FrontierQuery q(f);
   std::vector<std::size_t> picks = naming(a.frontier, [&] {
     return a.every ? q.every(*a.every) : std::vector<std::size_t>{choose_plan(a.choice, f, q)};

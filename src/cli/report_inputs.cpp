@@ -3,7 +3,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "perseus/plan/solver.hpp"
+#include "perseus/plan/planning.hpp"
 #include "perseus/profile/gpu_model.hpp"
 #include "perseus/util/progress.hpp"
 #include "perseus/util/text.hpp"
@@ -104,15 +104,13 @@ plan::StoredFrontier solve(const Inputs& in, double unit_time_s, bool quiet) {
       in.profile, in.schedule,
       {unit_time_s, in.blocking_power_w, plan::CostModelKind::kConvexHull, 1.0});
   ProgressBar bar("planning", 0);
-  plan::Frontier solved = plan::solve_frontier(problem,
-                                               [&](long done, long total) {
-                                                 if (!quiet) bar.update(done, total);
-                                               },
-                                               {.threads = plan_threads(0)});
+  const plan::PlannedFrontier planned = plan::plan_frontier(in.profile, std::move(problem),
+                                                            [&](long done, long total) {
+                                                              if (!quiet) bar.update(done, total);
+                                                            },
+                                                            {.threads = plan_threads(0)});
   bar.finish();
-  auto all_max = plan::evaluate(in.profile, in.schedule,
-                                plan::all_max_plan(in.profile, in.schedule), in.blocking_power_w);
-  return plan::stored_frontier(problem, solved, {all_max.time_s, all_max.energy_j});
+  return plan::stored_frontier(planned.problem, planned.frontier, planned.all_max);
 }
 
 }  // namespace perseus::cli
