@@ -18,6 +18,13 @@ Zeus's ``PipelineFrequencyOptimizer``::
 ``gpu="sim"`` runs against a simulated GPU that follows a profile CSV (no GPU needed).
 ``perseus.gpu_probe()`` reports, read-only, what a GPU's NVML offers energy measurement;
 ``perseus.attribute()`` attributes a recorded window (``opt.last_window_trace``) again.
+
+Planning, on the same C++ planner as ``perseus plan``::
+
+    frontier = perseus.plan(perseus.read_profile("profile.csv"), microbatches=8,
+                            blocking_power=83.64)
+    frontier.max_slowdown("2%").export("plans/")
+
 The package imports without torch; torch is imported lazily, only when it is used.
 """
 
@@ -26,10 +33,12 @@ from perseus._perseus import NoEnergyCounter, NvmlGpu, PerseusError, SimGpu
 from perseus._perseus import __version__
 from perseus.attribution import attribute
 from perseus.optimizer import PerseusWarning, PipelineFrequencyOptimizer
+from perseus.planning import Frontier, Plan, Profile, load_frontier, plan, read_profile
 from perseus.probe import gpu_probe
 from perseus.sync import sync_device
 
 __all__ = [
+    "Frontier",
     "NVML_COUNTER_LAG_S",
     "NVML_COUNTER_WINDOW_S",
     "NoEnergyCounter",
@@ -37,9 +46,14 @@ __all__ = [
     "PerseusError",
     "PerseusWarning",
     "PipelineFrequencyOptimizer",
+    "Plan",
+    "Profile",
     "SimGpu",
     "attribute",
     "gpu_probe",
+    "load_frontier",
+    "plan",
+    "read_profile",
     "sync_device",
 ]
 

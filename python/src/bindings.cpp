@@ -11,6 +11,8 @@
 //                   hooks as plain callables (instruction_hooks.hpp)
 //   _bracket, _BracketState  the adapters' wrapper around a compute function
 //                   (instruction_bracket.hpp)
+//   _read_profile, _plan, _load_frontier, _Profile, _Frontier  planning (planning_bindings.hpp;
+//                   perseus/planning.py is the user-facing API)
 // Every call that may block (HTTP, the schedule barrier, real-time simulated instructions,
 // waiting for the clock thread) runs with the GIL released; callbacks into Python (log,
 // share_job_id, Python backends) take it back.
@@ -36,6 +38,7 @@
 #include "perseus/profile/csv.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/wire/protocol.hpp"
+#include "planning_bindings.hpp"
 #include "py_backend.hpp"
 #include "py_convert.hpp"
 
@@ -403,4 +406,5 @@ PYBIND11_MODULE(_perseus, m) {
   add_optimizer_hooks(optimizer);
   add_optimizer_state(optimizer);
   bind_tools(m);
+  perseus::python::add_planning(m);
 }

@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
   app.footer("Documentation: docs/ of the source tree, installed in " PERSEUS_DOC_DIR
              ": formats.md (profile CSV, plans, frontier directory), protocol.md (wire protocol, "
              "schedulers), control-plane.md, integration.md (DeepSpeed, Megatron-LM, "
-             "torch.distributed.pipelining, real GPUs). `perseus COMMAND --help` lists a command's "
+             "torch.distributed.pipelining, real GPUs), planning-from-python.md. `perseus COMMAND "
+             "--help` lists a command's "
              "options.");
   perseus::cli::add_profile_command(app);
   perseus::cli::add_plan_command(app);
