@@ -36,7 +36,9 @@ class CMakeBuild(build_ext):
 setup(
     name="perseus",
     version=VERSION,
-    description="Perseus: energy optimizer for pipeline-parallel training (training-side client)",
+    description="Perseus: energy optimizer for pipeline-parallel training (client and planner)",
+    license="Apache-2.0",
+    license_files=["LICENSE", "NOTICE"],
     python_requires=">=3.9",
     packages=["perseus"],
     package_dir={"perseus": "python/perseus"},
