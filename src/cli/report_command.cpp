@@ -6,11 +6,13 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
@@ -174,6 +176,75 @@ report::NamedPoint measured_run(const std::string& spec, bool& simulated) {
                       std::string("simulate-training --out file?)"));
 }
 
+// A word of a shell command: as it is when it needs no quoting, else in single quotes.
+std::string shell_word(const std::string& word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("%+,-./:=@_").find(c) != std::string_view::npos;
+  });
+  if (plain) return word;
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+std::string command(const std::vector<std::string>& words) {
+  std::string line;
+  for (const auto& w : words) line += (line.empty() ? "" : " ") + shell_word(w);
+  return line;
+}
+
+// Why the report's plan (its timeline's) is the one, from the option that chose it.
+std::string chosen_by(const PlanChoice& c) {
+  if (c.index) return "the plan you named (--index " + std::to_string(*c.index) + ")";
+  if (c.time) return "the cheapest plan that finishes within " + num(*c.time, 4) + " s (--time)";
+  if (c.max_slowdown) {
+    return "the cheapest plan within +" + num(100.0 * plan::parse_slowdown(*c.max_slowdown), 2) +
+           " % of all-max's iteration time (--max-slowdown)";
+  }
+  if (c.min_energy) return "the plan with the least energy, however slow (--min-energy)";
+  return "the fastest plan, which saves energy without slowing training down (--max-slowdown "
+         "2% picks the cheapest plan within +2 %)";
+}
+
+// The commands that take plan `index` to a training job: plan the frontier as this report did
+// (unless it read one), export the plan, serve it.
+std::vector<std::string> next_steps(const ReportArgs& a, const Inputs& in, std::size_t index) {
+  std::vector<std::string> steps;
+  std::string frontier = a.frontier;
+  if (frontier.empty()) {
+    std::string profile = a.profile;
+    if (profile.empty()) {
+      profile = "profile.csv";
+      steps.push_back(command({"perseus", "profile", "synth", "--gpu", a.gpu, "--stages",
+                               std::to_string(in.frontier.num_stages), "--out", profile}));
+    }
+    std::vector<std::string> plan = {
+        "perseus",          "plan",
+        "--profile",        profile,
+        "--microbatches",   std::to_string(in.frontier.num_microbatches),
+        "--blocking-power", num(in.blocking_power_w, 10)};
+    if (!a.schedule.file.empty()) {
+      plan.insert(plan.end(), {"--schedule-file", a.schedule.file});
+    } else if (!a.schedule.name.empty()) {
+      plan.insert(plan.end(), {"--schedule", a.schedule.name});
+    }
+    if (a.schedule.virtual_stages > 0) {
+      plan.insert(plan.end(), {"--virtual-stages", std::to_string(a.schedule.virtual_stages)});
+    }
+    if (a.unit_time != 0.001) plan.insert(plan.end(), {"--unit-time", num(a.unit_time, 10)});
+    if (a.allow_implausible) plan.push_back("--allow-implausible");
+    frontier = "frontier";
+    plan.insert(plan.end(), {"--out-dir", frontier});
+    steps.push_back(command(plan));
+  }
+  steps.push_back(command({"perseus", "plan", "export", "--frontier", frontier, "--index",
+                           std::to_string(index), "--out-dir", "plans"}));
+  steps.push_back(command({"perseus", "serve", "--scheduler", "point-solution", "--scheduler-args",
+                           R"({"solution_path": "plans"})"}));
+  return steps;
+}
+
 report::ReportData report_data(const ReportArgs& a, const Inputs& in, const plan::FrontierQuery& q,
                                std::size_t shown, const std::vector<double>& factors) {
   const auto& f = in.frontier;
@@ -204,6 +275,8 @@ report::ReportData report_data(const ReportArgs& a, const Inputs& in, const plan
       a.tensor_parallel.value_or(d.cluster_assumed ? kAssumedTensorParallel : 1);
   d.cluster = cluster_spec(a.pipelines, a.gpus, tensor_parallel, f.num_stages, kPipelines);
   d.sweep = emulate::sweep_cluster(f, d.cluster, factors);
+  d.chosen_by = chosen_by(a.choice);
+  d.next_steps = next_steps(a, in, shown);
   return d;
 }
 

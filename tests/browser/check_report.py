@@ -3,8 +3,10 @@
 the page loads, the console has no SEVERE entries, every svg.chart has drawn elements and fills
 its column (charts scale with the page), the tables have rows, the "what each slowdown saves"
 table has its rows (+0 .. +10 %, least energy, each baseline next to Perseus at its time), the
-timeline labels bars with their clocks, and no resource was fetched from the network. Saves a
-full-page screenshot.
+timeline labels bars with their clocks, and no resource was fetched from the network; the "Your
+plan" box comes first, names the plan the timeline shows, marks its table row, and gives the
+commands to export and serve it; at 800 px the page does not overflow sideways. Saves a
+full-page screenshot (and NAME-800px.png beside it).
 
 Usage: check_report.py REPORT.html SCREENSHOT.png
 Exit status 0 when every check passes, 1 otherwise (with one FAIL line per problem), 2 when the
@@ -123,13 +125,64 @@ def check(driver, report, screenshot):
     print(f"table rows: {rows}")
     if len(rows) < 2 or min(rows) < 1:
         failures.append(f"expected two tables with rows, found rows {rows}")
-    # Full page: make the viewport as tall as the document, then capture it.
+    failures += check_your_plan(driver)
+    failures += full_page_screenshot(driver, WIDTH, screenshot)
+    failures += full_page_screenshot(driver, 800, screenshot.replace(".png", "-800px.png"))
+    narrow = driver.execute_script(
+        "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    print(f"at 800 px: {narrow[0]} px of content in {narrow[1]} px")
+    if narrow[0] > narrow[1]:
+        failures.append(f"at 800 px the page is {narrow[0]} px wide: it overflows sideways")
+    return failures
+
+
+YOUR_PLAN_JS = """
+const box = document.querySelector('section.your-plan');
+if (!box) return null;
+const first = document.querySelector('main > section');
+const chosen = Array.from(document.querySelectorAll('table.plans tr.chosen')).map(
+  r => r.cells[0].textContent);
+const style = getComputedStyle(box);
+return {first: first === box, heading: box.querySelector('h2').textContent,
+        text: box.textContent, commands: (box.querySelector('pre.commands') || {}).textContent,
+        chosen: chosen, timeline: document.querySelector('#timeline h2').textContent,
+        border: style.borderTopWidth, visible: box.getBoundingClientRect().height > 40};
+"""
+
+
+def check_your_plan(driver):
+    box = driver.execute_script(YOUR_PLAN_JS)
+    if box is None:
+        return ["no 'Your plan' box (section.your-plan)"]
+    print(f"your plan: {box['heading']!r}; chosen rows {box['chosen']}")
+    failures = []
+    name = box["heading"].removeprefix("Your plan: ")
+    if not box["first"] or not box["visible"]:
+        failures.append("the 'Your plan' box is not the page's first, visible section")
+    if not box["timeline"].endswith(name):
+        failures.append(f"'Your plan' names {name!r}, the timeline {box['timeline']!r}")
+    if box["chosen"] != [name]:
+        failures.append(f"the plans table marks {box['chosen']} as chosen, not [{name!r}]")
+    commands = box["commands"] or ""
+    for needed in ("perseus plan export", "--index " + name.split("#")[1].split()[0],
+                   "perseus serve --scheduler point-solution"):
+        if needed not in commands:
+            failures.append(f"'Your plan' commands lack {needed!r}: {commands!r}")
+    if "% against all-max" not in box["text"] or "Energy -" not in box["text"]:
+        failures.append(f"'Your plan' does not give the saving: {box['text']!r}")
+    return failures
+
+
+def full_page_screenshot(driver, width, path):
+    """Makes the viewport `width` px wide and as tall as the document, then captures it."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": width, "height": 600, "deviceScaleFactor": 1, "mobile": False})
     height = int(driver.execute_script("return document.documentElement.scrollHeight"))
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-        "width": WIDTH, "height": max(height, 600), "deviceScaleFactor": 1, "mobile": False})
-    if not driver.save_screenshot(screenshot):
-        failures.append(f"could not save the screenshot to {screenshot}")
-    return failures
+        "width": width, "height": max(height, 600), "deviceScaleFactor": 1, "mobile": False})
+    if not driver.save_screenshot(path):
+        return [f"could not save the screenshot to {path}"]
+    return []
 
 
 def main():

@@ -37,6 +37,31 @@ size=$(stat -c %s "$screenshot")
 [[ $(head -c 8 "$screenshot" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] ||
   fail "screenshot is not a PNG"
 
+# "Your plan": the commands the box gives, run as written (but the server), export the plan the
+# report shows, with the time and energy it shows.
+chosen=$tmp/chosen/report.html
+"$perseus" report --microbatches 6 --max-slowdown 2% --out "$chosen" --quiet
+/usr/bin/python3 "$here/../browser/check_report.py" "$chosen" "$tmp/chosen.png" ||
+  fail "the browser check of $chosen failed"
+/usr/bin/python3 - "$chosen" "$tmp/steps.sh" << 'PY'
+import html, pathlib, re, sys
+page = pathlib.Path(sys.argv[1]).read_text()
+steps = html.unescape(re.search(r'<pre class="commands">(.*?)</pre>', page, re.S).group(1))
+pathlib.Path(sys.argv[2]).write_text("\n".join(
+    line for line in steps.splitlines() if not line.startswith("perseus serve")) + "\n")
+PY
+grep -q 'within +2 % of all-max' "$chosen" || fail "'Your plan' does not say how it was chosen"
+mkdir "$tmp/steps"
+(cd "$tmp/steps" && PATH="$(dirname "$perseus"):$PATH" bash -e "$tmp/steps.sh" > steps.log) ||
+  fail "the 'Your plan' commands failed: $(cat "$tmp/steps.sh")"
+index=$(grep -o 'Your plan: Frontier plan #[0-9]*' "$chosen" | grep -o '[0-9]*$')
+exported=$tmp/steps/plans/$(printf 'plan_%05d.json' "$index")
+[[ -f $exported ]] || fail "the 'Your plan' commands did not export plan $index"
+time_shown=$(grep -o 'against all-max ([0-9,.]* J and [0-9.]* s' "$chosen" | grep -o '[0-9.]* s$')
+time_exported=$(grep -o "plan $index: [0-9.]* s" "$tmp/steps/steps.log" | awk '{printf "%.4f s", $3}')
+[[ $time_exported == "$time_shown" ]] ||
+  fail "the exported plan $index takes ${time_exported:-nothing}, the report shows $time_shown"
+
 # A measured profile (the instruction profiler's error columns): the page also says how well it
 # was measured, and gives each Perseus saving its standard error.
 "$perseus" profile synth --gpu a100 --stages 4 --out "$tmp/synth.csv" > /dev/null

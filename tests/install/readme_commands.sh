@@ -88,9 +88,9 @@ for block in "$tmp"/blocks/*; do
   case $block in
     *.sh) run_sh "$block" ;;
     *.python)
-      "$tmp/venv/bin/python" "$block" > "$tmp/py_wheel.out" 2>&1 ||
+      "$tmp/venv/bin/python" "$block" >> "$tmp/py_wheel.out" 2>&1 ||
         fail "README Python block failed with the wheel: $(tail -5 "$tmp/py_wheel.out")"
-      PYTHONPATH=$pydir /usr/bin/python3 "$block" > "$tmp/py_prefix.out" 2>&1 ||
+      PYTHONPATH=$pydir /usr/bin/python3 "$block" >> "$tmp/py_prefix.out" 2>&1 ||
         fail "README Python block failed with the installed package: $(tail -5 "$tmp/py_prefix.out")"
       ;;
   esac
@@ -108,7 +108,10 @@ assert run["final_schedule"]["iterations"] > 0 and not any(i["degraded"] for i i
 PY
 for out in "$tmp/py_wheel.out" "$tmp/py_prefix.out"; do
   grep -q "round 0 degraded False" "$out" || fail "the Python block did not run a schedule: $(cat "$out")"
+  grep -Eq "^plan [0-9]+: .* energy vs all-max$" "$out" ||
+    fail "the Python planning block chose no plan: $(cat "$out")"
 done
+ls py_plans/plan_*.json > /dev/null 2>&1 || fail "the Python planning block exported no plan"
 
 # A C++ program against the installed client.
 cmake -S "$src/examples/cpp_client" -B "$tmp/cpp" -DCMAKE_PREFIX_PATH="$prefix" > "$tmp/cpp.log" ||

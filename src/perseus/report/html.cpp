@@ -35,6 +35,14 @@ thead th { border-bottom: 2px solid #999; }
 th:first-child, td:first-child, .note { text-align: left; }
 td.note { white-space: normal; color: #555; }
 tr.emphasis td { font-weight: bold; }
+tr.chosen td { font-weight: bold; background: #fff3e0; }
+section.your-plan { margin: 22px 0 0; padding: 4px 18px 10px; border: 2px solid #e67e22;
+  border-radius: 6px; background: #fffaf4; }
+section.your-plan h2 { border: 0; margin: 10px 0 6px; }
+section.your-plan p { margin: 6px 0; }
+pre.commands { margin: 8px 0; padding: 8px 10px; background: #f4f4f4; font-size: 13px;
+  white-space: pre-wrap; overflow-wrap: anywhere; }
+div.table { overflow-x: auto; }
 tr.baseline td { color: #666; }
 footer { margin-top: 28px; font-size: 12px; color: #777; }
 @media print { main { max-width: none; padding: 0; } section { break-inside: avoid; } }
@@ -75,11 +83,17 @@ Element row(const std::vector<std::string>& cells, std::string_view tag = "td",
   return tr;
 }
 
+// A table in a box that scrolls sideways where the page is narrower than the table.
 Element table(std::string_view cls, const std::vector<std::string>& header,
               const std::vector<Element>& rows) {
   Element body("tbody");
   for (const auto& r : rows) body.add(r);
-  return Element("table").attr("class", cls).add(Element("thead").add(row(header, "th"))).add(body);
+  return Element("div")
+      .attr("class", "table")
+      .add(Element("table")
+               .attr("class", cls)
+               .add(Element("thead").add(row(header, "th")))
+               .add(body));
 }
 
 Element plan_row(const NamedPoint& p, const plan::TimeEnergy& ref, std::string_view cls = "") {
@@ -91,11 +105,11 @@ Element plan_row(const NamedPoint& p, const plan::TimeEnergy& ref, std::string_v
 
 Element plans_table(const ReportData& d) {
   const auto& ref = d.frontier.all_max;
+  const bool fastest_chosen = d.frontier.highlight.name == d.fastest.name;
   std::vector<Element> rows{
       plan_row({"All-max", ref, "every instruction at the highest clock"}, ref),
-      plan_row(d.fastest, ref, "emphasis")};
-  if (d.frontier.highlight.name != d.fastest.name)
-    rows.push_back(plan_row(d.frontier.highlight, ref));
+      plan_row(d.fastest, ref, fastest_chosen ? "chosen" : "emphasis")};
+  if (!fastest_chosen) rows.push_back(plan_row(d.frontier.highlight, ref, "chosen"));
   for (const auto& b : d.frontier.chosen_baselines()) rows.push_back(plan_row(b, ref));
   return table(
       "plans",
@@ -195,8 +209,9 @@ std::string cluster_text(const ReportData& d) {
 std::string saving_caption(const ReportData& d) {
   std::string caption =
       "Blue: the cheapest Perseus frontier plan within each slowdown of all-max's iteration "
-      "time, and the plan with the least energy. Grey: each baseline, directly above Perseus "
-      "at that baseline's own iteration time, so every pair runs equally fast.";
+      "time, and the plan with the least energy. Grey: each baseline, directly above the "
+      "cheapest Perseus plan that takes at most the baseline's own iteration time, so in every "
+      "pair Perseus is as fast or faster.";
   if (std::any_of(d.savings.begin(), d.savings.end(),
                   [](const SavingRow& r) { return r.error.standard_error.has_value(); })) {
     caption += " ±: the saving's standard error from the measured profile's rows.";
@@ -208,6 +223,31 @@ std::string saving_caption(const ReportData& d) {
         "could not tell apart) may move the saving, a bound rather than a spread.";
   }
   return caption;
+}
+
+// "Your plan": the chosen plan's saving and cost against all-max, and the commands that take it
+// to a training job.
+Element your_plan(const ReportData& d) {
+  const NamedPoint& p = d.frontier.highlight;
+  const auto& ref = d.frontier.all_max;
+  Element box = Element("section").attr("id", "your-plan").attr("class", "your-plan");
+  box.add(Element("h2").text("Your plan: " + p.name));
+  box.add(Element("p").text(
+      "Energy " + signed_percent(p.value.energy_j - ref.energy_j, ref.energy_j) +
+      " %, iteration time " + signed_percent(p.value.time_s - ref.time_s, ref.time_s) +
+      " % against all-max (" + grouped(p.value.energy_j, 1) + " J and " +
+      grouped(p.value.time_s, 4) + " s per iteration of one pipeline): " + d.chosen_by + "."));
+  if (!d.next_steps.empty()) {
+    std::string commands;
+    for (const auto& c : d.next_steps) commands += c + "\n";
+    box.add(Element("p").text("To export it and serve it to your training job's ranks:"))
+        .add(Element("pre").attr("class", "commands").text(commands))
+        .add(Element("p").text(
+            "Then attach the client to the training job (perseus.torch.attach, "
+            "perseus.deepspeed.attach or perseus.megatron.attach with the server's URL; "
+            "docs/integration.md) and read the measured saving on the server's status page."));
+  }
+  return box;
 }
 
 Element figure(const std::string& chart, std::string_view caption) {
@@ -258,6 +298,7 @@ std::string render_report(const ReportData& d, const Charts& charts) {
   header.add(Element("h1").text(d.title)).add(settings_list(d));
   if (auto errors = profile_error_list(d)) header.add(std::move(*errors));
   main.add(std::move(header));
+  main.add(your_plan(d));
   main.add(section("saving", "What each slowdown saves")
                .add(figure(charts.saving, saving_caption(d)))
                .add(savings_table(d)));

@@ -36,6 +36,11 @@ struct ReportData {
   // Some measured run's energies are a simulator's true energy, not a counter's reading
   // (simulate-training's "gpus": "simulated").
   bool measured_simulated = false;
+  // The plan the user takes away, shown first as "Your plan": frontier.highlight (also drawn in
+  // the timeline), why it is the one ("the cheapest plan within +2 % of all-max's time"), and
+  // the shell commands that export it and serve it to a training job, in order.
+  std::string chosen_by;
+  std::vector<std::string> next_steps;
 };
 
 struct Charts {
