@@ -59,6 +59,19 @@ profile::Profile read_profile(const std::string& path, bool allow_implausible) {
   return prof;
 }
 
+nlohmann::json profile_json(const profile::Profile& profile) {
+  const ProfileRanges r = profile_ranges(profile);
+  const std::string note = uneven_clocks_note(profile);
+  return {{"stages", profile.num_stages()},
+          {"instructions", profile.instructions(0)},
+          {"clocks_per_instruction", {r.clocks.lo, r.clocks.hi}},
+          {"clock_mhz", {r.mhz.lo, r.mhz.hi}},
+          {"uneven_clocks", note.empty() ? nlohmann::json() : nlohmann::json(note)},
+          {"time_s", {r.time.lo, r.time.hi}},
+          {"energy_j", {r.energy.lo, r.energy.hi}},
+          {"measurement_error", profile::describe(profile::measurement_error(profile))}};
+}
+
 void print_measurement_error(const profile::Profile& profile, const char* prefix) {
   for (const std::string& line : profile::describe(profile::measurement_error(profile))) {
     std::printf("%s%s\n", prefix, line.c_str());
@@ -195,19 +208,46 @@ SavingErrorOf saving_error_of(const profile::Profile& profile, const schedule::S
   };
 }
 
-void print_comparison(const plan::Evaluation& ev, const plan::Evaluation& all_max, std::FILE* to,
-                      const plan::SavingError& error) {
-  std::fprintf(to, "time_s %.6f\nenergy_j %.4f\nall_max_time_s %.6f\nall_max_energy_j %.4f\n",
-               ev.time_s, ev.energy_j, all_max.time_s, all_max.energy_j);
-  std::fprintf(to, "energy_saving_percent %.3f\n",
-               percent(all_max.energy_j - ev.energy_j, all_max.energy_j));
+std::vector<ComparisonField> comparison_fields(const plan::Evaluation& ev,
+                                               const plan::Evaluation& all_max,
+                                               const plan::SavingError& error) {
+  std::vector<ComparisonField> fields = {
+      {"time_s", ev.time_s, 6},
+      {"energy_j", ev.energy_j, 4},
+      {"all_max_time_s", all_max.time_s, 6},
+      {"all_max_energy_j", all_max.energy_j, 4},
+      {"energy_saving_percent", percent(all_max.energy_j - ev.energy_j, all_max.energy_j), 3}};
   if (error.standard_error) {
-    std::fprintf(to, "energy_saving_stderr_percent %.3f\n", 100.0 * *error.standard_error);
+    fields.push_back({"energy_saving_stderr_percent", 100.0 * *error.standard_error, 3});
   }
   if (error.pooling_bound) {
-    std::fprintf(to, "energy_saving_pooling_bound_percent %.3f\n", 100.0 * *error.pooling_bound);
+    fields.push_back({"energy_saving_pooling_bound_percent", 100.0 * *error.pooling_bound, 3});
   }
-  std::fprintf(to, "slowdown_percent %.3f\n", percent(ev.time_s - all_max.time_s, all_max.time_s));
+  fields.push_back({"slowdown_percent", percent(ev.time_s - all_max.time_s, all_max.time_s), 3});
+  return fields;
+}
+
+void print_comparison(const plan::Evaluation& ev, const plan::Evaluation& all_max, std::FILE* to,
+                      const plan::SavingError& error) {
+  for (const auto& f : comparison_fields(ev, all_max, error)) {
+    std::fprintf(to, "%s %.*f\n", f.key, f.decimals, f.value);
+  }
+}
+
+nlohmann::json comparison_json(const plan::Evaluation& ev, const plan::Evaluation& all_max,
+                               const plan::SavingError& error) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& f : comparison_fields(ev, all_max, error)) j[f.key] = f.value;
+  return j;
+}
+
+void add_json_flag(CLI::App* cmd, bool& json) {
+  cmd->add_flag("--json", json,
+                "Print the summary as one JSON object instead of text (fields: docs/formats.md)");
+}
+
+void print_json(const nlohmann::json& summary) {
+  std::printf("%s\n", summary.dump(2).c_str());
 }
 
 std::FILE* summary_stream(const std::string& out) {

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -31,6 +32,11 @@ profile::Profile read_profile(const std::string& path, bool allow_implausible);
 // Prints how well a measured profile's energies are known (profile::describe), one line each
 // after `prefix`; nothing for a profile without error columns.
 void print_measurement_error(const profile::Profile& profile, const char* prefix);
+// The profile's shape in a command's --json summary: stages, instructions,
+// clocks_per_instruction and clock_mhz ([least, most]), uneven_clocks (uneven_clocks_note, null
+// when even), time_s and energy_j ([least, most] over rows), measurement_error (the lines
+// print_measurement_error prints).
+nlohmann::json profile_json(const profile::Profile& profile);
 // Smallest and largest of a set of values.
 template <typename T>
 struct Span {
@@ -117,11 +123,28 @@ SavingErrorOf saving_error_of(const profile::Profile& profile, const schedule::S
                               const std::vector<plan::FrequencyPlan>& plans,
                               double blocking_power_w);
 
-// Prints time_s, energy_j, the all-max reference, the energy saving and the slowdown in %, one
-// `key value` line each, and where known how far the saving may be off
-// (energy_saving_stderr_percent, energy_saving_pooling_bound_percent).
+// A plan's time_s, energy_j, the all-max reference, the energy saving and the slowdown in %, and
+// where known how far the saving may be off (energy_saving_stderr_percent,
+// energy_saving_pooling_bound_percent): what print_comparison prints, one `key value` line each,
+// and comparison_json holds under the same keys.
+struct ComparisonField {
+  const char* key;
+  double value;
+  int decimals;
+};
+std::vector<ComparisonField> comparison_fields(const plan::Evaluation& ev,
+                                               const plan::Evaluation& all_max,
+                                               const plan::SavingError& error = {});
 void print_comparison(const plan::Evaluation& ev, const plan::Evaluation& all_max,
                       std::FILE* to = stdout, const plan::SavingError& error = {});
+nlohmann::json comparison_json(const plan::Evaluation& ev, const plan::Evaluation& all_max,
+                               const plan::SavingError& error = {});
+
+// --json: a command's summary as one JSON object on standard output instead of its text
+// (docs/formats.md lists each command's fields).
+void add_json_flag(CLI::App* cmd, bool& json);
+void print_json(const nlohmann::json& summary);
+
 // Where a command's summary goes: stderr when its output file is "-" (standard output carries
 // the file), else stdout.
 std::FILE* summary_stream(const std::string& out);

@@ -27,7 +27,7 @@ struct EmulateArgs {
   PlanChoice choice;
   double blocking_power = std::nan("");  // NaN: not given
   emulate::Perturbation perturbation;
-  bool quiet = false, allow_implausible = false;
+  bool quiet = false, allow_implausible = false, json = false;
 };
 
 struct ClusterArgs {
@@ -121,6 +121,28 @@ void print_timeline(const Job& job, const emulate::Timeline& t) {
   }
 }
 
+// `perseus emulate --json`: the plan, the iteration and each GPU's share of it.
+nlohmann::json timeline_json(const Job& job, const emulate::Timeline& t) {
+  nlohmann::json gpus = nlohmann::json::array();
+  for (std::size_t r = 0; r < t.rank_busy_s.size(); ++r) {
+    gpus.push_back({{"gpu", r},
+                    {"busy_s", t.rank_busy_s[r]},
+                    {"idle_s", t.rank_idle_s[r]},
+                    {"energy_j", t.rank_energy_j[r]}});
+  }
+  return {{"plan", job.label},
+          {"schedule", job.schedule.name},
+          {"stages", job.schedule.num_stages},
+          {"gpus_per_pipeline", job.schedule.num_ranks()},
+          {"microbatches", job.schedule.num_microbatches},
+          {"blocking_power_w", job.blocking_power_w},
+          {"time_s", t.time_s},
+          {"energy_j", t.energy_j},
+          {"frontier_time_s",
+           job.reported_time_s >= 0.0 ? nlohmann::json(job.reported_time_s) : nlohmann::json()},
+          {"gpus", gpus}};
+}
+
 void run_emulate(const EmulateArgs& a) {
   require(!a.profile.empty(), "--profile is required");
   require(a.perturbation.slow_factor == 1.0 || a.perturbation.slow_rank >= 0,
@@ -136,6 +158,7 @@ void run_emulate(const EmulateArgs& a) {
     return emulate::emulate(prof, job.schedule, job.plan, job.blocking_power_w, a.perturbation);
   });
   if (!a.timeline.empty()) write_file_atomic(a.timeline, timeline_csv(t));
+  if (a.json) return print_json(timeline_json(job, t));
   if (!a.quiet) print_timeline(job, t);
 }
 
@@ -260,6 +283,7 @@ void add_emulate_command(CLI::App& app) {
                  "Its instructions take this many times longer (>= 1)");
   em->add_option("--timeline", a->timeline, "Write every instruction's start/end/clock as CSV");
   em->add_flag("--quiet", a->quiet, "Print nothing on success");
+  add_json_flag(em, a->json);
   em->add_flag("--allow-implausible", a->allow_implausible, kAllowImplausibleHelp);
   em->require_subcommand(0, 1);
   add_cluster_command(*em);

@@ -30,7 +30,7 @@ struct PlanArgs {
   ScheduleOptions schedule;
   int stages = 0, microbatches = 0, threads = 0;
   double blocking_power = -1.0, unit_time = 0.001, noise_factor = 1.0;
-  bool quiet = false, allow_implausible = false;
+  bool quiet = false, allow_implausible = false, json = false;
 };
 
 struct EvaluateArgs {
@@ -38,7 +38,7 @@ struct EvaluateArgs {
   ScheduleOptions schedule;
   int microbatches = 0;
   double blocking_power = std::nan("");  // not given
-  bool allow_implausible = false;
+  bool allow_implausible = false, json = false;
 };
 
 struct ExportArgs {
@@ -52,24 +52,36 @@ std::string points(std::optional<double> fraction) {
   return fraction ? fixed(100.0 * *fraction, 2) : "-";
 }
 
-// All-max, the fastest plan, the cheapest within +1, +2, +5 and +10 % of all-max, and the plan
-// with the least energy: Pareto rows only; with how far each saving may be off where the
-// profile's rows say (points): its standard error, and the bound pooled rows put on it.
-void print_summary(const plan::FrontierQuery& q, const SavingErrorOf& error_of) {
-  std::vector<std::pair<std::string, std::size_t>> shown = {{"fastest", q.fastest()}};
+// One plan of the summary: its name ("fastest", "within +2%", "least energy"), row and how far
+// its saving may be off.
+struct SummaryRow {
+  std::string name;
+  std::size_t index;
+  plan::SavingError error;
+};
+
+// The fastest plan, the cheapest within +1, +2, +5 and +10 % of all-max, and the plan with the
+// least energy: Pareto rows only; with how far each saving may be off where the profile's rows
+// say: its standard error, and the bound pooled rows put on it.
+std::vector<SummaryRow> summary_rows(const plan::FrontierQuery& q, const SavingErrorOf& error_of) {
+  std::vector<SummaryRow> rows = {{"fastest", q.fastest(), {}}};
   for (double pct : {1.0, 2.0, 5.0, 10.0}) {
     auto i = q.within(q.all_max().time_s * (1.0 + pct / 100.0));
     if (i && *i != q.fastest()) {
-      shown.emplace_back("within +" + std::to_string(static_cast<int>(pct)) + "%", *i);
+      rows.push_back({"within +" + std::to_string(static_cast<int>(pct)) + "%", *i, {}});
     }
   }
-  shown.emplace_back("least energy", q.min_energy());
-  std::vector<plan::SavingError> errors;
+  rows.push_back({"least energy", q.min_energy(), {}});
+  for (auto& row : rows) row.error = error_of(row.index);
+  return rows;
+}
+
+// The summary as a table, all-max first, savings and their errors in points.
+void print_summary(const plan::FrontierQuery& q, const std::vector<SummaryRow>& rows) {
   bool with_stderr = false, with_pooling = false;
-  for (const auto& [name, i] : shown) {
-    errors.push_back(error_of(i));
-    with_stderr = with_stderr || errors.back().standard_error;
-    with_pooling = with_pooling || errors.back().pooling_bound.value_or(0.0) > 0.0;
+  for (const auto& row : rows) {
+    with_stderr = with_stderr || row.error.standard_error;
+    with_pooling = with_pooling || row.error.pooling_bound.value_or(0.0) > 0.0;
   }
   std::printf("%zu Pareto-optimal plans (evaluated time and energy)\n", q.pareto().size());
   std::printf("%-22s %10s %12s %10s %10s%s%s\n", "plan", "time (s)", "energy (J)", "time +%",
@@ -78,16 +90,50 @@ void print_summary(const plan::FrontierQuery& q, const SavingErrorOf& error_of) 
   const auto& all_max = q.all_max();
   std::printf("%-22s %10.4f %12.2f %10s %10s\n", "all-max", all_max.time_s, all_max.energy_j, "-",
               "-");
-  for (std::size_t k = 0; k < shown.size(); ++k) {
-    const auto& [name, i] = shown[k];
+  for (const auto& [name, i, error] : rows) {
     const auto& r = q.row(i);
     std::printf("%-22s %10.4f %12.2f %+10.2f %10.2f", (name + " #" + std::to_string(i)).c_str(),
                 r.evaluated_time_s, r.evaluated_energy_j, 100.0 * q.slowdown(i),
                 100.0 * q.saving(i));
-    if (with_stderr) std::printf(" %15s", points(errors[k].standard_error).c_str());
-    if (with_pooling) std::printf(" %24s", points(errors[k].pooling_bound).c_str());
+    if (with_stderr) std::printf(" %15s", points(error.standard_error).c_str());
+    if (with_pooling) std::printf(" %24s", points(error.pooling_bound).c_str());
     std::printf("\n");
   }
+}
+
+nlohmann::json fraction_json(std::optional<double> fraction) {
+  return fraction ? nlohmann::json(*fraction) : nlohmann::json();
+}
+
+// `perseus plan --json`: what the run planned and its summary rows (fractions, not points).
+nlohmann::json summary_json(const PlanArgs& a, const profile::Profile& prof,
+                            const schedule::Schedule& sched, const plan::PlannedFrontier& planned,
+                            double seconds, const plan::FrontierQuery& q,
+                            const std::vector<SummaryRow>& rows) {
+  nlohmann::json plans = nlohmann::json::array();
+  for (const auto& [name, i, error] : rows) {
+    plans.push_back({{"name", name},
+                     {"index", i},
+                     {"time_s", q.row(i).evaluated_time_s},
+                     {"energy_j", q.row(i).evaluated_energy_j},
+                     {"slowdown", q.slowdown(i)},
+                     {"saving", q.saving(i)},
+                     {"saving_stderr", fraction_json(error.standard_error)},
+                     {"saving_pooling_bound", fraction_json(error.pooling_bound)}});
+  }
+  return {{"profile", a.profile},
+          {"profile_shape", profile_json(prof)},
+          {"schedule", sched.name},
+          {"microbatches", sched.num_microbatches},
+          {"blocking_power_w", a.blocking_power},
+          {"out_dir", a.out},
+          {"plans", planned.frontier.points.size()},
+          {"pareto_plans", q.pareto().size()},
+          {"seconds", seconds},
+          {"min_cuts", planned.frontier.min_cuts},
+          {"stop_reason", planned.frontier.stop_reason},
+          {"all_max", {{"time_s", q.all_max().time_s}, {"energy_j", q.all_max().energy_j}}},
+          {"summary", plans}};
 }
 
 void run_plan(const PlanArgs& a) {
@@ -124,7 +170,13 @@ void run_plan(const PlanArgs& a) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   plan::write_frontier(out, planned.problem, frontier, {a.profile, planned.all_max, seconds});
-  if (a.quiet) return;
+  if (a.quiet && !a.json) return;
+  const plan::StoredFrontier stored =
+      plan::stored_frontier(planned.problem, frontier, planned.all_max);
+  const plan::FrontierQuery query(stored);
+  const auto rows =
+      summary_rows(query, saving_error_of(prof, sched, stored.plans, a.blocking_power));
+  if (a.json) return print_json(summary_json(a, prof, sched, planned, seconds, query, rows));
   std::printf("profile %s: %s; %s, %d microbatches\n", a.profile.c_str(),
               profile_shape(prof).c_str(), sched.name.c_str(), sched.num_microbatches);
   if (const std::string note = uneven_clocks_note(prof); !note.empty()) {
@@ -136,10 +188,7 @@ void run_plan(const PlanArgs& a) {
       frontier.points.size(), seconds, a.cost_model.c_str(), frontier.min_cuts,
       frontier.stop_reason.c_str(), a.out.c_str());
   print_measurement_error(prof, "profile ");
-  const plan::StoredFrontier stored =
-      plan::stored_frontier(planned.problem, frontier, planned.all_max);
-  print_summary(plan::FrontierQuery(stored),
-                saving_error_of(prof, sched, stored.plans, a.blocking_power));
+  print_summary(query, rows);
 }
 
 void run_evaluate(const EvaluateArgs& a) {
@@ -150,8 +199,10 @@ void run_evaluate(const EvaluateArgs& a) {
   auto ev = naming(a.plan, [&] { return plan::evaluate(prof, sched, p.frequencies, blocking); });
   const plan::FrequencyPlan all_max_clocks = plan::all_max_plan(prof, sched);
   auto base = plan::evaluate(prof, sched, all_max_clocks, blocking);
-  print_comparison(ev, base, stdout,
-                   plan::saving_error(prof, sched, p.frequencies, all_max_clocks, blocking));
+  const plan::SavingError error =
+      plan::saving_error(prof, sched, p.frequencies, all_max_clocks, blocking);
+  if (a.json) return print_json(comparison_json(ev, base, error));
+  print_comparison(ev, base, stdout, error);
 }
 
 // Writes plan i and says which plan it is (FrontierQuery::describe, then " -> file").
@@ -214,6 +265,7 @@ void add_plan_command(CLI::App& app) {
                    "threads); the frontier is the same for any number");
   plan->add_flag("--quiet", pa->quiet, "Print nothing on success");
   plan->add_flag("--allow-implausible", pa->allow_implausible, kAllowImplausibleHelp);
+  add_json_flag(plan, pa->json);
   plan->require_subcommand(0, 1);
 
   auto* ev = plan->add_subcommand(
@@ -229,6 +281,7 @@ void add_plan_command(CLI::App& app) {
   add_schedule_options(ev, ea->schedule, "default: from the plan, else 1f1b");
   ev->add_option("--microbatches", ea->microbatches, "Microbatches (default: from the plan)");
   ev->add_flag("--allow-implausible", ea->allow_implausible, kAllowImplausibleHelp);
+  add_json_flag(ev, ea->json);
   ev->callback([ea] { run_evaluate(*ea); });
 
   auto* ex = plan->add_subcommand("export", "Write plans from a frontier directory");

@@ -85,7 +85,7 @@ void add_split_options(CLI::App* cmd, profile::SplitOptions& o) {
 struct CheckArgs {
   std::string path;
   double blocking_power = std::nan("");  // not given
-  bool allow_implausible = false;
+  bool allow_implausible = false, json = false;
 };
 
 void run_check(const CheckArgs& a) {
@@ -96,6 +96,9 @@ void run_check(const CheckArgs& a) {
     check_blocking_power(prof, a.blocking_power, a.allow_implausible);
   }
   ProfileRanges r = profile_ranges(prof);
+  if (a.json) {
+    return print_json({{"profile", path}, {"valid", true}, {"profile_shape", profile_json(prof)}});
+  }
   std::printf("%s: valid profile\n", path.c_str());
   std::printf("  stages: %d\n", prof.num_stages());
   std::printf("  instructions: %s\n", join(prof.instructions(0), ", ").c_str());
@@ -152,6 +155,7 @@ void add_check(CLI::App& parent) {
   cmd->add_option("--blocking-power", a->blocking_power,
                   "Also check this blocking power (W) against the profile");
   cmd->add_flag("--allow-implausible", a->allow_implausible, kAllowImplausibleHelp);
+  add_json_flag(cmd, a->json);
   cmd->callback([a] { run_check(*a); });
 }
 

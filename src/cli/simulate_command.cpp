@@ -43,7 +43,7 @@ struct SimulateArgs {
   std::string counter = "realistic", attribution = "busy-overlap";
   client::CounterOptions counter_options;
   bool until_done = false, has_iterations = false, has_job_metadata = false, strict = false;
-  bool quiet = false, allow_implausible = false;
+  bool quiet = false, allow_implausible = false, json = false;
 };
 
 struct Setup {
@@ -288,10 +288,15 @@ void run_simulate(const SimulateArgs& a) {
   std::size_t window = std::min<std::size_t>(its.size(), static_cast<std::size_t>(a.report_every));
   Mean last = mean_of(its, its.size() - window, false);
   Mean final = mean_of(its, 0, true);
-  if (!a.out.empty()) {
-    write_file_atomic(a.out, result_json(a, setup, result, last, final).dump(2) + "\n");
+  json run = result_json(a, setup, result, last, final);
+  if (!a.out.empty()) write_file_atomic(a.out, run.dump(2) + "\n");
+  if (a.json) {
+    run.erase("iterations");  // in --out; the summary is what run.json has besides them
+    run["iterations"] = result.iterations.size();
+    print_json(run);
+  } else if (!a.quiet) {
+    print_summary(setup, result, last, final);
   }
-  if (!a.quiet) print_summary(setup, result, last, final);
   check_outcome(a, result);
 }
 
@@ -393,6 +398,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_flag("--strict", a->strict,
                 "Fail when the server fails instead of running at the default clock");
   cmd->add_flag("--quiet", a->quiet, "Print nothing on success");
+  add_json_flag(cmd, a->json);
   cmd->callback([cmd, a] {
     a->has_iterations = cmd->count("--iterations") > 0;
     a->has_job_metadata = cmd->count("--job-metadata") > 0;
