@@ -3,6 +3,8 @@
 // on failure, which main() prints as one line before exiting non-zero.
 #pragma once
 
+#include <string>
+
 namespace CLI {
 class App;
 }
@@ -19,5 +21,7 @@ void add_simulate_command(CLI::App& app);  // perseus simulate-training
 void add_search_command(CLI::App& app);    // perseus search [evaluate|grid]
 void add_gpu_command(CLI::App& app);       // perseus gpu probe
 void add_schedule_command(CLI::App& app);  // perseus schedule
+// perseus completion bash | man: generated from every command added before it, so added last.
+void add_docs_command(CLI::App& app, const std::string& version);
 
 }  // namespace perseus::cli

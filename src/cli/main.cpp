@@ -2,10 +2,28 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <string>
 
 #include "cli/commands.hpp"
 #include "cli/did_you_mean.hpp"
 #include "perseus/util/error.hpp"
+
+namespace {
+
+// Where the documentation is: share/doc/perseus under the prefix of the running binary (an
+// install with any --prefix), else where this build installs it.
+std::string doc_dir() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto dir = exe.parent_path().parent_path() / "share" / "doc" / "perseus";
+    if (std::filesystem::exists(dir / "formats.md", ec)) return dir.string();
+  }
+  return PERSEUS_DOC_DIR;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Perseus: remove energy bloat from pipeline-parallel training"};
@@ -14,7 +32,7 @@ int main(int argc, char** argv) {
   // One mark for a required option: "(required)" at the end of its description, also for those
   // only some subcommands need (checked at run time), never CLI11's own "REQUIRED" beside it.
   app.get_formatter()->label("REQUIRED", "");
-  app.footer("Documentation: docs/ of the source tree, installed in " PERSEUS_DOC_DIR
+  app.footer("Documentation: docs/ of the source tree, installed in " + doc_dir() +
              ": formats.md (profile CSV, plans, frontier directory), protocol.md (wire protocol, "
              "schedulers), control-plane.md, integration.md (DeepSpeed, Megatron-LM, "
              "torch.distributed.pipelining, real GPUs), planning-from-python.md. `perseus COMMAND "
@@ -30,6 +48,7 @@ int main(int argc, char** argv) {
   perseus::cli::add_search_command(app);
   perseus::cli::add_gpu_command(app);
   perseus::cli::add_schedule_command(app);
+  perseus::cli::add_docs_command(app, PERSEUS_VERSION);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

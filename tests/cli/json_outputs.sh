@@ -7,7 +7,7 @@
 set -euo pipefail
 perseus=$1
 tmp=$(mktemp -d)
-trap 'jobs -p | xargs -r kill 2> /dev/null; rm -rf "$tmp"' EXIT
+trap 'jobs -p | xargs -r kill 2> /dev/null || true; rm -rf "$tmp"' EXIT
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/lib.sh"
 cd "$tmp"

@@ -25,6 +25,12 @@ cmake --install "$build" --prefix "$prefix" > "$tmp/install.log"
 pydir=$(find "$prefix/lib" -maxdepth 3 -type d -name dist-packages | head -1)
 [[ -f $pydir/perseus/__init__.py ]] || fail "cmake --install did not install the Python package"
 [[ -f $prefix/share/doc/perseus/formats.md ]] || fail "cmake --install did not install docs/"
+[[ -f $prefix/share/doc/perseus/LICENSE ]] || fail "cmake --install did not install the LICENSE"
+[[ -s $prefix/share/bash-completion/completions/perseus ]] ||
+  fail "cmake --install did not install the bash completion"
+[[ -s $prefix/share/man/man1/perseus.1 ]] || fail "cmake --install did not install the man page"
+"$prefix/bin/perseus" --help | tr '\n' ' ' | grep -q "installed in $prefix/share/doc/perseus:" ||
+  fail "perseus --help does not point at the docs under --prefix $prefix"
 /usr/bin/python3 -m venv --system-site-packages "$tmp/venv"
 "$tmp/venv/bin/pip" install --no-build-isolation --no-index -q "$src" > "$tmp/pip.log" 2>&1 ||
   fail "pip install of the wheel failed: $(tail -5 "$tmp/pip.log")"
