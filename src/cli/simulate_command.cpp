@@ -13,10 +13,12 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "perseus/client/http_client.hpp"
+#include "perseus/client/server_session.hpp"
 #include "perseus/pipeline_sim/job.hpp"
 #include "perseus/profile/csv.hpp"
 #include "perseus/profile/gpu_model.hpp"
 #include "perseus/schedule/schedule_file.hpp"
+#include "perseus/server/job.hpp"
 #include "perseus/server/scheduler.hpp"
 #include "perseus/util/files.hpp"
 #include "perseus/wire/protocol.hpp"
@@ -225,6 +227,21 @@ json result_json(const SimulateArgs& a, const Setup& setup, const pipeline::RunR
           {"final_schedule", mean_json(final)}};
 }
 
+// What the server measured for the job (GET /jobs/{id}) in the status page's words ("17.10 %,
+// time +1.90 %; 0.0042 kWh saved so far"); "" when it cannot say (no job, nothing measured
+// against all-max yet, a server that is not Perseus's or does not answer).
+std::string server_saving(const client::OptimizerOptions& o, const std::string& job_id) {
+  if (job_id.empty()) return "";
+  try {
+    client::HttpClient http = client::server_client(o);
+    const client::HttpResponse r = http.get("/jobs/" + job_id, 5.0);
+    if (!r.ok() || r.header("Server") != wire::kServerName) return "";
+    return server::saving_text(nlohmann::json::parse(r.body));
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
 void print_summary(const Setup& setup, const pipeline::RunResult& result, const Mean& last,
                    const Mean& final) {
   const auto& its = result.iterations;
@@ -248,6 +265,11 @@ void print_summary(const Setup& setup, const pipeline::RunResult& result, const 
     std::printf("final schedule  not reached\n");
   }
   std::printf("energy          %s; counters: %s\n", kEnergySource, kMeasuredEnergySource);
+  if (const std::string saving = server_saving(setup.job.optimizer, result.job_id);
+      !saving.empty()) {
+    std::printf("server saving   %s (energy and time against all-max, as the clients measured)\n",
+                saving.c_str());
+  }
   if (std::any_of(its.begin(), its.end(), [](const auto& i) { return i.degraded; })) {
     std::printf(
         "note            some ranks ran at the default clock (server failures, see warnings)\n");

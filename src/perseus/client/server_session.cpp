@@ -72,13 +72,16 @@ void CircuitBreaker::succeeded() {
   next_ = 1;
 }
 
+HttpClient server_client(const OptimizerOptions& options) {
+  HttpClient http(options.server_url, options.request_timeout_s,
+                  option_or_env(options.ca_file, "PERSEUS_CA_FILE"));
+  const std::string token = option_or_env(options.token, "PERSEUS_TOKEN");
+  if (!token.empty()) http.set_header("Authorization", "Bearer " + token);
+  return http;
+}
+
 ServerSession::ServerSession(const OptimizerOptions& options)
-    : opt_(options),
-      http_(options.server_url, options.request_timeout_s,
-            option_or_env(options.ca_file, "PERSEUS_CA_FILE")),
-      breaker_(options.max_skipped_windows) {
-  std::string token = option_or_env(opt_.token, "PERSEUS_TOKEN");
-  if (!token.empty()) http_.set_header("Authorization", "Bearer " + token);
+    : opt_(options), http_(server_client(options)), breaker_(options.max_skipped_windows) {
   start_exchange();
 }
 

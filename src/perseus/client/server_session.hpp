@@ -61,6 +61,11 @@ class CircuitBreaker {
   int next_ = 1;  // boundaries to skip after the next failure
 };
 
+// An HTTP client to the control-plane server as a rank reaches it: options.server_url, the CA
+// file (options.ca_file, else $PERSEUS_CA_FILE) and the cluster token (options.token, else
+// $PERSEUS_TOKEN) sent as a bearer token. Throws perseus::Error for a malformed URL.
+HttpClient server_client(const OptimizerOptions& options);
+
 class ServerSession {
  public:
   // `options` must outlive the session.
