@@ -1,4 +1,4 @@
-"""Attributing a recorded reporting window again, offline (README "Measuring energy").
+"""Attributing a recorded reporting window again, offline (docs/measuring-energy.md).
 
 ``perseus.attribute(trace, method="busy-overlap", refresh_clock=True)`` takes a trace
 (``opt.last_window_trace``, or the same dict loaded from a JSON file; layout in docs/formats.md)

@@ -127,7 +127,7 @@ class PipelineFrequencyOptimizer:
             limit (nor reset them).
         attribution: how counter energy is attributed to instructions: ``"busy-overlap"``
             (default), ``"fit"`` (least squares per instruction), ``"overlap"`` or ``"deltas"``
-            (README, "Measuring energy").
+            (docs/measuring-energy.md).
         sampler_period: minimum seconds between two energy-counter reads (0: back to back).
         job_id: join this job instead of registering one. When None and torch.distributed is
             initialized, rank 0's id is broadcast to every rank.

@@ -1,4 +1,4 @@
-"""The counter's refresh clock in attribution (README "Measuring energy"). The fixture is a window
+"""The counter's refresh clock in attribution (docs/measuring-energy.md). The fixture is a window
 of our simulated GPU (tests/data/sim_last_stage_strict_clock.json: `perseus simulate-training
 --counter-jitter 0 --trace-dir`, the last stage of a 4-stage 1F1B pipeline with the synthesized
 H100 profile at --forward-time 0.003, its 16 instruction keys at 8 clocks, forward and backward

@@ -1,5 +1,5 @@
-"""Zeus interoperability with Zeus's own client: the README's `perseus serve` command, serving a
-plan exported in Zeus's format (`perseus plan export --format zeus`), runs the unmodified
+"""Zeus interoperability with Zeus's own client: the `perseus serve` command of docs/usage.md,
+serving a plan exported in Zeus's format (`perseus plan export --format zeus`), runs the unmodified
 `zeus.optimizer.pipeline_frequency.PipelineFrequencyOptimizer` of the zeus package (0.16, PyPI) on
 4 gloo processes (workers/zeus_ranks.py): registration, the job id broadcast, the schedule
 barrier, Zeus's name-by-name instruction checks over several iterations, and the clocks its
@@ -22,21 +22,21 @@ from server_support import serve
 pytest.importorskip("zeus.optimizer.pipeline_frequency")
 
 HERE = Path(__file__).resolve().parent
-README = HERE.parents[1] / "README.md"
+GUIDE = HERE.parents[1] / "docs" / "usage.md"
 STAGES, MICROBATCHES, ITERATIONS = 4, 8, 3
 
 
 def readme_serve_command():
-    """The README's `perseus serve ...` command (continuation lines joined, `&` dropped)."""
-    text = README.read_text()
+    """The guide's `perseus serve ...` command (continuation lines joined, `&` dropped)."""
+    text = GUIDE.read_text()
     match = re.search(r"^perseus serve .*?(?<!\\)$", text, flags=re.M | re.S)
-    assert match, "the README has no `perseus serve` command"
+    assert match, "the guide (docs/usage.md) has no `perseus serve` command"
     return shlex.split(match.group(0).replace("\\\n", " ").rstrip(" &"))
 
 
 @pytest.fixture
 def readme_server(perseus_bin, tmp_path):
-    """The README's Usage commands that make the plan, then its serve command (port 0)."""
+    """The guide's Usage commands that make the plan, then its serve command (port 0)."""
     def run(*args):
         subprocess.run([perseus_bin, *args], cwd=tmp_path, check=True, capture_output=True)
     run("profile", "synth", "--gpu", "a100", "--stages", str(STAGES), "--out", "profile.csv")

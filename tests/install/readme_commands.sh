@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README works as written after the install step it names (issue 13): installs the build
 # into a temporary prefix (cmake --install) and the wheel into a temporary virtual environment
-# (pip install --no-build-isolation, --system-site-packages), then runs every ```sh and ```python
-# block of the README's "Usage", "Control plane" and "Python" sections, in order, in an empty
+# (pip install --no-build-isolation, --system-site-packages), then runs the README's Quickstart as
+# written (checking the saving it prints), and every ```sh and ```python block of the guide's
+# (docs/usage.md) "Usage", "Control plane" and "Python" sections, in order, in an empty
 # directory, with only the prefix's `perseus` on PATH. Python blocks run twice: with the wheel's
 # interpreter and with Debian's python3 on the prefix's package. A command that ends in `&`
 # runs in the background (waited for on its port when it is a server). Finally a C++ program
@@ -39,21 +40,23 @@ pydir=$(find "$prefix/lib" -maxdepth 3 -type d -name dist-packages | head -1)
 [[ $(cat "$tmp/wheel_version") == "$("$prefix/bin/perseus" --version | awk '{print $2}')" ]] ||
   fail "the wheel's version $(cat "$tmp/wheel_version") differs from perseus --version"
 
-# The README's blocks, as (kind, text) in order.
-/usr/bin/python3 - "$src/README.md" "$tmp/blocks" << 'PY'
+# The blocks to run, as (kind, text) in order: the README's Quickstart (blocks/quickstart/), then
+# the guide's "Usage", "Control plane" and "Python" sections (blocks/guide/).
+/usr/bin/python3 - "$src" "$tmp/blocks" << 'PY'
 import pathlib, re, sys
-text = pathlib.Path(sys.argv[1]).read_text()
-out = pathlib.Path(sys.argv[2]); out.mkdir()
-sections = re.split(r"^## ", text, flags=re.M)
-wanted = ("Usage", "Control plane", "Python")
-n = 0
-for section in sections:
-    if not section.startswith(wanted):
-        continue
-    for kind, body in re.findall(r"^```(sh|python)\n(.*?)^```", section, flags=re.M | re.S):
-        n += 1
-        (out / f"{n:02d}.{kind}").write_text(body)
-assert n >= 3, f"only {n} runnable blocks found in the README's sections"
+src, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+for name, path, wanted in (("quickstart", src / "README.md", ("Quickstart",)),
+                           ("guide", src / "docs" / "usage.md",
+                            ("Usage", "Control plane", "Python"))):
+    (out / name).mkdir(parents=True)
+    n = 0
+    for section in re.split(r"^## ", path.read_text(), flags=re.M):
+        if not section.startswith(wanted):
+            continue
+        for kind, body in re.findall(r"^```(sh|python)\n(.*?)^```", section, flags=re.M | re.S):
+            n += 1
+            (out / name / f"{n:02d}.{kind}").write_text(body)
+    assert n >= 1 if name == "quickstart" else n >= 3, f"only {n} runnable blocks in {path}"
 PY
 
 work=$tmp/work
@@ -90,7 +93,22 @@ wait_for_server() {
   fail "the server of '$1' did not come up: $(cat "$tmp/background.log")"
 }
 
-for block in "$tmp"/blocks/*; do
+# The Quickstart, as written, in a directory of its own; it ends with the saving the server
+# measured, which must be a saving at most the slowdown the plan was chosen for.
+mkdir "$tmp/quickstart"
+cd "$tmp/quickstart"
+for block in "$tmp"/blocks/quickstart/*.sh; do run_sh "$block"; done
+saving=$(grep -E "^server saving +[0-9.]+ %, time \+[0-9.]+ %" "$tmp/output.log") ||
+  fail "the Quickstart printed no server saving: $(tail -5 "$tmp/output.log")"
+/usr/bin/python3 - "$saving" << 'PY' || fail "the Quickstart's saving is not one: $saving"
+import re, sys
+energy, time = map(float, re.search(r"([0-9.]+) %, time \+([0-9.]+) %", sys.argv[1]).groups())
+assert energy > 5 and time <= 2.0, (energy, time)
+PY
+wait  # the Quickstart stopped its server (kill %1)
+cd "$work"
+
+for block in "$tmp"/blocks/guide/*; do
   case $block in
     *.sh) run_sh "$block" ;;
     *.python)

@@ -1,6 +1,6 @@
 """Zeus's server configuration as a user meets it: the default scheduler from Zeus's environment
 variables (ZEUS_PFO_SCHEDULER, ZEUS_PFO_SCHEDULER_ARGS), and a bad default that stops the server
-at start with the reason. Zeus's own client against the README's serve command is
+at start with the reason. Zeus's own client against the guide's serve command is
 python/tests/test_zeus_client.py (the zeus package, in the project virtual environment)."""
 import json
 import os

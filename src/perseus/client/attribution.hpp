@@ -3,7 +3,7 @@
 // changed and to what (perseus/client/energy_sampler.hpp). When a reporting window closes, this
 // turns both into energy per instruction occurrence and per iteration.
 //
-// Methods (README "Measuring energy"):
+// Methods (docs/measuring-energy.md):
 //   fit      least squares over the counter intervals: the energy of each interval between two
 //            observed changes is modelled as sum_k P_k x (time spent on k in the interval), with
 //            one average power P_k per instruction key (name and clock), one for idle time inside
@@ -106,7 +106,7 @@ struct KeyEstimate {
   // (the per-key fit's disagreement and variance; where no per-key fit is possible, the farthest
   // it may lie given what its group spent; 0 for a key with a power of its own). Kept
   // apart from power_stderr_w, which more windows shrink: where the counter cannot tell the keys
-  // apart this stays (README "Measuring energy").
+  // apart this stays (docs/measuring-energy.md).
   double pooling_stderr_w = 0.0;
   std::size_t occurrences = 0;
   double seconds = 0.0;  // total duration of the occurrences

@@ -1,4 +1,4 @@
-// A reporting window's measurements as data (README "Measuring energy"): its iterations, its
+// A reporting window's measurements as data (docs/measuring-energy.md): its iterations, its
 // instruction spans, the energy counter's observed changes and the instruction keys, so a window
 // can be attributed again offline with any method (`perseus.attribute` in Python) and windows
 // measured on real GPUs can be kept as test fixtures. JSON layout in docs/formats.md.

@@ -15,7 +15,7 @@ namespace perseus::profile {
 
 // A pooling error above this and an instruction's own energy counts as not measured: the counter
 // could not tell it from the instructions it ran with, only their sum (the accuracy the real-GPU
-// check aims at, README "Measuring energy").
+// check aims at, docs/measuring-energy.md).
 inline constexpr double kUnsplitPoolingError = 0.05;
 
 // Where a row is, for messages.

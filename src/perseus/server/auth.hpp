@@ -1,4 +1,4 @@
-// Credentials of the control plane (README "Security model"): the cluster token every client
+// Credentials of the control plane (docs/control-plane.md, "Security model"): the cluster token every client
 // sends (`Authorization: Bearer <token>`) and the per-job secret that register_job hands out
 // (header X-Perseus-Job-Secret) and that the job's own endpoints require. Secrets are stored
 // only as SHA-256 digests; comparisons take the same time wherever the texts differ.

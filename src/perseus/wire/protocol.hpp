@@ -23,7 +23,7 @@
 namespace perseus::wire {
 
 inline constexpr const char* kRegisterJobPath = "/register_job";
-// Authentication (extension, README "Security model"): with a cluster token the server answers
+// Authentication (extension, docs/control-plane.md, "Security model"): with a cluster token the server answers
 // register_job with the job's secret in this header, and the job's own endpoints require it.
 // Clients pass a job on as "<job id>#<secret>" (the credential).
 inline constexpr const char* kJobSecretHeader = "X-Perseus-Job-Secret";

@@ -11,7 +11,7 @@
 // its instructions apart (no pooling error; on a simulated H100 last stage whose forward draws
 // 23 % more than its backward, the clocks below 1275 MHz in one run at 12 microbatches, one clock
 // at 8), else its least pooled one. Split energies resting on an unpooled reference carry no
-// pooling error. A per-instruction fit can be wrong, though (README "Measuring energy": 6-9 % off
+// pooling error. A per-instruction fit can be wrong, though (docs/measuring-energy.md: 6-9 % off
 // in 10 % of windows with long histories), and a wrong reference would move every split row: so
 // up to kAnchors clocks told apart are split too, and the split rows rest on the medoid of what
 // each says (each one's rows less their split energies, the reference's 0): one wrong among three
