@@ -39,6 +39,13 @@ pydir=$(find "$prefix/lib" -maxdepth 3 -type d -name dist-packages | head -1)
   > "$tmp/wheel_version"
 [[ $(cat "$tmp/wheel_version") == "$("$prefix/bin/perseus" --version | awk '{print $2}')" ]] ||
   fail "the wheel's version $(cat "$tmp/wheel_version") differs from perseus --version"
+# The wheel carries the command: its console script runs it, with its exit status.
+[[ $("$tmp/venv/bin/perseus" --version) == "perseus $(cat "$tmp/wheel_version")" ]] ||
+  fail "the wheel's perseus command does not run: $("$tmp/venv/bin/perseus" --version 2>&1)"
+rc=0
+"$tmp/venv/bin/perseus" plna > /dev/null 2> "$tmp/plna.err" || rc=$?
+[[ $rc -eq 1 ]] && grep -q "did you mean 'plan'" "$tmp/plna.err" ||
+  fail "the wheel's perseus command: 'perseus plna' exited $rc: $(cat "$tmp/plna.err")"
 
 # The blocks to run, as (kind, text) in order: the README's Quickstart (blocks/quickstart/), then
 # the guide's "Usage", "Control plane" and "Python" sections (blocks/guide/).
