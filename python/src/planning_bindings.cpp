@@ -27,12 +27,7 @@ namespace {
 // A plausibility check that, failing, says how to insist from Python.
 template <typename F>
 void unless_allowed(bool allow_implausible, F&& check) {
-  if (allow_implausible) return;
-  try {
-    check();
-  } catch (const profile::ImplausibleInput& e) {
-    throw Error(std::string(e.what()) + "; allow_implausible=True uses it anyway");
-  }
+  profile::check_unless_allowed(allow_implausible, "allow_implausible=True uses it anyway", check);
 }
 
 profile::Profile read_profile(const std::string& path, bool allow_implausible) {

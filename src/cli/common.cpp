@@ -43,12 +43,7 @@ namespace {
 // Runs a plausibility check unless the user insisted; its error says how to insist.
 template <typename F>
 void unless_allowed(bool allow_implausible, F&& check) {
-  if (allow_implausible) return;
-  try {
-    check();
-  } catch (const profile::ImplausibleInput& e) {
-    throw Error(std::string(e.what()) + "; --allow-implausible uses it anyway");
-  }
+  profile::check_unless_allowed(allow_implausible, "--allow-implausible uses it anyway", check);
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "perseus/search/model.hpp"
 #include "perseus/search/perf_model.hpp"
 #include "perseus/search/search.hpp"
+#include "perseus/search/synthetic_database.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/files.hpp"
 #include "perseus/util/text.hpp"
@@ -291,6 +292,30 @@ void add_search_command(CLI::App& app) {
   ev->add_option("--out", ea->out, "Write the per-stage table to this CSV file");
   ev->add_option("--out-config", ea->out_config, "Write the evaluated configuration JSON");
   ev->callback([ea] { run_evaluate(*ea); });
+
+  auto* db = search->add_subcommand(
+      "synth-db",
+      "Write a synthetic operator database (a GPT on a GPU model; docs/search.md) for --database");
+  auto da = std::make_shared<search::SyntheticDatabaseSpec>();
+  auto db_out = std::make_shared<std::string>();
+  db->add_option("--gpu", da->gpu, "GPU model: " + join(profile::gpu_model_names(), ", "))
+      ->capture_default_str();
+  db->add_option("--model-size", da->size, "GPT size (350M, 1_3B, 2_6B, 6_7B, 13B)")
+      ->capture_default_str();
+  db->add_option("--micro-batch-sizes", da->micro_batch_sizes, "Microbatch sizes to profile")
+      ->delimiter(',');
+  db->add_option("--tensor-parallel", da->tensor_parallel, "Tensor-parallel degrees to profile")
+      ->delimiter(',');
+  db->add_option("--collective-gpus", da->collective_gpus, "GPU counts of the collective tables")
+      ->delimiter(',');
+  db->add_option("--out-dir,--out", *db_out, "Output directory (required)")
+      ->required()
+      ->check(output_directory());
+  db->callback([da, db_out] {
+    const auto files = search::write_synthetic_database(*da, *db_out);
+    std::printf("wrote %zu files of a synthetic gpt_%s database on %s to %s\n", files.size(),
+                da->size.c_str(), da->gpu.c_str(), db_out->c_str());
+  });
 }
 
 }  // namespace perseus::cli

@@ -22,6 +22,8 @@
 //   a40   1740..855    110      205    0.35  1.0   70.38   A40 (300 W board); the model has no
 //                                                           power cap, so the top clocks are
 //                                                           faster than on a real, capped A40
+// and their data sheets' dense fp16 TFLOP/s, memory and link GB/s: a100 312, 2039, 300; h100
+// 989, 3350, 450; a40 150, 696, 32.
 // P_block of a100 and a40 is the measured value of the reference data. The defaults of
 // ModelDescription (forward 0.05 s, backward 1.85x, m = 0.15, activity 0.90 / 0.92) reproduce the
 // A100 reference profile: forward 0.050 s / 23.8 J and backward 0.093 s / 44.5 J at 1410 MHz,
@@ -46,6 +48,10 @@ struct GpuModel {
   double dynamic_power_w = 0.0;     // dynamic power at max clock and full activity
   double v_min = 0.0, v_max = 0.0;  // relative voltage at min and max clock
   double blocking_power_w = 0.0;    // power while blocked on communication
+  // Data-sheet throughput (the synthetic search database, search/synthetic_database.hpp): dense
+  // fp16 tensor TFLOP/s, memory GB/s, and the GB/s one GPU sends to another (A100 and H100 over
+  // NVLink, one direction; A40 over PCIe 4.0).
+  double peak_tflops = 0.0, memory_gbps = 0.0, link_gbps = 0.0;
 
   // Supported SM clocks, highest first.
   std::vector<int> frequencies() const;

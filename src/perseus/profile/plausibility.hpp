@@ -20,6 +20,19 @@ class ImplausibleInput : public Error {
   using Error::Error;
 };
 
+// Runs `check` (one of the checks below) unless `allowed` (the user insisted); its
+// ImplausibleInput comes back as a perseus::Error ending in "; " + `insist`, how to insist
+// ("--allow-implausible uses it anyway").
+template <typename F>
+void check_unless_allowed(bool allowed, const std::string& insist, F&& check) {
+  if (allowed) return;
+  try {
+    check();
+  } catch (const ImplausibleInput& e) {
+    throw Error(std::string(e.what()) + "; " + insist);
+  }
+}
+
 // "" when `energy_j` over `time_s` is a power one GPU draws; else what is wrong, with the likely
 // unit mistake ("average power 1200 J / 0.01 s = 120000 W is outside ...; energy in
 // millijoules ...?").

@@ -96,19 +96,27 @@ ModelFamily family_of(const std::string& name, const std::string& source) {
                       "unknown model '" + name + "' (expected gpt, t5 or resnet)"));
 }
 
+}  // namespace
+
+std::optional<std::array<int, 3>> gpt_dimensions(const std::string& size) {
+  static const std::map<std::string, std::array<int, 3>> gpt = {
+      {"350M", {2048, 1024, 16}}, {"1_3B", {2048, 2048, 32}}, {"2_6B", {2048, 2560, 32}},
+      {"6_7B", {2048, 4096, 32}}, {"13B", {2048, 5120, 40}},  {"scale-layer", {2048, 512, 8}}};
+  if (auto it = gpt.find(size); it != gpt.end()) return it->second;
+  return std::nullopt;
+}
+
+namespace {
+
 // Descriptive fields of the sizes the reference knows (aceso_utils.py's tables).
 ojson known_fields(ModelFamily f, const std::string& size) {
   ojson j = ojson::object();
   if (f == ModelFamily::gpt) {
-    // size: seq_length, hidden_size, num_attention_heads
-    static const std::map<std::string, std::array<int, 3>> gpt = {
-        {"350M", {2048, 1024, 16}}, {"1_3B", {2048, 2048, 32}}, {"2_6B", {2048, 2560, 32}},
-        {"6_7B", {2048, 4096, 32}}, {"13B", {2048, 5120, 40}},  {"scale-layer", {2048, 512, 8}}};
-    if (auto it = gpt.find(size); it != gpt.end()) {
-      j["seq_length"] = it->second[0];
-      j["max_position_embeddings"] = it->second[0];
-      j["num_attention_heads"] = it->second[2];
-      j["hidden_size"] = it->second[1];
+    if (const auto dims = gpt_dimensions(size)) {
+      j["seq_length"] = (*dims)[0];
+      j["max_position_embeddings"] = (*dims)[0];
+      j["num_attention_heads"] = (*dims)[2];
+      j["hidden_size"] = (*dims)[1];
     }
   } else if (f == ModelFamily::t5) {
     // size: num_attention_heads, kv_channels, ffn_hidden_size (sequence 2048/512, hidden 1024)

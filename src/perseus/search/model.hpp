@@ -6,8 +6,10 @@
 // performance model needs (memory-sharing quirks, recompute eligibility, sharding specs).
 #pragma once
 
+#include <array>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +41,10 @@ struct ModelDesc {
 
   std::string prefix() const { return profile_prefix.empty() ? name + "_" + size : profile_prefix; }
 };
+
+// A GPT size the reference knows ("350M", "1_3B", ...): {seq_length, hidden_size,
+// num_attention_heads}; nullopt for another.
+std::optional<std::array<int, 3>> gpt_dimensions(const std::string& size);
 
 // The description of a named model; the family's defaults and, for the sizes the reference knows
 // (gpt 350M..13B, t5 770M..22B, resnet 250M..13B), its descriptive fields. Unknown names: Error.
