@@ -79,13 +79,15 @@ def serve(perseus_bin, tmp_path, extra=(), scheduler="all-max",
         proc.kill()
         proc.wait()
         pytest.fail(f"server did not start: {' '.join(cmd)}\n{''.join(seen)}")
-    yield url
-    proc.terminate()
     try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        yield url
+    finally:  # also when the generator is closed (GeneratorExit at the yield), not only resumed
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 
