@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Python extension on the GPU machine (its Python 3.12, no Debian packages) from what
-# bench/gpu/prepare.sh carried in build-device/: the client's static libraries, nlohmann's
-# headers and OpenSSL. Uses the machine's pybind11 and falls back to Debian's carried headers.
+# bench/gpu/prepare.sh carried in build-device/: the client's and the planner's (perseus.plan)
+# static libraries, nlohmann's headers and OpenSSL. Uses the machine's pybind11 and falls back to
+# Debian's carried headers.
 # The package lands in build-device/python (put it on PYTHONPATH); prints that folder.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -21,6 +22,8 @@ compile() {
   g++ -std=c++20 -O2 -shared -fPIC -o "$module" "$root"/python/src/*.cpp \
     -DPERSEUS_VERSION='"device"' -I"$root/src" -I"$dev/include" "$@" -I"$python_include" \
     "$dev"/lib/libperseus_client.a "$dev"/lib/libperseus_wire.a \
+    "$dev"/lib/libperseus_baselines.a "$dev"/lib/libperseus_emulate.a \
+    "$dev"/lib/libperseus_plan.a "$dev"/lib/libperseus_schedule.a \
     "$dev"/lib/libperseus_profile.a "$dev"/lib/libperseus_util.a \
     "$dev/lib/libssl.so.3" "$dev/lib/libcrypto.so.3" -Wl,-rpath,"$dev/lib" -ldl -lpthread
 }

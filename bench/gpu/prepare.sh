@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fills build-device/ (ignored; name it in the device tool's `carry`) with what the GPU machine
-# needs and cannot install: the client's static libraries, nlohmann's and pybind11's headers,
+# needs and cannot install: the client's and the planner's static libraries (the Python
+# extension links both), nlohmann's and pybind11's headers,
 # the `perseus` binary and the shared libraries it and the extension need beyond glibc and
 # libstdc++ (OpenSSL, SQLite). Run here after scripts/build.sh; see bench/gpu/README.md.
 set -euo pipefail
@@ -9,7 +10,7 @@ build=${1:-$root/build}
 dev=${PERSEUS_DEVICE_DIR:-$root/build-device}
 rm -rf "$dev"
 mkdir -p "$dev/lib" "$dev/include" "$dev/bin"
-for lib in client wire profile util; do
+for lib in client wire baselines emulate plan schedule profile util; do
   cp "$build/src/libperseus_$lib.a" "$dev/lib/"
 done
 cp -r /usr/include/nlohmann "$dev/include/"
