@@ -80,14 +80,7 @@ class Plan:
         does: ``json`` (plan_NNNNN.json), ``py`` (the reference optimizer's list of clocks) or
         ``zeus`` (Zeus's (instruction, clock) pairs, for its point-solution scheduler). Returns
         the file's path."""
-        name, text = self.frontier._native.plan_file(self.index, format)
-        os.makedirs(directory, exist_ok=True)
-        path = os.path.join(os.fspath(directory), name)
-        temporary = path + ".tmp"
-        with open(temporary, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(temporary, path)
-        return path
+        return self.frontier._native.write_plan_file(self.index, format, os.fspath(directory))
 
     def __str__(self):
         return self.frontier._native.describe(self.index)

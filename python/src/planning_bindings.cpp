@@ -6,7 +6,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -16,7 +15,6 @@
 #include "perseus/plan/planning.hpp"
 #include "perseus/profile/csv.hpp"
 #include "perseus/profile/plausibility.hpp"
-#include "perseus/schedule/catalog.hpp"
 #include "perseus/util/error.hpp"
 
 namespace py = pybind11;
@@ -81,22 +79,15 @@ std::shared_ptr<Frontier> plan_profile(const profile::Profile& prof, int microba
   unless_allowed(allow_implausible,
                  [&] { profile::check_blocking_power(prof, blocking_power_w, "blocking_power"); });
   const int num_stages = stages > 0 ? stages : prof.num_stages();
-  schedule::Schedule sched;
-  if (schedule_name == "envelope") {
-    if (virtual_stages > 1) throw Error("schedule envelope runs one stage per GPU");
-    sched = baselines::envelope_schedule(prof, num_stages, microbatches);
-  } else {
-    sched = schedule::make_schedule(schedule_name, num_stages, microbatches, virtual_stages);
-  }
   auto problem = plan::PlanProblem::build(
-      prof, std::move(sched),
+      prof,
+      baselines::profile_schedule(schedule_name, prof, num_stages, microbatches, virtual_stages),
       {unit_time_s, blocking_power_w, plan::CostModelKind::kConvexHull, 1.0});
   std::optional<plan::PlannedFrontier> planned;
   {
     py::gil_scoped_release nogil;
-    const int hardware = static_cast<int>(std::thread::hardware_concurrency());
     planned = plan::plan_frontier(prof, std::move(problem), {},
-                                  {.threads = threads > 0 ? threads : std::max(1, hardware)});
+                                  {.threads = plan::solver_threads(threads)});
   }
   auto stored = plan::stored_frontier(planned->problem, planned->frontier, planned->all_max);
   return std::make_shared<Frontier>(std::move(stored), std::move(planned), prof.source());
@@ -164,12 +155,11 @@ void add_planning(py::module_& m) {
       .def("describe", [](const Frontier& f, std::size_t i) { return f.query().describe(i); })
       .def("frequencies", [](const Frontier& f, std::size_t i) { return f.stored().plans.at(i); })
       .def(
-          "plan_file",
-          [](const Frontier& f, std::size_t i, const std::string& format) {
-            const plan::PlanFile file = plan::plan_file(f.stored(), f.schedule(), i, format);
-            return std::make_pair(file.name, file.text);
+          "write_plan_file",
+          [](const Frontier& f, std::size_t i, const std::string& format, const std::string& dir) {
+            return plan::write_plan_file(f.stored(), f.schedule(), i, format, dir).string();
           },
-          py::arg("index"), py::arg("format"))
+          py::arg("index"), py::arg("format"), py::arg("dir"))
       .def("save", &Frontier::save, py::arg("dir"));
 
   m.def("_plan", &plan_profile, py::arg("profile"), py::arg("microbatches"),

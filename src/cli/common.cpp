@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "perseus/baselines/envpipe.hpp"
 #include "perseus/plan/saving_error.hpp"
@@ -135,11 +134,6 @@ void check_blocking_power(const profile::Profile& profile, double watts, bool al
                  [&] { profile::check_blocking_power(profile, watts, "--blocking-power"); });
 }
 
-int plan_threads(int requested) {
-  return requested > 0 ? requested
-                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-}
-
 double percent(double part, double whole) {
   return 100.0 * part / whole;
 }
@@ -188,8 +182,10 @@ void require_microbatches(int microbatches, const ScheduleOptions& o, const std:
 schedule::Schedule resolve_schedule(const ScheduleOptions& o, const profile::Profile& profile,
                                     int num_stages, int num_microbatches) {
   if (o.file.empty() && o.name == "envelope") {
-    require(o.virtual_stages <= 1, "--schedule envelope runs one stage per GPU");
-    return baselines::envelope_schedule(profile, num_stages, num_microbatches);
+    return naming("--schedule", [&] {
+      return baselines::profile_schedule(o.name, profile, num_stages, num_microbatches,
+                                         o.virtual_stages);
+    });
   }
   return options_schedule(o, num_stages, num_microbatches);
 }

@@ -90,10 +90,6 @@ auto naming(const std::string& prefix, F&& f) {
 
 double percent(double part, double whole);
 
-// Threads for the frontier solver's slack reclamation: `requested`, or one per hardware thread
-// when it is 0.
-int plan_threads(int requested);
-
 // The schedule options every planning command takes: --schedule NAME, --virtual-stages V and
 // --schedule-file PATH (a schedule in PyTorch's notation, schedule_file.hpp).
 struct ScheduleOptions {

@@ -164,7 +164,7 @@ void run_plan(const PlanArgs& a) {
   ProgressBar bar("planning", 0);
   const plan::PlannedFrontier planned = plan::plan_frontier(
       prof, std::move(problem), [&](long done, long total) { bar.update(done, total); },
-      {.threads = plan_threads(a.threads)});
+      {.threads = plan::solver_threads(a.threads)});
   bar.finish();
   const auto& frontier = planned.frontier;
   const double seconds =
@@ -208,9 +208,7 @@ void run_evaluate(const EvaluateArgs& a) {
 // Writes plan i and says which plan it is (FrontierQuery::describe, then " -> file").
 void write_plan(const plan::StoredFrontier& f, const plan::FrontierQuery& q,
                 const schedule::Schedule& sched, std::size_t i, const ExportArgs& a) {
-  const plan::PlanFile file = plan::plan_file(f, sched, i, a.format);
-  fs::path path = fs::path(a.out) / file.name;
-  write_file_atomic(path, file.text);
+  const fs::path path = plan::write_plan_file(f, sched, i, a.format, a.out);
   std::printf("%s -> %s\n", q.describe(i).c_str(), path.c_str());
 }
 
@@ -220,17 +218,13 @@ void run_export(const ExportArgs& a) {
           "--every");
   require(!a.every || (*a.every > 0.0 && std::isfinite(*a.every)),
           "--every must be a positive number of seconds");
-  require(a.format == "json" || a.format == "py" || a.format == "zeus",
-          "--format must be json, py or zeus");
+  require(plan::is_plan_format(a.format), "--format must be json, py or zeus");
   plan::StoredFrontier f = plan::read_frontier(a.frontier);
-  if (a.format == "zeus" && f.stages_per_rank != 1) {
-    naming("--format zeus", [&] { return plan::plan_file(f, f.build_schedule(), 0, a.format); });
-  }
+  naming("--format " + a.format, [&] { plan::check_plan_format(f, a.format); });
   plan::FrontierQuery q(f);
   std::vector<std::size_t> picks = naming(a.frontier, [&] {
     return a.every ? q.every(*a.every) : std::vector<std::size_t>{choose_plan(a.choice, f, q)};
   });
-  ensure_writable_dir(a.out);
   auto sched = f.build_schedule();
   for (std::size_t i : picks) write_plan(f, q, sched, i, a);
   std::printf("exported %zu plan%s to %s\n", picks.size(), picks.size() == 1 ? "" : "s",

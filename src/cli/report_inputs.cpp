@@ -108,7 +108,7 @@ plan::StoredFrontier solve(const Inputs& in, double unit_time_s, bool quiet) {
                                                             [&](long done, long total) {
                                                               if (!quiet) bar.update(done, total);
                                                             },
-                                                            {.threads = plan_threads(0)});
+                                                            {.threads = plan::solver_threads(0)});
   bar.finish();
   return plan::stored_frontier(planned.problem, planned.frontier, planned.all_max);
 }

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "perseus/baselines/common.hpp"
+#include "perseus/schedule/catalog.hpp"
 #include "perseus/schedule/dag.hpp"
 #include "perseus/util/error.hpp"
 
@@ -243,6 +244,15 @@ schedule::Schedule envelope_schedule(const profile::Profile& profile, int num_st
                                      int num_microbatches) {
   return schedule::make_1f1b_warmup(num_stages, num_microbatches,
                                     envelope_warmup_counts(profile, num_stages, num_microbatches));
+}
+
+schedule::Schedule profile_schedule(const std::string& name, const profile::Profile& profile,
+                                    int num_stages, int num_microbatches, int stages_per_rank) {
+  if (name != "envelope") {
+    return schedule::make_schedule(name, num_stages, num_microbatches, stages_per_rank);
+  }
+  if (stages_per_rank > 1) throw Error("schedule envelope runs one stage per GPU");
+  return envelope_schedule(profile, num_stages, num_microbatches);
 }
 
 }  // namespace perseus::baselines

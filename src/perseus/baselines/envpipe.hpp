@@ -51,4 +51,9 @@ std::vector<int> envelope_warmup_counts(const profile::Profile& profile, int num
 schedule::Schedule envelope_schedule(const profile::Profile& profile, int num_stages,
                                      int num_microbatches);
 
+// The schedule named `name` for `profile`: "envelope" is envelope_schedule (one stage per GPU:
+// stages_per_rank 0 or 1), any other schedule::make_schedule's. Throws perseus::Error.
+schedule::Schedule profile_schedule(const std::string& name, const profile::Profile& profile,
+                                    int num_stages, int num_microbatches, int stages_per_rank = 0);
+
 }  // namespace perseus::baselines

@@ -6,6 +6,7 @@
 #include "perseus/plan/evaluate.hpp"
 #include "perseus/plan/plan_io.hpp"
 #include "perseus/util/error.hpp"
+#include "perseus/util/files.hpp"
 
 namespace perseus::plan {
 
@@ -21,17 +22,24 @@ PlannedFrontier plan_frontier(const profile::Profile& profile, PlanProblem probl
   return out;
 }
 
-PlanFile plan_file(const StoredFrontier& frontier, const schedule::Schedule& schedule,
-                   std::size_t index, const std::string& format) {
-  const bool zeus = format == "zeus";
-  if (format != "json" && format != "py" && !zeus) {
+bool is_plan_format(const std::string& format) {
+  return format == "json" || format == "py" || format == "zeus";
+}
+
+void check_plan_format(const StoredFrontier& frontier, const std::string& format) {
+  if (!is_plan_format(format)) {
     throw Error("plan format '" + format + "': expected json, py or zeus");
   }
-  if (zeus && frontier.stages_per_rank != 1) {
+  if (format == "zeus" && frontier.stages_per_rank != 1) {
     throw Error("Zeus's pair lists name one stage per GPU, and the " + frontier.schedule +
                 " schedule runs " + std::to_string(frontier.stages_per_rank) +
                 " per GPU; export json (it names each action's stage)");
   }
+}
+
+PlanFile plan_file(const StoredFrontier& frontier, const schedule::Schedule& schedule,
+                   std::size_t index, const std::string& format) {
+  check_plan_format(frontier, format);
   const Plan plan = frontier.plan(index);
   char name[64];
   if (format == "json") {
@@ -42,8 +50,18 @@ PlanFile plan_file(const StoredFrontier& frontier, const schedule::Schedule& sch
   char comment[160];
   std::snprintf(comment, sizeof comment, "plan %zu: evaluated time %.6f s, energy %.4f J", index,
                 plan.evaluated->time_s, plan.evaluated->energy_j);
-  return {name, zeus ? plan_to_zeus_list(plan.frequencies, schedule, comment)
-                     : plan_to_python_list(plan.frequencies, comment)};
+  return {name, format == "zeus" ? plan_to_zeus_list(plan.frequencies, schedule, comment)
+                                 : plan_to_python_list(plan.frequencies, comment)};
+}
+
+std::filesystem::path write_plan_file(const StoredFrontier& frontier,
+                                      const schedule::Schedule& schedule, std::size_t index,
+                                      const std::string& format, const std::filesystem::path& dir) {
+  const PlanFile file = plan_file(frontier, schedule, index, format);
+  ensure_writable_dir(dir);
+  const std::filesystem::path path = dir / file.name;
+  write_file_atomic(path, file.text);
+  return path;
 }
 
 }  // namespace perseus::plan

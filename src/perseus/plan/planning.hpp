@@ -4,6 +4,7 @@
 // measured against. Also the plan files `plan export` writes from a frontier, in each format.
 #pragma once
 
+#include <filesystem>
 #include <string>
 
 #include "perseus/plan/frontier_store.hpp"
@@ -29,14 +30,21 @@ PlannedFrontier plan_frontier(const profile::Profile& profile, PlanProblem probl
 struct PlanFile {
   std::string name, text;
 };
-// The formats `plan export --format` writes.
-inline constexpr const char* kPlanFormats[] = {"json", "py", "zeus"};
+// Whether `format` is one `plan export --format` writes: json, py or zeus.
+bool is_plan_format(const std::string& format);
+// Throws perseus::Error when `frontier`'s plans cannot be written in `format`: another format,
+// or "zeus" for a schedule that runs several stages per GPU (the message says why, not which
+// option).
+void check_plan_format(const StoredFrontier& frontier, const std::string& format);
 // Row `index` of `frontier` (planned on `schedule`, its build_schedule()) as a plan file:
 // "json" (plan_NNNNN.json, perseus.plan/1), "py" (freqs_pipeline_NNNNN.py, the reference
 // optimizer's list of clocks) or "zeus" (freqs_pipeline_NNNNN.py, Zeus's (instruction, clock)
-// pairs; one stage per GPU only). Throws perseus::Error for another format, or "zeus" for a
-// schedule that runs several stages per GPU (the message says why, not which option).
+// pairs; one stage per GPU only). Throws as check_plan_format.
 PlanFile plan_file(const StoredFrontier& frontier, const schedule::Schedule& schedule,
                    std::size_t index, const std::string& format);
+// plan_file written into `dir` (created if needed; the file replaced atomically); its path.
+std::filesystem::path write_plan_file(const StoredFrontier& frontier,
+                                      const schedule::Schedule& schedule, std::size_t index,
+                                      const std::string& format, const std::filesystem::path& dir);
 
 }  // namespace perseus::plan

@@ -2,12 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "perseus/plan/no_slowdown.hpp"
 #include "perseus/plan/reclaim.hpp"
 #include "perseus/plan/solver_impl.hpp"
 
 namespace perseus::plan {
+
+int solver_threads(int requested) {
+  return requested > 0 ? requested
+                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
 
 namespace detail {
 

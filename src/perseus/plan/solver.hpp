@@ -51,6 +51,9 @@ struct Frontier {
 // Called with (steps done, expected total steps).
 using ProgressFn = std::function<void(long, long)>;
 
+// Threads for SolverOptions::threads: `requested`, or one per hardware thread when it is 0.
+int solver_threads(int requested);
+
 struct SolverOptions {
   // The published algorithm's way: one unit per step and a fresh minimum cut from the lower
   // bounds every step. The frontier is the same (tests check it); only slower.
