@@ -9,11 +9,12 @@ set -euo pipefail
 # example (Debian's /usr/bin/python3). python3-venv, python3-pip, python3-setuptools,
 # python3-wheel: the wheel, installed into a virtual environment by tests/install/.
 # python3-prometheus-client: its text parser reads GET /metrics in tests/server/test_metrics.py.
+# groff-base: tests/cli/completion_man.sh renders the generated man page.
 packages=(g++ cmake make ninja-build nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
   libbenchmark-dev libboost-dev libboost-graph-dev libsqlite3-dev libssl-dev openssl time
   python3-dev python3-pybind11 pybind11-dev python3-torch python3-pytest
   python3-venv python3-pip python3-setuptools python3-wheel python3-prometheus-client
-  chromium chromium-driver python3-selenium fonts-dejavu-core)
+  chromium chromium-driver python3-selenium fonts-dejavu-core groff-base)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
