@@ -10,10 +10,13 @@ set -euo pipefail
 # python3-wheel: the wheel, installed into a virtual environment by tests/install/.
 # python3-prometheus-client: its text parser reads GET /metrics in tests/server/test_metrics.py.
 # groff-base: tests/cli/completion_man.sh renders the generated man page.
+# python3-pandas, python3-matplotlib: Frontier.to_pandas() and Frontier.plot(), tested on Debian's
+# python3 (python/tests/test_planning.py).
 packages=(g++ cmake make ninja-build nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
   libbenchmark-dev libboost-dev libboost-graph-dev libsqlite3-dev libssl-dev openssl time
   python3-dev python3-pybind11 pybind11-dev python3-torch python3-pytest
   python3-venv python3-pip python3-setuptools python3-wheel python3-prometheus-client
+  python3-pandas python3-matplotlib
   chromium chromium-driver python3-selenium fonts-dejavu-core groff-base)
 missing=()
 for p in "${packages[@]}"; do

@@ -161,11 +161,20 @@ def test_to_pandas(published):
     assert table["pareto"].sum() == len(frontier.pareto)
 
 
-def test_plot(published):
+def test_plot(published, tmp_path):
     pytest.importorskip("matplotlib")
     import matplotlib
     matplotlib.use("Agg")
     _, frontier = published
-    ax = frontier.plot(chosen=frontier.max_slowdown("2%"))
-    assert [line.get_label() for line in ax.get_lines()] == [
-        "Perseus frontier", "all-max", f"plan {frontier.max_slowdown('2%').index}"]
+    chosen = frontier.max_slowdown("2%")
+    ax = frontier.plot(chosen=chosen)
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines] == [
+        "Perseus frontier", "all-max", f"plan {chosen.index}"]
+    assert list(lines[0].get_xdata()) == [p.time_s for p in frontier.pareto]
+    assert list(lines[0].get_ydata()) == [p.energy_j for p in frontier.pareto]
+    assert (lines[1].get_xdata()[0], lines[1].get_ydata()[0]) == frontier.all_max
+    assert (lines[2].get_xdata()[0], lines[2].get_ydata()[0]) == (chosen.time_s, chosen.energy_j)
+    picture = tmp_path / "frontier.png"
+    ax.figure.savefig(picture)
+    assert picture.read_bytes().startswith(b"\x89PNG")
