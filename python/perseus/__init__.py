@@ -33,11 +33,13 @@ from perseus._perseus import NoEnergyCounter, NvmlGpu, PerseusError, SimGpu
 from perseus._perseus import __version__
 from perseus.attribution import attribute
 from perseus.optimizer import PerseusWarning, PipelineFrequencyOptimizer
-from perseus.planning import Frontier, Plan, Profile, load_frontier, plan, read_profile
+from perseus.planning import (Evaluation, Frontier, Plan, Profile, evaluate, load_frontier, plan,
+                              read_profile)
 from perseus.probe import gpu_probe
 from perseus.sync import sync_device
 
 __all__ = [
+    "Evaluation",
     "Frontier",
     "NVML_COUNTER_LAG_S",
     "NVML_COUNTER_WINDOW_S",
@@ -50,6 +52,7 @@ __all__ = [
     "Profile",
     "SimGpu",
     "attribute",
+    "evaluate",
     "gpu_probe",
     "load_frontier",
     "plan",

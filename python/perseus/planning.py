@@ -10,6 +10,7 @@
     frontier.save("frontier/")                # what `perseus plan --out-dir` writes
     frontier.to_pandas()                      # where pandas is installed
     frontier.plot()                           # where matplotlib is installed
+    perseus.evaluate(profile, "plans/plan_00346.json")   # as `perseus plan evaluate`
 
 Errors (a bad profile, a schedule the profile does not cover, no plan within a slowdown) raise
 :class:`perseus.PerseusError` with the CLI's message.
@@ -20,7 +21,8 @@ from dataclasses import dataclass
 
 from perseus import _perseus
 
-__all__ = ["Frontier", "Plan", "Profile", "load_frontier", "plan", "read_profile"]
+__all__ = ["Evaluation", "Frontier", "Plan", "Profile", "evaluate", "load_frontier", "plan",
+           "read_profile"]
 
 
 class Profile:
@@ -203,6 +205,63 @@ def plan(profile, microbatches, blocking_power, schedule="1f1b", stages=None,
     return Frontier(_perseus._plan(profile._native, microbatches, blocking_power, schedule,
                                    stages or 0, virtual_stages or 0, unit_time, threads,
                                    allow_implausible))
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A plan file evaluated on a profile against all-max on the same schedule, as ``perseus
+    plan evaluate`` prints it: ``time_s``, ``energy_j`` of one iteration, ``all_max`` (time_s,
+    energy_j), ``saving`` and ``slowdown`` (fractions against all-max), and how far the saving
+    may be off because the profile was measured (``saving_stderr``, ``saving_pooling_bound``:
+    fractions, None where the profile has no error columns)."""
+
+    path: str
+    schedule: str
+    num_stages: int
+    num_microbatches: int
+    blocking_power: float
+    time_s: float
+    energy_j: float
+    all_max: tuple
+    saving_stderr: float = None
+    saving_pooling_bound: float = None
+    frequencies: list = None
+
+    @property
+    def saving(self):
+        return 1.0 - self.energy_j / self.all_max[1]
+
+    @property
+    def slowdown(self):
+        return self.time_s / self.all_max[0] - 1.0
+
+    def __str__(self):
+        error = (f" +- {100 * self.saving_stderr:.2f}" if self.saving_stderr is not None else "")
+        return (f"{self.path}: {self.time_s:.6f} s, {self.energy_j:.2f} J; "
+                f"{100 * self.slowdown:+.2f} % time, {-100 * self.saving:+.2f}{error} % energy "
+                f"vs all-max")
+
+
+def evaluate(profile, plan_file, blocking_power=None, schedule=None, microbatches=None,
+             virtual_stages=None, allow_implausible=False):
+    """Evaluates a plan file (any format ``perseus plan export`` writes, or Zeus's) on ``profile``
+    (a :class:`Profile` or a CSV path) against all-max, as ``perseus plan evaluate``. What the
+    file says of its schedule wins; ``schedule``, ``microbatches`` and ``virtual_stages`` fill
+    what it does not (and must agree with what it does). ``blocking_power`` (W) defaults to the
+    one a plan JSON carries. Returns an :class:`Evaluation`."""
+    if not isinstance(profile, Profile):
+        profile = read_profile(profile, allow_implausible)
+    result = _perseus._evaluate(profile._native, os.fspath(plan_file), blocking_power,
+                                schedule or "", microbatches or 0, virtual_stages or 0,
+                                allow_implausible)
+    return Evaluation(path=os.fspath(plan_file), schedule=result["schedule"],
+                      num_stages=result["num_stages"],
+                      num_microbatches=result["num_microbatches"],
+                      blocking_power=result["blocking_power_w"], time_s=result["time_s"],
+                      energy_j=result["energy_j"], all_max=tuple(result["all_max"]),
+                      saving_stderr=result["saving_stderr"],
+                      saving_pooling_bound=result["saving_pooling_bound"],
+                      frequencies=result["frequencies"])
 
 
 def load_frontier(directory):

@@ -11,8 +11,8 @@
 //                   hooks as plain callables (instruction_hooks.hpp)
 //   _bracket, _BracketState  the adapters' wrapper around a compute function
 //                   (instruction_bracket.hpp)
-//   _read_profile, _plan, _load_frontier, _Profile, _Frontier  planning (planning_bindings.hpp;
-//                   perseus/planning.py is the user-facing API)
+//   _read_profile, _plan, _evaluate, _load_frontier, _Profile, _Frontier  planning
+//                   (planning_bindings.hpp; perseus/planning.py is the user-facing API)
 // Every call that may block (HTTP, the schedule barrier, real-time simulated instructions,
 // waiting for the clock thread) runs with the GIL released; callbacks into Python (log,
 // share_job_id, Python backends) take it back.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "perseus/baselines/envpipe.hpp"
+#include "perseus/baselines/plan_for_profile.hpp"
 #include "perseus/plan/frontier_query.hpp"
 #include "perseus/plan/planning.hpp"
 #include "perseus/profile/csv.hpp"
@@ -93,6 +94,42 @@ std::shared_ptr<Frontier> plan_profile(const profile::Profile& prof, int microba
   return std::make_shared<Frontier>(std::move(stored), std::move(planned), prof.source());
 }
 
+// A plan file evaluated on `prof` against all-max, as `perseus plan evaluate` does it.
+py::dict evaluate_plan_file(const profile::Profile& prof, const std::string& path,
+                            std::optional<double> blocking_power_w, const std::string& schedule,
+                            int microbatches, int virtual_stages, bool allow_implausible) {
+  if (microbatches < 0 || virtual_stages < 0) {
+    throw Error("microbatches and virtual_stages must be >= 0 (0: what the plan says)");
+  }
+  auto [p, sched] =
+      baselines::read_plan_for(path, {schedule, microbatches, virtual_stages}, "schedule", prof);
+  const std::optional<double> watts = plan::blocking_power_for(p, blocking_power_w);
+  if (!watts || !(*watts >= 0.0)) {
+    throw Error(path +
+                ": blocking_power is required (watts, >= 0) unless the plan JSON carries it");
+  }
+  unless_allowed(allow_implausible,
+                 [&] { profile::check_blocking_power(prof, *watts, "blocking_power"); });
+  plan::AgainstAllMax ev;
+  try {
+    ev = plan::evaluate_against_all_max(prof, sched, p.frequencies, *watts);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+  py::dict out;
+  out["schedule"] = sched.name;
+  out["num_stages"] = sched.num_stages;
+  out["num_microbatches"] = sched.num_microbatches;
+  out["blocking_power_w"] = *watts;
+  out["time_s"] = ev.plan.time_s;
+  out["energy_j"] = ev.plan.energy_j;
+  out["all_max"] = std::make_pair(ev.all_max.time_s, ev.all_max.energy_j);
+  out["saving_stderr"] = ev.error.standard_error;
+  out["saving_pooling_bound"] = ev.error.pooling_bound;
+  out["frequencies"] = p.frequencies;
+  return out;
+}
+
 using Row = std::tuple<std::size_t, double, double, double, double, bool>;
 
 std::vector<Row> rows_of(const Frontier& f) {
@@ -165,6 +202,10 @@ void add_planning(py::module_& m) {
   m.def("_plan", &plan_profile, py::arg("profile"), py::arg("microbatches"),
         py::arg("blocking_power"), py::arg("schedule") = "1f1b", py::arg("stages") = 0,
         py::arg("virtual_stages") = 0, py::arg("unit_time") = 0.001, py::arg("threads") = 0,
+        py::arg("allow_implausible") = false);
+  m.def("_evaluate", &evaluate_plan_file, py::arg("profile"), py::arg("path"),
+        py::arg("blocking_power") = std::nullopt, py::arg("schedule") = "",
+        py::arg("microbatches") = 0, py::arg("virtual_stages") = 0,
         py::arg("allow_implausible") = false);
   m.def(
       "_load_frontier",

@@ -120,6 +120,38 @@ def test_frequencies_run_every_instruction_of_the_schedule(published):
     assert frontier.all_max[0] <= plan.time_s  # at most as fast as every GPU at its top clock
 
 
+def test_evaluate_is_plan_evaluate(published, perseus_bin, tmp_path):
+    """perseus.evaluate of an exported plan equals `perseus plan evaluate --json` of it; a Zeus
+    file (no blocking power in it) evaluates the same clocks the same with it given."""
+    _, frontier = published
+    chosen = frontier.max_slowdown("2%")
+    path = chosen.export(tmp_path / "json")
+    cli = subprocess.run([perseus_bin, "plan", "evaluate", "--profile", GPT3, "--plan", path,
+                          "--json"], capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stderr
+    theirs = json.loads(cli.stdout)
+    mine = perseus.evaluate(GPT3, path)
+    assert (mine.time_s, mine.energy_j) == (theirs["time_s"], theirs["energy_j"])
+    assert mine.all_max == (theirs["all_max_time_s"], theirs["all_max_energy_j"])
+    assert 100 * mine.saving == pytest.approx(theirs["energy_saving_percent"], rel=1e-12)
+    assert 100 * mine.slowdown == pytest.approx(theirs["slowdown_percent"], rel=1e-12)
+    assert (mine.schedule, mine.num_stages, mine.num_microbatches) == ("1f1b", 8, 12)
+    assert mine.blocking_power == 83.64 and mine.saving_stderr is None
+    assert mine.frequencies == chosen.frequencies
+    assert mine.time_s == pytest.approx(chosen.time_s, rel=1e-9)
+    assert str(mine) == f"{path}: 2.892441 s, 5990.48 J; +1.97 % time, -18.37 % energy vs all-max"
+    zeus = chosen.export(tmp_path / "zeus", format="zeus")
+    with pytest.raises(perseus.PerseusError, match="blocking_power is required"):
+        perseus.evaluate(GPT3, zeus)
+    again = perseus.evaluate(perseus.read_profile(GPT3), zeus, blocking_power=83.64)
+    assert (again.time_s, again.energy_j, again.num_microbatches) == (
+        mine.time_s, mine.energy_j, 12)
+    with pytest.raises(perseus.PerseusError, match="12 microbatches, not 8"):
+        perseus.evaluate(GPT3, path, microbatches=8)
+    with pytest.raises(perseus.PerseusError, match="plan_.*json.*gpipe|gpipe.*plan_"):
+        perseus.evaluate(GPT3, path, schedule="gpipe")
+
+
 def test_bad_inputs_say_what_is_wrong(published, tmp_path):
     _, frontier = published
     with pytest.raises(perseus.PerseusError, match="0.05.*%"):

@@ -246,8 +246,8 @@ std::FILE* summary_stream(const std::string& out) {
 }
 
 double blocking_power_of(const plan::Plan& plan, double given) {
-  if (!std::isnan(given)) return given;
-  return plan.blocking_power_w > 0.0 ? plan.blocking_power_w : -1.0;
+  return plan::blocking_power_for(plan, std::isnan(given) ? std::nullopt : std::optional(given))
+      .value_or(-1.0);
 }
 
 double plan_blocking_power(const plan::Plan& plan, double given, const profile::Profile& profile,
@@ -308,21 +308,16 @@ emulate::ClusterSpec cluster_spec(std::optional<int> pipelines, std::optional<lo
   return spec;  // emulate::check_cluster checks the counts
 }
 
-PlanWithSchedule read_plan_for(const std::string& path, const ScheduleOptions& given,
-                               int microbatches, const profile::Profile& prof) {
+baselines::PlanOnProfile read_plan_for(const std::string& path, const ScheduleOptions& given,
+                                       int microbatches, const profile::Profile& prof) {
   require(microbatches >= 0, "--microbatches must be positive");
-  plan::Plan p = plan::read_plan_file(path);
-  ScheduleOptions o = given;
-  if (o.file.empty()) {
-    auto choice = plan::plan_schedule(p, {given.name, microbatches, given.virtual_stages}, path);
-    o = {choice.name, choice.stages_per_rank, ""};
-    microbatches = choice.microbatches;
+  if (given.file.empty()) {
+    return baselines::read_plan_for(path, {given.name, microbatches, given.virtual_stages},
+                                    "--schedule", prof);
   }
-  auto sched = resolve_schedule(o, prof, p.num_stages, microbatches);
-  plan::check_plan_shape(p.frequencies, sched, path);
-  require(prof.num_stages() == p.num_stages,
-          path + ": the plan has " + std::to_string(p.num_stages) + " stages but profile " +
-              prof.source() + " has " + std::to_string(prof.num_stages()));
+  plan::Plan p = plan::read_plan_file(path);
+  auto sched = options_schedule(given, p.num_stages, microbatches);
+  baselines::check_plan_for(p, sched, prof, path);
   return {std::move(p), std::move(sched)};
 }
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "perseus/baselines/plan_for_profile.hpp"
 #include "perseus/emulate/cluster.hpp"
 #include "perseus/plan/evaluate.hpp"
 #include "perseus/plan/frontier_query.hpp"
@@ -177,17 +178,9 @@ std::size_t choose_plan(const PlanChoice& choice, const plan::StoredFrontier& fr
 emulate::ClusterSpec cluster_spec(std::optional<int> pipelines, std::optional<long> gpus,
                                   int tensor_parallel, int stages, std::optional<int> fallback);
 
-struct PlanWithSchedule {
-  plan::Plan plan;
-  schedule::Schedule schedule;
-};
-
-// Reads a plan file (any format plan_io reads) and the schedule it runs on
-// (plan::plan_schedule: `given` / `microbatches`, empty / 0 when not given, fill what the
-// file does not say and must agree with what it does). Checks the plan's shape against the
-// schedule and its stage count against `prof`; every mismatch is a perseus::Error naming the
-// plan file.
-PlanWithSchedule read_plan_for(const std::string& path, const ScheduleOptions& given,
-                               int microbatches, const profile::Profile& prof);
+// baselines::read_plan_for with the schedule options (`given` / `microbatches`, empty / 0 when not
+// given); a --schedule-file is the schedule, checked as read_plan_for checks its own.
+baselines::PlanOnProfile read_plan_for(const std::string& path, const ScheduleOptions& given,
+                                       int microbatches, const profile::Profile& prof);
 
 }  // namespace perseus::cli

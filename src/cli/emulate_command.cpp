@@ -81,7 +81,7 @@ Job make_job(const EmulateArgs& a, const profile::Profile& prof) {
       a.choice.count() == 0,
       "--index, --time, --max-slowdown, --fastest and --min-energy select a plan of --frontier");
   if (!a.plan.empty()) {
-    PlanWithSchedule p = read_plan_for(a.plan, a.schedule, a.microbatches, prof);
+    baselines::PlanOnProfile p = read_plan_for(a.plan, a.schedule, a.microbatches, prof);
     return {p.plan.frequencies, p.schedule, a.plan, blocking_power_of(p.plan, a.blocking_power)};
   }
   require_microbatches(a.microbatches, a.schedule, "with the all-max plan");
@@ -203,7 +203,7 @@ void print_sweep(const std::vector<emulate::ClusterPoint>& points, const emulate
 plan::StoredFrontier single_plan_frontier(const ClusterArgs& a) {
   require(!a.profile.empty(), "--plan needs --profile (to evaluate the plan and all-max)");
   profile::Profile prof = read_profile(a.profile, a.allow_implausible);
-  PlanWithSchedule p = read_plan_for(a.plan, {}, 0, prof);
+  baselines::PlanOnProfile p = read_plan_for(a.plan, {}, 0, prof);
   plan::StoredFrontier f;
   f.num_stages = p.schedule.num_stages;
   f.stages_per_rank = p.schedule.stages_per_rank();

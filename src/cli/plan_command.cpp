@@ -196,13 +196,10 @@ void run_evaluate(const EvaluateArgs& a) {
   profile::Profile prof = read_profile(a.profile, a.allow_implausible);
   auto [p, sched] = read_plan_for(a.plan, a.schedule, a.microbatches, prof);
   double blocking = plan_blocking_power(p, a.blocking_power, prof, a.allow_implausible);
-  auto ev = naming(a.plan, [&] { return plan::evaluate(prof, sched, p.frequencies, blocking); });
-  const plan::FrequencyPlan all_max_clocks = plan::all_max_plan(prof, sched);
-  auto base = plan::evaluate(prof, sched, all_max_clocks, blocking);
-  const plan::SavingError error =
-      plan::saving_error(prof, sched, p.frequencies, all_max_clocks, blocking);
-  if (a.json) return print_json(comparison_json(ev, base, error));
-  print_comparison(ev, base, stdout, error);
+  const plan::AgainstAllMax ev = naming(
+      a.plan, [&] { return plan::evaluate_against_all_max(prof, sched, p.frequencies, blocking); });
+  if (a.json) return print_json(comparison_json(ev.plan, ev.all_max, ev.error));
+  print_comparison(ev.plan, ev.all_max, stdout, ev.error);
 }
 
 // Writes plan i and says which plan it is (FrontierQuery::describe, then " -> file").

@@ -313,6 +313,12 @@ std::string list_literal(const FrequencyPlan& frequencies, const std::string& co
 
 }  // namespace
 
+std::optional<double> blocking_power_for(const Plan& plan, std::optional<double> given) {
+  if (given) return given;
+  if (plan.blocking_power_w > 0.0) return plan.blocking_power_w;
+  return std::nullopt;
+}
+
 std::string plan_to_json(const Plan& plan, const schedule::Schedule& schedule) {
   json stages = json::array();
   for (std::size_t r = 0; r < plan.frequencies.size(); ++r) {

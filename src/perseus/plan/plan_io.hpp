@@ -25,6 +25,10 @@ struct Plan {
   FrequencyPlan frequencies;  // per rank, in the rank's action order
 };
 
+// The blocking power (W) to evaluate `plan` with: `given` where a user gave one, else the one a
+// plan JSON carries (blocking_power_w when positive), else nullopt.
+std::optional<double> blocking_power_for(const Plan& plan, std::optional<double> given);
+
 // Serializes a plan; instruction types and microbatches come from `schedule`.
 std::string plan_to_json(const Plan& plan, const schedule::Schedule& schedule);
 // The list literal `[\n[1410, 1395, ...],\n...\n]\n` followed by `# ...` comment lines.

@@ -22,6 +22,15 @@ PlannedFrontier plan_frontier(const profile::Profile& profile, PlanProblem probl
   return out;
 }
 
+AgainstAllMax evaluate_against_all_max(const profile::Profile& profile,
+                                       const schedule::Schedule& schedule,
+                                       const FrequencyPlan& plan, double blocking_power_w) {
+  const FrequencyPlan all_max = all_max_plan(profile, schedule);
+  return {evaluate(profile, schedule, plan, blocking_power_w),
+          evaluate(profile, schedule, all_max, blocking_power_w),
+          saving_error(profile, schedule, plan, all_max, blocking_power_w)};
+}
+
 bool is_plan_format(const std::string& format) {
   return format == "json" || format == "py" || format == "zeus";
 }

@@ -1,7 +1,8 @@
 // One planning run, as `perseus plan` and Python's `perseus.plan` make it: a profile and the
 // schedule it runs become a PlanProblem (problem.hpp), its iteration time-energy frontier
 // (solver.hpp, Perseus SOSP '24 section 4) and the evaluated all-max plan every saving is
-// measured against. Also the plan files `plan export` writes from a frontier, in each format.
+// measured against; one plan evaluated against all-max. Also the plan files `plan export` writes
+// from a frontier, in each format.
 #pragma once
 
 #include <filesystem>
@@ -9,6 +10,7 @@
 
 #include "perseus/plan/frontier_store.hpp"
 #include "perseus/plan/problem.hpp"
+#include "perseus/plan/saving_error.hpp"
 #include "perseus/plan/solver.hpp"
 
 namespace perseus::plan {
@@ -25,6 +27,17 @@ struct PlannedFrontier {
 // progress as solve_frontier's) and evaluates all-max on the profile.
 PlannedFrontier plan_frontier(const profile::Profile& profile, PlanProblem problem,
                               const ProgressFn& progress = {}, const SolverOptions& options = {});
+
+// A plan evaluated against the all-max plan on the same profile and schedule, with how far its
+// saving may be off (saving_error.hpp): what `perseus plan evaluate` and Python's
+// perseus.evaluate report. Throws as evaluate.
+struct AgainstAllMax {
+  Evaluation plan, all_max;
+  SavingError error;
+};
+AgainstAllMax evaluate_against_all_max(const profile::Profile& profile,
+                                       const schedule::Schedule& schedule,
+                                       const FrequencyPlan& plan, double blocking_power_w);
 
 // A plan file: its name in an export directory and its text.
 struct PlanFile {
