@@ -2,10 +2,11 @@
 # The README works as written after the install step it names (issue 13): installs the build
 # into a temporary prefix (cmake --install) and the wheel into a temporary virtual environment
 # (pip install --no-build-isolation, --system-site-packages), then runs the README's Quickstart as
-# written (checking the saving it prints), and every ```sh and ```python block of the guide's
-# (docs/usage.md) "Usage", "Control plane" and "Python" sections, in order, in an empty
-# directory, with only the prefix's `perseus` on PATH. Python blocks run twice: with the wheel's
-# interpreter and with Debian's python3 on the prefix's package. A command that ends in `&`
+# written (checking the saving it prints), and every other ```sh and ```python block of the guide
+# (docs/usage.md) and of each page of docs/ (tests/install/doc_blocks.py), in order, each page in
+# an empty directory, with only the prefix's `perseus` on PATH; the blocks marked fragment are
+# checked instead. Python blocks run twice: with the wheel's interpreter and with Debian's
+# python3 on the prefix's package. A command that ends in `&`
 # runs in the background (waited for on its port when it is a server). Finally a C++ program
 # is built against the installed client (find_package(perseus)) and run.
 # Usage: readme_commands.sh SOURCE_DIR BUILD_DIR
@@ -47,24 +48,17 @@ rc=0
 [[ $rc -eq 1 ]] && grep -q "did you mean 'plan'" "$tmp/plna.err" ||
   fail "the wheel's perseus command: 'perseus plna' exited $rc: $(cat "$tmp/plna.err")"
 
-# The blocks to run, as (kind, text) in order: the README's Quickstart (blocks/quickstart/), then
-# the guide's "Usage", "Control plane" and "Python" sections (blocks/guide/).
-/usr/bin/python3 - "$src" "$tmp/blocks" << 'PY'
-import pathlib, re, sys
-src, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-for name, path, wanted in (("quickstart", src / "README.md", ("Quickstart",)),
-                           ("guide", src / "docs" / "usage.md",
-                            ("Usage", "Control plane", "Python"))):
-    (out / name).mkdir(parents=True)
-    n = 0
-    for section in re.split(r"^## ", path.read_text(), flags=re.M):
-        if not section.startswith(wanted):
-            continue
-        for kind, body in re.findall(r"^```(sh|python)\n(.*?)^```", section, flags=re.M | re.S):
-            n += 1
-            (out / name / f"{n:02d}.{kind}").write_text(body)
-    assert n >= 1 if name == "quickstart" else n >= 3, f"only {n} runnable blocks in {path}"
-PY
+# The blocks to run, in order, per page (tests/install/doc_blocks.py): the README's Quickstart in
+# blocks/quickstart/, the guide (docs/usage.md) in blocks/usage/, each other page of docs/ in its
+# own; the fragments (```sh fragment ...) are checked against the installed command, package and
+# headers.
+/usr/bin/python3 "$src/tests/install/doc_blocks.py" extract "$src" "$tmp/blocks" > "$tmp/blocks.log" ||
+  fail "$(cat "$tmp/blocks.log")"
+for page in usage planning-from-python search synthetic-profiles; do
+  [[ -d $tmp/blocks/$page ]] || fail "docs/$page.md has no runnable block"
+done
+(cd "$tmp" && PATH="$prefix/bin:$PATH" "$tmp/venv/bin/python" "$src/tests/install/doc_blocks.py" \
+  fragments "$src" "$prefix/include") > "$tmp/fragments.log" 2>&1 || fail "$(cat "$tmp/fragments.log")"
 
 work=$tmp/work
 mkdir "$work"
@@ -115,17 +109,23 @@ PY
 wait  # the Quickstart stopped its server (kill %1)
 cd "$work"
 
-for block in "$tmp"/blocks/guide/*; do
-  case $block in
-    *.sh) run_sh "$block" ;;
-    *.python)
-      "$tmp/venv/bin/python" "$block" >> "$tmp/py_wheel.out" 2>&1 ||
-        fail "README Python block failed with the wheel: $(tail -5 "$tmp/py_wheel.out")"
-      PYTHONPATH=$pydir /usr/bin/python3 "$block" >> "$tmp/py_prefix.out" 2>&1 ||
-        fail "README Python block failed with the installed package: $(tail -5 "$tmp/py_prefix.out")"
-      ;;
-  esac
-done
+# run_page DIR: the page's blocks in order, in the current directory; Python blocks with the
+# wheel's interpreter and with Debian's python3 on the prefix's package.
+run_page() {
+  local block
+  for block in "$1"/*; do
+    case $block in
+      *.sh) run_sh "$block" ;;
+      *.python)
+        "$tmp/venv/bin/python" "$block" >> "$tmp/py_wheel.out" 2>&1 ||
+          fail "Python block $block failed with the wheel: $(tail -5 "$tmp/py_wheel.out")"
+        PYTHONPATH=$pydir /usr/bin/python3 "$block" >> "$tmp/py_prefix.out" 2>&1 ||
+          fail "Python block $block failed with the installed package: $(tail -5 "$tmp/py_prefix.out")"
+        ;;
+    esac
+  done
+}
+run_page "$tmp/blocks/usage"
 
 # What the commands should have left behind.
 [[ -s profile.csv && -f frontier/frontier.csv && -f report.html && -f sweep.csv ]] ||
@@ -144,10 +144,28 @@ for out in "$tmp/py_wheel.out" "$tmp/py_prefix.out"; do
 done
 ls py_plans/plan_*.json > /dev/null 2>&1 || fail "the Python planning block exported no plan"
 
+# Every other page with runnable blocks, each in a directory of its own; the planning page prints
+# what it says it prints (its `# Frontier(...)` and `# plan N: ...` comments).
+for page in "$tmp"/blocks/*/; do
+  page=$(basename "$page")
+  [[ $page == quickstart || $page == usage ]] && continue
+  mkdir "$tmp/page-$page"
+  (cd "$tmp/page-$page" && run_page "$tmp/blocks/$page")
+done
+grep -oE "# (Frontier\(.*\)|plan [0-9]+: .*)$" "$src/docs/planning-from-python.md" | cut -c3- |
+  sort -u > "$tmp/planning.expected"
+[[ $(wc -l < "$tmp/planning.expected") -ge 2 ]] || fail "docs/planning-from-python.md shows no output"
+for out in "$tmp/py_wheel.out" "$tmp/py_prefix.out"; do
+  grep -qvxFf "$out" "$tmp/planning.expected" &&
+    fail "docs/planning-from-python.md says it prints $(grep -vxFf "$out" "$tmp/planning.expected" | head -1), $out does not"
+done
+[[ -f $tmp/page-search/search-out/best.json && -f $tmp/page-planning-from-python/plans/plan_00618.json ]] ||
+  fail "docs/search.md or docs/planning-from-python.md left no result: $(ls "$tmp"/page-*)"
+
 # A C++ program against the installed client.
 cmake -S "$src/examples/cpp_client" -B "$tmp/cpp" -DCMAKE_PREFIX_PATH="$prefix" > "$tmp/cpp.log" ||
   fail "find_package(perseus) failed: $(tail -5 "$tmp/cpp.log")"
 cmake --build "$tmp/cpp" >> "$tmp/cpp.log" 2>&1 || fail "the example did not build: $(tail -5 "$tmp/cpp.log")"
 "$tmp/cpp/train_loop" profile.csv > "$tmp/cpp.out" || fail "the C++ example failed"
 [[ $(grep -c '^iteration ' "$tmp/cpp.out") -eq 4 ]] || fail "C++ example: $(cat "$tmp/cpp.out")"
-echo "ok: $(grep -c '^+ ' "$tmp/commands.log") README commands and $(ls "$tmp"/blocks/*.python | wc -l) Python block(s)"
+echo "ok: $(grep -c '^+ ' "$tmp/commands.log") commands and $(ls "$tmp"/blocks/*/*.python | wc -l) Python blocks of README.md and docs/ run; $(cat "$tmp/fragments.log")"
