@@ -162,6 +162,16 @@ done
 [[ -f $tmp/page-search/search-out/best.json && -f $tmp/page-planning-from-python/plans/plan_00618.json ]] ||
   fail "docs/search.md or docs/planning-from-python.md left no result: $(ls "$tmp"/page-*)"
 
+# The wheel plans as the installed command does: the planning tests (perseus.plan on a published
+# profile against `perseus plan`), with the wheel's interpreter and the prefix's command.
+(cd "$tmp" && PERSEUS_BIN=$prefix/bin/perseus "$tmp/venv/bin/python" -m pytest -q -p no:cacheprovider \
+  "$src/python/tests/test_planning.py") > "$tmp/planning_tests.log" 2>&1 ||
+  fail "the planning tests failed with the wheel: $(tail -15 "$tmp/planning_tests.log")"
+grep -q skipped "$tmp/planning_tests.log" &&
+  fail "planning tests skipped with the wheel (no published profile?): $(tail -3 "$tmp/planning_tests.log")"
+extension=$(cd "$tmp" && "$tmp/venv/bin/python" -c "import perseus._perseus as m; print(m.__file__)")
+[[ $extension == "$tmp/venv/"* ]] || fail "the wheel's interpreter imports $extension, not the wheel's"
+
 # A C++ program against the installed client.
 cmake -S "$src/examples/cpp_client" -B "$tmp/cpp" -DCMAKE_PREFIX_PATH="$prefix" > "$tmp/cpp.log" ||
   fail "find_package(perseus) failed: $(tail -5 "$tmp/cpp.log")"
