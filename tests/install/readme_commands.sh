@@ -34,8 +34,17 @@ pydir=$(find "$prefix/lib" -maxdepth 3 -type d -name dist-packages | head -1)
 "$prefix/bin/perseus" --help | tr '\n' ' ' | grep -q "installed in $prefix/share/doc/perseus:" ||
   fail "perseus --help does not point at the docs under --prefix $prefix"
 /usr/bin/python3 -m venv --system-site-packages "$tmp/venv"
-"$tmp/venv/bin/pip" install --no-build-isolation --no-index -q "$src" > "$tmp/pip.log" 2>&1 ||
-  fail "pip install of the wheel failed: $(tail -5 "$tmp/pip.log")"
+# On a terminal (script(1) gives it one) the wheel's build says what it does and how far it got,
+# though pip hides a build's output without -v.
+script -qec "$(printf '%q ' "$tmp/venv/bin/pip" install --no-build-isolation --no-index -q "$src")" \
+  "$tmp/pip.log" > /dev/null || fail "pip install of the wheel failed: $(tail -5 "$tmp/pip.log")"
+grep -q "perseus: building the Python extension" "$tmp/pip.log" ||
+  fail "the wheel's build said nothing on the terminal: $(tail -5 "$tmp/pip.log")"
+/usr/bin/python3 - "$tmp/pip.log" << 'PY' || fail "the wheel's build progress is wrong: $(grep compiled "$tmp/pip.log")"
+import re, sys
+shown = [int(p) for p in re.findall(r"perseus: compiled (\d+) %", open(sys.argv[1]).read())]
+assert shown == sorted(shown) and (not shown or shown[-1] == 100), shown
+PY
 (cd "$tmp" && "$tmp/venv/bin/python" -c "import perseus, perseus._perseus; print(perseus.__version__)") \
   > "$tmp/wheel_version"
 [[ $(cat "$tmp/wheel_version") == "$("$prefix/bin/perseus" --version | awk '{print $2}')" ]] ||
