@@ -16,12 +16,13 @@ bash "$root/scripts/make_search_db.sh" "$perseus" "$tmp/db" > /dev/null
 diff -r "$tmp/db" "$root/data/search/gpt_1_3B_a100" > "$tmp/diff" ||
   fail "data/search/gpt_1_3B_a100 is not what scripts/make_search_db.sh writes: $(head -5 "$tmp/diff")"
 
-# The guide's example, as written, from a directory where data/ is the repository's.
+# The guide's example (a fragment there: it needs the checkout), as written, from a directory
+# where data/ is the repository's.
 /usr/bin/python3 - "$root/docs/usage.md" "$tmp" << 'PY'
 import pathlib, re, sys
 section = re.split(r"^## ", pathlib.Path(sys.argv[1]).read_text(), flags=re.M)
 (search,) = [s for s in section if s.startswith("Parallelization search")]
-blocks = re.findall(r"^```(sh|text)\n(.*?)^```", search, flags=re.M | re.S)
+blocks = re.findall(r"^```(sh|text)(?: fragment)?\n(.*?)^```", search, flags=re.M | re.S)
 assert [kind for kind, _ in blocks[:2]] == ["sh", "text"], blocks
 out = pathlib.Path(sys.argv[2])
 (out / "example.sh").write_text(blocks[0][1].replace("\\\n", " "))
