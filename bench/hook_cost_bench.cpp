@@ -23,19 +23,19 @@
 #include <string>
 #include <vector>
 
-#include "perseus/client/attribution.hpp"
-#include "perseus/client/energy_counter.hpp"
 #include "perseus/client/nvml_gpu.hpp"
 #include "perseus/client/optimizer.hpp"
+#include "perseus/measure/attribution.hpp"
+#include "perseus/measure/energy_counter.hpp"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using perseus::client::AttributionInput;
-using perseus::client::AttributionMethod;
 using perseus::client::NvmlGpu;
 using perseus::client::OptimizerOptions;
 using perseus::client::PipelineFrequencyOptimizer;
+using perseus::measure::AttributionInput;
+using perseus::measure::AttributionMethod;
 
 std::string fake_library(int argc, char** argv) {
   if (argc > 1) return argv[1];
@@ -112,9 +112,9 @@ std::vector<double> time_old_hooks(const std::string& library, int iterations) {
 // 10 s as in the profiler's sweep; the counter
 // refreshed every 100 ms, reporting the energy 10 ms before averaged over 20 ms, seen by reads
 // 4 ms apart (an H100's, measured).
-AttributionInput history_window(double seconds, int microbatches) {
+perseus::measure::AttributionInput history_window(double seconds, int microbatches) {
   AttributionInput in;
-  perseus::client::PowerTrace trace(80.0);
+  perseus::measure::PowerTrace trace(80.0);
   double t = 0.0;
   auto busy = [&](double d, double watts, std::size_t key) {
     trace.add_busy(t, t + d, watts);
@@ -141,10 +141,11 @@ AttributionInput history_window(double seconds, int microbatches) {
 }
 
 // Milliseconds of one attribution of `in` by `method` (median of `runs`).
-double attribution_ms(const AttributionInput& in, AttributionMethod method, int runs) {
+double attribution_ms(const perseus::measure::AttributionInput& in,
+                      perseus::measure::AttributionMethod method, int runs) {
   std::vector<double> ms;
   for (int i = 0; i < runs; ++i) {
-    ms.push_back(1e-3 * time_us([&] { perseus::client::attribute(in, method); }));
+    ms.push_back(1e-3 * time_us([&] { perseus::measure::attribute(in, method); }));
   }
   return stats(ms).median;
 }
@@ -185,15 +186,16 @@ int main(int argc, char** argv) {
         "hook median %.3f us p99 %.3f us | old design (counter read in the hook) median %.1f us\n",
         hook.median, hook.p99, before.median);
     for (int microbatches : {8, 64}) {
-      const AttributionInput window = history_window(120.0, microbatches);
-      const auto used = perseus::client::attribute(window, AttributionMethod::kBusyOverlap);
+      const perseus::measure::AttributionInput window = history_window(120.0, microbatches);
+      const auto used =
+          perseus::measure::attribute(window, perseus::measure::AttributionMethod::kBusyOverlap);
       std::printf(
           "window close: attributing 120 s of history (%d microbatches: %zu instructions, %zu "
           "counter changes) takes %.1f ms with busy-overlap (%s, %s), %.1f ms with fit\n",
           microbatches, window.spans.size(), window.counter.size(),
-          attribution_ms(window, AttributionMethod::kBusyOverlap, 5),
+          attribution_ms(window, perseus::measure::AttributionMethod::kBusyOverlap, 5),
           to_string(used.method).c_str(), used.per_key_powers ? "per-key powers" : "pooled",
-          attribution_ms(window, AttributionMethod::kFit, 5));
+          attribution_ms(window, perseus::measure::AttributionMethod::kFit, 5));
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hook_cost_bench: %s\n", e.what());

@@ -21,7 +21,7 @@ module=$dev/python/perseus/_perseus$suffix
 compile() {
   g++ -std=c++20 -O2 -shared -fPIC -o "$module" "$root"/python/src/*.cpp \
     -DPERSEUS_VERSION='"device"' -I"$root/src" -I"$dev/include" "$@" -I"$python_include" \
-    "$dev"/lib/libperseus_client.a "$dev"/lib/libperseus_wire.a \
+    "$dev"/lib/libperseus_client.a "$dev"/lib/libperseus_measure.a "$dev"/lib/libperseus_wire.a \
     "$dev"/lib/libperseus_baselines.a "$dev"/lib/libperseus_emulate.a \
     "$dev"/lib/libperseus_plan.a "$dev"/lib/libperseus_schedule.a \
     "$dev"/lib/libperseus_profile.a "$dev"/lib/libperseus_util.a \

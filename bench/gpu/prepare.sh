@@ -10,7 +10,7 @@ build=${1:-$root/build}
 dev=${PERSEUS_DEVICE_DIR:-$root/build-device}
 rm -rf "$dev"
 mkdir -p "$dev/lib" "$dev/include" "$dev/bin"
-for lib in client wire baselines emulate plan schedule profile util; do
+for lib in client measure wire baselines emulate plan schedule profile util; do
   cp "$build/src/libperseus_$lib.a" "$dev/lib/"
 done
 cp -r /usr/include/nlohmann "$dev/include/"

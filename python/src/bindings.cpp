@@ -29,12 +29,12 @@
 
 #include "instruction_bracket.hpp"
 #include "instruction_hooks.hpp"
-#include "perseus/client/attribution_trace.hpp"
 #include "perseus/client/gpu_backend.hpp"
 #include "perseus/client/gpu_probe.hpp"
 #include "perseus/client/nvml_gpu.hpp"
 #include "perseus/client/optimizer.hpp"
 #include "perseus/client/sim_gpu.hpp"
+#include "perseus/measure/attribution_trace.hpp"
 #include "perseus/profile/csv.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/wire/protocol.hpp"
@@ -187,7 +187,7 @@ py::dict window_dict(const perseus::client::WindowMeasurements& w) {
   d["energy_breakdown"] = w.energy_breakdown;
   d["energy_stderr"] = w.energy_stderr_j;
   d["energy_pooling_error"] = w.energy_pooling_error_j;
-  d["attribution"] = perseus::client::to_string(w.method);
+  d["attribution"] = perseus::measure::to_string(w.method);
   d["measured"] = w.measured;
   py::dict clocks;
   for (const auto& [name, c] : w.clocks) {
@@ -236,9 +236,9 @@ void add_optimizer_options(py::module_& m) {
       .def_readwrite("observe", &O::observe)
       .def_readwrite("sampler_period_s", &O::sampler_period_s)
       .def_property(
-          "attribution", [](const O& o) { return perseus::client::to_string(o.attribution); },
+          "attribution", [](const O& o) { return perseus::measure::to_string(o.attribution); },
           [](O& o, const std::string& name) {
-            o.attribution = perseus::client::parse_attribution(name);
+            o.attribution = perseus::measure::parse_attribution(name);
           })
       .def_property(
           "scheduler_args", [](const O& o) { return o.scheduler_args.dump(); },
@@ -326,9 +326,10 @@ void add_optimizer_state(OptimizerClass& cls) {
                              })
       .def_property_readonly("last_window",
                              [](Optimizer& o) { return window_dict(o.get().last_window()); })
-      .def(
-          "_last_window_trace",
-          [](Optimizer& o) { return perseus::client::to_json(o.get().last_window().trace).dump(); })
+      .def("_last_window_trace",
+           [](Optimizer& o) {
+             return perseus::measure::to_json(o.get().last_window().trace).dump();
+           })
       .def("gpu_now", [](Optimizer& o) { return o.get().gpu().now_s(); })
       .def("gpu_total_energy", [](Optimizer& o) { return o.get().gpu().total_energy_j(); });
 }
@@ -360,15 +361,15 @@ void bind_tools(py::module_& m) {
       "_attribute",
       [](const std::string& trace_text, const std::string& method, bool refresh_clock) {
         auto trace =
-            perseus::client::parse_attribution_trace(perseus::wire::parse_json(trace_text));
-        const auto parsed = perseus::client::parse_attribution(method);
+            perseus::measure::parse_attribution_trace(perseus::wire::parse_json(trace_text));
+        const auto parsed = perseus::measure::parse_attribution(method);
         trace.input.time_by_refresh_clock = refresh_clock;
-        perseus::client::Attribution a;
+        perseus::measure::Attribution a;
         {
           py::gil_scoped_release nogil;
-          a = perseus::client::attribute(trace.input, parsed);
+          a = perseus::measure::attribute(trace.input, parsed);
         }
-        return perseus::client::to_json(a, trace).dump();
+        return perseus::measure::to_json(a, trace).dump();
       },
       py::arg("trace"), py::arg("method") = "busy-overlap", py::arg("refresh_clock") = true);
 }

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "perseus/client/energy_sampler.hpp"
 #include "perseus/client/nvml_gpu.hpp"
 #include "perseus/client/sim_gpu.hpp"
 #include "perseus/util/error.hpp"
@@ -31,12 +32,12 @@ class SharedBackend : public GpuBackend {
   void reset_power_limit() override { gpu_->reset_power_limit(); }
   double now_s() override { return gpu_->now_s(); }
   double total_energy_j() override { return gpu_->total_energy_j(); }
-  std::optional<client::ClockReading> read_clock() override { return gpu_->read_clock(); }
+  std::optional<measure::ClockReading> read_clock() override { return gpu_->read_clock(); }
   void instruction_begin(const std::string& name) override { gpu_->instruction_begin(name); }
   void instruction_end(const std::string& name) override { gpu_->instruction_end(name); }
   bool synchronous_clocks() const override { return gpu_->synchronous_clocks(); }
   bool simulated() const override { return gpu_->simulated(); }
-  perseus::client::CounterResponse counter_response() const override {
+  perseus::measure::CounterResponse counter_response() const override {
     return gpu_->counter_response();
   }
   std::unique_ptr<perseus::client::EnergySampler> start_energy_sampler(

@@ -8,8 +8,8 @@ namespace perseus::python {
 
 namespace py = pybind11;
 
-client::CounterOptions counter_from(const std::string& name, const py::dict& options) {
-  auto c = client::CounterOptions::named(name);
+measure::CounterOptions counter_from(const std::string& name, const py::dict& options) {
+  auto c = measure::CounterOptions::named(name);
   for (const auto& [key, value] : options) {
     const auto field = key.cast<std::string>();
     if (field == "refresh_period_s") {

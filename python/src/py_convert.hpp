@@ -10,14 +10,14 @@
 #include <optional>
 #include <string>
 
-#include "perseus/client/energy_counter.hpp"
+#include "perseus/measure/energy_counter.hpp"
 
 namespace perseus::python {
 
 // A simulated GPU's energy counter: "realistic" or "ideal", then the fields given in `options`
 // (refresh_period_s, refresh_jitter_s, refresh_phase_s, read_latency_s, sampled_fraction, lag_s,
 // noise, seed).
-client::CounterOptions counter_from(const std::string& name, const pybind11::dict& options);
+measure::CounterOptions counter_from(const std::string& name, const pybind11::dict& options);
 
 // A hook's stage argument: None is "not given" (-1); a negative index raises ValueError with
 // stage_refusal's message.

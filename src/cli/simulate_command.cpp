@@ -43,7 +43,7 @@ struct SimulateArgs {
   double blocking_power = -1.0, timeout = 600.0;
   // The simulated GPUs' energy counter and how the clients attribute it.
   std::string counter = "realistic", attribution = "busy-overlap";
-  client::CounterOptions counter_options;
+  measure::CounterOptions counter_options;
   bool until_done = false, has_iterations = false, has_job_metadata = false, strict = false;
   bool quiet = false, allow_implausible = false, json = false;
 };
@@ -117,7 +117,8 @@ Setup make_setup(const SimulateArgs& a) {
   check_blocking_power(s.job.profile, a.blocking_power, a.allow_implausible);
 
   // An ideal counter ignores the realistic counter's settings.
-  s.job.counter = a.counter == "ideal" ? client::CounterOptions::named("ideal") : a.counter_options;
+  s.job.counter =
+      a.counter == "ideal" ? measure::CounterOptions::named("ideal") : a.counter_options;
   naming("--counter-*", [&] { s.job.counter.validate(); });
   if (!a.trace_dir.empty()) {
     naming("--trace-dir", [&] { ensure_writable_dir(a.trace_dir); });
@@ -125,7 +126,8 @@ Setup make_setup(const SimulateArgs& a) {
   }
 
   client::OptimizerOptions& o = s.job.optimizer;
-  o.attribution = naming("--attribution", [&] { return client::parse_attribution(a.attribution); });
+  o.attribution =
+      naming("--attribution", [&] { return measure::parse_attribution(a.attribution); });
   o.server_url = a.server;
   if (!a.token_file.empty()) o.token = token_from_file(a.token_file);
   o.report_every = a.report_every;
@@ -323,7 +325,7 @@ void run_simulate(const SimulateArgs& a) {
 }
 
 void add_counter_options(CLI::App& cmd, SimulateArgs& a) {
-  client::CounterOptions& c = a.counter_options;
+  measure::CounterOptions& c = a.counter_options;
   cmd.add_option("--counter", a.counter,
                  "Energy counter of the simulated GPUs: realistic (refreshed every 100 ms, 4 ms "
                  "per read, as measured on an H100) or ideal (exact, free reads)")

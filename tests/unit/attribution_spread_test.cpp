@@ -12,16 +12,16 @@
 #include <vector>
 
 #include "attribution_workload.hpp"
-#include "perseus/client/attribution.hpp"
-#include "perseus/client/attribution_model.hpp"
+#include "perseus/measure/attribution.hpp"
+#include "perseus/measure/attribution_model.hpp"
 
 namespace {
 
-using perseus::client::attribute;
-using perseus::client::AttributionInput;
-using perseus::client::AttributionMethod;
-using perseus::client::CounterSample;
-using perseus::client::attribution_model::Activity;
+using perseus::measure::attribute;
+using perseus::measure::AttributionInput;
+using perseus::measure::AttributionMethod;
+using perseus::measure::CounterSample;
+using perseus::measure::attribution_model::Activity;
 using perseus::test::make_workload;
 using perseus::test::Workload;
 using perseus::test::WorkloadShape;
@@ -29,7 +29,7 @@ using perseus::test::WorkloadShape;
 TEST(AttributionSpread, ExpectedOccupancyIsTheMeanOverBothEndsRanges) {
   const Workload w = make_workload(3.0, 7);
   const Activity activity(w.input);
-  const CounterSample lo{0.4123, 0.0, 0.021}, hi{0.5311, 0.0, 0.013};
+  const perseus::measure::CounterSample lo{0.4123, 0.0, 0.021}, hi{0.5311, 0.0, 0.013};
   const std::vector<double> expected = activity.expected_occupancy(lo, hi);
   // Midpoint rule over both uniform ranges.
   constexpr int kSteps = 300;
@@ -75,8 +75,8 @@ std::vector<double> fit_bias(double spread_s, bool record_spread) {
   for (int seed = 0; seed < kSeeds; ++seed) {
     Workload w = make_workload(200.0, 100 + seed, shape);
     observe_refreshes(w, spread_s, record_spread, 200 + seed);
-    const auto a = attribute(w.input, AttributionMethod::kFit);
-    EXPECT_EQ(a.method, AttributionMethod::kFit);
+    const auto a = perseus::measure::attribute(w.input, perseus::measure::AttributionMethod::kFit);
+    EXPECT_EQ(a.method, perseus::measure::AttributionMethod::kFit);
     bias[0] += (a.keys[0].power_w / shape.forward_w - 1.0) / kSeeds;
     bias[1] += (a.keys[1].power_w / shape.backward_w - 1.0) / kSeeds;
   }
@@ -112,10 +112,11 @@ TEST(AttributionSpread, BusyOverlapGivesEveryOccurrenceItsEnergyThroughTheCounte
     }
     w.input.counter_response = {0.010, 0.020};
     w.input.time_by_refresh_clock = false;
-    const auto busy = attribute(w.input, AttributionMethod::kBusyOverlap);
-    ASSERT_EQ(busy.method, AttributionMethod::kBusyOverlap);
+    const auto busy =
+        perseus::measure::attribute(w.input, perseus::measure::AttributionMethod::kBusyOverlap);
+    ASSERT_EQ(busy.method, perseus::measure::AttributionMethod::kBusyOverlap);
     ASSERT_TRUE(busy.per_key_powers);
-    const auto overlap = attribute(w.input, AttributionMethod::kOverlap);
+    const auto overlap = attribute(w.input, perseus::measure::AttributionMethod::kOverlap);
     double worst = 0.0, worst_overlap = 0.0;
     for (std::size_t i = 0; i < w.input.spans.size(); ++i) {
       const double truth = w.true_span_j[i];
@@ -142,8 +143,9 @@ TEST(AttributionSpread, ChangesKnownOnlyRoughlyLeaveEveryOccurrenceAPlausibleEne
       w.input.counter[i].t_spread_s = 0.080;
     }
     w.input.time_by_refresh_clock = false;
-    for (auto method : {AttributionMethod::kBusyOverlap, AttributionMethod::kOverlap}) {
-      const auto a = attribute(w.input, method);
+    for (auto method : {perseus::measure::AttributionMethod::kBusyOverlap,
+                        perseus::measure::AttributionMethod::kOverlap}) {
+      const auto a = perseus::measure::attribute(w.input, method);
       for (std::size_t i = 0; i < w.input.spans.size(); ++i) {
         const auto& s = w.input.spans[i];
         const double watts = a.span_energy_j[i] / (s.end_s - s.begin_s);

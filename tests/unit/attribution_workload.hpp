@@ -9,15 +9,15 @@
 #include <stdexcept>
 #include <vector>
 
-#include "perseus/client/attribution.hpp"
-#include "perseus/client/energy_counter.hpp"
+#include "perseus/measure/attribution.hpp"
+#include "perseus/measure/energy_counter.hpp"
 
 namespace perseus::test {
 
-using client::Attribution;
-using client::AttributionInput;
-using client::CounterSample;
-using client::PowerTrace;
+using measure::Attribution;
+using measure::AttributionInput;
+using measure::CounterSample;
+using measure::PowerTrace;
 
 // A known piecewise-constant power: iterations of "forward" (30-70 ms) and "backward"
 // (40-100 ms) with idle gaps inside and between iterations, all durations random but seeded, so
@@ -32,13 +32,13 @@ struct WorkloadShape {
 };
 
 struct Workload {
-  PowerTrace trace;
-  AttributionInput input;
+  measure::PowerTrace trace;
+  measure::AttributionInput input;
   std::vector<double> true_span_j;  // per span
 };
 
 inline Workload make_workload(double seconds, unsigned seed, const WorkloadShape& shape = {}) {
-  Workload w{PowerTrace{shape.idle_w}, {}, {}};
+  Workload w{measure::PowerTrace{shape.idle_w}, {}, {}};
   w.input.num_keys = 2;
   std::mt19937_64 random(seed);
   auto uniform = [&](double lo, double hi) {
@@ -109,23 +109,23 @@ inline Workload sampled_workload(double seconds = 30.0, unsigned seed = 42) {
 }
 
 // The counter between its samples: linear, or the step function of what a read returns.
-inline double linear_counter(const std::vector<CounterSample>& c, double t) {
+inline double linear_counter(const std::vector<measure::CounterSample>& c, double t) {
   auto hi = std::upper_bound(c.begin(), c.end(), t,
-                             [](double x, const CounterSample& s) { return x < s.t_s; });
+                             [](double x, const measure::CounterSample& s) { return x < s.t_s; });
   if (hi == c.begin() || hi == c.end()) throw std::logic_error("outside the counter samples");
   auto lo = std::prev(hi);
   return lo->energy_j + (hi->energy_j - lo->energy_j) * (t - lo->t_s) / (hi->t_s - lo->t_s);
 }
 
-inline double step_counter(const std::vector<CounterSample>& c, double t) {
+inline double step_counter(const std::vector<measure::CounterSample>& c, double t) {
   auto hi = std::upper_bound(c.begin(), c.end(), t,
-                             [](double x, const CounterSample& s) { return x < s.t_s; });
+                             [](double x, const measure::CounterSample& s) { return x < s.t_s; });
   if (hi == c.begin()) throw std::logic_error("before the counter samples");
   return std::prev(hi)->energy_j;
 }
 
 // Mean absolute relative error of the spans' energies with key `key`.
-inline double span_error(const Workload& w, const Attribution& a, std::size_t key) {
+inline double span_error(const Workload& w, const measure::Attribution& a, std::size_t key) {
   double sum = 0.0;
   int n = 0;
   for (std::size_t i = 0; i < w.input.spans.size(); ++i) {

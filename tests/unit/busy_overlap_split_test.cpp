@@ -9,14 +9,14 @@
 #include <cstdio>
 
 #include "attribution_workload.hpp"
-#include "perseus/client/attribution.hpp"
+#include "perseus/measure/attribution.hpp"
 #include "test_support.hpp"
 
 namespace {
 
-using perseus::client::attribute;
-using perseus::client::Attribution;
-using perseus::client::AttributionMethod;
+using perseus::measure::attribute;
+using perseus::measure::Attribution;
+using perseus::measure::AttributionMethod;
 using perseus::test::Workload;
 
 // A pipeline stage with forward and backward at `forward_w` and `backward_w`; the counter every
@@ -26,15 +26,15 @@ Workload pipeline(double forward_w, double backward_w, double seconds, unsigned 
                                            0.5, seconds, seed);
 }
 
-double power_error(const Attribution& a, std::size_t key, double watts) {
+double power_error(const perseus::measure::Attribution& a, std::size_t key, double watts) {
   return std::abs(a.keys[key].power_w / watts - 1.0);
 }
 
 TEST(BusyOverlapSplit, FitsAPowerPerInstructionWhereTheirPowersDiffer) {
   for (unsigned seed = 1; seed <= 6; ++seed) {
     const Workload w = pipeline(510.0, 410.0, 6.0, seed);
-    const Attribution a = attribute(w.input, AttributionMethod::kBusyOverlap);
-    ASSERT_EQ(a.method, AttributionMethod::kBusyOverlap);
+    const perseus::measure::Attribution a = attribute(w.input, AttributionMethod::kBusyOverlap);
+    ASSERT_EQ(a.method, perseus::measure::AttributionMethod::kBusyOverlap);
     EXPECT_TRUE(a.per_key_powers) << "seed " << seed;
     EXPECT_LT(power_error(a, 0, 510.0), 0.02) << "seed " << seed;
     EXPECT_LT(power_error(a, 1, 410.0), 0.02) << "seed " << seed;
@@ -44,7 +44,7 @@ TEST(BusyOverlapSplit, FitsAPowerPerInstructionWhereTheirPowersDiffer) {
 TEST(BusyOverlapSplit, KeepsOnePowerWhereTheInstructionsDrawAlike) {
   for (unsigned seed = 1; seed <= 6; ++seed) {
     const Workload w = pipeline(650.0, 650.0, 6.0, seed);
-    const Attribution a = attribute(w.input, AttributionMethod::kBusyOverlap);
+    const perseus::measure::Attribution a = attribute(w.input, AttributionMethod::kBusyOverlap);
     EXPECT_FALSE(a.per_key_powers) << "seed " << seed;
     EXPECT_LT(power_error(a, 0, 650.0), 0.02) << "seed " << seed;
     EXPECT_LT(power_error(a, 1, 650.0), 0.02) << "seed " << seed;
@@ -53,7 +53,8 @@ TEST(BusyOverlapSplit, KeepsOnePowerWhereTheInstructionsDrawAlike) {
 
 // Raises worst_a and worst_b to attributions a's and b's largest power errors against the
 // pipeline's 510 W forward and 410 W backward.
-void raise_worst(const Attribution& a, const Attribution& b, double& worst_a, double& worst_b) {
+void raise_worst(const perseus::measure::Attribution& a, const perseus::measure::Attribution& b,
+                 double& worst_a, double& worst_b) {
   for (std::size_t key : {0u, 1u}) {
     const double watts = key == 0 ? 510.0 : 410.0;
     worst_a = std::max(worst_a, power_error(a, key, watts));
@@ -68,9 +69,10 @@ TEST(BusyOverlapSplit, TakesTheCountersLagOffItsChanges) {
   for (unsigned seed = 1; seed <= 6; ++seed) {
     Workload w = pipeline(510.0, 410.0, 6.0, seed);
     for (auto& c : w.input.counter) c.t_s += 0.008;
-    const Attribution ignored = attribute(w.input, AttributionMethod::kBusyOverlap);
+    const perseus::measure::Attribution ignored =
+        attribute(w.input, AttributionMethod::kBusyOverlap);
     w.input.counter_response.lag_s = 0.008;
-    const Attribution taken = attribute(w.input, AttributionMethod::kBusyOverlap);
+    const perseus::measure::Attribution taken = attribute(w.input, AttributionMethod::kBusyOverlap);
     raise_worst(ignored, taken, late, corrected);
   }
   EXPECT_LT(corrected, 0.02);
@@ -91,9 +93,11 @@ TEST(BusyOverlapSplit, TakesTheCountersWindowOffItsChanges) {
       c.energy_j += w.trace.mean_energy(c.t_s - 0.020, c.t_s) - w.trace.energy_at(c.t_s - 0.010);
     }
     w.input.counter_response.lag_s = 0.010;
-    const Attribution taken_back = attribute(w.input, AttributionMethod::kBusyOverlap);
+    const perseus::measure::Attribution taken_back =
+        attribute(w.input, AttributionMethod::kBusyOverlap);
     w.input.counter_response.window_s = 0.020;
-    const Attribution smoothed = attribute(w.input, AttributionMethod::kBusyOverlap);
+    const perseus::measure::Attribution smoothed =
+        attribute(w.input, AttributionMethod::kBusyOverlap);
     raise_worst(taken_back, smoothed, lag_only, both);
   }
   std::printf("worst power error: lag only %.4f, lag and window %.4f\n", lag_only, both);
@@ -116,9 +120,11 @@ TEST(BusyOverlapSplit, TakesAFirstOrderResponseOffItsChanges) {
           w.trace.exponential_mean_energy(c.t_s, tau, 8.0 * tau) - w.trace.energy_at(c.t_s);
     }
     w.input.counter_response = {0.010, 0.030, 0.0};
-    const Attribution windowed = attribute(w.input, AttributionMethod::kBusyOverlap);
+    const perseus::measure::Attribution windowed =
+        attribute(w.input, AttributionMethod::kBusyOverlap);
     w.input.counter_response = {0.0, 0.0, tau};
-    const Attribution modelled = attribute(w.input, AttributionMethod::kBusyOverlap);
+    const perseus::measure::Attribution modelled =
+        attribute(w.input, AttributionMethod::kBusyOverlap);
     raise_worst(windowed, modelled, window, first_order);
   }
   std::printf("worst power error: window %.4f, first-order %.4f\n", window, first_order);
@@ -129,21 +135,29 @@ TEST(BusyOverlapSplit, TakesAFirstOrderResponseOffItsChanges) {
 TEST(BusyOverlapSplit, RefusesANegativeLagOrWindow) {
   Workload w = pipeline(510.0, 410.0, 2.0, 1);
   w.input.counter_response.lag_s = -0.001;
-  EXPECT_CONTAINS(
-      perseus::test::error_of([&] { attribute(w.input, AttributionMethod::kBusyOverlap); }),
-      "counter_lag_s must be a finite number of seconds >= 0");
+  EXPECT_CONTAINS(perseus::test::error_of([&] {
+                    perseus::measure::attribute(w.input,
+                                                perseus::measure::AttributionMethod::kBusyOverlap);
+                  }),
+                  "counter_lag_s must be a finite number of seconds >= 0");
   w.input.counter_response = {0.010, std::nan("")};
-  EXPECT_CONTAINS(
-      perseus::test::error_of([&] { attribute(w.input, AttributionMethod::kBusyOverlap); }),
-      "counter_window_s must be a finite number of seconds >= 0");
+  EXPECT_CONTAINS(perseus::test::error_of([&] {
+                    perseus::measure::attribute(w.input,
+                                                perseus::measure::AttributionMethod::kBusyOverlap);
+                  }),
+                  "counter_window_s must be a finite number of seconds >= 0");
   w.input.counter_response = {0.0, 0.0, -0.01};
-  EXPECT_CONTAINS(
-      perseus::test::error_of([&] { attribute(w.input, AttributionMethod::kBusyOverlap); }),
-      "counter_time_constant_s must be a finite number of seconds >= 0");
+  EXPECT_CONTAINS(perseus::test::error_of([&] {
+                    perseus::measure::attribute(w.input,
+                                                perseus::measure::AttributionMethod::kBusyOverlap);
+                  }),
+                  "counter_time_constant_s must be a finite number of seconds >= 0");
   w.input.counter_response = {0.0, 0.02, 0.01};
-  EXPECT_CONTAINS(
-      perseus::test::error_of([&] { attribute(w.input, AttributionMethod::kBusyOverlap); }),
-      "counter_window_s and counter_time_constant_s are two models");
+  EXPECT_CONTAINS(perseus::test::error_of([&] {
+                    perseus::measure::attribute(w.input,
+                                                perseus::measure::AttributionMethod::kBusyOverlap);
+                  }),
+                  "counter_window_s and counter_time_constant_s are two models");
 }
 
 }  // namespace

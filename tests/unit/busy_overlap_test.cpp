@@ -9,17 +9,17 @@
 #include <vector>
 
 #include "attribution_workload.hpp"
-#include "perseus/client/attribution.hpp"
-#include "perseus/client/attribution_trace.hpp"
+#include "perseus/measure/attribution.hpp"
+#include "perseus/measure/attribution_trace.hpp"
 #include "test_support.hpp"
 
 namespace {
 
-using perseus::client::attribute;
-using perseus::client::Attribution;
-using perseus::client::AttributionMethod;
-using perseus::client::PowerTrace;
-using perseus::client::TimedSpan;
+using perseus::measure::attribute;
+using perseus::measure::Attribution;
+using perseus::measure::AttributionMethod;
+using perseus::measure::PowerTrace;
+using perseus::measure::TimedSpan;
 using perseus::test::kIdleW;
 using perseus::test::span_error;
 using perseus::test::Workload;
@@ -38,9 +38,9 @@ Workload sampled_at_power_limit(double noise_j, double seconds = 30.0, unsigned 
 
 TEST(Attribution, BusyOverlapKeepsTheBubblesIdleEnergyOffTheInstructions) {
   const Workload w = sampled_at_power_limit(0.0);
-  const Attribution busy = attribute(w.input, AttributionMethod::kBusyOverlap);
-  const Attribution overlap = attribute(w.input, AttributionMethod::kOverlap);
-  ASSERT_EQ(busy.method, AttributionMethod::kBusyOverlap);
+  const perseus::measure::Attribution busy = attribute(w.input, AttributionMethod::kBusyOverlap);
+  const perseus::measure::Attribution overlap = attribute(w.input, AttributionMethod::kOverlap);
+  ASSERT_EQ(busy.method, perseus::measure::AttributionMethod::kBusyOverlap);
   EXPECT_GT(busy.intervals, 250u);
   for (std::size_t key : {0u, 1u}) {
     EXPECT_LT(span_error(w, busy, key), 0.01) << "key " << key;
@@ -60,10 +60,10 @@ TEST(Attribution, BusyOverlapHoldsWhereTheFitCannotTellItsUnknownsApart) {
   int unphysical_fits = 0;
   for (unsigned seed = 1; seed <= 8; ++seed) {
     const Workload w = sampled_at_power_limit(0.5, 6.0, seed);
-    const Attribution busy = attribute(w.input, AttributionMethod::kBusyOverlap);
-    const Attribution fit = attribute(w.input, AttributionMethod::kFit);
-    ASSERT_EQ(fit.method, AttributionMethod::kFit);
-    ASSERT_EQ(busy.method, AttributionMethod::kBusyOverlap);
+    const perseus::measure::Attribution busy = attribute(w.input, AttributionMethod::kBusyOverlap);
+    const perseus::measure::Attribution fit = attribute(w.input, AttributionMethod::kFit);
+    ASSERT_EQ(fit.method, perseus::measure::AttributionMethod::kFit);
+    ASSERT_EQ(busy.method, perseus::measure::AttributionMethod::kBusyOverlap);
     if (fit.idle_power_w < 0.0 || fit.idle_power_w > fit.keys[0].power_w) ++unphysical_fits;
     EXPECT_GE(busy.idle_power_w, 0.0) << "seed " << seed;
     EXPECT_LE(busy.idle_power_w, busy.keys[0].power_w * 1.01) << "seed " << seed;
@@ -81,11 +81,11 @@ Workload two_clocks() {
   const Workload high = perseus::test::make_workload(15.0, 3, shape);
   shape.forward_w = shape.backward_w = 400.0;
   const Workload low = perseus::test::make_workload(15.0, 4, shape);
-  Workload w{PowerTrace{kIdleW}, {}, {}};
+  Workload w{perseus::measure::PowerTrace{kIdleW}, {}, {}};
   w.input.num_keys = 4;
   auto add = [&](const Workload& from, double dt, std::size_t dk) {
     for (std::size_t i = 0; i < from.input.spans.size(); ++i) {
-      TimedSpan s = from.input.spans[i];
+      perseus::measure::TimedSpan s = from.input.spans[i];
       s.begin_s += dt;
       s.end_s += dt;
       s.key += dk;
@@ -105,15 +105,16 @@ Workload two_clocks() {
 
 TEST(Attribution, BusyOverlapFitsOneBusyPowerPerClock) {
   Workload w = two_clocks();
-  w.input.busy_group = perseus::client::groups_by_clock(
+  w.input.busy_group = perseus::measure::groups_by_clock(
       {{"forward", 1980}, {"backward", 1980}, {"forward", 1200}, {"backward", 1200}});
   ASSERT_EQ(w.input.busy_group, (std::vector<std::size_t>{0, 0, 1, 1}));
-  const Attribution by_clock = attribute(w.input, AttributionMethod::kBusyOverlap);
-  ASSERT_EQ(by_clock.method, AttributionMethod::kBusyOverlap);
+  const perseus::measure::Attribution by_clock =
+      attribute(w.input, AttributionMethod::kBusyOverlap);
+  ASSERT_EQ(by_clock.method, perseus::measure::AttributionMethod::kBusyOverlap);
   EXPECT_FALSE(by_clock.per_key_powers);  // each clock's keys draw alike
   // Told that all keys share one busy power, the fit's F test finds that they do not.
   w.input.busy_group.clear();
-  const Attribution pooled = attribute(w.input, AttributionMethod::kBusyOverlap);
+  const perseus::measure::Attribution pooled = attribute(w.input, AttributionMethod::kBusyOverlap);
   EXPECT_TRUE(pooled.per_key_powers);
   for (std::size_t key = 0; key < 4; ++key) {
     EXPECT_LT(span_error(w, by_clock, key), 0.002) << "key " << key;
@@ -129,7 +130,7 @@ TEST(Attribution, BusyOverlapsStandardErrorCoversItsError) {
   int n = 0;
   for (unsigned seed = 1; seed <= 8; ++seed) {
     const Workload w = sampled_at_power_limit(0.5, 6.0, seed);
-    const Attribution a = attribute(w.input, AttributionMethod::kBusyOverlap);
+    const perseus::measure::Attribution a = attribute(w.input, AttributionMethod::kBusyOverlap);
     for (std::size_t key : {0u, 1u}) {
       const double se = a.keys[key].power_stderr_w, z = (a.keys[key].power_w - 650.0) / se;
       EXPECT_LT(se, 0.01 * 650.0) << "seed " << seed << " key " << key;
@@ -159,8 +160,8 @@ TEST(Attribution, BusyOverlapsStandardErrorCarriesTheIdlePowersUncertainty) {
     std::mt19937_64 random(seed + 2);
     std::uniform_real_distribution<double> timing(-0.002, 0.002);
     for (auto& c : w.input.counter) c.t_s += timing(random);
-    const Attribution a = attribute(w.input, AttributionMethod::kBusyOverlap);
-    ASSERT_EQ(a.method, AttributionMethod::kBusyOverlap) << "seed " << seed;
+    const perseus::measure::Attribution a = attribute(w.input, AttributionMethod::kBusyOverlap);
+    ASSERT_EQ(a.method, perseus::measure::AttributionMethod::kBusyOverlap) << "seed " << seed;
     for (std::size_t key : {0u, 1u}) {
       const double z = (a.keys[key].power_w - 430.0) / a.keys[key].power_stderr_w;
       z2 += z * z;

@@ -16,11 +16,11 @@
 namespace {
 
 using nlohmann::json;
-using perseus::client::CounterOptions;
 using perseus::client::OptimizerOptions;
 using perseus::client::PipelineFrequencyOptimizer;
 using perseus::client::SimGpu;
 using perseus::client::SimGpuOptions;
+using perseus::measure::CounterOptions;
 using perseus::test::error_of;
 using perseus::test::fast_options;
 using perseus::test::iterate;
@@ -267,7 +267,8 @@ TEST(ClientOptimizer, MatchesInstructionsByStageOnAGpuThatRunsSeveral) {
   ScriptedServer server(std::vector<json>{plan, plan});
   Warnings w;
   auto two_stages = std::make_unique<SimGpu>(
-      small_profile(), SimGpuOptions{{0, 1}, 0.0, false, 1.0, CounterOptions::named("ideal")});
+      small_profile(),
+      SimGpuOptions{{0, 1}, 0.0, false, 1.0, perseus::measure::CounterOptions::named("ideal")});
   PipelineFrequencyOptimizer opt(fast_options(server.http->url(), w), std::move(two_stages));
   const std::vector<std::pair<std::string, int>> order = {
       {"forward", 0}, {"forward", 1}, {"backward", 1}, {"backward", 0}};

@@ -7,33 +7,33 @@
 #include <limits>
 #include <vector>
 
-#include "perseus/client/attribution.hpp"
 #include "perseus/client/energy_sampler.hpp"
+#include "perseus/measure/attribution.hpp"
 
 namespace {
 
-using perseus::client::Attribution;
-using perseus::client::AttributionInput;
-using perseus::client::AttributionMethod;
-using perseus::client::CounterSample;
-using perseus::client::CounterSeries;
+using perseus::measure::Attribution;
+using perseus::measure::AttributionInput;
+using perseus::measure::AttributionMethod;
+using perseus::measure::CounterSample;
+using perseus::measure::CounterSeries;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-std::vector<double> times_of(const std::vector<CounterSample>& samples) {
+std::vector<double> times_of(const std::vector<perseus::measure::CounterSample>& samples) {
   std::vector<double> out;
   for (const auto& s : samples) out.push_back(s.t_s);
   return out;
 }
 
-std::vector<double> values_of(const std::vector<CounterSample>& samples) {
+std::vector<double> values_of(const std::vector<perseus::measure::CounterSample>& samples) {
   std::vector<double> out;
   for (const auto& s : samples) out.push_back(s.energy_j);
   return out;
 }
 
 TEST(EnergyCounterSeries, TimestampsAChangeBetweenTheMidpointsOfTheTwoReads) {
-  CounterSeries series(100);
+  perseus::measure::CounterSeries series(100);
   series.add_read(0.000, 0.004, 10.0);  // the first read: no change, nothing kept
   series.add_read(0.004, 0.008, 10.0);  // unchanged: nothing (midpoint 0.006)
   series.add_read(0.008, 0.012, 10.0);  // unchanged (midpoint 0.010)
@@ -59,7 +59,7 @@ TEST(EnergyCounterSeries, TimestampsAChangeBetweenTheMidpointsOfTheTwoReads) {
 }
 
 TEST(EnergyCounterSeries, BetweenStartsWithTheLastChangeBeforeFrom) {
-  CounterSeries series(100);
+  perseus::measure::CounterSeries series(100);
   for (int k = 0; k < 10; ++k) series.add_exact(0.1 * k, 5.0 * k);  // changes at 0, 0.1, .., 0.9
   EXPECT_EQ(times_of(series.between(0.25, 0.45)), (std::vector<double>{0.1 * 2, 0.1 * 3, 0.1 * 4}));
   EXPECT_EQ(values_of(series.between(0.25, 0.45)), (std::vector<double>{10.0, 15.0, 20.0}));
@@ -74,7 +74,7 @@ TEST(EnergyCounterSeries, BetweenStartsWithTheLastChangeBeforeFrom) {
 }
 
 TEST(EnergyCounterSeries, CapacityDropsTheOldestChanges) {
-  CounterSeries series(3);
+  perseus::measure::CounterSeries series(3);
   for (int k = 0; k < 5; ++k) series.add_read(0.01 * k, 0.01 * k + 0.004, 1.0 + k);
   EXPECT_EQ(series.size(), 3u);
   EXPECT_EQ(series.reads(), 5u);
@@ -91,11 +91,11 @@ TEST(EnergyCounterSeries, ASamplerStartingBetweenRefreshesMeasuresTheTruePower) 
   auto counter_at = [&](double t) {  // the value of the last refresh (at kPhase + k kPeriod)
     return 1000.0 + kPower * (kPhase + kPeriod * std::floor((t - kPhase) / kPeriod));
   };
-  CounterSeries series(1000);
+  perseus::measure::CounterSeries series(1000);
   for (int i = 0; (i + 1) * kRead <= kEnd; ++i) {
     series.add_read(i * kRead, (i + 1) * kRead, counter_at((i + 0.5) * kRead));
   }
-  AttributionInput in;
+  perseus::measure::AttributionInput in;
   in.iterations = {{0.0, kEnd}};
   for (int i = 0; i < 60; ++i) {
     in.spans.push_back({0.01 * i, 0.01 * (i + 1), static_cast<std::size_t>(i % 2)});
@@ -104,8 +104,9 @@ TEST(EnergyCounterSeries, ASamplerStartingBetweenRefreshesMeasuresTheTruePower) 
   in.counter = series.between(0.0, kInf);
   ASSERT_FALSE(in.counter.empty());
   EXPECT_NEAR(in.counter.front().t_s, kPhase, kRead);  // the first change, not the first read
-  for (auto method : {AttributionMethod::kOverlap, AttributionMethod::kBusyOverlap}) {
-    const Attribution a = attribute(in, method);
+  for (auto method : {perseus::measure::AttributionMethod::kOverlap,
+                      perseus::measure::AttributionMethod::kBusyOverlap}) {
+    const perseus::measure::Attribution a = attribute(in, method);
     EXPECT_EQ(a.method, method);
     for (const auto& key : a.keys) EXPECT_NEAR(key.power_w, kPower, 0.01 * kPower);
     EXPECT_NEAR(a.iteration_energy_j[0], kPower * kEnd, 0.01 * kPower * kEnd);
@@ -117,7 +118,7 @@ TEST(EnergyCounterSeries, ASamplerStartingBetweenRefreshesMeasuresTheTruePower) 
 // A GPU reset (or a backend whose counter is no running total) takes the value down: the series
 // starts again, as at a sampler's start, so no interval spans the unknown energy across it.
 TEST(EnergyCounterSeries, ACounterThatGoesDownStartsTheSeriesAgain) {
-  CounterSeries series(100);
+  perseus::measure::CounterSeries series(100);
   EXPECT_TRUE(series.add_read(0.000, 0.004, 500.0));
   EXPECT_TRUE(series.add_read(0.100, 0.104, 530.0));
   EXPECT_TRUE(series.add_read(0.200, 0.204, 560.0));
@@ -127,16 +128,19 @@ TEST(EnergyCounterSeries, ACounterThatGoesDownStartsTheSeriesAgain) {
   EXPECT_EQ(series.last_value_j(), 2.0);
   EXPECT_TRUE(series.add_read(0.400, 0.404, 32.0));
   EXPECT_TRUE(series.add_read(0.500, 0.504, 62.0));
-  const std::vector<CounterSample> all = series.between(-kInf, kInf);
+  const std::vector<perseus::measure::CounterSample> all = series.between(-kInf, kInf);
   EXPECT_EQ(values_of(all), (std::vector<double>{32.0, 62.0}));
   EXPECT_DOUBLE_EQ(all[0].t_s, 0.352);  // between the reset read and the next, as any change
   // No interval goes down: constant power comes out as it is after the reset.
-  AttributionInput in;
+  perseus::measure::AttributionInput in;
   in.iterations = {{0.0, 0.6}};
   in.spans = {{0.0, 0.6, 0}};
   in.num_keys = 1;
   in.counter = all;
-  EXPECT_NEAR(attribute(in, AttributionMethod::kBusyOverlap).keys[0].power_w, 300.0, 1e-9);
+  EXPECT_NEAR(perseus::measure::attribute(in, perseus::measure::AttributionMethod::kBusyOverlap)
+                  .keys[0]
+                  .power_w,
+              300.0, 1e-9);
 }
 
 // ------------------------------------------------------------ a gap of failed reads
@@ -147,14 +151,14 @@ TEST(EnergyCounterSeries, ACounterThatGoesDownStartsTheSeriesAgain) {
 // throughout, refreshed every 100 ms; reads failed from 0.25 s to 1.2 s). A reset during the gap
 // still starts the series again.
 TEST(EnergyCounterSeries, TheFirstReadAfterAGapKeepsNoChange) {
-  CounterSeries series(100);
+  perseus::measure::CounterSeries series(100);
   series.add_read(0.010, 0.014, 0.0);
   series.add_read(0.110, 0.114, 30.0);
   series.add_read(0.210, 0.214, 60.0);
   EXPECT_TRUE(series.add_read(1.210, 1.214, 360.0, true));
   EXPECT_EQ(series.size(), 2u);  // the changes at 0.11 and 0.21 only
   EXPECT_TRUE(series.add_read(1.310, 1.314, 390.0));
-  const std::vector<CounterSample> all = series.between(-kInf, kInf);
+  const std::vector<perseus::measure::CounterSample> all = series.between(-kInf, kInf);
   ASSERT_EQ(all.size(), 3u);
   EXPECT_NEAR(all[2].t_s, 1.262, 1e-12);
   EXPECT_NEAR(all[2].t_spread_s, 0.05, 1e-12);

@@ -11,29 +11,29 @@
 #include <vector>
 
 #include "attribution_workload.hpp"
-#include "perseus/client/attribution.hpp"
-#include "perseus/client/attribution_trace.hpp"
 #include "perseus/client/energy_sampler.hpp"
 #include "perseus/client/measurement_window.hpp"
 #include "perseus/client/sim_gpu.hpp"
+#include "perseus/measure/attribution.hpp"
+#include "perseus/measure/attribution_trace.hpp"
 #include "small_profile.hpp"
 #include "test_support.hpp"
 
 namespace {
 
-using perseus::client::attribute;
-using perseus::client::Attribution;
-using perseus::client::AttributionInput;
-using perseus::client::AttributionMethod;
-using perseus::client::CounterOptions;
-using perseus::client::CounterSample;
 using perseus::client::MeasurementWindow;
-using perseus::client::PowerTrace;
 using perseus::client::SamplerOptions;
 using perseus::client::SimGpu;
 using perseus::client::SimGpuOptions;
-using perseus::client::TimedSpan;
 using perseus::client::WindowMeasurements;
+using perseus::measure::attribute;
+using perseus::measure::Attribution;
+using perseus::measure::AttributionInput;
+using perseus::measure::AttributionMethod;
+using perseus::measure::CounterOptions;
+using perseus::measure::CounterSample;
+using perseus::measure::PowerTrace;
+using perseus::measure::TimedSpan;
 using perseus::test::error_of;
 using perseus::test::kBackwardW;
 using perseus::test::kForwardW;
@@ -47,9 +47,9 @@ using perseus::test::Workload;
 TEST(Attribution, FitRecoversEachInstructionsPower) {
   const Workload w = sampled_workload();
   ASSERT_GT(w.input.counter.size(), 250u);
-  const Attribution a = attribute(w.input, AttributionMethod::kFit);
+  const perseus::measure::Attribution a = attribute(w.input, AttributionMethod::kFit);
   ASSERT_TRUE(a.measured);
-  EXPECT_EQ(a.method, AttributionMethod::kFit);
+  EXPECT_EQ(a.method, perseus::measure::AttributionMethod::kFit);
   EXPECT_GT(a.intervals, 250u);
   ASSERT_EQ(a.keys.size(), 2u);
   EXPECT_NEAR(a.keys[0].power_w, kForwardW, 0.01 * kForwardW);
@@ -70,8 +70,8 @@ TEST(Attribution, FitsStandardErrorCoversItsErrorOnANoisyCounter) {
   std::mt19937_64 random(3);
   std::normal_distribution<double> noise(0.0, 0.5);  // J per reading
   for (auto& s : w.input.counter) s.energy_j += noise(random);
-  const Attribution a = attribute(w.input, AttributionMethod::kFit);
-  ASSERT_EQ(a.method, AttributionMethod::kFit);
+  const perseus::measure::Attribution a = attribute(w.input, AttributionMethod::kFit);
+  ASSERT_EQ(a.method, perseus::measure::AttributionMethod::kFit);
   const double truth[] = {kForwardW, kBackwardW};
   for (std::size_t k = 0; k < 2; ++k) {
     const double se = a.keys[k].power_stderr_w;
@@ -84,11 +84,11 @@ TEST(Attribution, FitsStandardErrorCoversItsErrorOnANoisyCounter) {
 
 TEST(Attribution, OverlapAndDeltasAreWorseForInstructionsShorterThanTheInterval) {
   const Workload w = sampled_workload();
-  const Attribution fit = attribute(w.input, AttributionMethod::kFit);
-  const Attribution overlap = attribute(w.input, AttributionMethod::kOverlap);
-  const Attribution deltas = attribute(w.input, AttributionMethod::kDeltas);
-  EXPECT_EQ(overlap.method, AttributionMethod::kOverlap);
-  EXPECT_EQ(deltas.method, AttributionMethod::kDeltas);
+  const perseus::measure::Attribution fit = attribute(w.input, AttributionMethod::kFit);
+  const perseus::measure::Attribution overlap = attribute(w.input, AttributionMethod::kOverlap);
+  const perseus::measure::Attribution deltas = attribute(w.input, AttributionMethod::kDeltas);
+  EXPECT_EQ(overlap.method, perseus::measure::AttributionMethod::kOverlap);
+  EXPECT_EQ(deltas.method, perseus::measure::AttributionMethod::kDeltas);
   for (std::size_t key : {0u, 1u}) {
     const double e_fit = span_error(w, fit, key);
     EXPECT_GT(span_error(w, overlap, key), std::max(0.05, 5.0 * e_fit)) << "key " << key;
@@ -97,10 +97,11 @@ TEST(Attribution, OverlapAndDeltasAreWorseForInstructionsShorterThanTheInterval)
   // An occurrence with no counter change inside it reads 0 J by deltas.
   int inside = 0;
   for (std::size_t i = 0; i < w.input.spans.size(); ++i) {
-    const TimedSpan& s = w.input.spans[i];
-    const bool change_inside =
-        std::any_of(w.input.counter.begin(), w.input.counter.end(),
-                    [&](const CounterSample& c) { return c.t_s > s.begin_s && c.t_s <= s.end_s; });
+    const perseus::measure::TimedSpan& s = w.input.spans[i];
+    const bool change_inside = std::any_of(w.input.counter.begin(), w.input.counter.end(),
+                                           [&](const perseus::measure::CounterSample& c) {
+                                             return c.t_s > s.begin_s && c.t_s <= s.end_s;
+                                           });
     if (change_inside) continue;
     ++inside;
     EXPECT_EQ(deltas.span_energy_j[i], 0.0) << "span " << i;
@@ -113,13 +114,14 @@ TEST(Attribution, IterationEnergiesFollowTheCounterForEveryMethod) {
   const Workload w = sampled_workload();
   const auto& c = w.input.counter;
   // (fit spreads each interval's increment by its model instead: checked below.)
-  for (auto method : {AttributionMethod::kOverlap, AttributionMethod::kDeltas}) {
-    const Attribution a = attribute(w.input, method);
+  for (auto method : {perseus::measure::AttributionMethod::kOverlap,
+                      perseus::measure::AttributionMethod::kDeltas}) {
+    const perseus::measure::Attribution a = attribute(w.input, method);
     ASSERT_EQ(a.method, method);
     double sum = 0.0, expected_sum = 0.0;
     for (std::size_t i = 0; i < w.input.iterations.size(); ++i) {
       const auto [begin, end] = w.input.iterations[i];
-      const double expected = method == AttributionMethod::kDeltas
+      const double expected = method == perseus::measure::AttributionMethod::kDeltas
                                   ? step_counter(c, end) - step_counter(c, begin)
                                   : linear_counter(c, end) - linear_counter(c, begin);
       EXPECT_NEAR(a.iteration_energy_j[i], expected, 1e-9 * std::max(1.0, expected))
@@ -138,12 +140,13 @@ TEST(Attribution, IterationEnergiesFollowTheCounterForEveryMethod) {
   const double from = iterations.front().first, to = iterations.back().second;
   const double total =
       linear_counter(contiguous.input.counter, to) - linear_counter(contiguous.input.counter, from);
-  for (auto method : {AttributionMethod::kFit, AttributionMethod::kOverlap}) {
-    const Attribution a = attribute(contiguous.input, method);
+  for (auto method :
+       {perseus::measure::AttributionMethod::kFit, perseus::measure::AttributionMethod::kOverlap}) {
+    const perseus::measure::Attribution a = attribute(contiguous.input, method);
     double sum = 0.0;
     for (double j : a.iteration_energy_j) sum += j;
     // Interior boundaries telescope; only the two window ends are interpolated differently.
-    const double tolerance = method == AttributionMethod::kFit ? 1e-2 : 1e-9;
+    const double tolerance = method == perseus::measure::AttributionMethod::kFit ? 1e-2 : 1e-9;
     EXPECT_NEAR(sum, total, tolerance * total) << to_string(method);
   }
 }
@@ -153,21 +156,23 @@ TEST(Attribution, FitFallsBackToOverlapWithFewerIntervalsThanUnknowns) {
   ASSERT_GE(w.input.counter.size(), 4u);
   // Unknowns: forward, backward, idle inside and time outside iterations (4); 3 intervals.
   w.input.counter.resize(4);
-  const Attribution a = attribute(w.input, AttributionMethod::kFit);
+  const perseus::measure::Attribution a = attribute(w.input, AttributionMethod::kFit);
   EXPECT_TRUE(a.measured);
-  EXPECT_EQ(a.method, AttributionMethod::kOverlap);
+  EXPECT_EQ(a.method, perseus::measure::AttributionMethod::kOverlap);
   EXPECT_EQ(a.intervals, 0u);
   EXPECT_EQ(a.idle_power_w, 0.0);
-  const Attribution overlap = attribute(w.input, AttributionMethod::kOverlap);
+  const perseus::measure::Attribution overlap = attribute(w.input, AttributionMethod::kOverlap);
   EXPECT_EQ(a.span_energy_j, overlap.span_energy_j);
   // Control: with enough intervals the same kind of input is fitted.
-  EXPECT_EQ(attribute(sampled_workload(3.0, 9).input, AttributionMethod::kFit).method,
-            AttributionMethod::kFit);
+  EXPECT_EQ(perseus::measure::attribute(sampled_workload(3.0, 9).input,
+                                        perseus::measure::AttributionMethod::kFit)
+                .method,
+            perseus::measure::AttributionMethod::kFit);
 }
 
 // Back-to-back iterations of forward (d) then backward (ratio x d), nothing else, and the counter
 // sampled exactly at iteration boundaries. `first_ratio` is iteration 0's ratio.
-AttributionInput same_mix(double ratio, double first_ratio) {
+perseus::measure::AttributionInput same_mix(double ratio, double first_ratio) {
   AttributionInput in;
   in.num_keys = 2;
   PowerTrace trace;
@@ -191,13 +196,13 @@ AttributionInput same_mix(double ratio, double first_ratio) {
 
 TEST(Attribution, FitFallsBackToOverlapWhenInstructionsAlwaysComeInTheSameMix) {
   // Every interval has the same forward:backward mix: their powers cannot be told apart.
-  const Attribution a = attribute(same_mix(1.5, 1.5), AttributionMethod::kFit);
+  const perseus::measure::Attribution a = attribute(same_mix(1.5, 1.5), AttributionMethod::kFit);
   EXPECT_TRUE(a.measured);
-  EXPECT_EQ(a.method, AttributionMethod::kOverlap);
+  EXPECT_EQ(a.method, perseus::measure::AttributionMethod::kOverlap);
   EXPECT_EQ(a.intervals, 0u);
   // Control: one iteration with another mix and the powers are identifiable.
-  const Attribution b = attribute(same_mix(1.5, 2.5), AttributionMethod::kFit);
-  EXPECT_EQ(b.method, AttributionMethod::kFit);
+  const perseus::measure::Attribution b = attribute(same_mix(1.5, 2.5), AttributionMethod::kFit);
+  EXPECT_EQ(b.method, perseus::measure::AttributionMethod::kFit);
   EXPECT_NEAR(b.keys[0].power_w, kForwardW, 0.01 * kForwardW);
   EXPECT_NEAR(b.keys[1].power_w, kBackwardW, 0.01 * kBackwardW);
 }
@@ -207,8 +212,9 @@ TEST(Attribution, FewerThanTwoCounterSamplesMeasureNothing) {
   for (std::size_t n : {0u, 1u}) {
     w.input.counter.resize(n);
     for (auto method :
-         {AttributionMethod::kFit, AttributionMethod::kOverlap, AttributionMethod::kDeltas}) {
-      const Attribution a = attribute(w.input, method);
+         {perseus::measure::AttributionMethod::kFit, perseus::measure::AttributionMethod::kOverlap,
+          perseus::measure::AttributionMethod::kDeltas}) {
+      const perseus::measure::Attribution a = attribute(w.input, method);
       EXPECT_FALSE(a.measured);
       ASSERT_EQ(a.span_energy_j.size(), w.input.spans.size());
       ASSERT_EQ(a.iteration_energy_j.size(), w.input.iterations.size());
@@ -220,18 +226,21 @@ TEST(Attribution, FewerThanTwoCounterSamplesMeasureNothing) {
 }
 
 TEST(Attribution, NamesMethodsAndRejectsBadInput) {
-  EXPECT_EQ(perseus::client::parse_attribution("deltas"), AttributionMethod::kDeltas);
-  EXPECT_EQ(perseus::client::parse_attribution("busy-overlap"), AttributionMethod::kBusyOverlap);
-  EXPECT_EQ(to_string(AttributionMethod::kBusyOverlap), "busy-overlap");
-  EXPECT_EQ(to_string(AttributionMethod::kOverlap), "overlap");
-  EXPECT_CONTAINS(error_of([] { perseus::client::parse_attribution("median"); }),
+  EXPECT_EQ(perseus::measure::parse_attribution("deltas"),
+            perseus::measure::AttributionMethod::kDeltas);
+  EXPECT_EQ(perseus::measure::parse_attribution("busy-overlap"),
+            perseus::measure::AttributionMethod::kBusyOverlap);
+  EXPECT_EQ(to_string(perseus::measure::AttributionMethod::kBusyOverlap), "busy-overlap");
+  EXPECT_EQ(to_string(perseus::measure::AttributionMethod::kOverlap), "overlap");
+  EXPECT_CONTAINS(error_of([] { perseus::measure::parse_attribution("median"); }),
                   "unknown attribution method 'median'");
-  AttributionInput in;
+  perseus::measure::AttributionInput in;
   in.num_keys = 1;
   in.iterations.emplace_back(0.0, 1.0);
   in.spans.push_back({0.1, 0.2, 1});
-  EXPECT_CONTAINS(error_of([&] { attribute(in, AttributionMethod::kFit); }),
-                  "span key out of range");
+  EXPECT_CONTAINS(
+      error_of([&] { perseus::measure::attribute(in, perseus::measure::AttributionMethod::kFit); }),
+      "span key out of range");
 }
 
 // ---------------------------------------------------------------- through the simulated GPU
@@ -244,7 +253,7 @@ struct SimRun {
   std::vector<std::vector<int>> forward_mhz, backward_mhz;  // [iteration][occurrence]
 };
 
-SimRun run_sim(AttributionMethod method, int iterations = 400) {
+SimRun run_sim(perseus::measure::AttributionMethod method, int iterations = 400) {
   const perseus::profile::Profile profile = perseus::test::small_profile();
   SimGpu gpu(profile, SimGpuOptions{{1}, 60.0, false, 1.0, CounterOptions::named("realistic")});
   auto sampler = gpu.start_energy_sampler(SamplerOptions{}, {});
@@ -299,9 +308,9 @@ double worst_error(const SimRun& run, const std::string& name, double min_s) {
 }
 
 TEST(AttributionThroughSimGpu, FitMatchesTheProfileWhereDeltasDoNot) {
-  const SimRun fit = run_sim(AttributionMethod::kFit);
+  const SimRun fit = run_sim(perseus::measure::AttributionMethod::kFit);
   ASSERT_TRUE(fit.m.measured);
-  ASSERT_EQ(fit.m.method, AttributionMethod::kFit);
+  ASSERT_EQ(fit.m.method, perseus::measure::AttributionMethod::kFit);
   ASSERT_EQ(fit.m.iter_energy.size(), 400u);
   EXPECT_LT(worst_error(fit, "backward", 0.020), 0.02);
   EXPECT_LT(worst_error(fit, "forward", 0.020), 0.02);  // forward at 600 MHz: 24 ms
@@ -310,8 +319,8 @@ TEST(AttributionThroughSimGpu, FitMatchesTheProfileWhereDeltasDoNot) {
     EXPECT_GT(se, 0.0) << name;  // the realistic counter's timestamps are not exact
   }
 
-  const SimRun deltas = run_sim(AttributionMethod::kDeltas);
-  ASSERT_EQ(deltas.m.method, AttributionMethod::kDeltas);
+  const SimRun deltas = run_sim(perseus::measure::AttributionMethod::kDeltas);
+  ASSERT_EQ(deltas.m.method, perseus::measure::AttributionMethod::kDeltas);
   EXPECT_EQ(deltas.forward_mhz, fit.forward_mhz);  // the same deterministic run
   EXPECT_GT(worst_error(deltas, "backward", 0.020), 0.10);
   EXPECT_GT(worst_error(deltas, "forward", 0.020), 0.10);

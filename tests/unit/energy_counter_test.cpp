@@ -1,6 +1,6 @@
 // The simulated GPU's energy counter (DESIGN section 9): the power trace it integrates and the
 // model of a real GPU's counter (refresh period, read latency, partial sampling, noise).
-#include "perseus/client/energy_counter.hpp"
+#include "perseus/measure/energy_counter.hpp"
 
 #include <gtest/gtest.h>
 
@@ -17,13 +17,13 @@
 
 namespace {
 
-using perseus::client::CounterOptions;
-using perseus::client::CounterSample;
-using perseus::client::EnergyCounter;
-using perseus::client::PowerTrace;
 using perseus::client::SamplerOptions;
 using perseus::client::SimGpu;
 using perseus::client::SimGpuOptions;
+using perseus::measure::CounterOptions;
+using perseus::measure::CounterSample;
+using perseus::measure::EnergyCounter;
+using perseus::measure::PowerTrace;
 using perseus::test::error_of;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -31,7 +31,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // ---------------------------------------------------------------- PowerTrace
 
 // 50 W base; 300 W over [1, 2] s; 200 W over [3, 3.5] s.
-PowerTrace two_segments() {
+perseus::measure::PowerTrace two_segments() {
   PowerTrace trace(50.0);
   trace.add_busy(1.0, 2.0, 300.0);
   trace.add_busy(3.0, 3.5, 200.0);
@@ -39,7 +39,7 @@ PowerTrace two_segments() {
 }
 
 TEST(EnergyPowerTrace, IntegratesBusySegmentsAndTheBasePowerExactly) {
-  const PowerTrace trace = two_segments();
+  const perseus::measure::PowerTrace trace = two_segments();
   EXPECT_DOUBLE_EQ(trace.energy_at(0.0), 0.0);
   EXPECT_DOUBLE_EQ(trace.energy_at(0.5), 25.0);                        // base only
   EXPECT_DOUBLE_EQ(trace.energy_at(1.5), 75.0 + 250.0 * 0.5);          // half the first segment
@@ -51,8 +51,8 @@ TEST(EnergyPowerTrace, IntegratesBusySegmentsAndTheBasePowerExactly) {
 }
 
 TEST(EnergyPowerTrace, ForgettingOldSegmentsKeepsLaterEnergiesExact) {
-  const PowerTrace full = two_segments();
-  PowerTrace trace = two_segments();
+  const perseus::measure::PowerTrace full = two_segments();
+  perseus::measure::PowerTrace trace = two_segments();
   trace.forget_before(2.5);  // drops the first segment (ended at 2 s)
   EXPECT_EQ(trace.boundaries(0.0, 10.0), (std::vector<double>{3.0, 3.5}));
   for (double t : {2.5, 3.0, 3.1, 3.5, 4.0, 100.0}) {
@@ -65,7 +65,7 @@ TEST(EnergyPowerTrace, ForgettingOldSegmentsKeepsLaterEnergiesExact) {
 }
 
 TEST(EnergyPowerTrace, RejectsAnOverlappingSegmentNamingBothTimes) {
-  PowerTrace trace = two_segments();
+  perseus::measure::PowerTrace trace = two_segments();
   const std::string error = error_of([&] { trace.add_busy(3.25, 4.0, 100.0); });
   EXPECT_CONTAINS(error, "3.25 s");
   EXPECT_CONTAINS(error, "3.5 s");
@@ -76,7 +76,7 @@ TEST(EnergyPowerTrace, RejectsAnOverlappingSegmentNamingBothTimes) {
 
 // ---------------------------------------------------------------- EnergyCounter
 
-CounterOptions steady_counter(double sampled_fraction = 1.0) {
+perseus::measure::CounterOptions steady_counter(double sampled_fraction = 1.0) {
   CounterOptions o;
   o.refresh_jitter_s = 0.0;
   o.lag_s = 0.0;            // a refresh reports the energy up to its own time ...
@@ -89,13 +89,13 @@ CounterOptions steady_counter(double sampled_fraction = 1.0) {
 // A real counter refreshes on its own schedule: by default the first refresh comes at a phase
 // drawn from the seed, and brings a whole period's energy (the GPU drew its base power before 0).
 TEST(EnergyCounter, TheFirstRefreshComesAtASeededPhaseWithAWholePeriod) {
-  PowerTrace trace(100.0);
+  perseus::measure::PowerTrace trace(100.0);
   std::vector<double> phases;
   for (std::uint64_t seed : {1u, 2u, 3u}) {
-    CounterOptions o;
+    perseus::measure::CounterOptions o;
     o.refresh_jitter_s = 0.0;
     o.seed = seed;
-    EnergyCounter counter(trace, o);
+    perseus::measure::EnergyCounter counter(trace, o);
     double phase = 0.0;  // the first time, in 1 ms steps, at which the counter moved
     while (counter.value_at(phase) == 0.0) phase += 0.001;
     EXPECT_GT(phase, 0.0);
@@ -109,8 +109,8 @@ TEST(EnergyCounter, TheFirstRefreshComesAtASeededPhaseWithAWholePeriod) {
 }
 
 TEST(EnergyCounter, AReadBetweenRefreshesReturnsTheLastRefreshsValue) {
-  PowerTrace trace(100.0);
-  EnergyCounter counter(trace, steady_counter());
+  perseus::measure::PowerTrace trace(100.0);
+  perseus::measure::EnergyCounter counter(trace, steady_counter());
   EXPECT_EQ(counter.value_at(0.05), 0.0);  // before the first refresh (at 0.1 s)
   EXPECT_EQ(counter.value_at(0.0999), 0.0);
   EXPECT_NEAR(counter.value_at(0.1), 10.0, 1e-9);
@@ -126,16 +126,16 @@ TEST(EnergyCounter, AReadBetweenRefreshesReturnsTheLastRefreshsValue) {
 // A refresh that reports the energy up to 8 ms before it: a step from 100 W to 500 W at 0.195 s
 // is in the refresh at 0.2 s only as far as it came before 0.192 s: not at all.
 TEST(EnergyCounter, ARefreshReportsTheEnergyUpToItsLagBeforeIt) {
-  PowerTrace trace(100.0);
+  perseus::measure::PowerTrace trace(100.0);
   trace.add_busy(0.195, 10.0, 500.0);
-  CounterOptions o = steady_counter();
+  perseus::measure::CounterOptions o = steady_counter();
   o.lag_s = 0.008;
-  EnergyCounter counter(trace, o);
+  perseus::measure::EnergyCounter counter(trace, o);
   const double at_02 = counter.value_at(0.25), at_03 = counter.value_at(0.35);
   EXPECT_NEAR(at_02, 20.0, 1e-9);  // 100 W for 0.2 s: the step is not in it
   EXPECT_NEAR(at_03 - at_02, trace.energy_at(0.292) - trace.energy_at(0.192), 1e-9);
   o.lag_s = 0.0;
-  EnergyCounter prompt(trace, o);
+  perseus::measure::EnergyCounter prompt(trace, o);
   EXPECT_NEAR(prompt.value_at(0.25), trace.energy_at(0.2), 1e-9);
 }
 
@@ -143,14 +143,14 @@ TEST(EnergyCounter, ARefreshReportsTheEnergyUpToItsLagBeforeIt) {
 // energy up to 10 ms before it, averaged over the 20 ms around that time. The same step is in the
 // refresh at 0.2 s by its mean over [0.18, 0.2] s: 400 W x (0.005 s)^2 / 2 / 0.02 s = 0.25 J.
 TEST(EnergyCounter, ARefreshAveragesTheEnergyOverItsWindow) {
-  PowerTrace trace(100.0);
+  perseus::measure::PowerTrace trace(100.0);
   trace.add_busy(0.195, 10.0, 500.0);
-  CounterOptions o = steady_counter();
-  o.lag_s = CounterOptions{}.lag_s;
-  o.window_s = CounterOptions{}.window_s;
+  perseus::measure::CounterOptions o = steady_counter();
+  o.lag_s = perseus::measure::CounterOptions{}.lag_s;
+  o.window_s = perseus::measure::CounterOptions{}.window_s;
   ASSERT_EQ(o.lag_s, 0.010);
   ASSERT_EQ(o.window_s, 0.020);
-  EnergyCounter counter(trace, o);
+  perseus::measure::EnergyCounter counter(trace, o);
   EXPECT_NEAR(counter.value_at(0.25), 100.0 * 0.2 + 0.25, 1e-9);  // two whole periods and 0.25 J
   // Far from the step, the mean of a linear energy is its value at the middle.
   EXPECT_NEAR(counter.value_at(0.95) - counter.value_at(0.85),
@@ -160,11 +160,11 @@ TEST(EnergyCounter, ARefreshAveragesTheEnergyOverItsWindow) {
 // The response measured on H100s (bench/gpu/counter_kernel.py): energy spent s before a refresh
 // is counted by it with probability 1 - exp(-s / tau).
 TEST(EnergyCounter, AFirstOrderResponseCountsEnergyWithAnExponentialDelay) {
-  PowerTrace trace(100.0);
+  perseus::measure::PowerTrace trace(100.0);
   trace.add_busy(0.195, 0.205, 500.0);  // 10 ms at 500 W around the refresh at 0.2 s
-  CounterOptions o = steady_counter();
+  perseus::measure::CounterOptions o = steady_counter();
   o.time_constant_s = 0.010;
-  EnergyCounter counter(trace, o);
+  perseus::measure::EnergyCounter counter(trace, o);
   EXPECT_NEAR(counter.value_at(0.1), 10.0, 1e-9);  // a whole period at the base power
   // Of the 2 J above base before 0.2 s, the refresh counts 400 (5 ms - tau (1 - e^-0.5)).
   const double counted = 400.0 * (0.005 - 0.010 * (1.0 - std::exp(-0.5)));
@@ -177,8 +177,8 @@ TEST(EnergyCounter, AFirstOrderResponseCountsEnergyWithAnExponentialDelay) {
 }
 
 TEST(EnergyCounter, AReadOfAnEarlierTimeGetsThatTimesRefresh) {
-  PowerTrace trace(100.0);
-  EnergyCounter counter(trace, steady_counter());
+  perseus::measure::PowerTrace trace(100.0);
+  perseus::measure::EnergyCounter counter(trace, steady_counter());
   EXPECT_NEAR(counter.value_at(0.73), 70.0, 1e-9);  // a reader at the present ...
   EXPECT_NEAR(counter.value_at(0.25), 20.0, 1e-9);  // ... and one catching up on the past
   EXPECT_EQ(counter.value_at(0.05), 0.0);
@@ -189,10 +189,11 @@ TEST(EnergyCounter, AReadOfAnEarlierTimeGetsThatTimesRefresh) {
 // virtual sampler leaves the sampler's series as it would have been without it.
 TEST(EnergyCounter, ADirectReadDoesNotDisturbTheVirtualSampler) {
   for (const char* name : {"realistic", "ideal"}) {
-    std::vector<std::vector<CounterSample>> series;
+    std::vector<std::vector<perseus::measure::CounterSample>> series;
     for (bool direct_read : {false, true}) {
-      SimGpu gpu(perseus::test::small_profile(),
-                 SimGpuOptions{{0}, 40.0, false, 1.0, CounterOptions::named(name)});
+      SimGpu gpu(
+          perseus::test::small_profile(),
+          SimGpuOptions{{0}, 40.0, false, 1.0, perseus::measure::CounterOptions::named(name)});
       auto sampler = gpu.start_energy_sampler(SamplerOptions{}, {});
       for (int i = 0; i < 40; ++i) {
         gpu.instruction_begin("forward");
@@ -214,7 +215,7 @@ TEST(EnergyCounter, ADirectReadDoesNotDisturbTheVirtualSampler) {
 }
 
 TEST(EnergyCounter, AtARefreshItReadsTheTracesEnergy) {
-  PowerTrace trace(80.0);
+  perseus::measure::PowerTrace trace(80.0);
   std::mt19937_64 random(7);
   std::uniform_real_distribution<double> length(0.005, 0.080), power(150.0, 500.0);
   for (double t = 0.0; t < 5.0;) {
@@ -222,7 +223,7 @@ TEST(EnergyCounter, AtARefreshItReadsTheTracesEnergy) {
     trace.add_busy(begin, end, power(random));
     t = end;
   }
-  EnergyCounter counter(trace, steady_counter(1.0));
+  perseus::measure::EnergyCounter counter(trace, steady_counter(1.0));
   for (int k = 1; k <= 50; ++k) {
     // Anywhere in the window after the k-th refresh: the energy at that refresh.
     const double value = counter.value_at(0.1 * k + 0.05);
@@ -236,46 +237,46 @@ TEST(EnergyCounter, AtARefreshItReadsTheTracesEnergy) {
 TEST(EnergyCounter, PartialSamplingSeesOnlyTheEndOfEachWindow) {
   // 400 W in the first half of every 100 ms window, 100 W (base) in the second: 25 J per window.
   // A sensor that sees the last 25 % of each window sees 100 W only: 10 J per window, 60 % low.
-  PowerTrace early(100.0), late(100.0);
+  perseus::measure::PowerTrace early(100.0), late(100.0);
   for (int k = 0; k < 10; ++k) {
     early.add_busy(0.1 * k, 0.1 * k + 0.05, 400.0);
     late.add_busy(0.1 * k + 0.05, 0.1 * k + 0.1, 400.0);
   }
-  EnergyCounter sampled_early(early, steady_counter(0.25));
-  EnergyCounter exact_early(early, steady_counter(1.0));
+  perseus::measure::EnergyCounter sampled_early(early, steady_counter(0.25));
+  perseus::measure::EnergyCounter exact_early(early, steady_counter(1.0));
   EXPECT_NEAR(early.energy_at(1.0), 250.0, 1e-9);
   EXPECT_NEAR(exact_early.value_at(1.0), 250.0, 1e-9);
   EXPECT_NEAR(sampled_early.value_at(1.0), 100.0, 1e-9);  // 0.4 x the true energy
   // The bias follows where the work falls in the window: busy at the end reads high.
-  EnergyCounter sampled_late(late, steady_counter(0.25));
+  perseus::measure::EnergyCounter sampled_late(late, steady_counter(0.25));
   EXPECT_NEAR(late.energy_at(1.0), 250.0, 1e-9);
   EXPECT_NEAR(sampled_late.value_at(1.0), 400.0, 1e-9);  // 1.6 x
 }
 
 TEST(EnergyCounter, TheIdealCounterReadsTheExactEnergyAtAnyTime) {
-  const PowerTrace trace = two_segments();
-  EnergyCounter counter(trace, CounterOptions::named("ideal"));
+  const perseus::measure::PowerTrace trace = two_segments();
+  perseus::measure::EnergyCounter counter(trace, CounterOptions::named("ideal"));
   for (double t : {0.0, 0.0123, 1.0, 1.37, 2.0001, 3.4, 9.99}) {
     EXPECT_DOUBLE_EQ(counter.value_at(t), trace.energy_at(t)) << "at " << t;
   }
 }
 
 TEST(EnergyCounterOptions, NamesTheRealisticAndTheIdealCounter) {
-  const CounterOptions realistic = CounterOptions::named("realistic");
+  const perseus::measure::CounterOptions realistic = CounterOptions::named("realistic");
   EXPECT_FALSE(realistic.ideal);
   EXPECT_DOUBLE_EQ(realistic.refresh_period_s, 0.100);
   EXPECT_DOUBLE_EQ(realistic.read_latency_s, 0.004);
-  const CounterOptions ideal = CounterOptions::named("ideal");
+  const perseus::measure::CounterOptions ideal = CounterOptions::named("ideal");
   EXPECT_TRUE(ideal.ideal);
   EXPECT_DOUBLE_EQ(ideal.read_latency_s, 0.0);
-  EXPECT_CONTAINS(error_of([] { CounterOptions::named("bogus"); }),
+  EXPECT_CONTAINS(error_of([] { perseus::measure::CounterOptions::named("bogus"); }),
                   "unknown energy counter 'bogus' (expected realistic or ideal)");
 }
 
 // The error of validating the default options with one field changed ("" when valid).
 template <typename F>
 std::string invalid(F change) {
-  CounterOptions o;
+  perseus::measure::CounterOptions o;
   change(o);
   try {
     o.validate();
@@ -287,75 +288,77 @@ std::string invalid(F change) {
 
 TEST(EnergyCounterOptions, ValidateNamesTheRefreshPeriod) {
   for (double v : {0.0, -0.1, std::nan(""), kInf}) {
-    EXPECT_CONTAINS(invalid([&](CounterOptions& o) { o.refresh_period_s = v; }),
+    EXPECT_CONTAINS(invalid([&](perseus::measure::CounterOptions& o) { o.refresh_period_s = v; }),
                     "counter option 'refresh_period_s': must be a positive number of seconds");
   }
 }
 
 TEST(EnergyCounterOptions, ValidateNamesTheRefreshJitter) {
   for (double v : {-0.001, 0.100, 0.2, std::nan("")}) {
-    EXPECT_CONTAINS(invalid([&](CounterOptions& o) { o.refresh_jitter_s = v; }),
+    EXPECT_CONTAINS(invalid([&](perseus::measure::CounterOptions& o) { o.refresh_jitter_s = v; }),
                     "counter option 'refresh_jitter_s': must be >= 0 and less than the refresh");
   }
-  EXPECT_EQ(invalid([](CounterOptions& o) { o.refresh_jitter_s = 0.0; }), "");
+  EXPECT_EQ(invalid([](perseus::measure::CounterOptions& o) { o.refresh_jitter_s = 0.0; }), "");
 }
 
 TEST(EnergyCounterOptions, ValidateNamesTheRefreshPhase) {
   for (double v : {0.0, -0.05, 0.1001, std::nan("")}) {
-    EXPECT_CONTAINS(invalid([&](CounterOptions& o) { o.refresh_phase_s = v; }),
+    EXPECT_CONTAINS(invalid([&](perseus::measure::CounterOptions& o) { o.refresh_phase_s = v; }),
                     "counter option 'refresh_phase_s': must be in (0, refresh period]");
   }
-  EXPECT_EQ(invalid([](CounterOptions& o) { o.refresh_phase_s = 0.1; }), "");
+  EXPECT_EQ(invalid([](perseus::measure::CounterOptions& o) { o.refresh_phase_s = 0.1; }), "");
 }
 
 TEST(EnergyCounterOptions, ValidateNamesTheReadLatency) {
   for (double v : {-0.004, std::nan(""), kInf}) {
-    EXPECT_CONTAINS(invalid([&](CounterOptions& o) { o.read_latency_s = v; }),
+    EXPECT_CONTAINS(invalid([&](perseus::measure::CounterOptions& o) { o.read_latency_s = v; }),
                     "counter option 'read_latency_s': must be a number of seconds >= 0");
   }
-  EXPECT_EQ(invalid([](CounterOptions& o) { o.read_latency_s = 0.0; }), "");
+  EXPECT_EQ(invalid([](perseus::measure::CounterOptions& o) { o.read_latency_s = 0.0; }), "");
 }
 
 TEST(EnergyCounterOptions, ValidateNamesTheSampledFraction) {
   for (double v : {0.0, -0.25, 1.01, std::nan("")}) {
-    EXPECT_CONTAINS(invalid([&](CounterOptions& o) { o.sampled_fraction = v; }),
+    EXPECT_CONTAINS(invalid([&](perseus::measure::CounterOptions& o) { o.sampled_fraction = v; }),
                     "counter option 'sampled_fraction': must be in (0, 1], got");
   }
-  EXPECT_EQ(invalid([](CounterOptions& o) { o.sampled_fraction = 1.0; }), "");
+  EXPECT_EQ(invalid([](perseus::measure::CounterOptions& o) { o.sampled_fraction = 1.0; }), "");
 }
 
 TEST(EnergyCounterOptions, ValidateNamesTheNoise) {
   for (double v : {-0.01, 1.0, std::nan("")}) {
-    EXPECT_CONTAINS(invalid([&](CounterOptions& o) { o.noise = v; }),
+    EXPECT_CONTAINS(invalid([&](perseus::measure::CounterOptions& o) { o.noise = v; }),
                     "counter option 'noise': must be in [0, 1)");
   }
-  EXPECT_EQ(invalid([](CounterOptions& o) { o.noise = 0.5; }), "");
+  EXPECT_EQ(invalid([](perseus::measure::CounterOptions& o) { o.noise = 0.5; }), "");
 }
 
 TEST(EnergyCounterOptions, ValidateNamesTheLag) {
   for (double v : {-0.001, 0.1, std::nan("")}) {
-    EXPECT_CONTAINS(invalid([&](CounterOptions& o) { o.lag_s = v; }),
+    EXPECT_CONTAINS(invalid([&](perseus::measure::CounterOptions& o) { o.lag_s = v; }),
                     "counter option 'lag_s': must be >= 0 and less than the refresh period");
   }
-  EXPECT_EQ(invalid([](CounterOptions& o) { o.lag_s = 0.01; }), "");
-  EXPECT_EQ(CounterOptions::named("ideal").lag_s, 0.0);
+  EXPECT_EQ(invalid([](perseus::measure::CounterOptions& o) { o.lag_s = 0.01; }), "");
+  EXPECT_EQ(perseus::measure::CounterOptions::named("ideal").lag_s, 0.0);
 }
 
 TEST(EnergyCounterOptions, ValidateNamesTheWindow) {
   for (double v : {-0.001, 0.0201, std::nan("")}) {
-    EXPECT_CONTAINS(invalid([&](CounterOptions& o) { o.window_s = v; }),
+    EXPECT_CONTAINS(invalid([&](perseus::measure::CounterOptions& o) { o.window_s = v; }),
                     "counter option 'window_s': must be >= 0 and at most twice lag_s");
   }
-  EXPECT_CONTAINS(invalid([](CounterOptions& o) { o.lag_s = 0.0; }), "'window_s'");
-  EXPECT_EQ(invalid([](CounterOptions& o) { o.window_s = 0.0; }), "");
-  EXPECT_EQ(CounterOptions::named("ideal").window_s, 0.0);
+  EXPECT_CONTAINS(invalid([](perseus::measure::CounterOptions& o) { o.lag_s = 0.0; }),
+                  "'window_s'");
+  EXPECT_EQ(invalid([](perseus::measure::CounterOptions& o) { o.window_s = 0.0; }), "");
+  EXPECT_EQ(perseus::measure::CounterOptions::named("ideal").window_s, 0.0);
 }
 
 TEST(EnergyCounterOptions, TheCounterAndTheSimulatedGpuValidateThem) {
-  PowerTrace trace;
-  CounterOptions o;
+  perseus::measure::PowerTrace trace;
+  perseus::measure::CounterOptions o;
   o.sampled_fraction = 0.0;
-  EXPECT_CONTAINS(error_of([&] { EnergyCounter counter(trace, o); }), "'sampled_fraction'");
+  EXPECT_CONTAINS(error_of([&] { perseus::measure::EnergyCounter counter(trace, o); }),
+                  "'sampled_fraction'");
   EXPECT_CONTAINS(
       error_of([&] {
         SimGpu gpu(perseus::test::small_profile(), SimGpuOptions{{0}, 0.0, false, 1.0, o});
@@ -364,15 +367,15 @@ TEST(EnergyCounterOptions, TheCounterAndTheSimulatedGpuValidateThem) {
 }
 
 TEST(EnergyCounterOptions, AFirstOrderResponseHasNoWindow) {
-  EXPECT_CONTAINS(invalid([](CounterOptions& o) { o.time_constant_s = 0.011; }),
+  EXPECT_CONTAINS(invalid([](perseus::measure::CounterOptions& o) { o.time_constant_s = 0.011; }),
                   "counter option 'window_s': must be 0 with a first-order response");
-  EXPECT_EQ(invalid([](CounterOptions& o) {
+  EXPECT_EQ(invalid([](perseus::measure::CounterOptions& o) {
               o.time_constant_s = 0.011;
               o.window_s = 0.0;
             }),
             "");
   for (double v : {-0.01, 0.1, std::nan("")}) {
-    EXPECT_CONTAINS(invalid([&](CounterOptions& o) {
+    EXPECT_CONTAINS(invalid([&](perseus::measure::CounterOptions& o) {
                       o.time_constant_s = v;
                       o.window_s = 0.0;
                     }),

@@ -19,7 +19,7 @@ namespace perseus::test {
 inline std::unique_ptr<client::SimGpu> sim(int stage = 0) {
   return std::make_unique<client::SimGpu>(
       small_profile(),
-      client::SimGpuOptions{{stage}, 0.0, false, 1.0, client::CounterOptions::named("ideal")});
+      client::SimGpuOptions{{stage}, 0.0, false, 1.0, measure::CounterOptions::named("ideal")});
 }
 
 // `n` iterations, each running the instructions `names` in order, each for `span` of wall time

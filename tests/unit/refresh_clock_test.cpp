@@ -1,7 +1,7 @@
-// The energy counter's refresh clock (perseus/client/refresh_clock.hpp): fitted to the changes a
+// The energy counter's refresh clock (perseus/measure/refresh_clock.hpp): fitted to the changes a
 // sampler observes between its reads, refused where the refreshes wander, and each change timed by
 // its tick, also one a stalled sampler saw late.
-#include "perseus/client/refresh_clock.hpp"
+#include "perseus/measure/refresh_clock.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,18 +13,19 @@
 
 namespace {
 
-using perseus::client::CounterSample;
-using perseus::client::CounterSeries;
-using perseus::client::fit_refresh_clock;
-using perseus::client::time_by_clock;
+using perseus::measure::CounterSample;
+using perseus::measure::CounterSeries;
+using perseus::measure::fit_refresh_clock;
+using perseus::measure::time_by_clock;
 
 // What a sampler reading back to back (reads of 3.6-4.4 ms) records of a counter that refreshes
 // at `refreshes` (energy: the refresh's index).
-std::vector<CounterSample> sampled(const std::vector<double>& refreshes, unsigned seed,
-                                   double stall_from = -1.0, double stall_s = 0.0) {
+std::vector<perseus::measure::CounterSample> sampled(const std::vector<double>& refreshes,
+                                                     unsigned seed, double stall_from = -1.0,
+                                                     double stall_s = 0.0) {
   std::mt19937_64 random(seed);
   std::uniform_real_distribution<double> cost(0.0036, 0.0044);
-  CounterSeries series(1 << 16);
+  perseus::measure::CounterSeries series(1 << 16);
   double t = 0.0;
   auto value_at = [&](double when) {
     double v = 0.0;
@@ -50,7 +51,7 @@ TEST(RefreshClock, RecoversAStrictClockFromTheReadsAroundItsChanges) {
   const auto refreshes = strict_clock(0.0371, 0.1, 60);
   const auto changes = sampled(refreshes, 3);
   ASSERT_EQ(changes.size(), 60u);
-  const auto clock = fit_refresh_clock(changes);
+  const auto clock = perseus::measure::fit_refresh_clock(changes);
   ASSERT_TRUE(clock.has_value());
   EXPECT_NEAR(clock->period_s, 0.1, 2e-5);
   EXPECT_GT(clock->robust_sd_s, 2e-4);  // the reads' resolution, not the clock's
@@ -72,7 +73,7 @@ TEST(RefreshClock, TimesAChangeAStalledSamplerSawLateByTheTickItsReadCouldHaveSe
   const auto refreshes = strict_clock(0.02, 0.1, 40);
   const auto changes = sampled(refreshes, 5, 1.512, 0.06);  // no read for 60 ms from 1.512 s
   ASSERT_EQ(changes.size(), 40u);
-  const auto clock = fit_refresh_clock(changes);
+  const auto clock = perseus::measure::fit_refresh_clock(changes);
   ASSERT_TRUE(clock.has_value());
   const auto timed = time_by_clock(changes, *clock);
   EXPECT_EQ(timed.on_clock, 40u);
@@ -87,21 +88,22 @@ TEST(RefreshClock, RefusesRefreshesThatWander) {
   std::uniform_real_distribution<double> jitter(-0.01, 0.01);
   std::vector<double> refreshes = {0.05};
   for (int i = 1; i < 60; ++i) refreshes.push_back(refreshes.back() + 0.1 + jitter(random));
-  EXPECT_FALSE(fit_refresh_clock(sampled(refreshes, 1)).has_value());
+  EXPECT_FALSE(perseus::measure::fit_refresh_clock(sampled(refreshes, 1)).has_value());
 }
 
 TEST(RefreshClock, NeedsEnoughChanges) {
   const auto few = sampled(strict_clock(0.05, 0.1, 7), 2);
-  EXPECT_FALSE(fit_refresh_clock(few).has_value());
-  EXPECT_TRUE(fit_refresh_clock(sampled(strict_clock(0.05, 0.1, 12), 2)).has_value());
+  EXPECT_FALSE(perseus::measure::fit_refresh_clock(few).has_value());
+  EXPECT_TRUE(
+      perseus::measure::fit_refresh_clock(sampled(strict_clock(0.05, 0.1, 12), 2)).has_value());
 }
 
 TEST(RefreshClock, TwoChangesOnOneTickKeepTheirReadsTimes) {
   auto changes = sampled(strict_clock(0.05, 0.1, 20), 4);
-  const auto clock = fit_refresh_clock(changes);
+  const auto clock = perseus::measure::fit_refresh_clock(changes);
   ASSERT_TRUE(clock.has_value());
   // A change that the reads put 1 ms after the one before it: both belong to one tick.
-  CounterSample extra = changes[10];
+  perseus::measure::CounterSample extra = changes[10];
   extra.t_s += 0.001;
   extra.energy_j += 0.5;
   changes.insert(changes.begin() + 11, extra);

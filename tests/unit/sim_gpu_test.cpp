@@ -13,17 +13,19 @@
 
 namespace {
 
-using perseus::client::CounterOptions;
 using perseus::client::SimGpu;
 using perseus::client::SimGpuOptions;
+using perseus::measure::CounterOptions;
 using perseus::profile::Profile;
 using perseus::test::error_of;
 
 using perseus::test::small_profile;
 
 SimGpu make(int stage = 0, double blocking = 50.0) {
-  return SimGpu(small_profile(),
-                SimGpuOptions{{stage}, blocking, false, 1.0, CounterOptions::named("ideal")});
+  return SimGpu(
+      small_profile(),
+      SimGpuOptions{
+          {stage}, blocking, false, 1.0, perseus::measure::CounterOptions::named("ideal")});
 }
 
 void run(SimGpu& gpu, const std::string& name) {
@@ -34,7 +36,8 @@ void run(SimGpu& gpu, const std::string& name) {
 TEST(SimGpu, ListsTheStagesProfiledClocksHighestFirst) {
   Profile p = small_profile();
   p.add(1, "forward", {700, 0.02, 2.0});
-  SimGpu gpu(p, SimGpuOptions{{1}, 0.0, false, 1.0, CounterOptions::named("ideal")});
+  SimGpu gpu(p,
+             SimGpuOptions{{1}, 0.0, false, 1.0, perseus::measure::CounterOptions::named("ideal")});
   EXPECT_EQ(gpu.supported_clocks(), (std::vector<int>{1000, 800, 700, 600}));
   EXPECT_EQ(make(0).supported_clocks(), (std::vector<int>{1000, 800, 600}));
 }
@@ -134,7 +137,8 @@ TEST(SimGpu, VirtualTimeIsExactlyDeterministic) {
 }
 
 TEST(SimGpu, RealTimeModeSleepsForTheScaledDuration) {
-  SimGpu gpu(small_profile(), SimGpuOptions{{0}, 50.0, true, 0.5, CounterOptions::named("ideal")});
+  SimGpu gpu(small_profile(),
+             SimGpuOptions{{0}, 50.0, true, 0.5, perseus::measure::CounterOptions::named("ideal")});
   auto start = std::chrono::steady_clock::now();
   double t0 = gpu.now_s();
   run(gpu, "backward");  // 0.020 simulated s = 0.010 wall s

@@ -17,10 +17,10 @@
 
 namespace {
 
-using perseus::client::ClockReading;
-using perseus::client::ClockSample;
 using perseus::client::SamplerOptions;
 using perseus::client::ThreadSampler;
+using perseus::measure::ClockReading;
+using perseus::measure::ClockSample;
 using perseus::test::Warnings;
 
 // A backend whose clock reads 1000 + n MHz at its n-th read (held down on odd reads), fails at
@@ -47,7 +47,7 @@ class ClockBackend : public perseus::client::GpuBackend {
     if (n >= counter_fails_from && n <= counter_fails_to) throw std::runtime_error("GPU is lost");
     return reset_at_ > 0 && n >= reset_at_ ? n - reset_at_ + 1 : 1000.0 * n;
   }
-  std::optional<ClockReading> read_clock() override {
+  std::optional<perseus::measure::ClockReading> read_clock() override {
     const int n = ++clock_reads_;
     if (clock_ == Clock::kNone) return std::nullopt;
     if (fail_at_ > 0 && n >= fail_at_ && n <= fail_at_ + 1) {
@@ -75,7 +75,7 @@ TEST(ThreadSampler, KeepsAClockReadingBesideEachCounterReadAndForgetsThemWithIt)
   ThreadSampler sampler(gpu, SamplerOptions{0.001, 65536});
   wait_for([&] { return gpu.clock_reads_ >= 20; });
   const double now = gpu.now_s();
-  std::vector<ClockSample> all = sampler.clocks(0.0, now);
+  std::vector<perseus::measure::ClockSample> all = sampler.clocks(0.0, now);
   ASSERT_GE(all.size(), 20u);
   for (std::size_t i = 0; i < all.size(); ++i) {
     EXPECT_EQ(all[i].clock.sm_mhz, 1001 + static_cast<int>(i));  // every read kept, in order
@@ -97,7 +97,7 @@ TEST(ThreadSampler, AFailingClockReadIsRetriedWithBackOffWhileTheCounterGoesOn) 
   ThreadSampler sampler(gpu, SamplerOptions{0.001, 65536}, errors.sink());
   wait_for([&] { return gpu.clock_reads_ >= 8; });
   EXPECT_GE(gpu.energy_reads_, 50);  // every millisecond meanwhile, for 0.3 s
-  const std::vector<ClockSample> all = sampler.clocks(0.0, gpu.now_s());
+  const std::vector<perseus::measure::ClockSample> all = sampler.clocks(0.0, gpu.now_s());
   ASSERT_GE(all.size(), 5u);
   std::vector<int> mhz;
   for (std::size_t i = 0; i < 5; ++i) mhz.push_back(all[i].clock.sm_mhz);

@@ -9,10 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "perseus/client/energy_sampler.hpp"
+#include "perseus/measure/counter_series.hpp"
 #include "perseus/util/error.hpp"
 
 namespace perseus::client {
+
+class EnergySampler;    // energy_sampler.hpp
+struct SamplerOptions;  // energy_sampler.hpp
 
 // The GPU has no energy counter (NVML: Not Supported, as on GPUs before Volta and some virtual
 // GPUs). Unlike a read that failed, asking again cannot help: the sampler says so once and stops.
@@ -41,10 +44,10 @@ class GpuBackend {
   // The SM clock now and whether the driver holds it down (ClockReading; read-only and cheap on
   // NVML, ~10 us). Read by the default energy sampler beside each counter read, never on the
   // training thread. nullopt (the default): this backend cannot tell.
-  virtual std::optional<ClockReading> read_clock() { return std::nullopt; }
+  virtual std::optional<measure::ClockReading> read_clock() { return std::nullopt; }
   // How the energy counter's changes trail and smooth the energy they report (CounterResponse;
   // the default: neither). NvmlGpu: kNvmlCounterResponse; SimGpu: its counter's CounterOptions.
-  virtual CounterResponse counter_response() const { return {}; }
+  virtual measure::CounterResponse counter_response() const { return {}; }
   // Starts sampling the energy counter (perseus/client/energy_sampler.hpp). Default: a thread
   // that calls total_energy_j() back to back (at most every options.min_period_s), and
   // read_clock() after each read. Failed reads are retried and said through `on_error`; a GPU

@@ -55,7 +55,7 @@ void MeasurementWindow::start_next() {
 WindowMeasurements MeasurementWindow::close() {
   if (current_.iterations.empty()) return {};
   // One timeline: the earlier windows', then this one's.
-  AttributionInput in;
+  measure::AttributionInput in;
   std::vector<std::pair<std::size_t, int>> keys;  // (name, mhz) of each key
   std::vector<std::size_t> span_keys;
   auto add = [&](const Timeline& t) {
@@ -77,13 +77,13 @@ WindowMeasurements MeasurementWindow::close() {
   const std::size_t first_iteration = in.iterations.size();
   add(current_);
   in.num_keys = keys.size();
-  std::vector<TraceKey> trace_keys;
+  std::vector<measure::TraceKey> trace_keys;
   for (const auto& [name, mhz] : keys) trace_keys.push_back({names_[name], mhz});
   in.busy_group = groups_by_clock(trace_keys);
   in.known_from_s = in.iterations.front().first;
   in.counter = sampler_.series(in.known_from_s, std::numeric_limits<double>::infinity());
   in.counter_response = response_;
-  const Attribution a = attribute(in, method_);
+  const measure::Attribution a = attribute(in, method_);
   WindowMeasurements out = measurements(a, first_span, first_iteration, span_keys, keys);
   // Changes seen only before the window (its history's) leave its energies extrapolated: unknown.
   out.measured = a.measured && in.counter.back().t_s > current_.iterations.front().first;
@@ -94,7 +94,7 @@ WindowMeasurements MeasurementWindow::close() {
 }
 
 std::map<std::string, ClockSummary> MeasurementWindow::clock_summaries() const {
-  const std::vector<ClockSample> samples =
+  const std::vector<measure::ClockSample> samples =
       sampler_.clocks(current_.iterations.front().first, current_.iterations.back().second);
   std::map<std::string, ClockSummary> out;
   std::size_t next = 0;  // spans are in time order, and so are the samples
@@ -124,7 +124,7 @@ std::map<std::string, ClockSummary> MeasurementWindow::clock_summaries() const {
 }
 
 WindowMeasurements MeasurementWindow::measurements(
-    const Attribution& a, std::size_t first_span, std::size_t first_iteration,
+    const measure::Attribution& a, std::size_t first_span, std::size_t first_iteration,
     const std::vector<std::size_t>& span_keys,
     const std::vector<std::pair<std::size_t, int>>& keys) const {
   WindowMeasurements out;
@@ -152,7 +152,8 @@ WindowMeasurements MeasurementWindow::measurements(
   }
   // Per instruction, from a per-key error of the power (W): the error of the mean energy of one
   // occurrence, its keys' errors taken as independent.
-  auto per_occurrence = [&](double KeyEstimate::*watts, std::map<std::string, double>& errors) {
+  auto per_occurrence = [&](double measure::KeyEstimate::*watts,
+                            std::map<std::string, double>& errors) {
     for (const auto& [name, count] : occurrences) {
       double variance = 0.0;
       for (std::size_t k = 0; k < keys.size(); ++k) {
@@ -164,8 +165,8 @@ WindowMeasurements MeasurementWindow::measurements(
       if (std::isfinite(error)) errors[name] = error;
     }
   };
-  per_occurrence(&KeyEstimate::power_stderr_w, out.energy_stderr_j);
-  per_occurrence(&KeyEstimate::pooling_stderr_w, out.energy_pooling_error_j);
+  per_occurrence(&measure::KeyEstimate::power_stderr_w, out.energy_stderr_j);
+  per_occurrence(&measure::KeyEstimate::pooling_stderr_w, out.energy_pooling_error_j);
   return out;
 }
 

@@ -1,7 +1,7 @@
 // The client's reporting window (architecture section 9): the hooks record only timestamps and
 // instruction names here (no driver call on the training thread); when the window closes, the
 // energy sampler's counter series is turned into energy per instruction occurrence and per
-// iteration (perseus/client/attribution.hpp). The previous window's timeline is kept, so counter
+// iteration (perseus/measure/attribution.hpp). The previous window's timeline is kept, so counter
 // intervals that straddle the window start can be fitted too.
 #pragma once
 
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "perseus/client/attribution.hpp"
-#include "perseus/client/attribution_trace.hpp"
 #include "perseus/client/energy_sampler.hpp"
+#include "perseus/measure/attribution.hpp"
+#include "perseus/measure/attribution_trace.hpp"
 #include "perseus/util/clock_observation.hpp"
 
 namespace perseus::client {
@@ -38,21 +38,22 @@ struct WindowMeasurements {
   // an instruction with a power of its own). Kept apart from energy_stderr_j: more windows do not
   // shrink it.
   std::map<std::string, double> energy_pooling_error_j;
-  AttributionMethod method = AttributionMethod::kFit;  // used (after any fallback)
+  measure::AttributionMethod method =
+      measure::AttributionMethod::kFit;  // used (after any fallback)
   // The counter changed during the window; false: its energies are unknown (0, or extrapolated from
   // earlier windows'), and reported as unmeasured.
   bool measured = false;
   // Per instruction with clock samples in its spans (none when the backend reports no clock).
   std::map<std::string, ClockSummary> clocks;
   // What was attributed: this window's timeline after the earlier windows' that were fitted too.
-  AttributionTrace trace;
+  measure::AttributionTrace trace;
 };
 
 class MeasurementWindow {
  public:
   // `response`: GpuBackend::counter_response() of the sampled GPU.
-  MeasurementWindow(EnergySampler& sampler, AttributionMethod method, CounterResponse response = {},
-                    double history_s = 120.0)
+  MeasurementWindow(EnergySampler& sampler, measure::AttributionMethod method,
+                    measure::CounterResponse response = {}, double history_s = 120.0)
       : sampler_(sampler), method_(method), response_(response), history_s_(history_s) {}
 
   // Timestamps on the GPU backend's clock. `mhz` is the clock asked for (0: default).
@@ -81,14 +82,14 @@ class MeasurementWindow {
   std::size_t name_index(const std::string& name);
   void start_next();
   std::map<std::string, ClockSummary> clock_summaries() const;
-  WindowMeasurements measurements(const Attribution& a, std::size_t first_span,
+  WindowMeasurements measurements(const measure::Attribution& a, std::size_t first_span,
                                   std::size_t first_iteration,
                                   const std::vector<std::size_t>& span_keys,
                                   const std::vector<std::pair<std::size_t, int>>& keys) const;
 
   EnergySampler& sampler_;
-  AttributionMethod method_;
-  CounterResponse response_;
+  measure::AttributionMethod method_;
+  measure::CounterResponse response_;
   double history_s_;
   std::vector<std::string> names_;
   std::deque<Timeline> history_;  // earlier windows, oldest first

@@ -301,8 +301,8 @@ double NvmlGpu::power_usage_w() const {
   return impl_->milliwatts(impl_->power_usage, "nvmlDeviceGetPowerUsage") / 1000.0;
 }
 
-std::optional<ClockReading> NvmlGpu::read_clock() {
-  return ClockReading{sm_clock_mhz(), (impl_->reasons() & kClocksHeldDown) != 0};
+std::optional<measure::ClockReading> NvmlGpu::read_clock() {
+  return measure::ClockReading{sm_clock_mhz(), (impl_->reasons() & kClocksHeldDown) != 0};
 }
 
 double NvmlGpu::power_limit_w() const {

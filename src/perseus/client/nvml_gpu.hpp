@@ -44,7 +44,7 @@ namespace perseus::client {
 // geometric mean of each window's mean squared residual over its best pair's: 1.14, against 1.26
 // for the earlier 8 ms lag alone and 1.09 for the best pair of all, 10 ms and 30 ms, which would
 // report energy spent after the refresh). Only measured on H100s.
-inline constexpr CounterResponse kNvmlCounterResponse{0.010, 0.020};
+inline constexpr measure::CounterResponse kNvmlCounterResponse{0.010, 0.020};
 
 class NvmlGpu : public GpuBackend {
  public:
@@ -73,9 +73,9 @@ class NvmlGpu : public GpuBackend {
   // Steady-clock seconds (the host's monotonic clock).
   double now_s() override;
   // kNvmlCounterResponse.
-  CounterResponse counter_response() const override { return kNvmlCounterResponse; }
+  measure::CounterResponse counter_response() const override { return kNvmlCounterResponse; }
   // sm_clock_mhz(), held down when a power-limit, thermal or hardware-slowdown reason is active.
-  std::optional<ClockReading> read_clock() override;
+  std::optional<measure::ClockReading> read_clock() override;
 
   // Read-only queries; none of them changes a setting.
   std::string name() const;            // e.g. "NVIDIA H100 80GB HBM3"

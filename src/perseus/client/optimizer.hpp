@@ -22,7 +22,7 @@
 // and instruction names; they never read the energy counter, which on a real GPU blocks for ~4 ms.
 // A sampler reads the counter continuously (GpuBackend::start_energy_sampler), and when a
 // reporting window closes its energy is attributed to the window's iterations and instructions
-// (perseus/client/attribution.hpp; `attribution`, default fit). Iterations therefore get their
+// (perseus/measure/attribution.hpp; `attribution`, default fit). Iterations therefore get their
 // energy when their window closes, also without a server.
 //
 // Observe-only mode (`observe`): measures and reports like any client but never locks a clock,
@@ -53,9 +53,9 @@
 #include <string>
 #include <vector>
 
-#include "perseus/client/attribution.hpp"
 #include "perseus/client/gpu_backend.hpp"
 #include "perseus/client/measurement_window.hpp"
+#include "perseus/measure/attribution.hpp"
 
 namespace perseus::client {
 
@@ -100,7 +100,7 @@ struct OptimizerOptions {
   int max_skipped_windows = 32;
   bool strict = false;   // throw perseus::Error instead of degrading
   bool observe = false;  // never change a GPU setting (see above)
-  AttributionMethod attribution = AttributionMethod::kBusyOverlap;
+  measure::AttributionMethod attribution = measure::AttributionMethod::kBusyOverlap;
   double sampler_period_s = 0.0;  // minimum time between two energy-counter reads
   // Where warnings go (default: stderr, one line each, prefixed "perseus: warning: ").
   std::function<void(const std::string&)> log;

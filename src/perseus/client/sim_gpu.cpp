@@ -10,6 +10,7 @@
 #include <thread>
 #include <utility>
 
+#include "perseus/client/energy_sampler.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/steady_time.hpp"
 #include "perseus/util/text.hpp"
@@ -253,7 +254,7 @@ class SimGpu::VirtualSampler : public EnergySampler {
         series_(options.capacity),
         random_(gpu.options_.counter.seed ^ 0x5eed5eedULL) {}
 
-  std::vector<CounterSample> series(double from_s, double to_s) override {
+  std::vector<measure::CounterSample> series(double from_s, double to_s) override {
     catch_up(gpu_.now_s());
     return series_.between(from_s, to_s);
   }
@@ -261,7 +262,7 @@ class SimGpu::VirtualSampler : public EnergySampler {
 
  private:
   void catch_up(double now) {
-    const CounterOptions& c = gpu_.options_.counter;
+    const measure::CounterOptions& c = gpu_.options_.counter;
     if (c.ideal) {
       if (series_.size() == 0) series_.add_exact(0.0, 0.0);
       std::vector<double> times;
@@ -286,7 +287,7 @@ class SimGpu::VirtualSampler : public EnergySampler {
 
   SimGpu& gpu_;
   SamplerOptions options_;
-  CounterSeries series_;
+  measure::CounterSeries series_;
   std::mt19937_64 random_;
   double next_read_s_ = 0.0, observed_s_ = 0.0;
   double cost_s_ = -1.0;  // the next read's duration (drawn once)

@@ -5,7 +5,7 @@
 // price it); with both a locked clock and a limit, the limit chooses among the clocks at or below
 // the lock. Time between instructions is spent blocked at the blocking power.
 //
-// The energy counter behaves like a real GPU's (perseus/client/energy_counter.hpp; by default
+// The energy counter behaves like a real GPU's (perseus/measure/energy_counter.hpp; by default
 // refreshed every 100 ms, 4 ms per read): total_energy_j() is what one read returns, and
 // true_energy_j() the exact energy, for judging what the client measured. With
 // `counter.ideal` every read is exact and free.
@@ -29,8 +29,8 @@
 #include <utility>
 #include <vector>
 
-#include "perseus/client/energy_counter.hpp"
 #include "perseus/client/gpu_backend.hpp"
+#include "perseus/measure/energy_counter.hpp"
 #include "perseus/profile/profile.hpp"
 
 namespace perseus::client {
@@ -41,8 +41,8 @@ struct SimGpuOptions {
   std::vector<int> stages = {0};
   double blocking_power_w = 0.0;  // power while not running an instruction
   bool real_time = false;
-  double time_scale = 1.0;  // real-time mode: wall seconds per simulated second
-  CounterOptions counter;   // the energy counter (default: a realistic one)
+  double time_scale = 1.0;          // real-time mode: wall seconds per simulated second
+  measure::CounterOptions counter;  // the energy counter (default: a realistic one)
 };
 
 class SimGpu : public GpuBackend {
@@ -70,7 +70,7 @@ class SimGpu : public GpuBackend {
   bool synchronous_clocks() const override { return true; }
   // The simulated counter's response (lag and window, or first-order), which the client takes
   // back.
-  CounterResponse counter_response() const override { return options_.counter.response(); }
+  measure::CounterResponse counter_response() const override { return options_.counter.response(); }
 
   // Blocks (at blocking power) until simulated time t; no-op when t <= now. Virtual mode advances
   // the simulated time; real-time mode sleeps until then.
@@ -115,8 +115,8 @@ class SimGpu : public GpuBackend {
   std::string running_;  // the instruction between instruction_begin and _end ("" if none)
   const profile::Measurement* running_row_ = nullptr;  // its row (in profile_, which never changes)
   std::mutex trace_mutex_;  // trace_ and counter_ (a sampler thread reads the counter)
-  PowerTrace trace_;
-  EnergyCounter counter_;
+  measure::PowerTrace trace_;
+  measure::EnergyCounter counter_;
   std::deque<Run> runs_;  // under trace_mutex_
 };
 

@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "perseus/client/energy_counter.hpp"
 #include "perseus/client/optimizer.hpp"
+#include "perseus/measure/energy_counter.hpp"
 #include "perseus/pipeline_sim/coordinator.hpp"
 #include "perseus/profile/profile.hpp"
 #include "perseus/schedule/schedule.hpp"
@@ -19,7 +19,7 @@ struct JobSpec {
   schedule::Schedule schedule;
   int pipelines = 1;
   double blocking_power_w = 0.0;
-  client::CounterOptions counter;  // the simulated GPUs' energy counter (seed + rank per rank)
+  measure::CounterOptions counter;  // the simulated GPUs' energy counter (seed + rank per rank)
   // Server, job and reporting options of every rank (RankSpec::optimizer).
   client::OptimizerOptions optimizer;
   std::string trace_dir;  // RankSpec::trace_dir

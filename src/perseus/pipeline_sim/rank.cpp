@@ -9,8 +9,8 @@
 #include <set>
 #include <utility>
 
-#include "perseus/client/attribution_trace.hpp"
 #include "perseus/client/sim_gpu.hpp"
+#include "perseus/measure/attribution_trace.hpp"
 #include "perseus/util/files.hpp"
 
 namespace perseus::pipeline_sim {
@@ -273,7 +273,7 @@ void report_window(const RankSpec& spec, const client::PipelineFrequencyOptimize
   const std::string name =
       "rank-" + std::to_string(spec.rank()) + "-window-" + std::to_string(windows++) + ".json";
   write_file_atomic(std::filesystem::path(spec.trace_dir) / name,
-                    client::to_json(optimizer.last_window().trace).dump() + "\n");
+                    measure::to_json(optimizer.last_window().trace).dump() + "\n");
 }
 
 }  // namespace

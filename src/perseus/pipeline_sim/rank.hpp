@@ -34,8 +34,8 @@
 #include <string>
 #include <vector>
 
-#include "perseus/client/energy_counter.hpp"
 #include "perseus/client/optimizer.hpp"
+#include "perseus/measure/energy_counter.hpp"
 #include "perseus/pipeline_sim/channel.hpp"
 #include "perseus/profile/profile.hpp"
 #include "perseus/schedule/schedule.hpp"
@@ -52,7 +52,7 @@ struct RankSpec {
   std::vector<schedule::Instruction> instructions;  // this GPU's order in one iteration
   profile::Profile profile;
   double blocking_power_w = 0.0;
-  client::CounterOptions counter;  // the simulated GPU's energy counter (seed + rank per rank)
+  measure::CounterOptions counter;  // the simulated GPU's energy counter (seed + rank per rank)
   // Where each reporting window's attribution trace goes, as rank-R-window-N.json (empty: not
   // written).
   std::string trace_dir;

@@ -1,11 +1,11 @@
-#include "perseus/client/attribution_trace.hpp"
+#include "perseus/measure/attribution_trace.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 #include "perseus/util/json_fields.hpp"
 
-namespace perseus::client {
+namespace perseus::measure {
 
 using nlohmann::json;
 
@@ -175,4 +175,4 @@ json to_json(const Attribution& a, const AttributionTrace& trace) {
           {"iteration_energy_j", a.iteration_energy_j}};
 }
 
-}  // namespace perseus::client
+}  // namespace perseus::measure

@@ -26,9 +26,9 @@
 #include <optional>
 #include <vector>
 
-#include "perseus/client/energy_sampler.hpp"
+#include "perseus/measure/counter_series.hpp"
 
-namespace perseus::client {
+namespace perseus::measure {
 
 inline constexpr std::size_t kRefreshClockMinChanges = 8;
 // The robust standard deviation of the changes about the clock, as a share of its period, above
@@ -61,4 +61,4 @@ struct ClockTimedChanges {
 ClockTimedChanges time_by_clock(const std::vector<CounterSample>& changes,
                                 const RefreshClock& clock);
 
-}  // namespace perseus::client
+}  // namespace perseus::measure

@@ -1,4 +1,4 @@
-#include "perseus/client/energy_counter.hpp"
+#include "perseus/measure/energy_counter.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "perseus/util/error.hpp"
 
-namespace perseus::client {
+namespace perseus::measure {
 
 namespace {
 
@@ -193,4 +193,4 @@ double EnergyCounter::value_at(double t_s) {
   return after == refreshes_.begin() ? before_history_j_ : std::prev(after)->second;
 }
 
-}  // namespace perseus::client
+}  // namespace perseus::measure

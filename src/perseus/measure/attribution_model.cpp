@@ -1,11 +1,11 @@
-#include "perseus/client/attribution_model.hpp"
+#include "perseus/measure/attribution_model.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
 
-namespace perseus::client::attribution_model {
+namespace perseus::measure::attribution_model {
 
 namespace {
 
@@ -396,4 +396,4 @@ std::optional<Fit> fit_busy_split(const AttributionInput& in, double common_timi
   return with_timing_variance(std::move(*model), in, group, common_timing_s);
 }
 
-}  // namespace perseus::client::attribution_model
+}  // namespace perseus::measure::attribution_model

@@ -1,16 +1,16 @@
-#include "perseus/client/attribution.hpp"
+#include "perseus/measure/attribution.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
 
-#include "perseus/client/attribution_counter.hpp"
-#include "perseus/client/attribution_model.hpp"
-#include "perseus/client/refresh_clock.hpp"
+#include "perseus/measure/attribution_counter.hpp"
+#include "perseus/measure/attribution_model.hpp"
+#include "perseus/measure/refresh_clock.hpp"
 #include "perseus/util/error.hpp"
 
-namespace perseus::client {
+namespace perseus::measure {
 
 namespace {
 
@@ -359,4 +359,4 @@ Attribution attribute(const AttributionInput& input, AttributionMethod method) {
   return out;
 }
 
-}  // namespace perseus::client
+}  // namespace perseus::measure

@@ -1,5 +1,5 @@
 // The energy counter's observed changes as energy over time, for the attributions
-// (perseus/client/attribution.hpp): the counter's value at any time, and how the time of each
+// (perseus/measure/attribution.hpp): the counter's value at any time, and how the time of each
 // span is shared among the counter intervals when the changes' times are spread (the counter's
 // window and the reads around each change), with the energy each share gets.
 //
@@ -12,10 +12,10 @@
 #include <optional>
 #include <vector>
 
-#include "perseus/client/attribution.hpp"
-#include "perseus/client/attribution_model.hpp"
+#include "perseus/measure/attribution.hpp"
+#include "perseus/measure/attribution_model.hpp"
 
-namespace perseus::client::attribution_counter {
+namespace perseus::measure::attribution_counter {
 
 // A span's time counted towards one counter interval: `interval` is the index of the change that
 // closes it (0: before the first change, counter.size(): after the last).
@@ -95,4 +95,4 @@ class IntervalShares {
   std::vector<double> expected_;
 };
 
-}  // namespace perseus::client::attribution_counter
+}  // namespace perseus::measure::attribution_counter

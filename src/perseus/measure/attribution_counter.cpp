@@ -1,9 +1,9 @@
-#include "perseus/client/attribution_counter.hpp"
+#include "perseus/measure/attribution_counter.hpp"
 
 #include <algorithm>
 #include <iterator>
 
-namespace perseus::client::attribution_counter {
+namespace perseus::measure::attribution_counter {
 
 using attribution_model::kUnknown;
 
@@ -130,4 +130,4 @@ double IntervalShares::share_energy(std::size_t i, std::size_t k, double seconds
   return increment(i) * part / whole;
 }
 
-}  // namespace perseus::client::attribution_counter
+}  // namespace perseus::measure::attribution_counter

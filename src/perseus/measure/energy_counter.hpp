@@ -23,9 +23,9 @@
 #include <utility>
 #include <vector>
 
-#include "perseus/client/energy_sampler.hpp"
+#include "perseus/measure/counter_series.hpp"
 
-namespace perseus::client {
+namespace perseus::measure {
 
 struct CounterOptions {
   bool ideal = false;               // exact value at every read, reads free
@@ -118,4 +118,4 @@ class EnergyCounter {
   double before_history_j_ = 0.0;                    // the value before the oldest kept refresh
 };
 
-}  // namespace perseus::client
+}  // namespace perseus::measure

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "perseus/client/attribution.hpp"
+#include "perseus/measure/attribution.hpp"
 
-namespace perseus::client {
+namespace perseus::measure {
 
 struct TraceKey {
   std::string name;
@@ -39,4 +39,4 @@ AttributionTrace parse_attribution_trace(const nlohmann::json& body);
 // unknown, mean_energy_j), span_energy_j, iteration_energy_j.
 nlohmann::json to_json(const Attribution& attribution, const AttributionTrace& trace);
 
-}  // namespace perseus::client
+}  // namespace perseus::measure

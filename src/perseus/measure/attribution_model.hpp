@@ -1,5 +1,5 @@
 // The least-squares power models behind the `fit` and `busy-overlap` attributions
-// (perseus/client/attribution.hpp): what the GPU did in any time range, and average powers fitted
+// (perseus/measure/attribution.hpp): what the GPU did in any time range, and average powers fitted
 // over the counter intervals between observed changes, with their covariance so that an
 // attribution built on them can say how uncertain the model makes it.
 //
@@ -15,9 +15,9 @@
 #include <optional>
 #include <vector>
 
-#include "perseus/client/attribution.hpp"
+#include "perseus/measure/attribution.hpp"
 
-namespace perseus::client::attribution_model {
+namespace perseus::measure::attribution_model {
 
 inline constexpr double kUnknown = std::numeric_limits<double>::infinity();
 
@@ -107,4 +107,4 @@ std::optional<Fit> fit_busy(const AttributionInput& in, std::vector<std::size_t>
 // error: it moves every interval's edges alike.
 std::optional<Fit> fit_busy_split(const AttributionInput& in, double common_timing_s = 0.0);
 
-}  // namespace perseus::client::attribution_model
+}  // namespace perseus::measure::attribution_model

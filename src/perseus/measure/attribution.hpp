@@ -1,7 +1,7 @@
 // Attributing a GPU's energy to instructions from a coarse energy counter (architecture section 9).
 // The training thread records when each instruction ran; a sampler records when the counter
-// changed and to what (perseus/client/energy_sampler.hpp). When a reporting window closes, this
-// turns both into energy per instruction occurrence and per iteration.
+// changed and to what (counter_series.hpp). When a reporting window closes, this turns both into
+// energy per instruction occurrence and per iteration.
 //
 // Methods (docs/measuring-energy.md):
 //   fit      least squares over the counter intervals: the energy of each interval between two
@@ -66,9 +66,9 @@
 #include <utility>
 #include <vector>
 
-#include "perseus/client/energy_sampler.hpp"
+#include "perseus/measure/counter_series.hpp"
 
-namespace perseus::client {
+namespace perseus::measure {
 
 enum class AttributionMethod { kFit, kOverlap, kDeltas, kBusyOverlap };
 
@@ -147,4 +147,4 @@ inline constexpr double kSplitTimingShift_s = 0.001;
 
 Attribution attribute(const AttributionInput& input, AttributionMethod method);
 
-}  // namespace perseus::client
+}  // namespace perseus::measure

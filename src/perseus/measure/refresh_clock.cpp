@@ -1,9 +1,9 @@
-#include "perseus/client/refresh_clock.hpp"
+#include "perseus/measure/refresh_clock.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-namespace perseus::client {
+namespace perseus::measure {
 
 namespace {
 
@@ -133,4 +133,4 @@ ClockTimedChanges time_by_clock(const std::vector<CounterSample>& changes,
   return out;
 }
 
-}  // namespace perseus::client
+}  // namespace perseus::measure
