@@ -20,6 +20,28 @@ TEST(SchedulerRegistry, ListsNamesAndRejectsUnknownOnes) {
   std::string msg = error_of([] { make_scheduler("fastest-please", job_with({})); });
   EXPECT_CONTAINS(msg, "unknown scheduler 'fastest-please'");
   EXPECT_CONTAINS(msg, "zeus-per-stage");
+  EXPECT_CONTAINS(msg,
+                  "; Zeus aliases PointSolution, PointSolution3D, InstructionProfiler, "
+                  "InstructionProfiler3D, AllMaxFrequency");
+}
+
+TEST(SchedulerRegistry, ZeusNamesRunTheSchedulerTheyStandFor) {
+  for (const auto& [zeus, ours] :
+       std::vector<std::pair<std::string, std::string>>{{"PointSolution", "point-solution"},
+                                                        {"PointSolution3D", "point-solution"},
+                                                        {"InstructionProfiler", "profiler"},
+                                                        {"InstructionProfiler3D", "profiler"},
+                                                        {"AllMaxFrequency", "all-max"}}) {
+    SCOPED_TRACE(zeus);
+    EXPECT_TRUE(known_scheduler(zeus));
+    EXPECT_EQ(takes_instruction_order(zeus), takes_instruction_order(ours));
+    // Both refuse a job without arguments alike: the same factory made them.
+    const std::string refused = error_of([&] { make_scheduler(ours, job_with({})); });
+    EXPECT_FALSE(refused.empty());
+    EXPECT_EQ(error_of([&] { make_scheduler(zeus, job_with({})); }), refused);
+  }
+  EXPECT_FALSE(takes_instruction_order("frontier"));
+  EXPECT_FALSE(known_scheduler("Frontier"));
 }
 
 struct RejectedArgs {

@@ -5,6 +5,7 @@
 #include "perseus/server/schedulers/schedulers.hpp"
 #include "perseus/util/error.hpp"
 #include "perseus/util/gpu_limits.hpp"
+#include "perseus/util/text.hpp"
 
 namespace perseus::server {
 
@@ -18,7 +19,7 @@ struct Entry {
   bool instruction_order;  // takes schedulers::kScheduleArgs
 };
 
-// Canonical names first (the order scheduler_names() lists), then the Zeus class-name aliases.
+// Perseus's schedulers, in the order scheduler_names() lists them.
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
       {"point-solution", schedulers::make_point_solution, true},
@@ -27,23 +28,33 @@ const std::vector<Entry>& registry() {
       {"all-max", schedulers::make_all_max, true},
       {"zeus-global", schedulers::make_zeus_global, true},
       {"zeus-per-stage", schedulers::make_zeus_per_stage, true},
-      {"PointSolution", schedulers::make_point_solution, true},
-      {"PointSolution3D", schedulers::make_point_solution, true},
-      {"InstructionProfiler", schedulers::make_profiler, true},
-      {"InstructionProfiler3D", schedulers::make_profiler, true},
-      {"AllMaxFrequency", schedulers::make_all_max, true},
   };
   return entries;
+}
+
+struct Alias {
+  std::string zeus_name, name;
+};
+
+// Zeus's class names (ZEUS_PFO_SCHEDULER), each for the scheduler of registry() it stands for.
+const std::vector<Alias>& zeus_aliases() {
+  static const std::vector<Alias> aliases = {
+      {"PointSolution", "point-solution"}, {"PointSolution3D", "point-solution"},
+      {"InstructionProfiler", "profiler"}, {"InstructionProfiler3D", "profiler"},
+      {"AllMaxFrequency", "all-max"},
+  };
+  return aliases;
 }
 
 const Entry* entry_of(const std::string& name) {
   for (const Entry& entry : registry()) {
     if (entry.name == name) return &entry;
   }
+  for (const Alias& alias : zeus_aliases()) {
+    if (alias.zeus_name == name) return entry_of(alias.name);
+  }
   return nullptr;
 }
-
-constexpr std::size_t kCanonical = 6;
 
 }  // namespace
 
@@ -54,19 +65,17 @@ void Scheduler::report_straggler(const nlohmann::json& /*report*/) {
 const std::vector<std::string>& scheduler_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
-    for (std::size_t i = 0; i < kCanonical; ++i) out.push_back(registry()[i].name);
+    for (const Entry& entry : registry()) out.push_back(entry.name);
     return out;
   }();
   return names;
 }
 
 std::string scheduler_choices() {
-  std::string list, aliases;
-  for (std::size_t i = 0; i < registry().size(); ++i) {
-    std::string& to = i < kCanonical ? list : aliases;
-    to += (to.empty() ? "" : ", ") + registry()[i].name;
-  }
-  return "expected one of " + list + "; Zeus aliases " + aliases;
+  std::vector<std::string> aliases;
+  for (const Alias& alias : zeus_aliases()) aliases.push_back(alias.zeus_name);
+  return "expected one of " + join(scheduler_names(), ", ") + "; Zeus aliases " +
+         join(aliases, ", ");
 }
 
 bool known_scheduler(const std::string& name) {
