@@ -70,12 +70,14 @@ WIDTH, HEADS, FFN, SEQ = (64, 4, 128, 32) if DRY else (
 MICROBATCHES = (1, 4) if DRY else ((8, 16) if MEMORY_BOUND else (1, 4, 8))
 if os.environ.get("PERSEUS_GPU_MICROBATCHES"):  # e.g. "2,4": shorter instructions
     MICROBATCHES = tuple(int(m) for m in os.environ["PERSEUS_GPU_MICROBATCHES"].split(","))
-TRUTH_S = 1.0 if DRY else 3.0
+# How long each truth and each reporting window runs (PERSEUS_GPU_TRUTH_S, PERSEUS_GPU_WINDOW_S:
+# the tests' dry run shortens both, with a fake counter that refreshes faster).
+TRUTH_S = float(os.environ.get("PERSEUS_GPU_TRUTH_S") or (1.0 if DRY else 3.0))
 # The packed truth reads the counter after each batch of instructions this long: a change is
 # timed by the read that saw it, up to a batch late (on the CPU, where the batches are short
 # windows of a loaded machine, reads come more often).
 BATCH_S = 0.005 if DRY else 0.025
-WINDOW_S = 1.0 if DRY else 6.0
+WINDOW_S = float(os.environ.get("PERSEUS_GPU_WINDOW_S") or (1.0 if DRY else 6.0))
 METHODS = ("busy-overlap", "fit", "overlap", "deltas")
 ORDERS = {"alternating": "FB", "1f1b": "FFF" + "FB" * 5 + "BBB",
           "1f1b_bubbles": "FFFI" + "FB" * 5 + "BBBI"}

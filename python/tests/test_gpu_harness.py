@@ -1,6 +1,8 @@
-"""bench/gpu/attribution_on_gpu.py in its dry mode (CPU, a tiny model, the fake NVML with an
-H100's counter: 100 ms refresh, 4 ms reads, constant 300 W): the harness a device session runs
-once has to work before GPU time is spent on it, and its truths have to recover the power."""
+"""bench/gpu/attribution_on_gpu.py in its dry mode (CPU, a tiny model, the fake NVML at a constant
+300 W): the harness a device session runs once has to work before GPU time is spent on it, and its
+truths have to recover the power. The fake counter refreshes every 20 ms (1 ms reads) rather than
+an H100's 100 ms, so that truths of 0.4 s and windows of 0.3 s see more refreshes (20 and 15)
+than the dry run's own 1 s would at 100 ms (10), in less time."""
 
 import json
 import math
@@ -23,7 +25,8 @@ def dry_run(tmp_path_factory):
         pytest.skip("PERSEUS_FAKE_NVML (the fake libnvidia-ml) not built")
     out = tmp_path_factory.mktemp("gpu")
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_NVML_")}
-    env.update(PERSEUS_GPU_DRY="1", FAKE_NVML_POWER_W=str(FAKE_POWER_W))
+    env.update(PERSEUS_GPU_DRY="1", FAKE_NVML_POWER_W=str(FAKE_POWER_W), FAKE_NVML_REFRESH_MS="20",
+               FAKE_NVML_READ_MS="1", PERSEUS_GPU_TRUTH_S="0.4", PERSEUS_GPU_WINDOW_S="0.3")
     env.pop("CUDA_VISIBLE_DEVICES", None)
     run = subprocess.run([sys.executable, HARNESS, str(out / "attribution.json"),
                           str(out / "traces.json")], env=env, capture_output=True, text=True,
