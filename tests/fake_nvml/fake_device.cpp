@@ -89,6 +89,18 @@ CounterSettings counter;
 Clock::time_point counter_start;
 std::atomic<bool> session_open{false};
 std::atomic<Clock::rep> lost_at{Clock::time_point::max().time_since_epoch().count()};
+// The fake's time: steady time, or, with $FAKE_NVML_MANUAL_CLOCK (read when a session starts),
+// the session's start plus what advance_clock added, so that a test says how much time passes and
+// neither a sleep nor a loaded machine changes what the counter reads.
+std::atomic<bool> manual_clock{false};
+std::atomic<long long> manual_ns{0};
+Clock::time_point manual_epoch;  // session-guarded
+
+Clock::time_point now() {
+  if (!manual_clock.load()) return Clock::now();
+  std::chrono::nanoseconds advanced(manual_ns.load());
+  return manual_epoch + std::chrono::duration_cast<Clock::duration>(advanced);
+}
 
 CounterSettings counter_settings_from_env() {
   CounterSettings s;
@@ -117,7 +129,10 @@ void start_session(const CounterSettings& settings) {
     devices[i].base_mj = (i + 1ULL) * 1000000ULL;
   }
   counter = settings;
-  counter_start = Clock::now();
+  manual_clock = env_set("FAKE_NVML_MANUAL_CLOCK");
+  manual_ns = 0;
+  manual_epoch = Clock::now();
+  counter_start = now();
   const double lost_ms = env_number("FAKE_NVML_LOST_AFTER_MS", -1.0, 0.0, 1e9);
   lost_at = lost_ms < 0.0 ? Clock::time_point::max().time_since_epoch().count()
                           : (counter_start + std::chrono::microseconds(std::llround(lost_ms * 1e3)))
@@ -128,10 +143,10 @@ void start_session(const CounterSettings& settings) {
 // New counter settings in an open session (session_mutex held): each counter goes on from the
 // value it has now.
 void change_counter(const CounterSettings& settings) {
-  const Clock::time_point now = Clock::now();
-  for (unsigned i = 0; i < count; ++i) devices[i].base_mj = energy_mj(devices[i], now);
+  const Clock::time_point at = now();
+  for (unsigned i = 0; i < count; ++i) devices[i].base_mj = energy_mj(devices[i], at);
   counter = settings;
-  counter_start = now;
+  counter_start = at;
 }
 
 }  // namespace
@@ -213,7 +228,7 @@ int check_device(const void* handle) {
   const Device* d = device_of(handle);
   if (d == nullptr) return kInvalidArgument;
   if (index_of(d) == s.lost_device) return kGpuIsLost;
-  return Clock::now().time_since_epoch().count() >= lost_at.load() ? kGpuIsLost : kSuccess;
+  return now().time_since_epoch().count() >= lost_at.load() ? kGpuIsLost : kSuccess;
 }
 
 bool power_capped(const Device& d) {
@@ -234,8 +249,12 @@ int read_energy_mj(const void* handle, unsigned long long* out) {
   lock.lock();
   const Device* d = device_of(handle);
   if (d == nullptr) return kInvalidArgument;
-  *out = energy_mj(*d, Clock::now());
+  *out = energy_mj(*d, now());
   return kSuccess;
+}
+
+void advance_clock(long long ns) {
+  manual_ns += ns;
 }
 
 }  // namespace fake_nvml

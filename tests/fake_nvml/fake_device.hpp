@@ -70,6 +70,10 @@ bool power_capped(const Device& d);
 // The constant power draw of every device (milliwatts).
 unsigned power_mw();
 
+// With $FAKE_NVML_MANUAL_CLOCK set when the session started, the fake's time (the counter, the
+// lost-after time) moves only by this: `ns` nanoseconds later. Otherwise it has no effect.
+void advance_clock(long long ns);
+
 // One counter read: blocks for the read cost, then the counter of `handle` as of the call's end
 // (millijoules); kInvalidArgument when the device left meanwhile (a new session with fewer).
 int read_energy_mj(const void* handle, unsigned long long* out);

@@ -28,6 +28,10 @@
 //   FAKE_NVML_LOST_AFTER_MS  from this many milliseconds into the session on, every device query
 //                         and setting fails with NVML_ERROR_GPU_IS_LOST, as when a GPU has fallen
 //                         off the bus (unset: never)
+//   FAKE_NVML_MANUAL_CLOCK   (set: any value) the fake's time stands still but for what the test
+//                         adds through fakeNvmlAdvanceClockNs(ns), which it finds with dlsym in
+//                         the library the client loaded: the counter then reads what the test
+//                         says has passed, however long the machine took (reads still block)
 // Applied at every nvmlInit_v2 (a change while a session is open carries each counter on from its
 // current value, so counters never go back):
 //   FAKE_NVML_POWER_W     the constant power draw of every device in watts (default 300)
@@ -87,6 +91,11 @@ extern "C" {
 
 struct nvmlDevice_st;
 using nvmlDevice_t = nvmlDevice_st*;
+
+// The fake's own control, not NVML's: moves a manual clock on (FAKE_NVML_MANUAL_CLOCK).
+void fakeNvmlAdvanceClockNs(long long ns) {
+  fake_nvml::advance_clock(ns);
+}
 
 int nvmlInit_v2() {
   const int rc = open_session();

@@ -1,12 +1,15 @@
 // Shared by the tests that load the fake libnvidia-ml.so.1 through the real dlopen path
 // (tests/fake_nvml): environment variables set for one scope, the fake's call log, the Nvml
 // fixture (CUDA_VISIBLE_DEVICES unset, a counter that refreshes every millisecond and costs
-// nothing to read), the probe of the fake's device 0, and which NVML calls change a device.
+// nothing to read), the fake's manual clock, the probe of the fake's device 0, and which NVML
+// calls change a device.
 #pragma once
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -62,6 +66,18 @@ class CallLog {
   std::filesystem::path path_;
 };
 
+// Moves the fake's manual clock on by `seconds` (a session opened with FAKE_NVML_MANUAL_CLOCK set):
+// through the fake's own control function, in the library the client loaded (a dlopen of a loaded
+// library returns it).
+inline void advance_fake_clock(double seconds) {
+  void* library = dlopen(FAKE_NVML_LIBRARY, RTLD_NOW | RTLD_NOLOAD);
+  if (library == nullptr) throw std::runtime_error("the fake NVML library is not loaded");
+  auto* advance = reinterpret_cast<void (*)(long long)>(dlsym(library, "fakeNvmlAdvanceClockNs"));
+  if (advance != nullptr) advance(std::llround(seconds * 1e9));
+  dlclose(library);
+  if (advance == nullptr) throw std::runtime_error("the fake NVML library has no manual clock");
+}
+
 // Every test starts with CUDA_VISIBLE_DEVICES unset and a fake whose counter reads cost nothing
 // and refresh every millisecond (tests that care about timing set their own).
 // The probe of the fake's device 0, polling its counter for `seconds`.
@@ -77,6 +93,7 @@ class Nvml : public ::testing::Test {
   ScopedEnv env_{{"CUDA_VISIBLE_DEVICES", std::nullopt},
                  {"FAKE_NVML_DEVICES", std::nullopt},
                  {"FAKE_NVML_POWER_W", std::nullopt},
+                 {"FAKE_NVML_MANUAL_CLOCK", std::nullopt},
                  {"FAKE_NVML_READ_MS", "0"},
                  {"FAKE_NVML_REFRESH_MS", "1"}};
 };

@@ -111,12 +111,15 @@ TEST_F(Nvml, ReadsTheClockEventReasonsOfADriverBeforeR535) {
 TEST_F(Nvml, ReadsTheEnergyCounterInJoules) {
   env_.set("FAKE_NVML_POWER_W", "300");
   env_.set("FAKE_NVML_REFRESH_MS", "10");
+  env_.set("FAKE_NVML_MANUAL_CLOCK", "1");
   NvmlGpu gpu(0, FAKE_NVML_LIBRARY);
   double a = gpu.total_energy_j();
-  EXPECT_NEAR(a, 1000.0, 3.0 + 1e-9);  // device 0 starts at 1000 J (1,000,000 mJ)
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  double b = gpu.total_energy_j();
-  EXPECT_NEAR(b - a, 30.0, 6.0);  // 300 W x 0.1 s, give or take a refresh period and scheduling
+  EXPECT_EQ(a, 1000.0);  // device 0 starts at 1000 J (1,000,000 mJ)
+  perseus::test::advance_fake_clock(0.1);
+  // 300 W x 0.1 s, to the counter's millijoule
+  EXPECT_NEAR(gpu.total_energy_j() - a, 30.0, 0.0015);
+  perseus::test::advance_fake_clock(0.0149);  // 15 ms on: one refresh, not two
+  EXPECT_NEAR(gpu.total_energy_j() - a, 33.0, 0.0015);
 }
 
 // Like the H100's: refreshed every REFRESH_MS, the same value in between, and a read blocks for
@@ -124,14 +127,19 @@ TEST_F(Nvml, ReadsTheEnergyCounterInJoules) {
 TEST_F(Nvml, TheFakeCounterIsRefreshedPeriodicallyAndReadsBlock) {
   env_.set("FAKE_NVML_REFRESH_MS", "500");
   env_.set("FAKE_NVML_READ_MS", "20");
+  env_.set("FAKE_NVML_MANUAL_CLOCK", "1");
   NvmlGpu gpu(0, FAKE_NVML_LIBRARY);
   auto t0 = std::chrono::steady_clock::now();
   double a = gpu.total_energy_j();
   double b = gpu.total_energy_j();
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_GE(elapsed, 0.040);
-  EXPECT_EQ(a, b);  // both reads fall between two refreshes (about 45 ms into a 500 ms period)
-  EXPECT_EQ(gpu.power_usage_w(), 300.0);  // the default power
+  EXPECT_GE(elapsed, 0.040);  // each read blocked (a sleep may run long, never short)
+  perseus::test::advance_fake_clock(0.499);
+  EXPECT_EQ(gpu.total_energy_j(), a);  // no refresh yet: the value of the session's start
+  EXPECT_EQ(a, b);
+  perseus::test::advance_fake_clock(0.001);
+  EXPECT_NEAR(gpu.total_energy_j() - a, 150.0, 0.0015);  // the first refresh: 300 W x 0.5 s
+  EXPECT_EQ(gpu.power_usage_w(), 300.0);                 // the default power
 }
 
 // Settings changed while a device is open (a second NvmlGpu, e.g. one a failed test left alive)
