@@ -103,7 +103,7 @@ def test_a_driver_that_does_not_answer_raises_after_the_timeout(fake_env, tmp_pa
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("raised "), run.stdout + run.stderr
     took = float(run.stdout.split()[1])
-    assert 0.6 <= took < 5, run.stdout
+    assert took >= 0.6, run.stdout  # not before duration + timeout (a blocked probe never raises)
     assert "the GPU driver did not answer: the probe had not finished 0.5 s after" in run.stdout
 
 
