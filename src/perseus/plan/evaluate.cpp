@@ -21,7 +21,7 @@ Evaluation evaluate_nodes(const schedule::Dag& dag, int num_ranks,
     busy += node_time[v];
     energy += node_energy[v];
   }
-  ev.energy_j = energy + blocking_power_w * (num_ranks * ev.time_s - busy);
+  ev.energy_j = iteration_energy(energy, busy, num_ranks, ev.time_s, blocking_power_w);
   return ev;
 }
 

@@ -29,7 +29,15 @@ struct Evaluation {
   std::vector<double> rank_busy_s;  // per rank: sum of its action durations
 };
 
-// Closed form of the iteration energy from per-node times and energies.
+// One iteration's energy on `num_ranks` GPUs over `time_s`: what the instructions drew
+// (`busy_energy_j` over `busy_s` GPU-seconds) plus the blocking power over the rest (Perseus
+// SOSP '24, section 3). Every evaluation of a plan computes it here.
+inline double iteration_energy(double busy_energy_j, double busy_s, int num_ranks, double time_s,
+                               double blocking_power_w) {
+  return busy_energy_j + blocking_power_w * (num_ranks * time_s - busy_s);
+}
+
+// Closed form of the iteration energy from per-node times and energies (iteration_energy).
 Evaluation evaluate_nodes(const schedule::Dag& dag, int num_ranks,
                           const std::vector<double>& node_time,
                           const std::vector<double>& node_energy, double blocking_power_w);

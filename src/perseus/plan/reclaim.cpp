@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 
+#include "perseus/plan/evaluate.hpp"
 #include "perseus/plan/exact_heap.hpp"
 #include "perseus/plan/lazy_windows.hpp"
 
@@ -192,7 +193,7 @@ TimeEnergy SlackReclaimer::State::evaluate() {
     busy += time[i];
     energy += at(i, option[i]).energy_j;
   }
-  return {time_s, energy + blocking_power_w * (num_ranks * time_s - busy)};
+  return {time_s, iteration_energy(energy, busy, num_ranks, time_s, blocking_power_w)};
 }
 
 void SlackReclaimer::State::push_candidate(int i) {
