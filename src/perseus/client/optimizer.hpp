@@ -22,8 +22,8 @@
 // and instruction names; they never read the energy counter, which on a real GPU blocks for ~4 ms.
 // A sampler reads the counter continuously (GpuBackend::start_energy_sampler), and when a
 // reporting window closes its energy is attributed to the window's iterations and instructions
-// (perseus/measure/attribution.hpp; `attribution`, default fit). Iterations therefore get their
-// energy when their window closes, also without a server.
+// (perseus/measure/attribution.hpp; `attribution`, default busy-overlap). Iterations therefore get
+// their energy when their window closes, also without a server.
 //
 // Observe-only mode (`observe`): measures and reports like any client but never locks a clock,
 // sets a power limit or resets either (the schedules' clocks are recorded, not applied).
