@@ -94,12 +94,13 @@ std::atomic<Clock::rep> lost_at{Clock::time_point::max().time_since_epoch().coun
 // neither a sleep nor a loaded machine changes what the counter reads.
 std::atomic<bool> manual_clock{false};
 std::atomic<long long> manual_ns{0};
-Clock::time_point manual_epoch;  // session-guarded
+std::atomic<Clock::rep> manual_epoch{0};  // a session's start (calls left behind may read it)
 
 Clock::time_point now() {
   if (!manual_clock.load()) return Clock::now();
-  std::chrono::nanoseconds advanced(manual_ns.load());
-  return manual_epoch + std::chrono::duration_cast<Clock::duration>(advanced);
+  const Clock::time_point epoch{Clock::duration(manual_epoch.load())};
+  return epoch +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(manual_ns.load()));
 }
 
 CounterSettings counter_settings_from_env() {
@@ -131,7 +132,7 @@ void start_session(const CounterSettings& settings) {
   counter = settings;
   manual_clock = env_set("FAKE_NVML_MANUAL_CLOCK");
   manual_ns = 0;
-  manual_epoch = Clock::now();
+  manual_epoch = Clock::now().time_since_epoch().count();
   counter_start = now();
   const double lost_ms = env_number("FAKE_NVML_LOST_AFTER_MS", -1.0, 0.0, 1e9);
   lost_at = lost_ms < 0.0 ? Clock::time_point::max().time_since_epoch().count()
