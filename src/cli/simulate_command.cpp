@@ -49,7 +49,7 @@ struct SimulateArgs {
 };
 
 struct Setup {
-  pipeline::JobSpec job;
+  pipeline::SimulatedJob job;
   std::string profile_label;
 };
 

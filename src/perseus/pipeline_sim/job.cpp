@@ -22,7 +22,7 @@ std::string rank_label(int rank, const schedule::Schedule& sched) {
          join(stages) + ", pipeline " + std::to_string(rank / gpus) + ")";
 }
 
-RunResult run_job(const JobSpec& job, const StopRule& stop, double timeout_s) {
+RunResult run_job(const SimulatedJob& job, const StopRule& stop, double timeout_s) {
   const auto label = [&](int rank) { return rank_label(rank, job.schedule); };
   std::vector<Channel> parent_ends;
   std::vector<RankLinks> links =

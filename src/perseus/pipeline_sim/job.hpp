@@ -14,7 +14,9 @@
 
 namespace perseus::pipeline_sim {
 
-struct JobSpec {
+// What `perseus simulate-training` runs: one process per rank of `pipelines` copies of the
+// pipeline, each with the real client on a simulated GPU. (The server's job is server::JobSpec.)
+struct SimulatedJob {
   profile::Profile profile;
   schedule::Schedule schedule;
   int pipelines = 1;
@@ -32,6 +34,6 @@ std::string rank_label(int rank, const schedule::Schedule& schedule);
 // "perseus: warning: rank R: ...". Throws perseus::Error naming the rank that failed (and how its
 // process ended, where it said nothing) after killing the others, or naming a rank whose process
 // failed or did not exit after the run.
-RunResult run_job(const JobSpec& job, const StopRule& stop, double timeout_s);
+RunResult run_job(const SimulatedJob& job, const StopRule& stop, double timeout_s);
 
 }  // namespace perseus::pipeline_sim
