@@ -17,16 +17,12 @@
 // saving moves under both (first order; per group the least over lambda of sum(bound x |weight -
 // lambda|), LP duality, at the bound-weighted median). So a plan that runs a pooled group's
 // instructions at one clock, as the profiling windows did, is not moved at all; pooling matters
-// where the plan gives them different clocks: on a simulated H100 last stage whose forward draws
-// 23 % more than its backward (pooled, -12 % / +8 %), profiled without split-clock rounds, the
-// plan with those forwards at 1410 MHz and backwards at 1980 read 12.14 +- 0.04 % (bound 2.2)
-// against 12.39 % (tests/cli/control_plane_counter.sh), and in a profiling run of 8 microbatches
-// frontier plans that slowed only those forwards read up to 1.1 points too high, 18 of 37 beyond
-// 3 standard errors, all within the bound (bench/saving_error_bench.sh). Rows the profiler's
-// split-clock rounds measured as differences from one clock's (energy_pooling_reference_mhz)
-// join that clock's group, an instruction's rows as one member: they share one offset in J, so a
-// plan that runs each instruction once per microbatch gets a bound of 0 (the same plan: 12.43 +-
-// 0.08 % against 12.41 %).
+// where the plan gives them different clocks. Rows the profiler's split-clock rounds measured as
+// differences from one clock's (energy_pooling_reference_mhz) join that clock's group, an
+// instruction's rows as one member: they share one offset in J, so a plan that runs each
+// instruction once per microbatch gets a bound of 0. What both give on a simulated H100 whose last
+// stage's forward and backward draw differently: docs/usage.md, section Usage (how far each saving
+// may be off), measured by tests/cli/control_plane_counter.sh and bench/saving_error_bench.sh.
 // Complexity: O(instructions + profile rows) per plan.
 #pragma once
 
